@@ -1,0 +1,10 @@
+# Warning flags for ipuml's own targets; never exported to users.
+add_library(ipuml_warnings INTERFACE)
+target_compile_options(ipuml_warnings INTERFACE -Wall -Wextra -Wpedantic -Wno-missing-field-initializers)
+if(IPUML_WARNINGS_AS_ERRORS)
+  target_compile_options(ipuml_warnings INTERFACE -Werror)
+endif()
+if(IPUML_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()

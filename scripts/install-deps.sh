@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs what building and testing ipuml needs, from Debian's packages only. Idempotent:
+# packages already present are skipped, and apt's index is refreshed at most once a day.
+# Usage: scripts/install-deps.sh [--peers]   (--peers adds PyTorch and OpenBLAS for benchmarks
+#        and for regenerating golden data)
+set -euo pipefail
+
+build_pkgs=(build-essential cmake pkg-config libxtensor-dev libxsimd-dev libtbb-dev
+            libhdf5-dev catch2 nlohmann-json3-dev libcli11-dev zlib1g-dev nodejs npm)
+peer_pkgs=(python3-torch libopenblas-dev)
+
+want=("${build_pkgs[@]}")
+[[ "${1:-}" == "--peers" ]] && want+=("${peer_pkgs[@]}")
+
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# nodejs/npm may come from elsewhere on the image; only the commands matter.
+if command -v npm >/dev/null 2>&1; then
+  missing=("${missing[@]/nodejs}"); missing=("${missing[@]/npm}")
+fi
+filtered=()
+for p in "${missing[@]}"; do [[ -n "$p" ]] && filtered+=("$p"); done
+if ((${#filtered[@]} == 0)); then
+  exit 0
+fi
+
+sudo=""
+[[ $(id -u) -ne 0 ]] && sudo="sudo"
+stamp=/var/lib/apt/periodic/ipuml-update-stamp
+if [[ ! -f $stamp ]] || [[ -n $(find "$stamp" -mmin +1440 2>/dev/null) ]]; then
+  $sudo apt-get update -q
+  $sudo mkdir -p "$(dirname $stamp)" && $sudo touch "$stamp"
+fi
+echo "install-deps: installing ${filtered[*]}" >&2
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${filtered[@]}"
