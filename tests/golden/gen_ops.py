@@ -1,0 +1,522 @@
+#!/usr/bin/python3
+"""Generate golden reference data for ipuml's op tests with PyTorch.
+
+Usage (Debian's PyTorch 1.13, not the pyenv python):
+    /usr/bin/python3 tests/golden/gen_ops.py > tests/golden/ops.json
+    /usr/bin/python3 tests/golden/gen_ops.py tests/golden/ops.json
+
+Format:
+  {"generator": ..., "torch_version": ..., "cases": [CASE, ...]}
+  CASE = {"name", "op", "inputs": [T...], "attrs": {...}, "outputs": [T...],
+          "grad_outputs": [T|null...], "grads": [T|null...]}
+  T = {"shape": [...], "dtype": "float32"|"int64"|"bool", "data": [flat row-major]}
+
+grads[i] = d(sum_j <outputs[j], grad_outputs[j]>)/d inputs[i], null for
+integer/bool inputs, for inputs marked non-differentiable (batch_norm running
+stats) and for ops with no differentiable output (argmax/argmin).
+
+Everything is computed in float64 from float32-representable inputs; floats
+are stored rounded to float32 with 9 significant digits.  Each case seeds the
+RNG from a CRC32 of its name, so cases are independent of each other's order.
+"""
+import json
+import math
+import sys
+import zlib
+
+import torch
+import torch.nn.functional as F
+
+F64 = torch.float64
+CASES = []
+NAMES = set()
+
+
+# ---------------------------------------------------------------- helpers
+def f32(t):
+    """Round to float32, return float64 (float32-representable values)."""
+    return t.to(torch.float32).to(F64)
+
+
+def randn(*shape):
+    return f32(torch.randn(tuple(shape), dtype=torch.float32))
+
+
+def uniform(lo, hi, *shape):
+    return f32(torch.rand(tuple(shape), dtype=torch.float32) * (hi - lo) + lo)
+
+
+def away0(*shape, margin=0.05):
+    """randn with |x| >= margin (safe around kinks at 0)."""
+    x = torch.randn(tuple(shape), dtype=torch.float32)
+    x = x + torch.sign(x) * margin
+    return f32(x)
+
+
+def signed_uniform(lo, hi, *shape):
+    """Values with |x| in [lo, hi] and random sign (safe denominators)."""
+    mag = torch.rand(tuple(shape), dtype=torch.float32) * (hi - lo) + lo
+    sgn = torch.where(torch.rand(tuple(shape)) < 0.5, -1.0, 1.0)
+    return f32(mag * sgn)
+
+
+def distinct(*shape):
+    """Distinct values (pairwise gaps >= 0.1), random order, roughly centred."""
+    n = 1
+    for s in shape:
+        n *= s
+    perm = torch.randperm(n).to(torch.float32)
+    u = torch.rand(n, dtype=torch.float32) * 0.5
+    x = (perm + u - n / 2.0) * 0.2
+    return f32(x.reshape(*shape) if shape else x.reshape(()))
+
+
+def grid(offset, *shape):
+    """Values on the grid 0.2*k + offset, k in [-10, 10] (used for max/min ties)."""
+    k = torch.randint(-10, 11, shape if shape else ()).to(torch.float32)
+    return f32(k * 0.2 + offset)
+
+
+def randint(lo, hi, *shape):
+    return torch.randint(lo, hi, shape if shape else (), dtype=torch.int64)
+
+
+def randbool(*shape):
+    return torch.rand(tuple(shape)) < 0.5
+
+
+def fmt_float(v):
+    v = float(v)
+    if not math.isfinite(v):
+        raise ValueError("non-finite value in golden data")
+    return float("%.9g" % v)
+
+
+def T(t):
+    t = t.detach()
+    if t.dtype == torch.bool:
+        dtype, data = "bool", [bool(v) for v in t.reshape(-1).tolist()]
+    elif t.dtype in (torch.int64, torch.int32):
+        dtype, data = "int64", [int(v) for v in t.reshape(-1).tolist()]
+    else:
+        dtype = "float32"
+        data = [fmt_float(v) for v in t.to(torch.float32).reshape(-1).tolist()]
+    return {"shape": list(t.shape), "dtype": dtype, "data": data}
+
+
+def is_float(t):
+    return t.dtype.is_floating_point
+
+
+def case(name, op, attrs, make_inputs, fn, nodiff_in=(), nograd_out=()):
+    """Register one case.
+
+    make_inputs(): returns the list of input tensors (called after seeding).
+    fn(*inputs): returns a tensor or a tuple/list of tensors.
+    nodiff_in: input indices whose grads are null even if float.
+    nograd_out: output indices whose grad_outputs are null even if float.
+    """
+    assert name not in NAMES, name
+    NAMES.add(name)
+    torch.manual_seed(zlib.crc32(name.encode()))
+    raw = make_inputs()
+    ins = []
+    for i, t in enumerate(raw):
+        t = t.detach().clone()
+        if is_float(t) and i not in nodiff_in:
+            t.requires_grad_(True)
+        ins.append(t)
+    outs = fn(*ins)
+    if isinstance(outs, torch.Tensor):
+        outs = [outs]
+    outs = list(outs)
+    gouts = []
+    loss = None
+    for j, o in enumerate(outs):
+        if is_float(o) and j not in nograd_out and o.requires_grad:
+            g = randn(*o.shape)
+            gouts.append(g)
+            term = (o * g).sum()
+            loss = term if loss is None else loss + term
+        else:
+            gouts.append(None)
+    diff = [t for t in ins if t.requires_grad]
+    if loss is not None and diff:
+        gl = torch.autograd.grad(loss, diff, allow_unused=True)
+        gmap = {id(t): g for t, g in zip(diff, gl)}
+    else:
+        gmap = {}
+    grads = []
+    for t in ins:
+        if t.requires_grad and loss is not None:
+            g = gmap[id(t)]
+            grads.append(T(g if g is not None else torch.zeros_like(t)))
+        else:
+            grads.append(None)
+    CASES.append({
+        "name": name,
+        "op": op,
+        "inputs": [T(t) for t in raw],
+        "attrs": attrs,
+        "outputs": [T(o) for o in outs],
+        "grad_outputs": [None if g is None else T(g) for g in gouts],
+        "grads": grads,
+    })
+
+
+def shp(s):
+    return "x".join(str(v) for v in s) if s else "scalar"
+
+
+# ---------------------------------------------------------------- binary
+BIN_SHAPES = [([2, 3], [2, 3]), ([2, 3], [3]), ([2, 1, 4], [3, 1]), ([], [2, 3]), ([2, 3], [])]
+
+BINARY = {
+    "add": (torch.add, lambda s: randn(*s), lambda s: randn(*s)),
+    "sub": (torch.sub, lambda s: randn(*s), lambda s: randn(*s)),
+    "mul": (torch.mul, lambda s: randn(*s), lambda s: randn(*s)),
+    "div": (torch.div, lambda s: randn(*s), lambda s: signed_uniform(0.5, 2.0, *s)),
+    "pow": (torch.pow, lambda s: uniform(0.5, 2.0, *s), lambda s: randn(*s)),
+    # a on the grid 0.2k, b on 0.2k+0.1: never within 0.1 of each other
+    "maximum": (torch.maximum, lambda s: grid(0.0, *s), lambda s: grid(0.1, *s)),
+    "minimum": (torch.minimum, lambda s: grid(0.0, *s), lambda s: grid(0.1, *s)),
+}
+
+for op, (fn, ga, gb) in BINARY.items():
+    for sa, sb in BIN_SHAPES:
+        case("%s_%s_%s" % (op, shp(sa), shp(sb)), op, {},
+             lambda ga=ga, gb=gb, sa=sa, sb=sb: [ga(sa), gb(sb)], fn)
+
+for e in [2.0, 3.0, 0.5, -1.5, 1.0]:
+    case("pow_scalar_%g" % e, "pow_scalar", {"exponent": e},
+         lambda: [uniform(0.5, 2.0, 3, 4)], lambda x, e=e: torch.pow(x, e))
+case("pow_scalar_2_neg_base", "pow_scalar", {"exponent": 2.0},
+     lambda: [randn(2, 5)], lambda x: torch.pow(x, 2.0))
+
+# ---------------------------------------------------------------- unary
+UNARY = {
+    "neg": (torch.neg, lambda s: randn(*s)),
+    "exp": (torch.exp, lambda s: randn(*s)),
+    "log": (torch.log, lambda s: uniform(0.5, 2.0, *s)),
+    "sqrt": (torch.sqrt, lambda s: uniform(0.5, 2.0, *s)),
+    "rsqrt": (torch.rsqrt, lambda s: uniform(0.5, 2.0, *s)),
+    "abs": (torch.abs, lambda s: away0(*s)),
+    "tanh": (torch.tanh, lambda s: randn(*s)),
+    "sigmoid": (torch.sigmoid, lambda s: randn(*s)),
+    "relu": (F.relu, lambda s: away0(*s)),
+}
+for op, (fn, g) in UNARY.items():
+    for s in ([2, 3, 4], [7], []):
+        case("%s_%s" % (op, shp(s)), op, {}, lambda g=g, s=s: [g(s)], fn)
+for appr in ("none", "tanh"):
+    for s in ([2, 3, 4], [7], []):
+        case("gelu_%s_%s" % (appr, shp(s)), "gelu", {"approximate": appr},
+             lambda s=s: [randn(*s) * 2], lambda x, a=appr: F.gelu(x, approximate=a))
+
+# ---------------------------------------------------------------- reductions
+for op, fn in (("sum", torch.sum), ("mean", torch.mean)):
+    for dims, keep in ((None, False), ([1], False), ([-1], True), ([0, 2], False),
+                       ([0, 2], True), ([0, 1, 2], False), ([-3], True)):
+        def f(x, dims=dims, keep=keep, fn=fn):
+            if dims is None:
+                return fn(x)
+            return fn(x, dim=dims, keepdim=keep)
+        case("%s_dims%s_keep%d" % (op, "all" if dims is None else "_".join(map(str, dims)), keep),
+             op, {"dims": dims, "keepdim": keep}, lambda: [randn(2, 3, 4)], f)
+    case("%s_2d_dims0" % op, op, {"dims": [0], "keepdim": False},
+         lambda: [randn(5, 3)], lambda x, fn=fn: fn(x, dim=[0], keepdim=False))
+
+for op, fn in (("amax", torch.amax), ("amin", torch.amin)):
+    for dims, keep in (([0], False), ([1], True), ([-1], False), ([2], True), ([0, 2], False)):
+        case("%s_dims%s_keep%d" % (op, "_".join(map(str, dims)), keep), op,
+             {"dims": dims, "keepdim": keep}, lambda: [distinct(2, 3, 4)],
+             lambda x, d=dims, k=keep, fn=fn: fn(x, dim=d, keepdim=k))
+
+for op, fn in (("max_dim", torch.max), ("min_dim", torch.min)):
+    for dim, keep in ((0, False), (1, True), (-1, False), (2, True)):
+        case("%s_dim%d_keep%d" % (op, dim, keep), op, {"dim": dim, "keepdim": keep},
+             lambda: [distinct(2, 3, 4)],
+             lambda x, d=dim, k=keep, fn=fn: tuple(fn(x, d, k)))
+
+for op, fn in (("argmax", torch.argmax), ("argmin", torch.argmin)):
+    for dim, keep in ((0, False), (1, True), (-1, False)):
+        case("%s_dim%d_keep%d" % (op, dim, keep), op, {"dim": dim, "keepdim": keep},
+             lambda: [distinct(2, 3, 4)],
+             lambda x, d=dim, k=keep, fn=fn: fn(x, dim=d, keepdim=k))
+
+for dims, corr, keep in ((None, 1, False), (None, 0, False), ([1], 1, False), ([1], 0, True),
+                         ([-1], 1, True), ([0, 2], 0, False), ([0, 2], 1, False)):
+    case("var_dims%s_corr%d_keep%d" % ("all" if dims is None else "_".join(map(str, dims)), corr, keep),
+         "var", {"dims": dims, "correction": corr, "keepdim": keep}, lambda: [randn(2, 3, 4)],
+         lambda x, d=dims, c=corr, k=keep: torch.var(x, dim=d, correction=c, keepdim=k))
+
+# ---------------------------------------------------------------- matmul / linear
+for sa, sb in (([3], [3]), ([2, 3], [3]), ([3], [3, 4]), ([2, 3], [3, 4]),
+               ([2, 2, 3], [3, 4]), ([2, 1, 2, 3], [3, 3, 2]), ([3], [2, 3, 4])):
+    case("matmul_%s_%s" % (shp(sa), shp(sb)), "matmul", {},
+         lambda sa=sa, sb=sb: [randn(*sa), randn(*sb)], torch.matmul)
+
+case("linear_bias_2d", "linear", {}, lambda: [randn(4, 3), randn(5, 3), randn(5)], F.linear)
+case("linear_bias_3d", "linear", {}, lambda: [randn(2, 3, 4), randn(2, 4), randn(2)], F.linear)
+case("linear_nobias_2d", "linear", {}, lambda: [randn(4, 3), randn(5, 3)], F.linear)
+case("linear_bias_1d", "linear", {}, lambda: [randn(3), randn(5, 3), randn(5)], F.linear)
+
+# ---------------------------------------------------------------- convolutions
+CONV1D = [
+    ("basic", [2, 4, 9], [6, 4, 3], 1, 0, 1, 1, True),
+    ("stride2", [2, 4, 9], [6, 4, 3], 2, 0, 1, 1, True),
+    ("pad1", [2, 4, 9], [6, 4, 3], 1, 1, 1, 1, True),
+    ("dil2", [2, 4, 9], [6, 4, 3], 1, 0, 2, 1, True),
+    ("groups2", [2, 4, 9], [6, 2, 3], 1, 0, 1, 2, True),
+    ("nobias", [2, 4, 9], [6, 4, 3], 1, 0, 1, 1, False),
+    ("mixed", [2, 4, 10], [4, 2, 3], 2, 2, 2, 2, True),
+]
+for nm, xs, ws, st, pd, dl, g, bias in CONV1D:
+    attrs = {"stride": [st], "padding": [pd], "dilation": [dl], "groups": g}
+
+    def mk(xs=xs, ws=ws, bias=bias):
+        r = [randn(*xs), randn(*ws) * 0.5]
+        if bias:
+            r.append(randn(ws[0]))
+        return r
+
+    case("conv1d_" + nm, "conv1d", attrs, mk,
+         lambda x, w, b=None, st=st, pd=pd, dl=dl, g=g: F.conv1d(x, w, b, st, pd, dl, g))
+
+CONV2D = [
+    ("basic", [2, 4, 5, 6], [6, 4, 3, 3], [1, 1], [0, 0], [1, 1], 1, True),
+    ("stride2", [2, 4, 5, 6], [6, 4, 3, 3], [2, 2], [0, 0], [1, 1], 1, True),
+    ("pad1", [2, 4, 5, 6], [4, 4, 3, 3], [1, 1], [1, 1], [1, 1], 1, True),
+    ("dil2", [2, 4, 5, 6], [6, 4, 2, 2], [1, 1], [0, 0], [2, 2], 1, True),
+    ("groups2", [2, 4, 5, 6], [6, 2, 3, 3], [1, 1], [0, 0], [1, 1], 2, True),
+    ("nobias", [2, 4, 5, 6], [4, 4, 3, 3], [1, 1], [1, 1], [1, 1], 1, False),
+    ("asym", [1, 3, 6, 7], [4, 3, 2, 3], [2, 1], [1, 0], [1, 2], 1, True),
+    ("mixed", [2, 4, 6, 6], [4, 2, 3, 3], [2, 2], [1, 1], [2, 2], 2, True),
+]
+for nm, xs, ws, st, pd, dl, g, bias in CONV2D:
+    attrs = {"stride": st, "padding": pd, "dilation": dl, "groups": g}
+
+    def mk(xs=xs, ws=ws, bias=bias):
+        r = [randn(*xs), randn(*ws) * 0.5]
+        if bias:
+            r.append(randn(ws[0]))
+        return r
+
+    case("conv2d_" + nm, "conv2d", attrs, mk,
+         lambda x, w, b=None, st=st, pd=pd, dl=dl, g=g: F.conv2d(x, w, b, st, pd, dl, g))
+
+# ---------------------------------------------------------------- pooling
+for nm, xs, k, s, p in (("k2s2", [2, 3, 8], [2], [2], [0]),
+                        ("k3s2p1", [2, 3, 9], [3], [2], [1]),
+                        ("k3s1", [1, 2, 7], [3], [1], [0])):
+    case("max_pool1d_" + nm, "max_pool1d", {"kernel_size": k, "stride": s, "padding": p},
+         lambda xs=xs: [distinct(*xs)],
+         lambda x, k=k, s=s, p=p: F.max_pool1d(x, k, s, p))
+
+for nm, xs, k, s, p in (("k2s2", [2, 3, 4, 6], [2, 2], [2, 2], [0, 0]),
+                        ("k3s2p1", [2, 2, 5, 7], [3, 3], [2, 2], [1, 1]),
+                        ("k3s1", [1, 2, 5, 5], [3, 3], [1, 1], [0, 0]),
+                        ("asym", [1, 3, 6, 7], [2, 3], [2, 1], [1, 1])):
+    case("max_pool2d_" + nm, "max_pool2d", {"kernel_size": k, "stride": s, "padding": p},
+         lambda xs=xs: [distinct(*xs)],
+         lambda x, k=k, s=s, p=p: F.max_pool2d(x, k, s, p))
+
+for nm, xs, k, s, p in (("k2s2", [2, 3, 4, 6], [2, 2], [2, 2], [0, 0]),
+                        ("k3s2p1", [2, 2, 5, 7], [3, 3], [2, 2], [1, 1]),
+                        ("k3s1p1", [1, 2, 5, 5], [3, 3], [1, 1], [1, 1]),
+                        ("asym", [1, 3, 6, 7], [2, 3], [2, 1], [1, 1])):
+    for cip in ((True, False) if p[0] or p[1] else (True,)):
+        attrs = {"kernel_size": k, "stride": s, "padding": p,
+                 "count_include_pad": cip, "ceil_mode": False}
+        case("avg_pool2d_%s_cip%d" % (nm, cip), "avg_pool2d", attrs,
+             lambda xs=xs: [randn(*xs)],
+             lambda x, k=k, s=s, p=p, cip=cip: F.avg_pool2d(x, k, s, p, ceil_mode=False,
+                                                           count_include_pad=cip))
+
+for nm, xs, os in (("5x7_to_3x2", [2, 3, 5, 7], [3, 2]),
+                   ("6x6_to_3x3", [1, 2, 6, 6], [3, 3]),
+                   ("4x5_to_1x1", [2, 3, 4, 5], [1, 1]),
+                   ("3x4_to_5x6", [1, 2, 3, 4], [5, 6]),
+                   ("7x5_to_4x3", [1, 2, 7, 5], [4, 3])):
+    case("adaptive_avg_pool2d_" + nm, "adaptive_avg_pool2d", {"output_size": os},
+         lambda xs=xs: [randn(*xs)], lambda x, os=os: F.adaptive_avg_pool2d(x, os))
+
+# ---------------------------------------------------------------- softmax
+for op, fn in (("softmax", F.softmax), ("log_softmax", F.log_softmax)):
+    for xs, dim in (([3, 5], 1), ([3, 5], 0), ([2, 3, 4], -1), ([2, 3, 4], 1), ([6], 0)):
+        case("%s_%s_dim%d" % (op, shp(xs), dim), op, {"dim": dim},
+             lambda xs=xs: [randn(*xs) * 2], lambda x, d=dim, fn=fn: fn(x, dim=d))
+
+# ---------------------------------------------------------------- losses
+for red in ("mean", "sum", "none"):
+    for ls in (0.0, 0.1):
+        case("cross_entropy_NC_%s_ls%g" % (red, ls), "cross_entropy",
+             {"reduction": red, "label_smoothing": ls},
+             lambda: [randn(6, 5) * 2, randint(0, 5, 6)],
+             lambda x, t, r=red, l=ls: F.cross_entropy(x, t, reduction=r, label_smoothing=l))
+for red, ls in (("mean", 0.0), ("none", 0.1), ("sum", 0.1)):
+    case("cross_entropy_NCd_%s_ls%g" % (red, ls), "cross_entropy",
+         {"reduction": red, "label_smoothing": ls},
+         lambda: [randn(3, 4, 5) * 2, randint(0, 4, 3, 5)],
+         lambda x, t, r=red, l=ls: F.cross_entropy(x, t, reduction=r, label_smoothing=l))
+
+for red in ("mean", "sum", "none"):
+    case("nll_loss_%s" % red, "nll_loss", {"reduction": red},
+         lambda: [F.log_softmax(randn(6, 5) * 2, dim=1).to(torch.float32).to(F64), randint(0, 5, 6)],
+         lambda x, t, r=red: F.nll_loss(x, t, reduction=r))
+    case("mse_loss_%s" % red, "mse_loss", {"reduction": red},
+         lambda: [randn(3, 4), randn(3, 4)], lambda a, b, r=red: F.mse_loss(a, b, reduction=r))
+case("mse_loss_3d_mean", "mse_loss", {"reduction": "mean"},
+     lambda: [randn(2, 3, 4), randn(2, 3, 4)], lambda a, b: F.mse_loss(a, b, reduction="mean"))
+
+# ---------------------------------------------------------------- normalization
+def bn_fn(training):
+    def f(x, w, b, rm, rv):
+        rm2, rv2 = rm.clone(), rv.clone()
+        y = F.batch_norm(x, rm2, rv2, w, b, training=training, momentum=0.1, eps=1e-5)
+        return y, rm2, rv2
+    return f
+
+
+for xs in ([6, 3], [2, 3, 4, 4]):
+    for training in (True, False):
+        C = xs[1]
+        case("batch_norm_%s_train%d" % (shp(xs), training), "batch_norm",
+             {"training": training, "momentum": 0.1, "eps": 1e-5},
+             lambda xs=xs, C=C: [randn(*xs) * 1.5 + 0.3, randn(C), randn(C),
+                                 randn(C) * 0.5, uniform(0.5, 2.0, C)],
+             bn_fn(training), nodiff_in=(3, 4), nograd_out=(1, 2))
+
+for xs, ns in (([4, 5], [5]), ([2, 3, 4], [3, 4]), ([2, 3, 4], [4])):
+    case("layer_norm_%s_ns%s" % (shp(xs), shp(ns)), "layer_norm",
+         {"normalized_shape": ns, "eps": 1e-5},
+         lambda xs=xs, ns=ns: [randn(*xs) * 2 + 0.5, randn(*ns), randn(*ns)],
+         lambda x, w, b, ns=ns: F.layer_norm(x, ns, w, b, eps=1e-5))
+
+for xs, g in (([2, 6, 3, 3], 2), ([2, 6, 3, 3], 3), ([2, 6, 3, 3], 1), ([2, 6, 3, 3], 6), ([2, 4, 5], 2)):
+    case("group_norm_%s_g%d" % (shp(xs), g), "group_norm", {"num_groups": g, "eps": 1e-5},
+         lambda xs=xs: [randn(*xs) * 2 + 0.5, randn(xs[1]), randn(xs[1])],
+         lambda x, w, b, g=g: F.group_norm(x, g, w, b, eps=1e-5))
+
+# ---------------------------------------------------------------- embedding
+case("embedding_10x4_idx3x5", "embedding", {},
+     lambda: [randn(10, 4), randint(0, 10, 3, 5)], lambda w, i: F.embedding(i, w))
+case("embedding_6x3_idx2x4_repeats", "embedding", {},
+     lambda: [randn(6, 3), torch.tensor([[0, 1, 1, 5], [5, 5, 2, 0]])],
+     lambda w, i: F.embedding(i, w))
+
+# ---------------------------------------------------------------- cat / stack / split / chunk
+for nm, shapes, dim in (("dim0", [[2, 3], [1, 3], [3, 3]], 0),
+                        ("dim1", [[2, 3], [2, 1], [2, 2]], 1),
+                        ("dimneg1", [[2, 3, 2], [2, 3, 1]], -1),
+                        ("3d_dim1", [[2, 1, 4], [2, 3, 4]], 1)):
+    case("cat_" + nm, "cat", {"dim": dim}, lambda shapes=shapes: [randn(*s) for s in shapes],
+         lambda *xs, d=dim: torch.cat(xs, dim=d))
+for nm, s, n, dim in (("dim0", [2, 3], 3, 0), ("dim1", [2, 3], 2, 1), ("dimneg1", [2, 3], 2, -1),
+                      ("dim2", [2, 3], 3, 2)):
+    case("stack_" + nm, "stack", {"dim": dim}, lambda s=s, n=n: [randn(*s) for _ in range(n)],
+         lambda *xs, d=dim: torch.stack(xs, dim=d))
+for nm, s, ss, dim in (("even_dim0", [4, 3], 2, 0), ("uneven_dim1", [2, 5], 2, 1),
+                       ("uneven_dimneg1", [2, 3, 7], 3, -1), ("bigger_than_dim", [2, 3], 5, 1)):
+    case("split_" + nm, "split", {"split_size": ss, "dim": dim}, lambda s=s: [randn(*s)],
+         lambda x, ss=ss, d=dim: tuple(torch.split(x, ss, dim=d)))
+for nm, s, c, dim in (("even_dim0", [4, 3], 2, 0), ("7by3_dim1", [2, 7], 3, 1),
+                      ("6by4_gives3_dimneg1", [2, 6], 4, -1), ("5by5_dim1", [1, 5], 5, 1)):
+    case("chunk_" + nm, "chunk", {"chunks": c, "dim": dim}, lambda s=s: [randn(*s)],
+         lambda x, c=c, d=dim: tuple(torch.chunk(x, c, dim=d)))
+
+# ---------------------------------------------------------------- where / masked_fill / index ops / clamp
+case("where_same_shape", "where", {}, lambda: [randbool(3, 4), randn(3, 4), randn(3, 4)], torch.where)
+case("where_broadcast", "where", {}, lambda: [randbool(3, 1), randn(4), randn(3, 4)], torch.where)
+case("where_broadcast_scalar_b", "where", {}, lambda: [randbool(2, 3), randn(2, 3), randn()], torch.where)
+
+for nm, xs, ms, v in (("same", [3, 4], [3, 4], -1.5), ("bcast_row", [3, 4], [4], 0.0),
+                      ("bcast_col", [2, 3, 4], [3, 1], 2.25)):
+    case("masked_fill_" + nm, "masked_fill", {"value": v},
+         lambda xs=xs, ms=ms: [randn(*xs), randbool(*ms)],
+         lambda x, m, v=v: x.masked_fill(m, v))
+
+for nm, xs, idx, dim in (("dim0", [4, 5], [3, 0, 3], 0), ("dim1", [4, 5], [4, 1], 1),
+                         ("dimneg1", [2, 3, 4], [0, 3, 3, 1, 2], -1)):
+    case("index_select_" + nm, "index_select", {"dim": dim},
+         lambda xs=xs, idx=idx: [randn(*xs), torch.tensor(idx, dtype=torch.int64)],
+         lambda x, i, d=dim: torch.index_select(x, d, i))
+
+for nm, xs, ishape, dim in (("dim1", [3, 4], [3, 2], 1), ("dim0", [3, 4], [2, 4], 0),
+                            ("dimneg1_3d", [2, 3, 4], [2, 3, 5], -1), ("dim1_smaller", [3, 4], [2, 3], 1)):
+    def mk(xs=xs, ishape=ishape, dim=dim):
+        return [randn(*xs), randint(0, xs[dim], *ishape)]
+    case("gather_" + nm, "gather", {"dim": dim}, mk, lambda x, i, d=dim: torch.gather(x, d, i))
+
+
+def clamp_input(lo, hi, *shape):
+    x = torch.randn(tuple(shape), dtype=torch.float32)
+    for b in (lo, hi):
+        if b is not None:
+            near = (x - b).abs() < 0.05
+            x = torch.where(near, x + 0.1 * torch.sign(x - b + 1e-6), x)
+    return f32(x)
+
+
+for nm, lo, hi in (("both", -0.5, 0.7), ("min_only", 0.0, None), ("max_only", None, 0.25)):
+    case("clamp_" + nm, "clamp", {"min": lo, "max": hi},
+         lambda lo=lo, hi=hi: [clamp_input(lo, hi, 4, 5)],
+         lambda x, lo=lo, hi=hi: torch.clamp(x, min=lo, max=hi))
+
+# ---------------------------------------------------------------- view ops
+for nm, xs, s in (("to_6x_neg1", [2, 3, 4], [6, -1]), ("flatten", [2, 3, 4], [-1]),
+                  ("to_4x3x2", [2, 3, 4], [4, 3, 2]), ("add_unit_dims", [3, 4], [1, 3, 1, 4]),
+                  ("neg1_first", [2, 6], [-1, 4])):
+    case("reshape_" + nm, "reshape", {"shape": s}, lambda xs=xs: [randn(*xs)],
+         lambda x, s=s: x.reshape(s))
+for dims in ([2, 0, 1], [1, 0, 2], [-1, 0, 1], [0, 1, 2]):
+    case("permute_%s" % "_".join(map(str, dims)), "permute", {"dims": dims},
+         lambda: [randn(2, 3, 4)], lambda x, d=dims: x.permute(*d))
+for d0, d1 in ((0, 1), (0, 2), (-1, -2), (1, 1)):
+    case("transpose_%d_%d" % (d0, d1), "transpose", {"dim0": d0, "dim1": d1},
+         lambda: [randn(2, 3, 4)], lambda x, a=d0, b=d1: x.transpose(a, b))
+for dim, st, ln in ((1, 1, 2), (0, 0, 1), (-1, 2, 2), (2, 0, 4)):
+    case("narrow_dim%d_s%d_l%d" % (dim, st, ln), "narrow", {"dim": dim, "start": st, "length": ln},
+         lambda: [randn(2, 3, 4)], lambda x, d=dim, s=st, l=ln: x.narrow(d, s, l))
+
+
+def slice_fn(dim, start, end, step):
+    def f(x):
+        idx = [slice(None)] * x.dim()
+        idx[dim] = slice(start, end, step)
+        return x[tuple(idx)]
+    return f
+
+
+for xs, dim, st, en, sp in (([3, 6], 1, 1, 5, 2), ([5, 2], 0, 0, 5, 1), ([2, 3, 7], -1, 2, 7, 3),
+                            ([2, 5, 3], 1, 1, 4, 1), ([4, 6], 1, 0, 6, 4)):
+    case("slice_%s_dim%d_%d_%d_%d" % (shp(xs), dim, st, en, sp), "slice",
+         {"dim": dim, "start": st, "end": en, "step": sp}, lambda xs=xs: [randn(*xs)],
+         slice_fn(dim, st, en, sp))
+for nm, xs, s in (("3x1_to_3x4", [3, 1], [3, 4]), ("1x4_to_2x3x4", [1, 4], [2, 3, 4]),
+                  ("neg1_keep", [2, 1, 4], [2, 3, -1]), ("1d_to_2d", [4], [3, 4]),
+                  ("scalar", [], [2, 3])):
+    case("expand_" + nm, "expand", {"shape": s}, lambda xs=xs: [randn(*xs)],
+         lambda x, s=s: x.expand(*s))
+for xs, dim in (([3, 1, 4], 1), ([3, 4, 1], -1), ([1, 3], 0), ([3, 4], 1)):
+    case("squeeze_%s_dim%d" % (shp(xs), dim), "squeeze", {"dim": dim}, lambda xs=xs: [randn(*xs)],
+         lambda x, d=dim: x.squeeze(d))
+for xs, dim in (([3, 4], 0), ([3, 4], -1), ([3, 4], 2), ([3, 4], 1), ([], 0)):
+    case("unsqueeze_%s_dim%d" % (shp(xs), dim), "unsqueeze", {"dim": dim}, lambda xs=xs: [randn(*xs)],
+         lambda x, d=dim: x.unsqueeze(d))
+
+
+# ---------------------------------------------------------------- output
+def dump(out):
+    out.write('{"generator": "tests/golden/gen_ops.py", "torch_version": %s, "cases": [\n'
+              % json.dumps(torch.__version__))
+    out.write(",\n".join(json.dumps(c, allow_nan=False, separators=(",", ":")) for c in CASES))
+    out.write("\n]}\n")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        with open(sys.argv[1], "w") as fh:
+            dump(fh)
+    else:
+        dump(sys.stdout)
