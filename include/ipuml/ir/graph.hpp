@@ -1,0 +1,91 @@
+// ir::Graph: one captured step (forward, loss, backward, update) as ops over SSA values.
+// Values are streamed inputs, state (parameters, buffers, optimizer state) or op results.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <ipuml/ir/attrs.hpp>
+#include <ipuml/ir/op_catalogue.hpp>
+#include <ipuml/ir/op_kind.hpp>
+
+namespace ipuml::ir {
+
+enum class ValueKind : uint8_t { Input, State, Op };
+
+struct Value {
+  TensorMeta meta;
+  ValueKind kind = ValueKind::Op;
+  int64_t node = -1;  // producer (Op values)
+  int output = 0;
+  std::string name;   // inputs and named state
+};
+
+struct Node {
+  OpKind kind;
+  Attrs attrs;
+  std::vector<int64_t> inputs;
+  std::vector<int64_t> outputs;
+};
+
+struct StateUpdate {
+  int64_t state;  // a State value
+  int64_t value;  // its new value at the end of the step
+};
+
+class Graph {
+ public:
+  std::vector<Value> values;
+  std::vector<Node> nodes;
+  std::vector<int64_t> inputs;   // Input values, in the order they are fed
+  std::vector<int64_t> states;   // State values, in the order they are bound
+  std::vector<int64_t> outputs;  // values returned by a run
+  std::vector<StateUpdate> updates;
+
+  int64_t add_value(Value v) {
+    values.push_back(std::move(v));
+    return static_cast<int64_t>(values.size()) - 1;
+  }
+  const TensorMeta& meta(int64_t v) const { return values.at(v).meta; }
+
+  // For each value, the index of the last node that reads it (-1 if none); outputs and
+  // update sources live to the end.
+  std::vector<int64_t> last_use() const {
+    std::vector<int64_t> last(values.size(), -1);
+    for (size_t n = 0; n < nodes.size(); ++n)
+      for (auto v : nodes[n].inputs) last[v] = static_cast<int64_t>(n);
+    const auto end = static_cast<int64_t>(nodes.size());
+    for (auto v : outputs) last[v] = end;
+    for (auto& u : updates) last[u.value] = end;
+    return last;
+  }
+
+  // A stable key over structure, shapes, dtypes and attributes (for the compiled-plan cache).
+  std::string signature() const {
+    std::string s;
+    auto meta_str = [](const TensorMeta& m) {
+      return std::string(dtype_name(m.dtype)) + shape_str(m.shape);
+    };
+    for (auto v : inputs) s += "in:" + meta_str(values[v].meta) + ";";
+    for (auto v : states) s += "st:" + meta_str(values[v].meta) + ";";
+    for (auto& n : nodes) {
+      s += op_name(n.kind);
+      s += '(';
+      for (auto v : n.inputs) s += std::to_string(v) + ',';
+      s += ")->";
+      for (auto v : n.outputs) s += std::to_string(v) + ':' + meta_str(values[v].meta) + ',';
+      s += '{' + n.attrs.key() + "};";
+    }
+    s += "out:";
+    for (auto v : outputs) s += std::to_string(v) + ',';
+    s += "upd:";
+    for (auto& u : updates) s += std::to_string(u.state) + '=' + std::to_string(u.value) + ',';
+    return s;
+  }
+
+  size_t hash() const { return std::hash<std::string>{}(signature()); }
+};
+
+}  // namespace ipuml::ir

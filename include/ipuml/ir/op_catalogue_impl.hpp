@@ -1,0 +1,445 @@
+// Bodies of the op catalogue's inference and FLOP counts (compiled once in compiled mode).
+#pragma once
+
+#include <ipuml/ir/op_catalogue.hpp>
+
+namespace ipuml::ir {
+
+namespace catalogue_detail {
+
+inline void expect_inputs(OpKind k, const std::vector<TensorMeta>& in, size_t lo, size_t hi) {
+  IPUML_CHECK(in.size() >= lo && in.size() <= hi, op_name(k), ": expected ", lo,
+              lo == hi ? "" : detail::str(" to ", hi), " inputs, got ", in.size());
+}
+
+inline void expect_float(OpKind k, const TensorMeta& t, const char* what = "input") {
+  IPUML_CHECK(t.dtype == DType::Float32, op_name(k), ": expected a float32 ", what, ", got ",
+              dtype_name(t.dtype), is_floating(t.dtype) ? " (float16/bfloat16 are storage types: "
+                                                          "convert with .to(kFloat32))"
+                                                        : "");
+}
+
+inline void expect_rank(OpKind k, const TensorMeta& t, size_t rank, const char* what) {
+  IPUML_CHECK(t.shape.size() == rank, op_name(k), ": expected ", what, " of rank ", rank,
+              ", got shape ", shape_str(t.shape));
+}
+
+inline Shape reduce_shape(const Shape& s, const std::vector<int64_t>& dims, bool keepdim) {
+  std::vector<bool> red(s.size(), dims.empty());
+  for (auto d : dims) red[d] = true;
+  Shape out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (!red[i])
+      out.push_back(s[i]);
+    else if (keepdim)
+      out.push_back(1);
+  }
+  return out;
+}
+
+inline void check_dims(OpKind k, const std::vector<int64_t>& dims, size_t rank) {
+  std::vector<bool> seen(rank, false);
+  for (auto d : dims) {
+    IPUML_CHECK(d >= 0 && static_cast<size_t>(d) < std::max<size_t>(rank, 1), op_name(k), ": dim ",
+                d, " out of range for rank ", rank);
+    if (rank == 0) continue;
+    IPUML_CHECK(!seen[d], op_name(k), ": dim ", d, " appears twice in ", detail::str(dims));
+    seen[d] = true;
+  }
+}
+
+inline void check_geometry(OpKind k, const Attrs& a) {
+  for (auto* v : {&a.kernel, &a.stride, &a.padding})
+    IPUML_CHECK(v->size() == 2, op_name(k), ": expected 2-d kernel/stride/padding, got ",
+                detail::str(*v));
+  for (int i = 0; i < 2; ++i) {
+    IPUML_CHECK(a.kernel[i] > 0 && a.stride[i] > 0 && a.padding[i] >= 0, op_name(k),
+                ": kernel and stride must be positive and padding non-negative, got kernel ",
+                detail::str(a.kernel), " stride ", detail::str(a.stride), " padding ",
+                detail::str(a.padding));
+  }
+}
+
+}  // namespace catalogue_detail
+
+IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
+                                           const std::vector<TensorMeta>& in) {
+  using namespace catalogue_detail;
+  const char* name = op_name(k);
+  switch (k) {
+    case OpKind::Full:
+    case OpKind::Arange:
+    case OpKind::RandUniform:
+    case OpKind::RandNormal:
+    case OpKind::RandInt: {
+      expect_inputs(k, in, 0, 0);
+      for (auto d : a.shape) IPUML_CHECK(d >= 0, name, ": negative size in shape ", shape_str(a.shape));
+      return {{a.shape, a.dtype}};
+    }
+    case OpKind::Neg:
+    case OpKind::Abs:
+    case OpKind::Sign:
+    case OpKind::Copy: {
+      expect_inputs(k, in, 1, 1);
+      IPUML_CHECK(in[0].dtype != DType::Bool || k == OpKind::Copy, name, ": not defined for bool");
+      IPUML_CHECK(in[0].dtype == DType::Float32 || is_integral(in[0].dtype) || k == OpKind::Copy,
+                  name, ": expected float32 or an integer type, got ", dtype_name(in[0].dtype));
+      return {in[0]};
+    }
+    case OpKind::Exp:
+    case OpKind::Log:
+    case OpKind::Sqrt:
+    case OpKind::Rsqrt:
+    case OpKind::Tanh:
+    case OpKind::Sigmoid:
+    case OpKind::Relu:
+    case OpKind::Gelu:
+    case OpKind::Clamp:
+    case OpKind::PowScalar: {
+      expect_inputs(k, in, 1, 1);
+      expect_float(k, in[0]);
+      return {in[0]};
+    }
+    case OpKind::Cast:
+      expect_inputs(k, in, 1, 1);
+      return {{in[0].shape, a.dtype}};
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Mul:
+    case OpKind::Div:
+    case OpKind::Pow:
+    case OpKind::Maximum:
+    case OpKind::Minimum:
+    case OpKind::Eq:
+    case OpKind::Ne:
+    case OpKind::Lt:
+    case OpKind::Le:
+    case OpKind::Gt:
+    case OpKind::Ge:
+    case OpKind::LogicalAnd: {
+      expect_inputs(k, in, 2, 2);
+      IPUML_CHECK(in[0].dtype == in[1].dtype, name, ": dtypes differ: ", dtype_name(in[0].dtype),
+                  " and ", dtype_name(in[1].dtype), " (expected the same dtype; use .to())");
+      const bool cmp = k == OpKind::Eq || k == OpKind::Ne || k == OpKind::Lt || k == OpKind::Le ||
+                       k == OpKind::Gt || k == OpKind::Ge;
+      if (k == OpKind::LogicalAnd) {
+        IPUML_CHECK(in[0].dtype == DType::Bool, name, ": expected bool inputs, got ",
+                    dtype_name(in[0].dtype));
+      } else if (k == OpKind::Div || k == OpKind::Pow) {
+        expect_float(k, in[0]);
+      } else {
+        IPUML_CHECK(in[0].dtype == DType::Float32 || is_integral(in[0].dtype) ||
+                        (cmp && in[0].dtype == DType::Bool),
+                    name, ": expected float32 or an integer type, got ", dtype_name(in[0].dtype));
+      }
+      Shape s = broadcast_shapes(in[0].shape, in[1].shape, name);
+      return {{s, cmp || k == OpKind::LogicalAnd ? DType::Bool : in[0].dtype}};
+    }
+    case OpKind::Where: {
+      expect_inputs(k, in, 3, 3);
+      IPUML_CHECK(in[0].dtype == DType::Bool, name, ": condition must be bool, got ",
+                  dtype_name(in[0].dtype));
+      IPUML_CHECK(in[1].dtype == in[2].dtype, name, ": branches have different dtypes ",
+                  dtype_name(in[1].dtype), " and ", dtype_name(in[2].dtype));
+      Shape s = broadcast_shapes(broadcast_shapes(in[0].shape, in[1].shape, name), in[2].shape, name);
+      return {{s, in[1].dtype}};
+    }
+    case OpKind::ReluGrad:
+    case OpKind::GeluGrad:
+      expect_inputs(k, in, 2, 2);
+      expect_float(k, in[0]);
+      IPUML_CHECK(in[0].shape == in[1].shape, name, ": shapes differ");
+      return {in[0]};
+    case OpKind::Sum:
+    case OpKind::Amax:
+    case OpKind::Amin: {
+      expect_inputs(k, in, 1, 1);
+      check_dims(k, a.dims, in[0].shape.size());
+      if (k != OpKind::Sum)
+        IPUML_CHECK(in[0].numel() > 0, name, ": cannot reduce an empty tensor of shape ",
+                    shape_str(in[0].shape));
+      IPUML_CHECK(in[0].dtype != DType::Bool || k == OpKind::Sum, name, ": not defined for bool");
+      DType out = in[0].dtype;
+      if (is_integral(out) || out == DType::Bool) out = k == OpKind::Sum ? DType::Int64 : out;
+      return {{reduce_shape(in[0].shape, a.dims, a.keepdim), out}};
+    }
+    case OpKind::MaxDim:
+    case OpKind::MinDim:
+    case OpKind::ArgMax:
+    case OpKind::ArgMin: {
+      expect_inputs(k, in, 1, 1);
+      IPUML_CHECK(a.dims.size() <= 1, name, ": expects at most one dim");
+      check_dims(k, a.dims, in[0].shape.size());
+      IPUML_CHECK(in[0].numel() > 0, name, ": cannot reduce an empty tensor");
+      if (k == OpKind::MaxDim || k == OpKind::MinDim) {
+        IPUML_CHECK(a.dims.size() == 1, name, ": expects one dim");
+        Shape s = reduce_shape(in[0].shape, a.dims, a.keepdim);
+        return {{s, in[0].dtype}, {s, DType::Int64}};
+      }
+      return {{reduce_shape(in[0].shape, a.dims, a.dims.empty() ? false : a.keepdim), DType::Int64}};
+    }
+    case OpKind::Reshape:
+      expect_inputs(k, in, 1, 1);
+      IPUML_CHECK(numel(a.shape) == in[0].numel(), "reshape: cannot reshape a tensor of shape ",
+                  shape_str(in[0].shape), " (", in[0].numel(), " elements) into shape ",
+                  shape_str(a.shape), " (", numel(a.shape), " elements)");
+      return {{a.shape, in[0].dtype}};
+    case OpKind::Permute: {
+      expect_inputs(k, in, 1, 1);
+      IPUML_CHECK(a.dims.size() == in[0].shape.size(), "permute: expected ", in[0].shape.size(),
+                  " dims for shape ", shape_str(in[0].shape), ", got ", detail::str(a.dims));
+      check_dims(k, a.dims, in[0].shape.size());
+      Shape s;
+      for (auto d : a.dims) s.push_back(in[0].shape[d]);
+      return {{s, in[0].dtype}};
+    }
+    case OpKind::Slice: {
+      expect_inputs(k, in, 1, 1);
+      IPUML_CHECK(a.dims.size() == 1, name, ": expects one dim");
+      check_dims(k, a.dims, in[0].shape.size());
+      const int64_t size = in[0].shape[a.dims[0]];
+      IPUML_CHECK(a.step > 0 && a.start >= 0 && a.start <= a.end && a.end <= size,
+                  "slice: range [", a.start, ", ", a.end, ") step ", a.step,
+                  " is invalid for dim ", a.dims[0], " of size ", size);
+      Shape s = in[0].shape;
+      s[a.dims[0]] = (a.end - a.start + a.step - 1) / a.step;
+      return {{s, in[0].dtype}};
+    }
+    case OpKind::Expand: {
+      expect_inputs(k, in, 1, 1);
+      const Shape& s = in[0].shape;
+      IPUML_CHECK(a.shape.size() >= s.size(), "expand: cannot expand shape ", shape_str(s),
+                  " to fewer dims ", shape_str(a.shape));
+      const size_t off = a.shape.size() - s.size();
+      for (size_t i = 0; i < s.size(); ++i)
+        IPUML_CHECK(s[i] == a.shape[off + i] || s[i] == 1, "expand: cannot expand shape ",
+                    shape_str(s), " to ", shape_str(a.shape), " (dim ", off + i, ": ", s[i],
+                    " is neither 1 nor ", a.shape[off + i], ")");
+      return {{a.shape, in[0].dtype}};
+    }
+    case OpKind::Cat: {
+      IPUML_CHECK(!in.empty(), "cat: expected at least one tensor");
+      IPUML_CHECK(a.dims.size() == 1, name, ": expects one dim");
+      const int64_t d = a.dims[0];
+      check_dims(k, a.dims, in[0].shape.size());
+      Shape s = in[0].shape;
+      s[d] = 0;
+      for (size_t i = 0; i < in.size(); ++i) {
+        IPUML_CHECK(in[i].dtype == in[0].dtype, "cat: tensor ", i, " has dtype ",
+                    dtype_name(in[i].dtype), ", expected ", dtype_name(in[0].dtype));
+        IPUML_CHECK(in[i].shape.size() == in[0].shape.size(), "cat: tensor ", i, " has shape ",
+                    shape_str(in[i].shape), ", expected rank ", in[0].shape.size());
+        for (size_t j = 0; j < s.size(); ++j)
+          IPUML_CHECK(static_cast<int64_t>(j) == d || in[i].shape[j] == in[0].shape[j],
+                      "cat: tensor ", i, " has shape ", shape_str(in[i].shape),
+                      ", which differs from ", shape_str(in[0].shape), " outside dim ", d);
+        s[d] += in[i].shape[d];
+      }
+      return {{s, in[0].dtype}};
+    }
+    case OpKind::IndexSelect: {
+      expect_inputs(k, in, 2, 2);
+      IPUML_CHECK(in[1].dtype == DType::Int64 || in[1].dtype == DType::Int32,
+                  "index_select: index must be int64 or int32, got ", dtype_name(in[1].dtype));
+      IPUML_CHECK(in[1].shape.size() == 1, "index_select: index must be 1-d, got shape ",
+                  shape_str(in[1].shape));
+      check_dims(k, a.dims, in[0].shape.size());
+      Shape s = in[0].shape;
+      s[a.dims[0]] = in[1].shape[0];
+      return {{s, in[0].dtype}};
+    }
+    case OpKind::IndexAdd: {
+      expect_inputs(k, in, 2, 2);
+      IPUML_CHECK(in[0].shape.size() == 1 && is_integral(in[0].dtype), name,
+                  ": index must be a 1-d integer tensor");
+      check_dims(k, a.dims, a.shape.size());
+      Shape expect = a.shape;
+      expect[a.dims[0]] = in[0].shape[0];
+      IPUML_CHECK(in[1].shape == expect, name, ": source shape ", shape_str(in[1].shape),
+                  ", expected ", shape_str(expect));
+      return {{a.shape, in[1].dtype}};
+    }
+    case OpKind::Gather: {
+      expect_inputs(k, in, 2, 2);
+      IPUML_CHECK(is_integral(in[1].dtype), "gather: index must be int64, got ",
+                  dtype_name(in[1].dtype));
+      IPUML_CHECK(in[1].shape.size() == in[0].shape.size(), "gather: index shape ",
+                  shape_str(in[1].shape), " must have the rank of the input ",
+                  shape_str(in[0].shape));
+      check_dims(k, a.dims, in[0].shape.size());
+      for (size_t i = 0; i < in[0].shape.size(); ++i)
+        IPUML_CHECK(static_cast<int64_t>(i) == a.dims[0] || in[1].shape[i] <= in[0].shape[i],
+                    "gather: index shape ", shape_str(in[1].shape), " exceeds input shape ",
+                    shape_str(in[0].shape), " in dim ", i);
+      return {{in[1].shape, in[0].dtype}};
+    }
+    case OpKind::ScatterAdd: {
+      expect_inputs(k, in, 2, 2);
+      IPUML_CHECK(is_integral(in[0].dtype) && in[0].shape == in[1].shape, name,
+                  ": index must be an integer tensor shaped like the source");
+      check_dims(k, a.dims, a.shape.size());
+      return {{a.shape, in[1].dtype}};
+    }
+    case OpKind::MatMul: {
+      expect_inputs(k, in, 2, 2);
+      expect_float(k, in[0]);
+      expect_float(k, in[1]);
+      const Shape& sa = in[0].shape;
+      const Shape& sb = in[1].shape;
+      IPUML_CHECK(sa.size() >= 2 && sb.size() >= 2, "matmul: expected operands of rank >= 2, got ",
+                  shape_str(sa), " and ", shape_str(sb));
+      const int64_t m = a.flag ? sa[sa.size() - 1] : sa[sa.size() - 2];
+      const int64_t ka = a.flag ? sa[sa.size() - 2] : sa[sa.size() - 1];
+      const int64_t kb = a.flag2 ? sb[sb.size() - 1] : sb[sb.size() - 2];
+      const int64_t n = a.flag2 ? sb[sb.size() - 2] : sb[sb.size() - 1];
+      IPUML_CHECK(ka == kb, "matmul: inner dimensions differ: ", shape_str(sa), " @ ",
+                  shape_str(sb), " (", ka, " vs ", kb, ")");
+      Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
+      Shape s = broadcast_shapes(ba, bb, "matmul (batch dims)");
+      s.push_back(m);
+      s.push_back(n);
+      return {{s, DType::Float32}};
+    }
+    case OpKind::Conv: {
+      expect_inputs(k, in, 2, 3);
+      expect_rank(k, in[0], 4, "input");
+      expect_rank(k, in[1], 4, "weight");
+      expect_float(k, in[0]);
+      expect_float(k, in[1], "weight");
+      check_geometry(k, a);
+      IPUML_CHECK(a.dilation.size() == 2 && a.dilation[0] > 0 && a.dilation[1] > 0, name,
+                  ": dilation must be positive, got ", detail::str(a.dilation));
+      const Shape& x = in[0].shape;
+      const Shape& w = in[1].shape;
+      IPUML_CHECK(a.groups > 0 && x[1] % a.groups == 0 && w[0] % a.groups == 0,
+                  "conv: groups=", a.groups, " must divide input channels ", x[1],
+                  " and output channels ", w[0]);
+      IPUML_CHECK(w[1] * a.groups == x[1], "conv: weight of shape ", shape_str(w), " expects ",
+                  w[1] * a.groups, " input channels, but the input of shape ", shape_str(x),
+                  " has ", x[1]);
+      IPUML_CHECK(w[2] == a.kernel[0] && w[3] == a.kernel[1], name, ": weight shape ",
+                  shape_str(w), " disagrees with kernel ", detail::str(a.kernel));
+      if (in.size() == 3)
+        IPUML_CHECK(in[2].shape == Shape{w[0]}, "conv: bias of shape ", shape_str(in[2].shape),
+                    ", expected [", w[0], "]");
+      const int64_t oh = window_out_size(x[2], w[2], a.stride[0], a.padding[0], a.dilation[0]);
+      const int64_t ow = window_out_size(x[3], w[3], a.stride[1], a.padding[1], a.dilation[1]);
+      IPUML_CHECK(oh > 0 && ow > 0, "conv: input of spatial size ", x[2], "x", x[3],
+                  " is too small for kernel ", w[2], "x", w[3], " with padding ",
+                  detail::str(a.padding), " and dilation ", detail::str(a.dilation));
+      return {{{x[0], w[0], oh, ow}, DType::Float32}};
+    }
+    case OpKind::ConvBackwardInput:
+    case OpKind::ConvBackwardWeight:
+      expect_inputs(k, in, 2, 2);
+      return {{a.shape, DType::Float32}};
+    case OpKind::MaxPool:
+    case OpKind::AvgPool: {
+      expect_inputs(k, in, 1, 1);
+      expect_rank(k, in[0], 4, "input");
+      expect_float(k, in[0]);
+      check_geometry(k, a);
+      for (int i = 0; i < 2; ++i)
+        IPUML_CHECK(a.padding[i] * 2 <= a.kernel[i], name, ": padding ", detail::str(a.padding),
+                    " must be at most half the kernel ", detail::str(a.kernel));
+      const Shape& x = in[0].shape;
+      const int64_t oh = window_out_size(x[2], a.kernel[0], a.stride[0], a.padding[0]);
+      const int64_t ow = window_out_size(x[3], a.kernel[1], a.stride[1], a.padding[1]);
+      IPUML_CHECK(oh > 0 && ow > 0, name, ": input of spatial size ", x[2], "x", x[3],
+                  " is smaller than the kernel ", detail::str(a.kernel));
+      Shape s{x[0], x[1], oh, ow};
+      if (k == OpKind::MaxPool) return {{s, DType::Float32}, {s, DType::Int64}};
+      return {{s, DType::Float32}};
+    }
+    case OpKind::MaxPoolBackward:
+      expect_inputs(k, in, 2, 2);
+      return {{a.shape, DType::Float32}};
+    case OpKind::AvgPoolBackward:
+    case OpKind::AdaptiveAvgPoolBackward:
+      expect_inputs(k, in, 1, 1);
+      return {{a.shape, DType::Float32}};
+    case OpKind::AdaptiveAvgPool: {
+      expect_inputs(k, in, 1, 1);
+      expect_rank(k, in[0], 4, "input");
+      expect_float(k, in[0]);
+      IPUML_CHECK(a.shape.size() == 2 && a.shape[0] > 0 && a.shape[1] > 0,
+                  "adaptive_avg_pool2d: output size must be two positive numbers, got ",
+                  shape_str(a.shape));
+      return {{{in[0].shape[0], in[0].shape[1], a.shape[0], a.shape[1]}, DType::Float32}};
+    }
+    case OpKind::Softmax:
+    case OpKind::LogSoftmax:
+      expect_inputs(k, in, 1, 1);
+      expect_float(k, in[0]);
+      check_dims(k, a.dims, in[0].shape.size());
+      return {in[0]};
+    case OpKind::Count:
+      break;
+  }
+  fail("infer: unknown op");
+}
+
+IPUML_INLINE double op_flops(OpKind k, const Attrs& a, const std::vector<TensorMeta>& in,
+                             const std::vector<TensorMeta>& out) {
+  const double n_out = out.empty() ? 0.0 : static_cast<double>(out[0].numel());
+  switch (k) {
+    case OpKind::MatMul: {
+      const Shape& sa = in[0].shape;
+      const double kdim = static_cast<double>(a.flag ? sa[sa.size() - 2] : sa[sa.size() - 1]);
+      return 2.0 * n_out * kdim;
+    }
+    case OpKind::Conv: {
+      const Shape& w = in[1].shape;
+      return 2.0 * n_out * static_cast<double>(w[1] * w[2] * w[3]) + (in.size() == 3 ? n_out : 0);
+    }
+    case OpKind::ConvBackwardInput: {
+      const Shape& w = in[1].shape;  // dy, w
+      return 2.0 * static_cast<double>(in[0].numel()) * static_cast<double>(w[1] * w[2] * w[3]);
+    }
+    case OpKind::ConvBackwardWeight: {
+      const Shape& dy = in[1].shape;  // x, dy
+      return 2.0 * static_cast<double>(numel(dy)) * static_cast<double>(a.shape[1] * a.shape[2] * a.shape[3]);
+    }
+    case OpKind::Sum:
+    case OpKind::Amax:
+    case OpKind::Amin:
+    case OpKind::MaxDim:
+    case OpKind::MinDim:
+    case OpKind::ArgMax:
+    case OpKind::ArgMin:
+      return static_cast<double>(in[0].numel());
+    case OpKind::MaxPool:
+    case OpKind::AvgPool:
+      return n_out * static_cast<double>(a.kernel[0] * a.kernel[1]);
+    case OpKind::Exp:
+    case OpKind::Log:
+    case OpKind::Tanh:
+    case OpKind::Sigmoid:
+    case OpKind::Gelu:
+    case OpKind::GeluGrad:
+    case OpKind::Pow:
+    case OpKind::PowScalar:
+    case OpKind::Sqrt:
+    case OpKind::Rsqrt:
+      return 8.0 * n_out;  // transcendental: a few multiply-adds
+    case OpKind::Softmax:
+    case OpKind::LogSoftmax:
+      return 12.0 * n_out;
+    case OpKind::Reshape:
+    case OpKind::Permute:
+    case OpKind::Slice:
+    case OpKind::Expand:
+    case OpKind::Cat:
+    case OpKind::Copy:
+    case OpKind::IndexSelect:
+    case OpKind::Gather:
+    case OpKind::Full:
+    case OpKind::Arange:
+    case OpKind::Cast:
+      return 0.0;
+    default:
+      return n_out;
+  }
+}
+
+}  // namespace ipuml::ir

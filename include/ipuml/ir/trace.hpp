@@ -1,0 +1,91 @@
+// Tracing: while a Tracer is active on this thread, ops record nodes into its ir::Graph instead
+// of computing. Eager tensors an op touches become State values bound to those tensors.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <ipuml/core/config.hpp>
+#include <ipuml/ir/graph.hpp>
+#include <ipuml/tensor/tensor.hpp>
+
+namespace ipuml::ir {
+
+// A captured step: the graph and the eager tensors its State values are bound to.
+struct Trace {
+  Graph graph;
+  std::vector<Tensor> states;  // parallel to graph.states
+};
+
+class Tracer {
+ public:
+  Tracer();
+  ~Tracer();
+  Tracer(const Tracer&) = delete;
+  Tracer& operator=(const Tracer&) = delete;
+
+  static Tracer* current();
+
+  // Declares a streamed input shaped like `example`; returns the symbolic tensor to compute with.
+  Tensor input(const Tensor& example, const std::string& name = "");
+  Tensor input(const TensorMeta& meta, const std::string& name = "");
+  // Names state tensors (e.g. "layer1.conv.weight") for reports; unnamed ones get "state<i>".
+  void name_state(const Tensor& t, const std::string& name);
+
+  // Ends the trace: `outputs` become the graph's outputs; in-place updates of state tensors
+  // become StateUpdates; every touched eager tensor is restored.
+  Trace finish(const std::vector<Tensor>& outputs);
+
+  // Used by the dispatcher.
+  std::vector<Tensor> record(OpKind kind, const Attrs& attrs, const std::vector<Tensor>& inputs,
+                             const std::vector<TensorMeta>& metas);
+  // In-place op while tracing: `target` now stands for `value`.
+  void rebind(const Tensor& target, const Tensor& value);
+  // Grad of a state leaf set while tracing (restored by finish).
+  void remember_grad(TensorImpl* impl);
+  uint64_t id() const { return id_; }
+
+ private:
+  int64_t value_of(const Tensor& t);
+  Tensor symbolic(int64_t value);
+
+  struct Saved {
+    std::shared_ptr<TensorImpl> impl;
+    int64_t value;
+    uint64_t trace_id;
+    std::shared_ptr<TensorImpl> grad;
+    bool grad_saved = false;
+    int64_t state_value = -1;  // the State value it was captured as, or -1
+  };
+  Graph graph_;
+  std::vector<Tensor> state_tensors_;
+  std::unordered_map<TensorImpl*, size_t> touched_;  // eager impl -> index in saved_
+  std::vector<Saved> saved_;
+  std::unordered_map<TensorImpl*, std::string> names_;
+  Tracer* prev_ = nullptr;
+  uint64_t id_;
+  bool finished_ = false;
+};
+
+// Suspends tracing on this thread for the guard's lifetime (ops run eagerly again), e.g. to
+// create optimizer state that must persist across steps.
+class NoTraceGuard {
+ public:
+  NoTraceGuard();
+  ~NoTraceGuard();
+  NoTraceGuard(const NoTraceGuard&) = delete;
+  NoTraceGuard& operator=(const NoTraceGuard&) = delete;
+
+ private:
+  Tracer* saved_;
+};
+
+bool is_tracing();
+
+}  // namespace ipuml::ir
+
+#ifdef IPUML_INCLUDE_IMPL
+#include <ipuml/ir/trace_impl.hpp>
+#endif
