@@ -1,0 +1,49 @@
+// 2-D convolution on raw NCHW float buffers (forward and the three gradients), PyTorch semantics.
+// Runs as implicit-im2col GEMM on the packed micro-kernels of gemm.hpp; deterministic under oneTBB.
+#pragma once
+
+#include <ipuml/backends/cpu/gemm.hpp>
+#include <ipuml/core/config.hpp>
+
+#include <cstdint>
+
+namespace ipuml::cpu {
+
+// Shapes of one convolution. A 1-D convolution is h = 1, kh = 1 (stride_h = dil_h = 1, pad_h = 0).
+struct Conv2dParams {
+  int64_t n = 1, c_in = 1, h = 1, w = 1;
+  int64_t c_out = 1, kh = 1, kw = 1;
+  int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1;
+  int64_t groups = 1;
+  int64_t out_h() const { return (h + 2 * pad_h - dil_h * (kh - 1) - 1) / stride_h + 1; }
+  int64_t out_w() const { return (w + 2 * pad_w - dil_w * (kw - 1) - 1) / stride_w + 1; }
+};
+
+// Throws ipuml::Error naming the offending field unless the parameters describe a valid conv.
+void check_conv2d_params(const char* op, const Conv2dParams& p);
+
+// x: n x c_in x h x w, w: c_out x (c_in / groups) x kh x kw, bias: c_out or nullptr,
+// y: n x c_out x out_h x out_w (overwritten).
+void conv2d_forward(const Conv2dParams& p, const float* x, const float* w, const float* bias,
+                    float* y);
+// dx = d(loss)/dx given dy (overwrites dx).
+void conv2d_backward_input(const Conv2dParams& p, const float* dy, const float* w, float* dx);
+// dw = d(loss)/dw given x and dy (overwrites dw); reduced over batch and space in a fixed order.
+void conv2d_backward_weight(const Conv2dParams& p, const float* x, const float* dy, float* dw);
+// db[o] = sum of dy over batch and space (overwrites db).
+void conv2d_backward_bias(const Conv2dParams& p, const float* dy, float* db);
+
+// Naive loops with double accumulation: the test oracle.
+void conv2d_forward_reference(const Conv2dParams& p, const float* x, const float* w,
+                              const float* bias, float* y);
+void conv2d_backward_input_reference(const Conv2dParams& p, const float* dy, const float* w,
+                                     float* dx);
+void conv2d_backward_weight_reference(const Conv2dParams& p, const float* x, const float* dy,
+                                      float* dw);
+void conv2d_backward_bias_reference(const Conv2dParams& p, const float* dy, float* db);
+
+}  // namespace ipuml::cpu
+
+#ifdef IPUML_INCLUDE_IMPL
+#include <ipuml/backends/cpu/conv_impl.hpp>
+#endif

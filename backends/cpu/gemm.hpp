@@ -1,0 +1,35 @@
+// Single-precision matrix multiply on raw row-major buffers: the CPU backend's hot path.
+// Packed, cache-blocked and register-tiled per ISA (see cpu_features.hpp); deterministic under oneTBB.
+#pragma once
+
+#include <ipuml/backends/cpu/cpu_features.hpp>
+#include <ipuml/core/config.hpp>
+
+#include <cstdint>
+
+namespace ipuml::cpu {
+
+// C[m,n] = alpha * sum_k op(A)[m,k] * op(B)[k,n] + beta * C[m,n]; row-major, lda/ldb/ldc are row
+// strides of the stored (untransposed) matrices. beta == 0 never reads C. Results are identical
+// bit for bit whatever the number of TBB threads.
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// `batch` independent products; stride_* are element distances between consecutive matrices
+// (0 broadcasts one matrix to the whole batch; with stride_c == 0 the products are applied to
+// the same C one after another, in batch order).
+void sgemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n, int64_t k,
+                   float alpha, const float* a, int64_t lda, int64_t stride_a, const float* b,
+                   int64_t ldb, int64_t stride_b, float beta, float* c, int64_t ldc,
+                   int64_t stride_c);
+
+// Naive triple loop with double accumulation: the test oracle.
+void sgemm_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                     float* c, int64_t ldc);
+
+}  // namespace ipuml::cpu
+
+#ifdef IPUML_INCLUDE_IMPL
+#include <ipuml/backends/cpu/gemm_impl.hpp>
+#endif

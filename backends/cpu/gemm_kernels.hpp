@@ -1,0 +1,429 @@
+// Internal to the CPU backend: register-tiled SGEMM micro-kernels per ISA and the packed,
+// cache-blocked driver that gemm and conv (implicit im2col) both run on. Not a public API.
+#pragma once
+
+#include <ipuml/backends/cpu/cpu_features.hpp>
+
+#include <tbb/global_control.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define IPUML_CPU_X86 1
+#endif
+
+namespace ipuml::cpu::detail {
+
+// C[0:mr, 0:nr] = alpha * (packed A panel x packed B panel) + beta * C; beta == 0 never reads C,
+// so garbage (NaN) in C cannot leak into the result. A panel: kc x mr, mr values per k.
+// B panel: kc x width, width values per k, zero-padded past nr.
+using MicroKernel = void (*)(int64_t kc, const float* pa, const float* pb, float* c, int64_t ldc,
+                             int nr, float alpha, float beta);
+
+constexpr int kMaxMr = 14;
+constexpr int kMaxNv = 2;
+
+// Blocking of one ISA path. kc is part of the numerical result (it fixes where partial sums are
+// rounded into C), so it depends on the ISA only, never on the thread count or the problem split.
+struct GemmConfig {
+  int mr;   // rows of a full micro-tile
+  int vw;   // floats per vector; B panels are padded to a multiple of it
+  int nv;   // vectors per micro-tile row (nr = vw * nv)
+  int64_t kc, mc, nc;
+  MicroKernel kern[kMaxMr + 1][kMaxNv + 1];  // [rows][vectors]
+  int nr() const { return vw * nv; }
+};
+
+// ---------------------------------------------------------------- portable micro-kernel
+// Plain loops the compiler vectorises for the baseline ISA; mr <= 4, one 16-float vector.
+template <int MR>
+void kernel_generic(int64_t kc, const float* pa, const float* pb, float* c, int64_t ldc, int nr,
+                    float alpha, float beta) {
+  constexpr int NR = 16;
+  float acc[MR][NR] = {};
+  for (int64_t p = 0; p < kc; ++p) {
+    const float* b = pb + p * NR;
+    for (int i = 0; i < MR; ++i) {
+      const float a = pa[p * MR + i];
+      for (int j = 0; j < NR; ++j) acc[i][j] += a * b[j];
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    float* cr = c + i * ldc;
+    if (beta == 0.0f) {
+      for (int j = 0; j < nr; ++j) cr[j] = alpha * acc[i][j];
+    } else {
+      for (int j = 0; j < nr; ++j) cr[j] = alpha * acc[i][j] + beta * cr[j];
+    }
+  }
+}
+
+#ifdef IPUML_CPU_X86
+// ---------------------------------------------------------------- AVX2 + FMA micro-kernel
+// 6 x 16 tile: 12 accumulators + 2 B vectors + 1 broadcast fit the 16 ymm registers.
+template <int MR, int NV>
+__attribute__((target("avx2,fma"))) void kernel_avx2(int64_t kc, const float* pa, const float* pb,
+                                                     float* c, int64_t ldc, int nr, float alpha,
+                                                     float beta) {
+  constexpr int W = 8 * NV;
+  __m256 acc[MR][NV];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    __m256 b[NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) b[v] = _mm256_loadu_ps(pb + p * W + 8 * v);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const __m256 a = _mm256_broadcast_ss(pa + p * MR + i);
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_fmadd_ps(a, b[v], acc[i][v]);
+    }
+  }
+  const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256i mask[NV];
+#pragma GCC unroll 2
+  for (int v = 0; v < NV; ++v) mask[v] = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8 * v), iota);
+  const bool full = nr == W;
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    float* cr = c + i * ldc;
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) {
+      __m256 r = _mm256_mul_ps(acc[i][v], va);
+      if (full) {
+        if (beta != 0.0f) r = _mm256_fmadd_ps(_mm256_loadu_ps(cr + 8 * v), vb, r);
+        _mm256_storeu_ps(cr + 8 * v, r);
+      } else {
+        if (beta != 0.0f) r = _mm256_fmadd_ps(_mm256_maskload_ps(cr + 8 * v, mask[v]), vb, r);
+        _mm256_maskstore_ps(cr + 8 * v, mask[v], r);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- AVX-512 micro-kernel
+// 14 x 32 tile: 28 accumulators + 2 B vectors + 1 broadcast of the 32 zmm registers; the
+// broadcasts fold into the FMAs as memory operands, so loads stay under the two-per-cycle limit.
+template <int MR, int NV>
+__attribute__((target("avx512f"))) void kernel_avx512(int64_t kc, const float* pa, const float* pb,
+                                                      float* c, int64_t ldc, int nr, float alpha,
+                                                      float beta) {
+  constexpr int W = 16 * NV;
+  __m512 acc[MR][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    __m512 b[NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_ps(pb + p * W + 16 * v);
+    _mm_prefetch(reinterpret_cast<const char*>(pb + (p + 8) * W), _MM_HINT_T0);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m512 a = _mm512_set1_ps(pa[p * MR + i]);
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  __mmask16 mask[NV];
+#pragma GCC unroll 2
+  for (int v = 0; v < NV; ++v) {
+    const int left = nr - 16 * v;
+    mask[v] = left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1u);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    float* cr = c + i * ldc;
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) {
+      __m512 r = _mm512_mul_ps(acc[i][v], va);
+      if (beta != 0.0f) r = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask[v], cr + 16 * v), vb, r);
+      _mm512_mask_storeu_ps(cr + 16 * v, mask[v], r);
+    }
+  }
+}
+#endif  // IPUML_CPU_X86
+
+inline const GemmConfig& generic_config() {
+  static const GemmConfig cfg = [] {
+    GemmConfig g{4, 16, 1, 256, 128, 4096, {}};
+    g.kern[1][1] = kernel_generic<1>;
+    g.kern[2][1] = kernel_generic<2>;
+    g.kern[3][1] = kernel_generic<3>;
+    g.kern[4][1] = kernel_generic<4>;
+    return g;
+  }();
+  return cfg;
+}
+
+#ifdef IPUML_CPU_X86
+template <int MR>
+void fill_avx2(GemmConfig& g) {
+  if constexpr (MR > 0) {
+    g.kern[MR][1] = kernel_avx2<MR, 1>;
+    g.kern[MR][2] = kernel_avx2<MR, 2>;
+    fill_avx2<MR - 1>(g);
+  }
+}
+template <int MR>
+void fill_avx512(GemmConfig& g) {
+  if constexpr (MR > 0) {
+    g.kern[MR][1] = kernel_avx512<MR, 1>;
+    g.kern[MR][2] = kernel_avx512<MR, 2>;
+    fill_avx512<MR - 1>(g);
+  }
+}
+inline const GemmConfig& avx2_config() {
+  static const GemmConfig cfg = [] {
+    GemmConfig g{6, 8, 2, 256, 120, 4096, {}};
+    fill_avx2<6>(g);
+    return g;
+  }();
+  return cfg;
+}
+inline const GemmConfig& avx512_config() {
+  static const GemmConfig cfg = [] {
+    GemmConfig g{14, 16, 2, 256, 168, 4096, {}};
+    fill_avx512<14>(g);
+    return g;
+  }();
+  return cfg;
+}
+#endif
+
+inline const GemmConfig& config_for(Isa isa) {
+#ifdef IPUML_CPU_X86
+  if (isa == Isa::avx512) return avx512_config();
+  if (isa == Isa::avx2) return avx2_config();
+#else
+  (void)isa;
+#endif
+  return generic_config();
+}
+
+// ---------------------------------------------------------------- scratch memory
+struct AlignedFree {
+  void operator()(float* p) const { ::operator delete[](p, std::align_val_t{64}); }
+};
+using AlignedPtr = std::unique_ptr<float[], AlignedFree>;
+
+inline AlignedPtr aligned_floats(size_t n) {
+  return AlignedPtr(static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t{64})));
+}
+
+// A per-thread buffer that is reused across calls (page faults on fresh allocations would cost
+// more than small GEMMs). A thread can re-enter while its buffer is lent out (TBB lets a thread
+// that waits in parallel_for run another task that also calls sgemm), so a busy slot hands out a
+// private allocation instead.
+class ScratchLease {
+ public:
+  ScratchLease(int slot, size_t n) {
+    Slot& s = slots()[slot];
+    if (!s.busy) {
+      if (s.size < n) {
+        s.data.reset();
+        s.data = aligned_floats(n);
+        s.size = n;
+      }
+      s.busy = true;
+      slot_ = &s;
+      ptr_ = s.data.get();
+    } else {
+      own_ = aligned_floats(n);
+      ptr_ = own_.get();
+    }
+  }
+  ~ScratchLease() {
+    if (slot_) slot_->busy = false;
+  }
+  ScratchLease(const ScratchLease&) = delete;
+  ScratchLease& operator=(const ScratchLease&) = delete;
+  float* get() const { return ptr_; }
+
+ private:
+  struct Slot {
+    AlignedPtr data;
+    size_t size = 0;
+    bool busy = false;
+  };
+  static Slot* slots() {
+    thread_local Slot s[3];
+    return s;
+  }
+  Slot* slot_ = nullptr;
+  AlignedPtr own_;
+  float* ptr_ = nullptr;
+};
+
+enum ScratchSlot { kScratchA = 0, kScratchB = 1, kScratchConv = 2 };
+
+// Parallelism visible to this call: the arena's size capped by any tbb::global_control. Only the
+// work split depends on it, never the arithmetic.
+inline int available_threads() {
+  const int arena = tbb::this_task_arena::max_concurrency();
+  const int global = static_cast<int>(
+      tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism));
+  return std::max(1, std::min(arena, global));
+}
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// Runs body(i) for i in [0, count): in parallel when `parallel`, otherwise in order.
+template <class F>
+void for_each_index(bool parallel, int64_t count, const F& body) {
+  if (!parallel || count <= 1) {
+    for (int64_t i = 0; i < count; ++i) body(i);
+    return;
+  }
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, count, 1),
+      [&](const tbb::blocked_range<int64_t>& r) {
+        for (int64_t i = r.begin(); i != r.end(); ++i) body(i);
+      },
+      tbb::simple_partitioner());
+}
+
+// Below this many flops a call runs on the calling thread: spawning would cost more than it saves.
+constexpr double kParallelFlops = 4.0e5;
+
+// The blocked GEMM. C (m x n, row stride ldc) = alpha * A B + beta * C where A and B are only
+// seen through their packers:
+//   pack_a(dst, i0, mr, p0, kc):     dst[p * mr + i] = A(i0 + i, p0 + p)
+//   pack_b(dst, j0, nr, w, p0, kc):  dst[p * w + j]  = B(p0 + p, j0 + j), zero for nr <= j < w
+// Tasks split m and n only; every C element sees the same kc blocks in the same order through
+// the same micro-kernel shape whatever the split, so results do not depend on the thread count.
+template <class PackA, class PackB>
+void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alpha,
+              const PackA& pack_a, const PackB& pack_b, float beta, float* c, int64_t ldc,
+              bool allow_parallel = true) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || alpha == 0.0f) {
+    for (int64_t i = 0; i < m; ++i) {
+      float* cr = c + i * ldc;
+      if (beta == 0.0f)
+        std::fill(cr, cr + n, 0.0f);
+      else
+        for (int64_t j = 0; j < n; ++j) cr[j] *= beta;
+    }
+    return;
+  }
+  const int mr = cfg.mr, nr_full = cfg.nr();
+  const int threads = allow_parallel ? available_threads() : 1;
+  const bool parallel = threads > 1 && 2.0 * double(m) * double(n) * double(k) >= kParallelFlops;
+
+  // Spread m evenly over the row blocks so the last block is not a sliver.
+  const int64_t m_blocks = ceil_div(m, cfg.mc);
+  const int64_t mc = round_up(ceil_div(m, m_blocks), mr);
+
+  for (int64_t jc = 0; jc < n; jc += cfg.nc) {
+    const int64_t nc = std::min(cfg.nc, n - jc);
+    const int64_t panels = ceil_div(nc, nr_full);
+    // Enough tasks to balance the threads; splitting n makes each task re-pack its A block, so
+    // keep chunks wide.
+    int64_t n_chunks = 1;
+    if (parallel) {
+      const int64_t want = 4 * threads;
+      if (m_blocks < want) n_chunks = std::min<int64_t>(ceil_div(want, m_blocks), std::max<int64_t>(1, panels / 4));
+    }
+    const int64_t chunk_panels = ceil_div(panels, n_chunks);
+    n_chunks = ceil_div(panels, chunk_panels);
+    const int64_t kc_max = std::min(cfg.kc, k);
+    ScratchLease b_lease(kScratchB, size_t(panels * nr_full * kc_max));
+    float* pb_all = b_lease.get();
+
+    for (int64_t pc = 0; pc < k; pc += cfg.kc) {
+      const int64_t kc = std::min(cfg.kc, k - pc);
+      const float beta_eff = pc == 0 ? beta : 1.0f;
+      for_each_index(parallel && panels >= 8, panels, [&](int64_t jp) {
+        const int64_t j0 = jp * nr_full;
+        const int nr = int(std::min<int64_t>(nr_full, nc - j0));
+        const int w = int(round_up(nr, cfg.vw));
+        pack_b(pb_all + jp * nr_full * kc, jc + j0, nr, w, pc, kc);
+      });
+      for_each_index(parallel, m_blocks * n_chunks, [&](int64_t task) {
+        const int64_t ib = task / n_chunks, jb = task % n_chunks;
+        const int64_t i0 = ib * mc;
+        if (i0 >= m) return;
+        const int64_t mcur = std::min(mc, m - i0);
+        ScratchLease a_lease(kScratchA, size_t(round_up(mcur, mr) * kc));
+        float* pa = a_lease.get();
+        for (int64_t ir = 0; ir < mcur; ir += mr) {
+          const int rows = int(std::min<int64_t>(mr, mcur - ir));
+          pack_a(pa + ir * kc, i0 + ir, rows, pc, kc);
+        }
+        const int64_t jp_end = std::min(panels, (jb + 1) * chunk_panels);
+        for (int64_t jp = jb * chunk_panels; jp < jp_end; ++jp) {
+          const int64_t j0 = jp * nr_full;
+          const int nr = int(std::min<int64_t>(nr_full, nc - j0));
+          const int nv = int(ceil_div(nr, cfg.vw));
+          const float* pb = pb_all + jp * nr_full * kc;
+          for (int64_t ir = 0; ir < mcur; ir += mr) {
+            const int rows = int(std::min<int64_t>(mr, mcur - ir));
+            cfg.kern[rows][nv](kc, pa + ir * kc, pb, c + (i0 + ir) * ldc + jc + j0, ldc, nr, alpha,
+                               beta_eff);
+          }
+        }
+      });
+    }
+  }
+}
+
+// Packers for plain strided matrices, shared by sgemm and conv.
+struct PackRowMajorA {  // A(i, p) = a[i * lda + p]
+  const float* a;
+  int64_t lda;
+  void operator()(float* dst, int64_t i0, int mr, int64_t p0, int64_t kc) const {
+    const float* src = a + i0 * lda + p0;
+    for (int i = 0; i < mr; ++i) {
+      const float* s = src + i * lda;
+      for (int64_t p = 0; p < kc; ++p) dst[p * mr + i] = s[p];
+    }
+  }
+};
+struct PackColMajorA {  // A(i, p) = a[p * lda + i]
+  const float* a;
+  int64_t lda;
+  void operator()(float* dst, int64_t i0, int mr, int64_t p0, int64_t kc) const {
+    for (int64_t p = 0; p < kc; ++p)
+      std::memcpy(dst + p * mr, a + (p0 + p) * lda + i0, sizeof(float) * size_t(mr));
+  }
+};
+struct PackRowMajorB {  // B(p, j) = b[p * ldb + j]
+  const float* b;
+  int64_t ldb;
+  void operator()(float* dst, int64_t j0, int nr, int w, int64_t p0, int64_t kc) const {
+    for (int64_t p = 0; p < kc; ++p) {
+      std::memcpy(dst + p * w, b + (p0 + p) * ldb + j0, sizeof(float) * size_t(nr));
+      for (int j = nr; j < w; ++j) dst[p * w + j] = 0.0f;
+    }
+  }
+};
+struct PackColMajorB {  // B(p, j) = b[j * ldb + p]
+  const float* b;
+  int64_t ldb;
+  void operator()(float* dst, int64_t j0, int nr, int w, int64_t p0, int64_t kc) const {
+    for (int j = 0; j < nr; ++j) {
+      const float* s = b + (j0 + j) * ldb + p0;
+      for (int64_t p = 0; p < kc; ++p) dst[p * w + j] = s[p];
+    }
+    for (int j = nr; j < w; ++j)
+      for (int64_t p = 0; p < kc; ++p) dst[p * w + j] = 0.0f;
+  }
+};
+
+}  // namespace ipuml::cpu::detail

@@ -1,0 +1,2 @@
+#include <ipuml/backends/cpu/conv.hpp>
+#include <ipuml/backends/cpu/conv_impl.hpp>

@@ -1,0 +1,218 @@
+// Tests of the CPU SGEMM kernels against the naive reference, on every ISA path the CPU has,
+// and of their determinism across thread counts.
+#include <ipuml/backends/cpu/gemm.hpp>
+#include <ipuml/core/error.hpp>
+
+#include <catch2/catch.hpp>
+#include <tbb/global_control.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using ipuml::cpu::Isa;
+
+// Restores the ISA that was active before a test forced another.
+struct IsaGuard {
+  Isa saved = ipuml::cpu::active_isa();
+  ~IsaGuard() { ipuml::cpu::set_gemm_isa(saved); }
+};
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512})
+    if (static_cast<int>(isa) <= static_cast<int>(ipuml::cpu::detected_isa())) out.push_back(isa);
+  return out;
+}
+
+std::vector<float> random_floats(size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+struct Case {
+  bool ta, tb;
+  int64_t m, n, k;
+  float alpha, beta;
+  int64_t pad;  // extra row stride on every matrix
+};
+
+// Runs one case through sgemm and the reference; returns the worst error over the tolerance.
+double check_case(const Case& cs, std::mt19937& rng) {
+  const int64_t a_rows = cs.ta ? cs.k : cs.m, a_cols = cs.ta ? cs.m : cs.k;
+  const int64_t b_rows = cs.tb ? cs.n : cs.k, b_cols = cs.tb ? cs.k : cs.n;
+  const int64_t lda = a_cols + cs.pad, ldb = b_cols + cs.pad, ldc = cs.n + cs.pad;
+  auto a = random_floats(size_t(a_rows * lda), rng);
+  auto b = random_floats(size_t(b_rows * ldb), rng);
+  auto c = random_floats(size_t(cs.m * ldc), rng);
+  // With beta == 0, C may hold garbage that must not reach the result.
+  if (cs.beta == 0.0f)
+    for (auto& x : c) x = std::numeric_limits<float>::quiet_NaN();
+  auto ref = c;
+  ipuml::cpu::sgemm(cs.ta, cs.tb, cs.m, cs.n, cs.k, cs.alpha, a.data(), lda, b.data(), ldb, cs.beta,
+                    c.data(), ldc);
+  ipuml::cpu::sgemm_reference(cs.ta, cs.tb, cs.m, cs.n, cs.k, cs.alpha, a.data(), lda, b.data(),
+                              ldb, cs.beta, ref.data(), ldc);
+  const double tol = 1e-6 * (4.0 + std::sqrt(double(cs.k))) * (std::abs(cs.alpha) + std::abs(cs.beta));
+  double worst = 0.0;
+  for (int64_t i = 0; i < cs.m; ++i) {
+    for (int64_t j = 0; j < ldc; ++j) {
+      const float got = c[size_t(i * ldc + j)], want = ref[size_t(i * ldc + j)];
+      if (j >= cs.n) {
+        // Padding columns must be left alone (NaN stays NaN).
+        if (!(std::isnan(got) && std::isnan(want)) && got != want) return 1e30;
+        continue;
+      }
+      if (!std::isfinite(got)) return 1e30;
+      const double err = std::abs(double(got) - double(want)) / (tol * (1.0 + std::abs(want)));
+      worst = std::max(worst, err);
+    }
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("sgemm matches the reference on every ISA, transpose and odd shape", "[gemm]") {
+  IsaGuard guard;
+  const Isa isa = GENERATE(from_range(supported_isas()));
+  ipuml::cpu::set_gemm_isa(isa);
+  INFO("isa=" << ipuml::cpu::gemm_isa_name());
+  std::mt19937 rng(1234);
+  const int64_t dims[] = {1, 2, 3, 5, 7, 13, 14, 15, 16, 17, 29, 31, 32, 33, 47, 64, 97, 129};
+  std::uniform_int_distribution<size_t> pick(0, std::size(dims) - 1);
+  const float alphas[] = {1.0f, -0.5f, 2.5f};
+  const float betas[] = {0.0f, 1.0f, 0.3f};
+  std::vector<Case> cases;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      for (int r = 0; r < 24; ++r)
+        cases.push_back({ta == 1, tb == 1, dims[pick(rng)], dims[pick(rng)], dims[pick(rng)],
+                         alphas[r % 3], betas[(r / 3) % 3], int64_t(r % 2 ? 3 : 0)});
+      // Several kc blocks, several row blocks, wide n, vectors.
+      cases.push_back({ta == 1, tb == 1, 301, 517, 601, 1.0f, 0.0f, 0});
+      cases.push_back({ta == 1, tb == 1, 1, 1000, 300, 1.5f, 1.0f, 1});
+      cases.push_back({ta == 1, tb == 1, 700, 1, 257, 1.0f, 0.5f, 0});
+      cases.push_back({ta == 1, tb == 1, 37, 45, 1, -1.0f, 0.0f, 2});
+      cases.push_back({ta == 1, tb == 1, 8, 128, 1600, 1.0f, 0.0f, 0});
+    }
+  for (const Case& cs : cases) {
+    INFO("ta=" << cs.ta << " tb=" << cs.tb << " m=" << cs.m << " n=" << cs.n << " k=" << cs.k
+               << " alpha=" << cs.alpha << " beta=" << cs.beta << " pad=" << cs.pad);
+    CHECK(check_case(cs, rng) <= 1.0);
+  }
+}
+
+TEST_CASE("sgemm handles empty sizes, k = 0 and alpha = 0", "[gemm]") {
+  std::vector<float> a(16, 1.0f), b(16, 1.0f), c(16, std::numeric_limits<float>::quiet_NaN());
+  ipuml::cpu::sgemm(false, false, 0, 4, 4, 1.0f, a.data(), 4, b.data(), 4, 0.0f, c.data(), 4);
+  CHECK(std::isnan(c[0]));
+  ipuml::cpu::sgemm(false, false, 4, 4, 0, 1.0f, a.data(), 1, b.data(), 4, 0.0f, c.data(), 4);
+  for (float x : c) CHECK(x == 0.0f);
+  std::fill(c.begin(), c.end(), 2.0f);
+  ipuml::cpu::sgemm(false, false, 4, 4, 4, 0.0f, a.data(), 4, b.data(), 4, 0.5f, c.data(), 4);
+  for (float x : c) CHECK(x == 1.0f);
+}
+
+TEST_CASE("sgemm rejects bad arguments with ipuml::Error", "[gemm]") {
+  std::vector<float> a(16), b(16), c(16);
+  CHECK_THROWS_AS(ipuml::cpu::sgemm(false, false, -1, 4, 4, 1.0f, a.data(), 4, b.data(), 4, 0.0f,
+                                    c.data(), 4),
+                  ipuml::Error);
+  CHECK_THROWS_AS(ipuml::cpu::sgemm(false, false, 4, 4, 4, 1.0f, a.data(), 3, b.data(), 4, 0.0f,
+                                    c.data(), 4),
+                  ipuml::Error);
+  CHECK_THROWS_AS(ipuml::cpu::sgemm(false, true, 4, 4, 5, 1.0f, a.data(), 5, b.data(), 4, 0.0f,
+                                    c.data(), 4),
+                  ipuml::Error);
+  CHECK_THROWS_AS(ipuml::cpu::set_gemm_isa("sse9"), ipuml::Error);
+}
+
+TEST_CASE("IPUML_CPU_ISA selects the path and rejects unknown names", "[gemm]") {
+  const char* old = std::getenv("IPUML_CPU_ISA");
+  const std::string saved = old ? old : "";
+  setenv("IPUML_CPU_ISA", "generic", 1);
+  CHECK(ipuml::cpu::isa_from_environment() == Isa::generic);
+  setenv("IPUML_CPU_ISA", "avx512", 1);
+  CHECK(static_cast<int>(ipuml::cpu::isa_from_environment()) <=
+        static_cast<int>(ipuml::cpu::detected_isa()));
+  setenv("IPUML_CPU_ISA", "neon", 1);
+  CHECK_THROWS_AS(ipuml::cpu::isa_from_environment(), ipuml::Error);
+  if (old)
+    setenv("IPUML_CPU_ISA", saved.c_str(), 1);
+  else
+    unsetenv("IPUML_CPU_ISA");
+  const bool default_is_best = old != nullptr || ipuml::cpu::isa_from_environment() ==
+                                                     ipuml::cpu::detected_isa();
+  CHECK(default_is_best);
+}
+
+TEST_CASE("sgemm gives the same bits with 1 and 2 threads", "[gemm]") {
+  IsaGuard guard;
+  const Isa isa = GENERATE(from_range(supported_isas()));
+  ipuml::cpu::set_gemm_isa(isa);
+  std::mt19937 rng(99);
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{333, 290, 700}, {8, 128, 1600},
+                         {1200, 40, 300}, {50, 5000, 64}}) {
+    auto a = random_floats(size_t(m * k), rng), b = random_floats(size_t(k * n), rng);
+    std::vector<float> c1(size_t(m * n)), c2(size_t(m * n));
+    {
+      tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
+      ipuml::cpu::sgemm(false, true, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f, c1.data(), n);
+    }
+    {
+      tbb::global_control two(tbb::global_control::max_allowed_parallelism, 2);
+      ipuml::cpu::sgemm(false, true, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f, c2.data(), n);
+    }
+    INFO("m=" << m << " n=" << n << " k=" << k);
+    CHECK(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("sgemm_batched matches per-matrix products, with broadcast operands", "[gemm]") {
+  std::mt19937 rng(7);
+  const int64_t batch = 5, m = 19, n = 23, k = 31;
+  auto a = random_floats(size_t(batch * m * k), rng), b = random_floats(size_t(k * n), rng);
+  std::vector<float> c(size_t(batch * m * n), std::numeric_limits<float>::quiet_NaN());
+  // B broadcast (stride 0), A transposed and strided.
+  ipuml::cpu::sgemm_batched(true, false, batch, m, n, k, 2.0f, a.data(), m, m * k, b.data(), n, 0,
+                            0.0f, c.data(), n, m * n);
+  for (int64_t i = 0; i < batch; ++i) {
+    std::vector<float> ref(size_t(m * n));
+    ipuml::cpu::sgemm_reference(true, false, m, n, k, 2.0f, a.data() + i * m * k, m, b.data(), n,
+                                0.0f, ref.data(), n);
+    for (int64_t j = 0; j < m * n; ++j)
+      CHECK(c[size_t(i * m * n + j)] == Approx(ref[size_t(j)]).margin(1e-4));
+  }
+  // Shared C: the products accumulate one after another.
+  std::vector<float> acc(size_t(m * n), 0.0f), ref(size_t(m * n), 0.0f);
+  ipuml::cpu::sgemm_batched(true, false, batch, m, n, k, 1.0f, a.data(), m, m * k, b.data(), n, 0,
+                            1.0f, acc.data(), n, 0);
+  for (int64_t i = 0; i < batch; ++i)
+    ipuml::cpu::sgemm_reference(true, false, m, n, k, 1.0f, a.data() + i * m * k, m, b.data(), n,
+                                1.0f, ref.data(), n);
+  for (int64_t j = 0; j < m * n; ++j) CHECK(acc[size_t(j)] == Approx(ref[size_t(j)]).margin(1e-4));
+  // Many small products go parallel across the batch: still the same bits as one thread.
+  const int64_t big_batch = 64, s = 24;
+  auto x = random_floats(size_t(big_batch * s * s), rng), y = random_floats(size_t(big_batch * s * s), rng);
+  std::vector<float> z1(x.size()), z2(x.size());
+  {
+    tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
+    ipuml::cpu::sgemm_batched(false, false, big_batch, s, s, s, 1.0f, x.data(), s, s * s, y.data(),
+                              s, s * s, 0.0f, z1.data(), s, s * s);
+  }
+  {
+    tbb::global_control two(tbb::global_control::max_allowed_parallelism, 2);
+    ipuml::cpu::sgemm_batched(false, false, big_batch, s, s, s, 1.0f, x.data(), s, s * s, y.data(),
+                              s, s * s, 0.0f, z2.data(), s, s * s);
+  }
+  CHECK(std::memcmp(z1.data(), z2.data(), z1.size() * sizeof(float)) == 0);
+}
