@@ -109,7 +109,7 @@ class H5File {
   template <typename T>
   std::vector<T> read_vector(const std::string& path, H5Dtype dtype, std::vector<int64_t>* shape = nullptr) const {
     static_assert(!std::is_same_v<T, bool>, "std::vector<bool> is bit-packed: read bool data as uint8_t");
-    H5DatasetInfo found = info(path);
+    H5DatasetInfo found = describe(path, "read");
     IPUML_CHECK(sizeof(T) == dtype_size(dtype), "hdf5: read_vector '", path_, ":", path, "': element size ",
                 sizeof(T), " does not fit dtype ", dtype_name(dtype));
     std::vector<T> out(static_cast<size_t>(found.numel()));
@@ -151,6 +151,7 @@ class H5File {
   std::vector<double> attr_doubles(const std::string& object, const std::string& name) const;
 
  private:
+  H5DatasetInfo describe(const std::string& path, const char* op) const;  // info() naming the caller's op
   void set_attr_int(const std::string& object, const std::string& name, const std::vector<int64_t>& v, bool scalar);
   void set_attr_float(const std::string& object, const std::string& name, const std::vector<double>& v, bool scalar);
   void check_count(const std::string& path, const std::vector<int64_t>& shape, size_t count) const;

@@ -14,13 +14,14 @@
 #include <filesystem>
 #include <fstream>
 #include <system_error>
+#include <tuple>
 #include <utility>
 
 namespace ipuml::io {
 
 static_assert(std::is_same_v<hid_t, int64_t>, "ipuml::io::H5File stores hid_t as int64_t (HDF5 >= 1.10)");
 
-namespace detail {
+namespace h5detail {
 
 // The attribute that marks uint16/uint8 storage as bfloat16/bool, which HDF5 cannot express.
 inline constexpr const char* kDtypeTag = "ipuml_dtype";
@@ -250,9 +251,7 @@ inline bool has_hdf5_signature(const std::string& path) {
   return false;
 }
 
-inline std::string shape_str(const std::vector<int64_t>& shape) { return ipuml::detail::str(shape); }
-
-}  // namespace detail
+}  // namespace h5detail
 
 // ---------------------------------------------------------------------------------------------
 
@@ -290,26 +289,26 @@ IPUML_INLINE size_t dtype_size(H5Dtype dtype) {
   return 0;
 }
 
-IPUML_INLINE int64_t H5DatasetInfo::numel() const { return detail::numel_of(shape); }
+IPUML_INLINE int64_t H5DatasetInfo::numel() const { return h5detail::numel_of(shape); }
 
 // --- file -----------------------------------------------------------------------------------
 
 IPUML_INLINE H5File::H5File(const std::string& path, Mode mode) : path_(path), mode_(mode) {
   namespace fs = std::filesystem;
-  detail::silence_hdf5();
+  h5detail::silence_hdf5();
   // STRONG: closing the file closes everything in it, so close() really releases the file
   // (atomic_write renames it next).
-  detail::H5Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  h5detail::H5Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG);
   if (mode == Mode::truncate) {
     id_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
-    if (id_ < 0) ipuml::fail("hdf5: cannot create '", path, "' (HDF5: ", detail::hdf5_error_text(), ")");
+    if (id_ < 0) ipuml::fail("hdf5: cannot create '", path, "' (HDF5: ", h5detail::hdf5_error_text(), ")");
     return;
   }
   std::error_code ec;
   if (!fs::exists(path, ec)) ipuml::fail("hdf5: cannot open '", path, "': no such file");
   if (fs::is_directory(path, ec)) ipuml::fail("hdf5: cannot open '", path, "': it is a directory, expected an HDF5 file");
-  if (!detail::has_hdf5_signature(path)) {
+  if (!h5detail::has_hdf5_signature(path)) {
     auto size = fs::file_size(path, ec);
     ipuml::fail("hdf5: cannot open '", path, "': not an HDF5 file (no HDF5 signature in its ", ec ? 0 : size,
                 " bytes; truncated, corrupt or another format)");
@@ -317,7 +316,7 @@ IPUML_INLINE H5File::H5File(const std::string& path, Mode mode) : path_(path), m
   id_ = H5Fopen(path.c_str(), mode == Mode::read ? H5F_ACC_RDONLY : H5F_ACC_RDWR, fapl.get());
   if (id_ < 0)
     ipuml::fail("hdf5: cannot open '", path, "': the HDF5 file is truncated or corrupt (HDF5: ",
-                detail::hdf5_error_text(), ")");
+                h5detail::hdf5_error_text(), ")");
 }
 
 IPUML_INLINE H5File::H5File(H5File&& other) noexcept
@@ -341,17 +340,17 @@ IPUML_INLINE void H5File::flush() {
   IPUML_CHECK(id_ >= 0, "hdf5: flush '", path_, "': the file is closed");
   if (mode_ == Mode::read) return;
   if (H5Fflush(id_, H5F_SCOPE_GLOBAL) < 0)
-    ipuml::fail("hdf5: flush '", path_, "' failed (HDF5: ", detail::hdf5_error_text(), ")");
+    ipuml::fail("hdf5: flush '", path_, "' failed (HDF5: ", h5detail::hdf5_error_text(), ")");
 }
 
 IPUML_INLINE void H5File::close() {
   if (id_ < 0) return;
   hid_t id = std::exchange(id_, -1);
-  if (H5Fclose(id) < 0) ipuml::fail("hdf5: close '", path_, "' failed (HDF5: ", detail::hdf5_error_text(), ")");
+  if (H5Fclose(id) < 0) ipuml::fail("hdf5: close '", path_, "' failed (HDF5: ", h5detail::hdf5_error_text(), ")");
 }
 
 IPUML_INLINE std::string H5File::where(const std::string& path) const {
-  return "'" + path_ + ":" + detail::normalize(path) + "'";
+  return "'" + path_ + ":" + h5detail::normalize(path) + "'";
 }
 
 IPUML_INLINE void H5File::check_writable(const char* op, const std::string& path) const {
@@ -360,15 +359,15 @@ IPUML_INLINE void H5File::check_writable(const char* op, const std::string& path
 }
 
 IPUML_INLINE void H5File::check_count(const std::string& path, const std::vector<int64_t>& shape, size_t count) const {
-  IPUML_CHECK(detail::numel_of(shape) == static_cast<int64_t>(count), "hdf5: write ", where(path), ": shape ",
-              shape, " holds ", detail::numel_of(shape), " elements but ", count, " were given");
+  IPUML_CHECK(h5detail::numel_of(shape) == static_cast<int64_t>(count), "hdf5: write ", where(path), ": shape ",
+              shape, " holds ", h5detail::numel_of(shape), " elements but ", count, " were given");
 }
 
 // --- structure ------------------------------------------------------------------------------
 
 IPUML_INLINE bool H5File::exists(const std::string& path) const {
   IPUML_CHECK(id_ >= 0, "hdf5: exists ", where(path), ": the file is closed");
-  std::string full = detail::normalize(path);
+  std::string full = h5detail::normalize(path);
   if (full == "/") return true;
   // H5Lexists fails rather than answers when a parent is missing, so walk down from the root.
   size_t pos = 0;
@@ -385,7 +384,7 @@ IPUML_INLINE bool H5File::exists(const std::string& path) const {
   return resolves > 0;
 }
 
-namespace detail {
+namespace h5detail {
 inline H5I_type_t object_type(hid_t file, const std::string& full) {
   H5Handle obj(H5Oopen(file, full.c_str(), H5P_DEFAULT), H5Oclose);
   if (!obj.valid()) {
@@ -394,44 +393,44 @@ inline H5I_type_t object_type(hid_t file, const std::string& full) {
   }
   return H5Iget_type(obj.get());
 }
-}  // namespace detail
+}  // namespace h5detail
 
 IPUML_INLINE bool H5File::is_group(const std::string& path) const {
-  return exists(path) && detail::object_type(id_, detail::normalize(path)) == H5I_GROUP;
+  return exists(path) && h5detail::object_type(id_, h5detail::normalize(path)) == H5I_GROUP;
 }
 
 IPUML_INLINE bool H5File::is_dataset(const std::string& path) const {
-  return exists(path) && detail::object_type(id_, detail::normalize(path)) == H5I_DATASET;
+  return exists(path) && h5detail::object_type(id_, h5detail::normalize(path)) == H5I_DATASET;
 }
 
 IPUML_INLINE void H5File::create_group(const std::string& path) {
   check_writable("create_group", path);
-  std::string full = detail::normalize(path);
+  std::string full = h5detail::normalize(path);
   if (exists(full)) {
     IPUML_CHECK(is_group(full), "hdf5: create_group ", where(path), ": a dataset already has this name");
     return;
   }
-  detail::H5Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  h5detail::H5Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
   H5Pset_create_intermediate_group(lcpl.get(), 1);
-  detail::H5Handle g(H5Gcreate2(id_, full.c_str(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  h5detail::H5Handle g(H5Gcreate2(id_, full.c_str(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
   if (!g.valid())
     ipuml::fail("hdf5: create_group ", where(path), " failed (a parent may be a dataset; HDF5: ",
-                detail::hdf5_error_text(), ")");
+                h5detail::hdf5_error_text(), ")");
 }
 
 IPUML_INLINE std::vector<std::string> H5File::list(const std::string& group) const {
   IPUML_CHECK(id_ >= 0, "hdf5: list ", where(group), ": the file is closed");
-  std::string full = detail::normalize(group);
+  std::string full = h5detail::normalize(group);
   IPUML_CHECK(exists(full), "hdf5: list ", where(group), ": no such group");
   IPUML_CHECK(is_group(full), "hdf5: list ", where(group), ": found a dataset, expected a group");
-  detail::H5Handle g(H5Gopen2(id_, full.c_str(), H5P_DEFAULT), H5Gclose);
+  h5detail::H5Handle g(H5Gopen2(id_, full.c_str(), H5P_DEFAULT), H5Gclose);
   H5G_info_t ginfo;
   if (!g.valid() || H5Gget_info(g.get(), &ginfo) < 0)
-    ipuml::fail("hdf5: list ", where(group), " failed (HDF5: ", detail::hdf5_error_text(), ")");
+    ipuml::fail("hdf5: list ", where(group), " failed (HDF5: ", h5detail::hdf5_error_text(), ")");
   std::vector<std::string> names;
   for (hsize_t i = 0; i < ginfo.nlinks; ++i) {
     ssize_t len = H5Lget_name_by_idx(g.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
-    if (len < 0) ipuml::fail("hdf5: list ", where(group), " failed (HDF5: ", detail::hdf5_error_text(), ")");
+    if (len < 0) ipuml::fail("hdf5: list ", where(group), " failed (HDF5: ", h5detail::hdf5_error_text(), ")");
     std::string name(static_cast<size_t>(len) + 1, '\0');
     H5Lget_name_by_idx(g.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT);
     name.resize(static_cast<size_t>(len));
@@ -443,16 +442,16 @@ IPUML_INLINE std::vector<std::string> H5File::list(const std::string& group) con
 
 IPUML_INLINE void H5File::remove(const std::string& path) {
   check_writable("remove", path);
-  std::string full = detail::normalize(path);
+  std::string full = h5detail::normalize(path);
   IPUML_CHECK(full != "/", "hdf5: remove ", where(path), ": the root group cannot be removed");
   IPUML_CHECK(exists(full), "hdf5: remove ", where(path), ": no such object");
   if (H5Ldelete(id_, full.c_str(), H5P_DEFAULT) < 0)
-    ipuml::fail("hdf5: remove ", where(path), " failed (HDF5: ", detail::hdf5_error_text(), ")");
+    ipuml::fail("hdf5: remove ", where(path), " failed (HDF5: ", h5detail::hdf5_error_text(), ")");
 }
 
 // --- datasets -------------------------------------------------------------------------------
 
-namespace detail {
+namespace h5detail {
 
 // Opens an existing dataset or fails naming what is there instead (and, for a missing one,
 // what its parent group holds, since the usual cause is a misspelt or renamed key).
@@ -524,83 +523,85 @@ inline H5Handle make_space(const std::vector<int64_t>& shape) {
   return H5Handle(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
 }
 
-}  // namespace detail
+}  // namespace h5detail
 
 IPUML_INLINE void H5File::write(const std::string& path, H5Dtype dtype, const std::vector<int64_t>& shape,
                                 const void* data) {
   check_writable("write", path);
-  std::string full = detail::normalize(path);
+  std::string full = h5detail::normalize(path);
   IPUML_CHECK(full != "/", "hdf5: write ", where(path), ": a dataset needs a name");
   IPUML_CHECK(dtype != H5Dtype::other, "hdf5: write ", where(path), ": dtype 'other' cannot be stored");
   for (int64_t d : shape)
     IPUML_CHECK(d >= 0, "hdf5: write ", where(path), ": shape ", shape, " has a negative dimension");
-  int64_t n = detail::numel_of(shape);
+  int64_t n = h5detail::numel_of(shape);
   IPUML_CHECK(n == 0 || data != nullptr, "hdf5: write ", where(path), ": no data for shape ", shape);
   if (exists(full)) remove(full);
-  detail::H5Handle ftype = detail::file_type(dtype);
-  detail::H5Handle mtype = detail::memory_type(dtype, ftype.get());
-  detail::H5Handle space = detail::make_space(shape);
-  detail::H5Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  h5detail::H5Handle ftype = h5detail::file_type(dtype);
+  h5detail::H5Handle mtype = h5detail::memory_type(dtype, ftype.get());
+  h5detail::H5Handle space = h5detail::make_space(shape);
+  h5detail::H5Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
   H5Pset_create_intermediate_group(lcpl.get(), 1);
-  detail::H5Handle ds(H5Dcreate2(id_, full.c_str(), ftype.get(), space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
+  h5detail::H5Handle ds(H5Dcreate2(id_, full.c_str(), ftype.get(), space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
                       H5Dclose);
   if (!space.valid() || !ds.valid())
     ipuml::fail("hdf5: write ", where(path), ": cannot create a ", dtype_name(dtype), " dataset of shape ", shape,
-                " (a parent may be a dataset; HDF5: ", detail::hdf5_error_text(), ")");
+                " (a parent may be a dataset; HDF5: ", h5detail::hdf5_error_text(), ")");
   if (n > 0 && H5Dwrite(ds.get(), mtype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
-    ipuml::fail("hdf5: write ", where(path), " failed (HDF5: ", detail::hdf5_error_text(), ")");
-  if (const char* tag = detail::tag_of(dtype)) detail::write_string_attr(ds.get(), detail::kDtypeTag, tag);
+    ipuml::fail("hdf5: write ", where(path), " failed (HDF5: ", h5detail::hdf5_error_text(), ")");
+  if (const char* tag = h5detail::tag_of(dtype)) h5detail::write_string_attr(ds.get(), h5detail::kDtypeTag, tag);
 }
 
 IPUML_INLINE void H5File::write_string(const std::string& path, const std::string& value) {
   check_writable("write_string", path);
-  std::string full = detail::normalize(path);
+  std::string full = h5detail::normalize(path);
   IPUML_CHECK(full != "/", "hdf5: write_string ", where(path), ": a dataset needs a name");
   if (exists(full)) remove(full);
-  detail::H5Handle type = detail::string_type_variable();
-  detail::H5Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  detail::H5Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  h5detail::H5Handle type = h5detail::string_type_variable();
+  h5detail::H5Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  h5detail::H5Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
   H5Pset_create_intermediate_group(lcpl.get(), 1);
-  detail::H5Handle ds(H5Dcreate2(id_, full.c_str(), type.get(), space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
+  h5detail::H5Handle ds(H5Dcreate2(id_, full.c_str(), type.get(), space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
                       H5Dclose);
   const char* p = value.c_str();
   if (!ds.valid() || H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &p) < 0)
-    ipuml::fail("hdf5: write_string ", where(path), " failed (HDF5: ", detail::hdf5_error_text(), ")");
+    ipuml::fail("hdf5: write_string ", where(path), " failed (HDF5: ", h5detail::hdf5_error_text(), ")");
 }
 
-IPUML_INLINE H5DatasetInfo H5File::info(const std::string& path) const {
-  IPUML_CHECK(id_ >= 0, "hdf5: info ", where(path), ": the file is closed");
-  detail::H5Handle ds = detail::open_dataset(*this, id_, "info", where(path), path);
-  detail::H5Handle type(H5Dget_type(ds.get()), H5Tclose);
-  detail::H5Handle space(H5Dget_space(ds.get()), H5Sclose);
+IPUML_INLINE H5DatasetInfo H5File::info(const std::string& path) const { return describe(path, "info"); }
+
+IPUML_INLINE H5DatasetInfo H5File::describe(const std::string& path, const char* op) const {
+  IPUML_CHECK(id_ >= 0, "hdf5: ", op, " ", where(path), ": the file is closed");
+  h5detail::H5Handle ds = h5detail::open_dataset(*this, id_, op, where(path), path);
+  h5detail::H5Handle type(H5Dget_type(ds.get()), H5Tclose);
+  h5detail::H5Handle space(H5Dget_space(ds.get()), H5Sclose);
   if (!type.valid() || !space.valid())
-    ipuml::fail("hdf5: info ", where(path), ": cannot read the dataset's type or shape (corrupt file? HDF5: ",
-                detail::hdf5_error_text(), ")");
+    ipuml::fail("hdf5: ", op, " ", where(path), ": cannot read the dataset's type or shape (corrupt file? HDF5: ",
+                h5detail::hdf5_error_text(), ")");
   H5DatasetInfo out;
-  std::tie(out.dtype, out.type_name) = detail::classify(type.get(), detail::read_tag(ds.get()));
-  out.shape = detail::extent(space.get());
+  std::tie(out.dtype, out.type_name) = h5detail::classify(type.get(), h5detail::read_tag(ds.get()));
+  out.shape = h5detail::extent(space.get());
   return out;
 }
 
 IPUML_INLINE void H5File::read(const std::string& path, H5Dtype dtype, const std::vector<int64_t>& shape,
                                void* out) const {
-  H5DatasetInfo found = info(path);
+  H5DatasetInfo found = describe(path, "read");
   IPUML_CHECK(dtype != H5Dtype::other, "hdf5: read ", where(path), ": dtype 'other' cannot be read as numbers");
   IPUML_CHECK(found.dtype == dtype, "hdf5: read ", where(path), ": found dtype ", found.type_name, ", expected ",
               dtype_name(dtype));
   IPUML_CHECK(found.shape == shape, "hdf5: read ", where(path), ": found shape ", found.shape, ", expected ", shape);
   if (found.numel() == 0) return;
   IPUML_CHECK(out != nullptr, "hdf5: read ", where(path), ": no output buffer");
-  detail::H5Handle ds(H5Dopen2(id_, detail::normalize(path).c_str(), H5P_DEFAULT), H5Dclose);
-  detail::H5Handle type(H5Dget_type(ds.get()), H5Tclose);
-  detail::H5Handle mtype = detail::memory_type(dtype, type.get());
+  h5detail::H5Handle ds(H5Dopen2(id_, h5detail::normalize(path).c_str(), H5P_DEFAULT), H5Dclose);
+  h5detail::H5Handle type(H5Dget_type(ds.get()), H5Tclose);
+  h5detail::H5Handle mtype = h5detail::memory_type(dtype, type.get());
   if (H5Dread(ds.get(), mtype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
-    ipuml::fail("hdf5: read ", where(path), " failed (corrupt file? HDF5: ", detail::hdf5_error_text(), ")");
+    ipuml::fail("hdf5: read ", where(path), " failed (corrupt file? HDF5: ", h5detail::hdf5_error_text(), ")");
 }
 
 IPUML_INLINE void H5File::read_rows(const std::string& path, H5Dtype dtype, int64_t first, int64_t count,
                                     void* out) const {
-  H5DatasetInfo found = info(path);
+  H5DatasetInfo found = describe(path, "read_rows");
   IPUML_CHECK(found.dtype == dtype, "hdf5: read_rows ", where(path), ": found dtype ", found.type_name,
               ", expected ", dtype_name(dtype));
   IPUML_CHECK(!found.shape.empty(), "hdf5: read_rows ", where(path), ": the dataset is a scalar, expected rank >= 1");
@@ -608,42 +609,42 @@ IPUML_INLINE void H5File::read_rows(const std::string& path, H5Dtype dtype, int6
               first, ", ", first + count, ") are outside the ", found.shape[0], " rows of shape ", found.shape);
   if (count == 0 || found.numel() == 0) return;
   IPUML_CHECK(out != nullptr, "hdf5: read_rows ", where(path), ": no output buffer");
-  detail::H5Handle ds(H5Dopen2(id_, detail::normalize(path).c_str(), H5P_DEFAULT), H5Dclose);
-  detail::H5Handle type(H5Dget_type(ds.get()), H5Tclose);
-  detail::H5Handle mtype = detail::memory_type(dtype, type.get());
-  detail::H5Handle fspace(H5Dget_space(ds.get()), H5Sclose);
+  h5detail::H5Handle ds(H5Dopen2(id_, h5detail::normalize(path).c_str(), H5P_DEFAULT), H5Dclose);
+  h5detail::H5Handle type(H5Dget_type(ds.get()), H5Tclose);
+  h5detail::H5Handle mtype = h5detail::memory_type(dtype, type.get());
+  h5detail::H5Handle fspace(H5Dget_space(ds.get()), H5Sclose);
   std::vector<hsize_t> start(found.shape.size(), 0), dims(found.shape.begin(), found.shape.end());
   start[0] = static_cast<hsize_t>(first);
   dims[0] = static_cast<hsize_t>(count);
-  detail::H5Handle mspace(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
+  h5detail::H5Handle mspace(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
   if (H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, dims.data(), nullptr) < 0 ||
       H5Dread(ds.get(), mtype.get(), mspace.get(), fspace.get(), H5P_DEFAULT, out) < 0)
-    ipuml::fail("hdf5: read_rows ", where(path), " failed (corrupt file? HDF5: ", detail::hdf5_error_text(), ")");
+    ipuml::fail("hdf5: read_rows ", where(path), " failed (corrupt file? HDF5: ", h5detail::hdf5_error_text(), ")");
 }
 
 IPUML_INLINE std::string H5File::read_string(const std::string& path) const {
   IPUML_CHECK(id_ >= 0, "hdf5: read_string ", where(path), ": the file is closed");
-  detail::H5Handle ds = detail::open_dataset(*this, id_, "read_string", where(path), path);
-  detail::H5Handle type(H5Dget_type(ds.get()), H5Tclose);
-  detail::H5Handle space(H5Dget_space(ds.get()), H5Sclose);
+  h5detail::H5Handle ds = h5detail::open_dataset(*this, id_, "read_string", where(path), path);
+  h5detail::H5Handle type(H5Dget_type(ds.get()), H5Tclose);
+  h5detail::H5Handle space(H5Dget_space(ds.get()), H5Sclose);
   if (H5Tget_class(type.get()) != H5T_STRING)
     ipuml::fail("hdf5: read_string ", where(path), ": found dtype ",
-                detail::classify(type.get(), detail::read_tag(ds.get())).second, ", expected a string");
+                h5detail::classify(type.get(), h5detail::read_tag(ds.get())).second, ", expected a string");
   IPUML_CHECK(H5Sget_simple_extent_npoints(space.get()) == 1, "hdf5: read_string ", where(path), ": found shape ",
-              detail::extent(space.get()), ", expected a single string");
+              h5detail::extent(space.get()), ", expected a single string");
   bool ok = true;
-  std::string s = detail::read_string_value(type.get(), [&](hid_t mem, void* buf) {
+  std::string s = h5detail::read_string_value(type.get(), [&](hid_t mem, void* buf) {
     herr_t r = H5Dread(ds.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
     ok = r >= 0;
     return r;
   });
-  if (!ok) ipuml::fail("hdf5: read_string ", where(path), " failed (HDF5: ", detail::hdf5_error_text(), ")");
+  if (!ok) ipuml::fail("hdf5: read_string ", where(path), " failed (HDF5: ", h5detail::hdf5_error_text(), ")");
   return s;
 }
 
 // --- attributes -----------------------------------------------------------------------------
 
-namespace detail {
+namespace h5detail {
 
 inline H5Handle open_object(const H5File& f, hid_t file, const char* op, const std::string& where,
                             const std::string& path) {
@@ -697,13 +698,13 @@ void write_numeric_attr(hid_t obj, const std::string& name, hid_t ftype, hid_t m
     ipuml::fail("hdf5: set_attr ", where, ": cannot write attribute '", name, "' (HDF5: ", hdf5_error_text(), ")");
 }
 
-}  // namespace detail
+}  // namespace h5detail
 
 IPUML_INLINE void H5File::set_attr(const std::string& object, const std::string& name, const std::string& value) {
   check_writable("set_attr", object);
-  detail::H5Handle obj = detail::open_object(*this, id_, "set_attr", where(object), object);
+  h5detail::H5Handle obj = h5detail::open_object(*this, id_, "set_attr", where(object), object);
   try {
-    detail::write_string_attr(obj.get(), name.c_str(), value);
+    h5detail::write_string_attr(obj.get(), name.c_str(), value);
   } catch (const Error& e) {
     ipuml::fail("hdf5: set_attr ", where(object), ": ", e.what());
   }
@@ -712,26 +713,26 @@ IPUML_INLINE void H5File::set_attr(const std::string& object, const std::string&
 IPUML_INLINE void H5File::set_attr_int(const std::string& object, const std::string& name,
                                        const std::vector<int64_t>& v, bool scalar) {
   check_writable("set_attr", object);
-  detail::H5Handle obj = detail::open_object(*this, id_, "set_attr", where(object), object);
-  detail::write_numeric_attr(obj.get(), name, H5T_STD_I64LE, H5T_NATIVE_INT64, v, scalar, where(object));
+  h5detail::H5Handle obj = h5detail::open_object(*this, id_, "set_attr", where(object), object);
+  h5detail::write_numeric_attr(obj.get(), name, H5T_STD_I64LE, H5T_NATIVE_INT64, v, scalar, where(object));
 }
 
 IPUML_INLINE void H5File::set_attr_float(const std::string& object, const std::string& name,
                                          const std::vector<double>& v, bool scalar) {
   check_writable("set_attr", object);
-  detail::H5Handle obj = detail::open_object(*this, id_, "set_attr", where(object), object);
-  detail::write_numeric_attr(obj.get(), name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, v, scalar, where(object));
+  h5detail::H5Handle obj = h5detail::open_object(*this, id_, "set_attr", where(object), object);
+  h5detail::write_numeric_attr(obj.get(), name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, v, scalar, where(object));
 }
 
 IPUML_INLINE bool H5File::has_attr(const std::string& object, const std::string& name) const {
-  detail::H5Handle obj = detail::open_object(*this, id_, "has_attr", where(object), object);
+  h5detail::H5Handle obj = h5detail::open_object(*this, id_, "has_attr", where(object), object);
   htri_t r = H5Aexists(obj.get(), name.c_str());
   H5Eclear2(H5E_DEFAULT);
   return r > 0;
 }
 
 IPUML_INLINE std::vector<std::string> H5File::attr_names(const std::string& object) const {
-  detail::H5Handle obj = detail::open_object(*this, id_, "attr_names", where(object), object);
+  h5detail::H5Handle obj = h5detail::open_object(*this, id_, "attr_names", where(object), object);
   std::vector<std::string> names;
   auto collect = [](hid_t, const char* name, const H5A_info_t*, void* data) -> herr_t {
     static_cast<std::vector<std::string>*>(data)->emplace_back(name);
@@ -739,53 +740,53 @@ IPUML_INLINE std::vector<std::string> H5File::attr_names(const std::string& obje
   };
   hsize_t idx = 0;
   if (H5Aiterate2(obj.get(), H5_INDEX_NAME, H5_ITER_INC, &idx, collect, &names) < 0)
-    ipuml::fail("hdf5: attr_names ", where(object), " failed (HDF5: ", detail::hdf5_error_text(), ")");
+    ipuml::fail("hdf5: attr_names ", where(object), " failed (HDF5: ", h5detail::hdf5_error_text(), ")");
   std::sort(names.begin(), names.end());
   return names;
 }
 
 IPUML_INLINE std::string H5File::attr_string(const std::string& object, const std::string& name) const {
-  detail::H5Handle attr = detail::open_attr(*this, id_, "attr_string", where(object), object, name);
-  detail::H5Handle type(H5Aget_type(attr.get()), H5Tclose);
+  h5detail::H5Handle attr = h5detail::open_attr(*this, id_, "attr_string", where(object), object, name);
+  h5detail::H5Handle type(H5Aget_type(attr.get()), H5Tclose);
   if (H5Tget_class(type.get()) != H5T_STRING)
     ipuml::fail("hdf5: attr_string ", where(object), ": attribute '", name, "' holds ",
-                detail::classify(type.get(), "").second, ", expected a string");
-  detail::H5Handle space(H5Aget_space(attr.get()), H5Sclose);
+                h5detail::classify(type.get(), "").second, ", expected a string");
+  h5detail::H5Handle space(H5Aget_space(attr.get()), H5Sclose);
   IPUML_CHECK(H5Sget_simple_extent_npoints(space.get()) == 1, "hdf5: attr_string ", where(object), ": attribute '",
-              name, "' has shape ", detail::extent(space.get()), ", expected a single string");
+              name, "' has shape ", h5detail::extent(space.get()), ", expected a single string");
   bool ok = true;
-  std::string s = detail::read_string_value(type.get(), [&](hid_t mem, void* buf) {
+  std::string s = h5detail::read_string_value(type.get(), [&](hid_t mem, void* buf) {
     herr_t r = H5Aread(attr.get(), mem, buf);
     ok = r >= 0;
     return r;
   });
   if (!ok)
     ipuml::fail("hdf5: attr_string ", where(object), ": cannot read attribute '", name,
-                "' (HDF5: ", detail::hdf5_error_text(), ")");
+                "' (HDF5: ", h5detail::hdf5_error_text(), ")");
   return s;
 }
 
 IPUML_INLINE std::vector<int64_t> H5File::attr_ints(const std::string& object, const std::string& name) const {
-  detail::H5Handle attr = detail::open_attr(*this, id_, "attr_ints", where(object), object, name);
-  return detail::read_numeric_attr<int64_t>(attr, H5T_NATIVE_INT64, true, "attr_ints", where(object), name);
+  h5detail::H5Handle attr = h5detail::open_attr(*this, id_, "attr_ints", where(object), object, name);
+  return h5detail::read_numeric_attr<int64_t>(attr, H5T_NATIVE_INT64, true, "attr_ints", where(object), name);
 }
 
 IPUML_INLINE std::vector<double> H5File::attr_doubles(const std::string& object, const std::string& name) const {
-  detail::H5Handle attr = detail::open_attr(*this, id_, "attr_doubles", where(object), object, name);
-  return detail::read_numeric_attr<double>(attr, H5T_NATIVE_DOUBLE, false, "attr_doubles", where(object), name);
+  h5detail::H5Handle attr = h5detail::open_attr(*this, id_, "attr_doubles", where(object), object, name);
+  return h5detail::read_numeric_attr<double>(attr, H5T_NATIVE_DOUBLE, false, "attr_doubles", where(object), name);
 }
 
 IPUML_INLINE int64_t H5File::attr_int(const std::string& object, const std::string& name) const {
-  detail::H5Handle attr = detail::open_attr(*this, id_, "attr_int", where(object), object, name);
-  auto v = detail::read_numeric_attr<int64_t>(attr, H5T_NATIVE_INT64, true, "attr_int", where(object), name);
+  h5detail::H5Handle attr = h5detail::open_attr(*this, id_, "attr_int", where(object), object, name);
+  auto v = h5detail::read_numeric_attr<int64_t>(attr, H5T_NATIVE_INT64, true, "attr_int", where(object), name);
   IPUML_CHECK(v.size() == 1, "hdf5: attr_int ", where(object), ": attribute '", name, "' holds ", v.size(),
               " values, expected one");
   return v[0];
 }
 
 IPUML_INLINE double H5File::attr_double(const std::string& object, const std::string& name) const {
-  detail::H5Handle attr = detail::open_attr(*this, id_, "attr_double", where(object), object, name);
-  auto v = detail::read_numeric_attr<double>(attr, H5T_NATIVE_DOUBLE, false, "attr_double", where(object), name);
+  h5detail::H5Handle attr = h5detail::open_attr(*this, id_, "attr_double", where(object), object, name);
+  auto v = h5detail::read_numeric_attr<double>(attr, H5T_NATIVE_DOUBLE, false, "attr_double", where(object), name);
   IPUML_CHECK(v.size() == 1, "hdf5: attr_double ", where(object), ": attribute '", name, "' holds ", v.size(),
               " values, expected one");
   return v[0];
