@@ -1,0 +1,106 @@
+// Body of cpu::run_kernel: validates buffer counts and dispatches each op of the catalogue to its
+// kernel family (compiled once in src/lib/cpu_kernels.cpp in compiled mode).
+#pragma once
+
+#include <ipuml/backends/cpu/kernels.hpp>
+#include <ipuml/backends/cpu/kernels_common.hpp>
+#include <ipuml/backends/cpu/kernels_elementwise.hpp>
+#include <ipuml/backends/cpu/kernels_movement.hpp>
+#include <ipuml/backends/cpu/kernels_nn.hpp>
+#include <ipuml/backends/cpu/kernels_reduce.hpp>
+
+namespace ipuml::cpu {
+
+IPUML_INLINE void run_kernel(ir::OpKind kind, const ir::Attrs& attrs, const std::vector<ConstBuffer>& in,
+                             const std::vector<MutableBuffer>& out, const KernelContext& ctx) {
+  using K = ir::OpKind;
+  using namespace kdetail;
+  const char* name = ir::op_name(kind);
+  const size_t nout = static_cast<size_t>(ir::op_num_outputs(kind));
+  IPUML_CHECK(out.size() == nout, name, ": expected ", nout, " output buffers, got ", out.size());
+  auto inputs = [&](size_t lo, size_t hi) {
+    IPUML_CHECK(in.size() >= lo && in.size() <= hi, name, ": expected ", lo,
+                lo == hi ? "" : detail::str(" to ", hi), " inputs, got ", in.size());
+  };
+  const MutableBuffer& o = out[0];
+  switch (kind) {
+    case K::Full: inputs(0, 0); return k_full(attrs, o);
+    case K::Arange: inputs(0, 0); return k_arange(attrs, o);
+    case K::RandUniform:
+    case K::RandNormal:
+    case K::RandInt: inputs(0, 0); return k_random(kind, attrs, o, ctx);
+
+    case K::Neg:
+    case K::Abs:
+    case K::Sign: inputs(1, 1); return k_unary_signed(kind, in[0], o);
+    case K::Exp:
+    case K::Log:
+    case K::Sqrt:
+    case K::Rsqrt:
+    case K::Tanh:
+    case K::Sigmoid:
+    case K::Relu:
+    case K::Gelu:
+    case K::Clamp:
+    case K::PowScalar: inputs(1, 1); return k_unary_float(kind, attrs, in[0], o);
+    case K::Cast: inputs(1, 1); return k_cast(in[0], o);
+
+    case K::Add:
+    case K::Sub:
+    case K::Mul:
+    case K::Div:
+    case K::Pow:
+    case K::Maximum:
+    case K::Minimum:
+    case K::Eq:
+    case K::Ne:
+    case K::Lt:
+    case K::Le:
+    case K::Gt:
+    case K::Ge:
+    case K::LogicalAnd: inputs(2, 2); return k_binary(kind, in[0], in[1], o);
+    case K::Where: inputs(3, 3); return k_where(in[0], in[1], in[2], o);
+    case K::ReluGrad:
+    case K::GeluGrad: inputs(2, 2); return k_act_grad(kind, attrs, in[0], in[1], o);
+
+    case K::Sum: inputs(1, 1); return k_sum(attrs, in[0], o);
+    case K::Amax:
+    case K::Amin: inputs(1, 1); return k_extreme(kind == K::Amax, attrs, in[0], o);
+    case K::MaxDim:
+    case K::MinDim:
+    case K::ArgMax:
+    case K::ArgMin: inputs(1, 1); return k_arg(kind, attrs, in[0], out);
+
+    case K::Reshape:
+    case K::Copy:
+      inputs(1, 1);
+      IPUML_CHECK(in[0].meta.nbytes() == o.meta.nbytes(), name, ": input of shape ",
+                  shape_str(in[0].meta.shape), " does not fit output of shape ", shape_str(o.meta.shape));
+      return k_copy(in[0], o);
+    case K::Permute: inputs(1, 1); return k_permute(attrs, in[0], o);
+    case K::Slice: inputs(1, 1); return k_slice(attrs, in[0], o);
+    case K::Expand: inputs(1, 1); return k_expand(in[0], o);
+    case K::Cat: return k_cat(attrs, in, o);
+    case K::IndexSelect: inputs(2, 2); return k_index_select(attrs, in[0], in[1], o);
+    case K::IndexAdd: inputs(2, 2); return k_index_add(attrs, in[0], in[1], o);
+    case K::Gather: inputs(2, 2); return k_gather(attrs, in[0], in[1], o);
+    case K::ScatterAdd: inputs(2, 2); return k_scatter_add(attrs, in[0], in[1], o);
+
+    case K::MatMul: inputs(2, 2); return k_matmul(attrs, in[0], in[1], o);
+    case K::Conv: return k_conv(attrs, in, o);
+    case K::ConvBackwardInput: inputs(2, 2); return k_conv_backward_input(attrs, in[0], in[1], o);
+    case K::ConvBackwardWeight: inputs(2, 2); return k_conv_backward_weight(attrs, in[0], in[1], o);
+    case K::MaxPool: inputs(1, 1); return k_maxpool(attrs, in[0], out);
+    case K::MaxPoolBackward: inputs(2, 2); return k_maxpool_backward(attrs, in[0], in[1], o);
+    case K::AvgPool: inputs(1, 1); return k_avgpool(attrs, in[0], o);
+    case K::AvgPoolBackward: inputs(1, 1); return k_avgpool_backward(attrs, in[0], o);
+    case K::AdaptiveAvgPool: inputs(1, 1); return k_adaptive(false, in[0], o);
+    case K::AdaptiveAvgPoolBackward: inputs(1, 1); return k_adaptive(true, in[0], o);
+    case K::Softmax:
+    case K::LogSoftmax: inputs(1, 1); return k_softmax(kind == K::LogSoftmax, attrs, in[0], o);
+    case K::Count: break;
+  }
+  fail("run_kernel: unknown op ", static_cast<int>(kind));
+}
+
+}  // namespace ipuml::cpu
