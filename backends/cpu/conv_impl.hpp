@@ -17,7 +17,7 @@ namespace detail {
 // Range of t in [0, len) for which lo + t * step lies in [0, limit): the taps inside the image.
 inline void valid_taps(int64_t lo, int64_t step, int64_t limit, int64_t len, int64_t& t0,
                        int64_t& t1) {
-  t0 = lo >= 0 ? 0 : ceil_div(-lo, step);
+  t0 = lo >= 0 ? 0 : std::min(len, ceil_div(-lo, step));
   t1 = lo >= limit ? 0 : std::min(len, ceil_div(limit - lo, step));
   if (t1 < t0) t1 = t0;
 }

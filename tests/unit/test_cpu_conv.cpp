@@ -1,0 +1,210 @@
+// Tests of the CPU conv2d kernels (forward and the three gradients) against the naive reference,
+// finite differences, every ISA path, and bit-identical results with 1 and 2 threads.
+#include <ipuml/backends/cpu/conv.hpp>
+#include <ipuml/core/error.hpp>
+
+#include <catch2/catch.hpp>
+#include <tbb/global_control.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using ipuml::cpu::Conv2dParams;
+using ipuml::cpu::Isa;
+
+struct IsaGuard {
+  Isa saved = ipuml::cpu::active_isa();
+  ~IsaGuard() { ipuml::cpu::set_gemm_isa(saved); }
+};
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512})
+    if (static_cast<int>(isa) <= static_cast<int>(ipuml::cpu::detected_isa())) out.push_back(isa);
+  return out;
+}
+
+std::vector<float> random_floats(size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+Conv2dParams make(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t c_out, int64_t kh,
+                  int64_t kw, int64_t stride = 1, int64_t pad = 0, int64_t dil = 1,
+                  int64_t groups = 1) {
+  Conv2dParams p;
+  p.n = n, p.c_in = c_in, p.h = h, p.w = w, p.c_out = c_out, p.kh = kh, p.kw = kw;
+  p.stride_h = p.stride_w = stride, p.pad_h = p.pad_w = pad, p.dil_h = p.dil_w = dil;
+  p.groups = groups;
+  return p;
+}
+
+std::string describe(const Conv2dParams& p) {
+  std::ostringstream os;
+  os << "n=" << p.n << " c_in=" << p.c_in << " " << p.h << "x" << p.w << " c_out=" << p.c_out
+     << " k=" << p.kh << "x" << p.kw << " stride=" << p.stride_h << "x" << p.stride_w
+     << " pad=" << p.pad_h << "x" << p.pad_w << " dil=" << p.dil_h << "x" << p.dil_w
+     << " groups=" << p.groups;
+  return os.str();
+}
+
+std::vector<Conv2dParams> shapes() {
+  std::vector<Conv2dParams> v = {
+      make(2, 1, 28, 28, 32, 3, 3),              // MNIST conv1
+      make(2, 32, 13, 13, 64, 3, 3),             // MNIST conv2
+      make(2, 4, 1, 50, 30, 1, 4),               // conv1d as conv2d (Neuron-Inverter)
+      make(1, 8, 12, 12, 16, 3, 3, 1, 1),        // ResNet 3x3 pad 1
+      make(2, 16, 9, 9, 8, 1, 1),                // pointwise
+      make(2, 16, 9, 9, 8, 1, 1, 2),             // strided 1x1 (downsample)
+      make(1, 3, 23, 21, 8, 7, 7, 2, 3),         // ResNet stem
+      make(2, 6, 10, 11, 9, 3, 3, 1, 1, 1, 3),   // groups
+      make(1, 8, 9, 9, 8, 3, 3, 1, 1, 1, 8),     // depthwise
+      make(2, 5, 12, 13, 7, 3, 3, 1, 2, 2),      // dilation
+      make(1, 4, 11, 10, 6, 3, 2, 3, 1),         // stride 3, non-square kernel
+      make(3, 2, 5, 5, 3, 5, 5),                 // output 1x1
+      make(1, 35, 17, 19, 37, 3, 3, 2, 1, 1, 1), // odd channel counts
+  };
+  Conv2dParams asym = make(2, 4, 7, 15, 5, 2, 3);
+  asym.stride_h = 2, asym.stride_w = 1, asym.pad_h = 1, asym.pad_w = 2, asym.dil_w = 2;
+  v.push_back(asym);
+  return v;
+}
+
+size_t x_size(const Conv2dParams& p) { return size_t(p.n * p.c_in * p.h * p.w); }
+size_t w_size(const Conv2dParams& p) { return size_t(p.c_out * (p.c_in / p.groups) * p.kh * p.kw); }
+size_t y_size(const Conv2dParams& p) { return size_t(p.n * p.c_out * p.out_h() * p.out_w()); }
+
+// |got - want| within a tolerance that grows with the square root of the reduction length.
+void check_close(const std::vector<float>& got, const std::vector<float>& want, double reduce_len) {
+  REQUIRE(got.size() == want.size());
+  const double tol = 2e-6 * (4.0 + std::sqrt(reduce_len));
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::abs(double(got[i]) - double(want[i])) <= tol * (1.0 + std::abs(want[i])))) ++bad;
+  CHECK(bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE("conv2d forward and gradients match the reference on every ISA", "[conv]") {
+  IsaGuard guard;
+  const Isa isa = GENERATE(from_range(supported_isas()));
+  ipuml::cpu::set_gemm_isa(isa);
+  std::mt19937 rng(5);
+  for (const Conv2dParams& p : shapes()) {
+    INFO("isa=" << ipuml::cpu::gemm_isa_name() << " " << describe(p));
+    auto x = random_floats(x_size(p), rng), w = random_floats(w_size(p), rng);
+    auto bias = random_floats(size_t(p.c_out), rng), dy = random_floats(y_size(p), rng);
+    const double k_fwd = double(p.c_in / p.groups * p.kh * p.kw);
+    std::vector<float> y(y_size(p), NAN), y_ref(y_size(p));
+    ipuml::cpu::conv2d_forward(p, x.data(), w.data(), bias.data(), y.data());
+    ipuml::cpu::conv2d_forward_reference(p, x.data(), w.data(), bias.data(), y_ref.data());
+    check_close(y, y_ref, k_fwd);
+    std::fill(y.begin(), y.end(), NAN);
+    ipuml::cpu::conv2d_forward(p, x.data(), w.data(), nullptr, y.data());
+    ipuml::cpu::conv2d_forward_reference(p, x.data(), w.data(), nullptr, y_ref.data());
+    check_close(y, y_ref, k_fwd);
+
+    std::vector<float> dx(x_size(p), NAN), dx_ref(x_size(p));
+    ipuml::cpu::conv2d_backward_input(p, dy.data(), w.data(), dx.data());
+    ipuml::cpu::conv2d_backward_input_reference(p, dy.data(), w.data(), dx_ref.data());
+    check_close(dx, dx_ref, double(p.c_out / p.groups * p.kh * p.kw));
+
+    std::vector<float> dw(w_size(p), NAN), dw_ref(w_size(p));
+    ipuml::cpu::conv2d_backward_weight(p, x.data(), dy.data(), dw.data());
+    ipuml::cpu::conv2d_backward_weight_reference(p, x.data(), dy.data(), dw_ref.data());
+    check_close(dw, dw_ref, double(p.n * p.out_h() * p.out_w()));
+
+    std::vector<float> db(size_t(p.c_out), NAN), db_ref(size_t(p.c_out));
+    ipuml::cpu::conv2d_backward_bias(p, dy.data(), db.data());
+    ipuml::cpu::conv2d_backward_bias_reference(p, dy.data(), db_ref.data());
+    check_close(db, db_ref, double(p.n * p.out_h() * p.out_w()));
+  }
+}
+
+TEST_CASE("conv2d gradients agree with finite differences of the forward", "[conv]") {
+  std::mt19937 rng(11);
+  for (const Conv2dParams& p : {make(2, 4, 6, 7, 6, 3, 3, 2, 1, 1, 2), make(1, 3, 1, 12, 5, 1, 4),
+                                make(1, 2, 7, 7, 3, 3, 3, 1, 2, 2)}) {
+    INFO(describe(p));
+    auto x = random_floats(x_size(p), rng), w = random_floats(w_size(p), rng);
+    auto bias = random_floats(size_t(p.c_out), rng), r = random_floats(y_size(p), rng);
+    // loss = sum(y * r), so dloss/dy = r.
+    auto loss = [&](const std::vector<float>& xv, const std::vector<float>& wv,
+                    const std::vector<float>& bv) {
+      std::vector<float> y(y_size(p));
+      ipuml::cpu::conv2d_forward(p, xv.data(), wv.data(), bv.data(), y.data());
+      double s = 0.0;
+      for (size_t i = 0; i < y.size(); ++i) s += double(y[i]) * double(r[i]);
+      return s;
+    };
+    std::vector<float> dx(x_size(p)), dw(w_size(p)), db(size_t(p.c_out));
+    ipuml::cpu::conv2d_backward_input(p, r.data(), w.data(), dx.data());
+    ipuml::cpu::conv2d_backward_weight(p, x.data(), r.data(), dw.data());
+    ipuml::cpu::conv2d_backward_bias(p, r.data(), db.data());
+    const float eps = 1e-2f;
+    auto numeric = [&](std::vector<float>& v, size_t i) {
+      const float keep = v[i];
+      v[i] = keep + eps;
+      const double up = loss(x, w, bias);
+      v[i] = keep - eps;
+      const double down = loss(x, w, bias);
+      v[i] = keep;
+      return (up - down) / (2.0 * double(eps));
+    };
+    for (size_t i = 0; i < x.size(); i += 7) CHECK(dx[i] == Approx(numeric(x, i)).margin(2e-3));
+    for (size_t i = 0; i < w.size(); i += 3) CHECK(dw[i] == Approx(numeric(w, i)).margin(2e-3));
+    for (size_t i = 0; i < bias.size(); ++i) CHECK(db[i] == Approx(numeric(bias, i)).margin(2e-3));
+  }
+}
+
+TEST_CASE("conv2d gives the same bits with 1 and 2 threads", "[conv]") {
+  IsaGuard guard;
+  const Isa isa = GENERATE(from_range(supported_isas()));
+  ipuml::cpu::set_gemm_isa(isa);
+  std::mt19937 rng(3);
+  for (const Conv2dParams& p : {make(4, 16, 20, 20, 24, 3, 3, 1, 1), make(1, 32, 30, 30, 64, 3, 3, 1, 1),
+                                make(3, 4, 1, 400, 30, 1, 4), make(2, 8, 15, 15, 8, 3, 3, 2, 1, 1, 2),
+                                make(1, 64, 14, 14, 32, 1, 1)}) {
+    INFO(describe(p));
+    auto x = random_floats(x_size(p), rng), w = random_floats(w_size(p), rng);
+    auto bias = random_floats(size_t(p.c_out), rng), dy = random_floats(y_size(p), rng);
+    std::vector<float> out[2][4];
+    for (int t = 0; t < 2; ++t) {
+      tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(t + 1));
+      out[t][0].resize(y_size(p));
+      out[t][1].resize(x_size(p));
+      out[t][2].resize(w_size(p));
+      out[t][3].resize(size_t(p.c_out));
+      ipuml::cpu::conv2d_forward(p, x.data(), w.data(), bias.data(), out[t][0].data());
+      ipuml::cpu::conv2d_backward_input(p, dy.data(), w.data(), out[t][1].data());
+      ipuml::cpu::conv2d_backward_weight(p, x.data(), dy.data(), out[t][2].data());
+      ipuml::cpu::conv2d_backward_bias(p, dy.data(), out[t][3].data());
+    }
+    for (int i = 0; i < 4; ++i) {
+      INFO("output " << i);
+      CHECK(std::memcmp(out[0][i].data(), out[1][i].data(), out[0][i].size() * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("conv2d rejects invalid parameters with ipuml::Error", "[conv]") {
+  std::vector<float> buf(4096);
+  Conv2dParams bad_groups = make(1, 6, 8, 8, 4, 3, 3, 1, 0, 1, 4);
+  CHECK_THROWS_AS(ipuml::cpu::conv2d_forward(bad_groups, buf.data(), buf.data(), nullptr, buf.data()),
+                  ipuml::Error);
+  Conv2dParams too_big = make(1, 1, 4, 4, 1, 5, 5);
+  CHECK_THROWS_AS(ipuml::cpu::conv2d_backward_input(too_big, buf.data(), buf.data(), buf.data()),
+                  ipuml::Error);
+  Conv2dParams zero_stride = make(1, 1, 4, 4, 1, 3, 3, 0);
+  CHECK_THROWS_AS(ipuml::cpu::conv2d_backward_weight(zero_stride, buf.data(), buf.data(), buf.data()),
+                  ipuml::Error);
+}
