@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ipuml/core/config.hpp>
+#include <ipuml/core/error.hpp>
 
 #include <cstdint>
 #include <string>

@@ -13,8 +13,6 @@
 #include <filesystem>
 #include <system_error>
 
-#include <ipuml/core/error.hpp>
-
 namespace ipuml::datasets {
 
 namespace mnist_detail {

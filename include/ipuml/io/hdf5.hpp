@@ -51,8 +51,8 @@ struct H5DatasetInfo {
 };
 
 // One open HDF5 file. Object paths are relative to the root ("layer1/conv/weight"; a leading
-// '/' is accepted). Not thread-safe: use one H5File per thread, and the serial libhdf5 build is
-// not reentrant at all, so guard concurrent use of different files too.
+// '/' is accepted). One H5File must not be used by two threads at once; different files may be,
+// with libhdf5 built thread-safe (Debian's is), which then serialises the calls.
 class H5File {
  public:
   enum class Mode {

@@ -57,8 +57,16 @@ class H5Handle {
 
 inline H5Handle borrowed(hid_t id) { return H5Handle(id, nullptr); }
 
-// HDF5 prints its error stack to stderr by default; ipuml reports through Error instead.
-inline void silence_hdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+// HDF5 prints its error stack to stderr by default; ipuml reports through Error instead. The
+// setting is per thread in thread-safe builds, so every entry point a thread may reach first
+// calls this.
+inline void silence_hdf5() {
+  thread_local bool silenced = false;
+  if (!silenced) {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    silenced = true;
+  }
+}
 
 // The most specific message on HDF5's error stack (e.g. "truncated file: eof = ..."), then
 // clears it so the next failure starts fresh.
@@ -345,6 +353,7 @@ IPUML_INLINE void H5File::flush() {
 
 IPUML_INLINE void H5File::close() {
   if (id_ < 0) return;
+  h5detail::silence_hdf5();
   hid_t id = std::exchange(id_, -1);
   if (H5Fclose(id) < 0) ipuml::fail("hdf5: close '", path_, "' failed (HDF5: ", h5detail::hdf5_error_text(), ")");
 }
@@ -354,6 +363,7 @@ IPUML_INLINE std::string H5File::where(const std::string& path) const {
 }
 
 IPUML_INLINE void H5File::check_writable(const char* op, const std::string& path) const {
+  h5detail::silence_hdf5();
   IPUML_CHECK(id_ >= 0, "hdf5: ", op, " ", where(path), ": the file is closed");
   IPUML_CHECK(mode_ != Mode::read, "hdf5: ", op, " ", where(path), ": the file is open read-only");
 }
@@ -366,6 +376,7 @@ IPUML_INLINE void H5File::check_count(const std::string& path, const std::vector
 // --- structure ------------------------------------------------------------------------------
 
 IPUML_INLINE bool H5File::exists(const std::string& path) const {
+  h5detail::silence_hdf5();
   IPUML_CHECK(id_ >= 0, "hdf5: exists ", where(path), ": the file is closed");
   std::string full = h5detail::normalize(path);
   if (full == "/") return true;
@@ -570,6 +581,7 @@ IPUML_INLINE void H5File::write_string(const std::string& path, const std::strin
 IPUML_INLINE H5DatasetInfo H5File::info(const std::string& path) const { return describe(path, "info"); }
 
 IPUML_INLINE H5DatasetInfo H5File::describe(const std::string& path, const char* op) const {
+  h5detail::silence_hdf5();
   IPUML_CHECK(id_ >= 0, "hdf5: ", op, " ", where(path), ": the file is closed");
   h5detail::H5Handle ds = h5detail::open_dataset(*this, id_, op, where(path), path);
   h5detail::H5Handle type(H5Dget_type(ds.get()), H5Tclose);
