@@ -20,7 +20,7 @@ IPUML_INLINE void run_kernel(ir::OpKind kind, const ir::Attrs& attrs, const std:
   IPUML_CHECK(out.size() == nout, name, ": expected ", nout, " output buffers, got ", out.size());
   auto inputs = [&](size_t lo, size_t hi) {
     IPUML_CHECK(in.size() >= lo && in.size() <= hi, name, ": expected ", lo,
-                lo == hi ? "" : detail::str(" to ", hi), " inputs, got ", in.size());
+                lo == hi ? "" : ipuml::detail::str(" to ", hi), " inputs, got ", in.size());
   };
   const MutableBuffer& o = out[0];
   switch (kind) {

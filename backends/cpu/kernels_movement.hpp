@@ -43,7 +43,8 @@ void permute_copy(const T* x, const Shape& in_shape, const std::vector<int64_t>&
     const int64_t inner = sz.empty() ? 1 : sz.back();
     std::vector<int64_t> osz(sz.begin(), sz.end() - (sz.empty() ? 0 : 1));
     std::vector<int64_t> oist(ist.begin(), ist.end() - (ist.empty() ? 0 : 1));
-    const std::vector<int64_t> ost = contiguous_strides(osz);
+    std::vector<int64_t> ost = contiguous_strides(osz);
+    for (auto& v : ost) v *= inner;
     parallel_items(n / inner, inner, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         int64_t oi, oo;
@@ -91,11 +92,11 @@ void permute_copy(const T* x, const Shape& in_shape, const std::vector<int64_t>&
 inline void k_permute(const ir::Attrs& a, const ConstBuffer& in, const MutableBuffer& o) {
   const Shape& s = in.meta.shape;
   IPUML_CHECK(a.dims.size() == s.size(), "permute: expected ", s.size(), " dims, got ",
-              detail::str(a.dims));
+              ipuml::detail::str(a.dims));
   std::vector<bool> seen(s.size(), false);
   for (auto d : a.dims) {
     IPUML_CHECK(d >= 0 && d < static_cast<int64_t>(s.size()) && !seen[d], "permute: ",
-                detail::str(a.dims), " is not a permutation of ", s.size(), " dims");
+                ipuml::detail::str(a.dims), " is not a permutation of ", s.size(), " dims");
     seen[d] = true;
   }
   dispatch_size(dtype_size(in.meta.dtype), [&](auto tag) {
@@ -107,7 +108,7 @@ inline void k_permute(const ir::Attrs& a, const ConstBuffer& in, const MutableBu
 inline void k_slice(const ir::Attrs& a, const ConstBuffer& in, const MutableBuffer& o) {
   const Shape& s = in.meta.shape;
   IPUML_CHECK(a.dims.size() == 1 && a.dims[0] >= 0 && a.dims[0] < static_cast<int64_t>(s.size()),
-              "slice: invalid dim ", detail::str(a.dims), " for shape ", shape_str(s));
+              "slice: invalid dim ", ipuml::detail::str(a.dims), " for shape ", shape_str(s));
   const auto sp = split_at(s, a.dims[0]);
   IPUML_CHECK(a.step > 0 && a.start >= 0 && a.start <= a.end && a.end <= sp.mid, "slice: range [",
               a.start, ", ", a.end, ") step ", a.step, " is invalid for dim ", a.dims[0],
@@ -209,7 +210,7 @@ inline void k_index_select(const ir::Attrs& a, const ConstBuffer& x, const Const
   const Shape& s = x.meta.shape;
   IPUML_CHECK(a.dims.size() == 1 && a.dims[0] >= 0 &&
                   a.dims[0] < static_cast<int64_t>(std::max<size_t>(s.size(), 1)),
-              "index_select: invalid dim ", detail::str(a.dims), " for shape ", shape_str(s));
+              "index_select: invalid dim ", ipuml::detail::str(a.dims), " for shape ", shape_str(s));
   IPUML_CHECK(idx.meta.shape.size() == 1, "index_select: index must be 1-d, got shape ",
               shape_str(idx.meta.shape));
   const auto sp = split_at(s, a.dims[0]);
@@ -244,7 +245,7 @@ inline void k_index_add(const ir::Attrs& a, const ConstBuffer& idx, const ConstB
   const Shape& os = o.meta.shape;
   IPUML_CHECK(a.dims.size() == 1 && a.dims[0] >= 0 &&
                   a.dims[0] < static_cast<int64_t>(std::max<size_t>(os.size(), 1)),
-              "index_add: invalid dim ", detail::str(a.dims), " for shape ", shape_str(os));
+              "index_add: invalid dim ", ipuml::detail::str(a.dims), " for shape ", shape_str(os));
   IPUML_CHECK(idx.meta.shape.size() == 1, "index_add: index must be 1-d");
   const auto sp = split_at(os, a.dims[0]);
   const auto ix = checked_indices("index_add", idx, sp.mid, a.dims[0]);
@@ -291,7 +292,7 @@ inline void k_gather(const ir::Attrs& a, const ConstBuffer& x, const ConstBuffer
   const Shape& is = idx.meta.shape;
   IPUML_CHECK(a.dims.size() == 1 && a.dims[0] >= 0 &&
                   a.dims[0] < static_cast<int64_t>(std::max<size_t>(xs.size(), 1)),
-              "gather: invalid dim ", detail::str(a.dims), " for shape ", shape_str(xs));
+              "gather: invalid dim ", ipuml::detail::str(a.dims), " for shape ", shape_str(xs));
   const int64_t d = a.dims[0];
   const auto ix = checked_gather_index("gather", idx, xs, d);
   IPUML_CHECK(o.meta.numel() == idx.meta.numel(), "gather: output does not match index shape");
@@ -323,7 +324,7 @@ inline void k_scatter_add(const ir::Attrs& a, const ConstBuffer& idx, const Cons
   const Shape& os = o.meta.shape;
   IPUML_CHECK(a.dims.size() == 1 && a.dims[0] >= 0 &&
                   a.dims[0] < static_cast<int64_t>(std::max<size_t>(os.size(), 1)),
-              "scatter_add: invalid dim ", detail::str(a.dims), " for shape ", shape_str(os));
+              "scatter_add: invalid dim ", ipuml::detail::str(a.dims), " for shape ", shape_str(os));
   IPUML_CHECK(idx.meta.shape == src.meta.shape && src.meta.dtype == o.meta.dtype,
               "scatter_add: index shape ", shape_str(idx.meta.shape), " must equal source shape ",
               shape_str(src.meta.shape));

@@ -157,8 +157,8 @@ inline PoolGeom pool_geom(const char* op, const ir::Attrs& a, const Shape& x, co
   IPUML_CHECK(g.oh == ir::window_out_size(g.h, g.kh, g.sh, g.ph) &&
                   g.ow == ir::window_out_size(g.w, g.kw, g.sw, g.pw),
               op, ": output spatial size ", g.oh, "x", g.ow, " does not match input ", g.h, "x", g.w,
-              " with kernel ", detail::str(a.kernel), " stride ", detail::str(a.stride),
-              " padding ", detail::str(a.padding));
+              " with kernel ", ipuml::detail::str(a.kernel), " stride ", ipuml::detail::str(a.stride),
+              " padding ", ipuml::detail::str(a.padding));
   return g;
 }
 

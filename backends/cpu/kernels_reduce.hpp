@@ -314,7 +314,7 @@ inline void k_arg(ir::OpKind k, const ir::Attrs& a, const ConstBuffer& in,
   IPUML_CHECK(in.meta.numel() > 0, name, ": cannot reduce an empty tensor of shape ", shape_str(s));
   IPUML_CHECK(out.size() == (with_vals ? 2u : 1u), name, ": wrong number of outputs");
   IPUML_CHECK(a.dims.size() <= 1 && (with_vals ? a.dims.size() == 1 : true), name,
-              ": expects one dim, got ", detail::str(a.dims));
+              ": expects one dim, got ", ipuml::detail::str(a.dims));
   Split3 sp{1, in.meta.numel(), 1};
   if (!a.dims.empty()) {
     IPUML_CHECK(a.dims[0] >= 0 && a.dims[0] < static_cast<int64_t>(std::max<size_t>(s.size(), 1)),
@@ -357,7 +357,7 @@ inline void k_softmax(bool log, const ir::Attrs& a, const ConstBuffer& in, const
   const Shape& s = in.meta.shape;
   IPUML_CHECK(a.dims.size() == 1 && a.dims[0] >= 0 &&
                   a.dims[0] < static_cast<int64_t>(std::max<size_t>(s.size(), 1)),
-              name, ": invalid dim ", detail::str(a.dims), " for shape ", shape_str(s));
+              name, ": invalid dim ", ipuml::detail::str(a.dims), " for shape ", shape_str(s));
   const auto sp = split_at(s, a.dims[0]);
   const float* x = in_ptr<float>(in);
   float* y = out_ptr<float>(o);
