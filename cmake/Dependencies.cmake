@@ -2,6 +2,7 @@
 # targets the ipuml targets link against.
 find_package(Threads REQUIRED)
 find_package(TBB REQUIRED)
+find_package(xtl REQUIRED)  # xsimd's config names the xtl target
 find_package(xsimd REQUIRED)
 find_package(nlohmann_json REQUIRED)
 find_package(ZLIB REQUIRED)

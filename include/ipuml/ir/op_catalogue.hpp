@@ -23,7 +23,8 @@ struct TensorMeta {
 
 // Output size of a convolution or pooling window along one axis.
 inline int64_t window_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d = 1) {
-  return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+  const int64_t span = in + 2 * p - d * (k - 1) - 1;
+  return span < 0 ? 0 : span / s + 1;  // C++ division truncates toward zero: guard negatives
 }
 
 // Validates `inputs` for op `kind` and returns the metadata of its outputs.

@@ -29,8 +29,8 @@ IPUML_INLINE Tracer::~Tracer() {
       s.impl->trace_id = s.trace_id;
       if (s.grad_saved) s.impl->grad = s.grad;
     }
+    if (trace_detail::current_tracer() == this) trace_detail::current_tracer() = prev_;
   }
-  trace_detail::current_tracer() = prev_;
 }
 
 IPUML_INLINE Tracer* Tracer::current() { return trace_detail::current_tracer(); }
@@ -113,7 +113,9 @@ IPUML_INLINE std::vector<Tensor> Tracer::record(OpKind kind, const Attrs& attrs,
 }
 
 IPUML_INLINE void Tracer::rebind(const Tensor& target, const Tensor& value) {
-  IPUML_CHECK(!target.impl()->is_view,
+  // A traced view is a copy in the graph, and a strided eager view is captured as a copy: an
+  // update of either would not reach the base tensor, so refuse rather than lose it.
+  IPUML_CHECK(target.is_symbolic() ? !target.impl()->is_view : target.is_contiguous(),
               "tracing: in-place update of a view is not supported; update the base tensor");
   value_of(target);  // captures eager targets as state first
   target.impl()->value = value_of(value);
@@ -128,7 +130,6 @@ IPUML_INLINE void Tracer::remember_grad(TensorImpl* impl) {
     std::shared_ptr<TensorImpl> owner;
     for (auto& s : state_tensors_)
       if (s.impl() == impl) owner = s.impl_ptr();
-    IPUML_CHECK(owner != nullptr || impl->storage == nullptr || true, "");
     saved_.push_back({owner, impl->value, impl->trace_id, impl->grad, true, -1});
     if (!owner) saved_.back().impl = std::shared_ptr<TensorImpl>(impl, [](TensorImpl*) {});
     return;
@@ -154,6 +155,8 @@ IPUML_INLINE Trace Tracer::finish(const std::vector<Tensor>& outputs) {
     if (s.grad_saved) s.impl->grad = s.grad;
   }
   finished_ = true;
+  // Ops after finish() run eagerly again (or into an enclosing trace).
+  if (trace_detail::current_tracer() == this) trace_detail::current_tracer() = prev_;
   return Trace{std::move(graph_), std::move(state_tensors_)};
 }
 

@@ -1,0 +1,48 @@
+// Runs a captured ir::Graph on the CPU with buffers planned once: activations live in one arena
+// whose offsets come from liveness analysis, so repeated runs allocate only their outputs.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include <ipuml/backends/cpu/kernels.hpp>
+#include <ipuml/core/config.hpp>
+#include <ipuml/ir/graph.hpp>
+#include <ipuml/tensor/tensor.hpp>
+
+namespace ipuml::cpu {
+
+// Offsets for every Op value in one arena (first-fit reuse of dead values' blocks).
+struct MemoryPlan {
+  std::vector<int64_t> offset;  // per value: byte offset in the arena, -1 if not in the arena
+  size_t arena_bytes = 0;
+  size_t naive_bytes = 0;  // what it would take without reuse (for reports)
+};
+MemoryPlan plan_memory(const ir::Graph& g, size_t alignment = 64);
+
+class GraphExecutor {
+ public:
+  explicit GraphExecutor(ir::Graph graph);
+
+  // `inputs` feed graph.inputs in order; `states` are the tensors graph.states are bound to
+  // (read at the start, overwritten by the step's updates at the end). `step` varies random ops.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<Tensor>& states,
+                          uint64_t step = 0);
+
+  const ir::Graph& graph() const { return graph_; }
+  const MemoryPlan& plan() const { return plan_; }
+
+ private:
+  ir::Graph graph_;
+  MemoryPlan plan_;
+  std::unique_ptr<Storage> arena_;
+  std::vector<void*> ptr_;  // per value, filled each run
+  std::vector<std::vector<ConstBuffer>> in_bufs_;
+  std::vector<std::vector<MutableBuffer>> out_bufs_;
+};
+
+}  // namespace ipuml::cpu
+
+#ifdef IPUML_INCLUDE_IMPL
+#include <ipuml/backends/cpu/graph_executor_impl.hpp>
+#endif

@@ -1,0 +1,157 @@
+// Bodies of the CPU graph executor and its memory planner.
+#pragma once
+
+#include <cstring>
+#include <map>
+
+#include <ipuml/backends/cpu/graph_executor.hpp>
+
+namespace ipuml::cpu {
+
+IPUML_INLINE MemoryPlan plan_memory(const ir::Graph& g, size_t alignment) {
+  MemoryPlan p;
+  p.offset.assign(g.values.size(), -1);
+  const auto last = g.last_use();
+  std::map<size_t, size_t> free_blocks;  // offset -> size, coalesced
+  size_t end = 0;
+  auto round = [&](size_t n) { return (std::max<size_t>(n, 1) + alignment - 1) / alignment * alignment; };
+  auto allocate = [&](size_t n) -> size_t {
+    for (auto it = free_blocks.begin(); it != free_blocks.end(); ++it) {
+      if (it->second >= n) {
+        const size_t off = it->first;
+        const size_t rest = it->second - n;
+        free_blocks.erase(it);
+        if (rest) free_blocks[off + n] = rest;
+        return off;
+      }
+    }
+    // Grow the arena, absorbing a free block that touches the end.
+    if (!free_blocks.empty()) {
+      auto lastb = std::prev(free_blocks.end());
+      if (lastb->first + lastb->second == end) {
+        const size_t off = lastb->first;
+        free_blocks.erase(lastb);
+        end = off + n;
+        return off;
+      }
+    }
+    const size_t off = end;
+    end += n;
+    return off;
+  };
+  auto release = [&](size_t off, size_t n) {
+    auto it = free_blocks.emplace(off, n).first;
+    if (auto nx = std::next(it); nx != free_blocks.end() && it->first + it->second == nx->first) {
+      it->second += nx->second;
+      free_blocks.erase(nx);
+    }
+    if (it != free_blocks.begin()) {
+      auto pv = std::prev(it);
+      if (pv->first + pv->second == it->first) {
+        pv->second += it->second;
+        free_blocks.erase(it);
+      }
+    }
+  };
+  std::vector<bool> freed(g.values.size(), false);
+  auto release_value = [&](int64_t v) {
+    if (freed[v] || p.offset[v] < 0) return;
+    freed[v] = true;
+    release(static_cast<size_t>(p.offset[v]), round(g.values[v].meta.nbytes()));
+  };
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    for (auto v : g.nodes[n].outputs) {
+      const size_t sz = round(g.values[v].meta.nbytes());
+      p.offset[v] = static_cast<int64_t>(allocate(sz));
+      p.naive_bytes += sz;
+    }
+    // Outputs nobody reads die at once; inputs die after their last reader.
+    for (auto v : g.nodes[n].outputs)
+      if (last[v] < 0) release_value(v);
+    for (auto v : g.nodes[n].inputs)
+      if (g.values[v].kind == ir::ValueKind::Op && last[v] == static_cast<int64_t>(n)) release_value(v);
+  }
+  p.arena_bytes = end;
+  return p;
+}
+
+IPUML_INLINE GraphExecutor::GraphExecutor(ir::Graph graph)
+    : graph_(std::move(graph)), plan_(plan_memory(graph_)) {
+  arena_ = std::make_unique<Storage>(std::max<size_t>(plan_.arena_bytes, 64));
+  ptr_.assign(graph_.values.size(), nullptr);
+  for (size_t v = 0; v < graph_.values.size(); ++v)
+    if (plan_.offset[v] >= 0) ptr_[v] = static_cast<char*>(arena_->data()) + plan_.offset[v];
+  in_bufs_.resize(graph_.nodes.size());
+  out_bufs_.resize(graph_.nodes.size());
+  for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+    for (auto v : graph_.nodes[n].inputs) in_bufs_[n].push_back({nullptr, graph_.values[v].meta});
+    for (auto v : graph_.nodes[n].outputs) out_bufs_[n].push_back({nullptr, graph_.values[v].meta});
+  }
+}
+
+IPUML_INLINE std::vector<Tensor> GraphExecutor::run(const std::vector<Tensor>& inputs,
+                                                    const std::vector<Tensor>& states, uint64_t step) {
+  IPUML_CHECK(inputs.size() == graph_.inputs.size(), "run: the graph takes ", graph_.inputs.size(),
+              " inputs, got ", inputs.size());
+  IPUML_CHECK(states.size() == graph_.states.size(), "run: the graph binds ", graph_.states.size(),
+              " state tensors, got ", states.size());
+  std::vector<Tensor> keep;  // contiguous copies of non-contiguous inputs live until the end
+  auto bind = [&](int64_t v, const Tensor& t, const char* what, size_t i) {
+    const auto& m = graph_.values[v].meta;
+    IPUML_CHECK(t.defined() && t.shape() == m.shape && t.dtype() == m.dtype, "run: ", what, " ", i,
+                " ('", graph_.values[v].name, "') must have shape ", shape_str(m.shape), " and dtype ",
+                dtype_name(m.dtype), ", got ", t.defined() ? shape_str(t.shape()) : "undefined", " ",
+                t.defined() ? dtype_name(t.dtype()) : "");
+    IPUML_CHECK(!t.is_symbolic(), "run: ", what, " ", i, " is symbolic");
+    if (t.is_contiguous()) {
+      ptr_[v] = t.raw_data();
+    } else {
+      IPUML_CHECK(std::string(what) == "input", "run: state tensor ", i, " ('", graph_.values[v].name,
+                  "') is not contiguous");
+      keep.push_back(t.contiguous());
+      ptr_[v] = keep.back().raw_data();
+    }
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) bind(graph_.inputs[i], inputs[i], "input", i);
+  for (size_t i = 0; i < states.size(); ++i) bind(graph_.states[i], states[i], "state", i);
+
+  KernelContext ctx;
+  ctx.rng_step = step;
+  for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+    const auto& node = graph_.nodes[n];
+    for (size_t i = 0; i < node.inputs.size(); ++i) in_bufs_[n][i].data = ptr_[node.inputs[i]];
+    for (size_t i = 0; i < node.outputs.size(); ++i) out_bufs_[n][i].data = ptr_[node.outputs[i]];
+    run_kernel(node.kind, node.attrs, in_bufs_[n], out_bufs_[n], ctx);
+  }
+
+  std::vector<Tensor> outputs;
+  for (auto v : graph_.outputs) {
+    const auto& m = graph_.values[v].meta;
+    auto impl = std::make_shared<TensorImpl>();
+    impl->shape = m.shape;
+    impl->strides = contiguous_strides(m.shape);
+    impl->dtype = m.dtype;
+    impl->storage = std::make_shared<Storage>(m.nbytes());
+    std::memcpy(impl->storage->data(), ptr_[v], m.nbytes());
+    outputs.emplace_back(std::move(impl));
+  }
+  // Updates are applied last; a source that is itself a state is snapshotted first so the
+  // order of updates cannot matter.
+  std::vector<std::vector<char>> snap(graph_.updates.size());
+  for (size_t i = 0; i < graph_.updates.size(); ++i) {
+    const auto& u = graph_.updates[i];
+    if (graph_.values[u.value].kind != ir::ValueKind::Op) {
+      const char* src = static_cast<const char*>(ptr_[u.value]);
+      snap[i].assign(src, src + graph_.values[u.value].meta.nbytes());
+    }
+  }
+  for (size_t i = 0; i < graph_.updates.size(); ++i) {
+    const auto& u = graph_.updates[i];
+    const void* src = snap[i].empty() ? ptr_[u.value] : snap[i].data();
+    std::memcpy(ptr_[u.state], src, graph_.values[u.state].meta.nbytes());
+  }
+  for (auto& s : states) s.impl()->version++;
+  return outputs;
+}
+
+}  // namespace ipuml::cpu

@@ -1,0 +1,18 @@
+// ipuml: an embeddable C++ deep-learning library with IPU emulation.
+// The umbrella header: tensors, autograd, tracing and the CPU backend.
+#pragma once
+
+#include <ipuml/core/config.hpp>
+#include <ipuml/core/dtype.hpp>
+#include <ipuml/core/error.hpp>
+#include <ipuml/core/parallel.hpp>
+#include <ipuml/core/rng.hpp>
+#include <ipuml/core/shape.hpp>
+#include <ipuml/tensor/tensor.hpp>
+#include <ipuml/tensor/ops.hpp>
+#include <ipuml/autograd/grad_mode.hpp>
+#include <ipuml/autograd/node.hpp>
+#include <ipuml/autograd/gradcheck.hpp>
+#include <ipuml/ir/graph.hpp>
+#include <ipuml/ir/trace.hpp>
+#include <ipuml/backends/cpu/graph_executor.hpp>

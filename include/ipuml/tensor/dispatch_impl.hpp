@@ -1,0 +1,125 @@
+// Bodies of the dispatcher (compiled once in compiled mode).
+#pragma once
+
+#include <cstring>
+
+#include <ipuml/autograd/grad_mode.hpp>
+#include <ipuml/backends/cpu/kernels.hpp>
+#include <ipuml/ir/trace.hpp>
+#include <ipuml/tensor/dispatch.hpp>
+
+namespace ipuml {
+
+IPUML_INLINE Tensor empty(const Shape& shape, DType dtype) {
+  for (auto d : shape)
+    IPUML_CHECK(d >= 0, "empty: negative dimension in shape ", shape_str(shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(numel(shape)) * dtype_size(dtype));
+  return Tensor(std::move(impl));
+}
+
+namespace detail {
+
+inline std::vector<ir::TensorMeta> metas_of(const std::vector<Tensor>& inputs) {
+  std::vector<ir::TensorMeta> m;
+  m.reserve(inputs.size());
+  for (auto& t : inputs) {
+    IPUML_CHECK(t.defined(), "an op received an undefined tensor");
+    m.push_back({t.shape(), t.dtype()});
+  }
+  return m;
+}
+
+IPUML_INLINE std::vector<Tensor> dispatch(ir::OpKind kind, const ir::Attrs& attrs,
+                                          const std::vector<Tensor>& inputs) {
+  const auto metas = ir::infer(kind, attrs, metas_of(inputs));
+  if (auto* tracer = ir::Tracer::current()) return tracer->record(kind, attrs, inputs, metas);
+
+  std::vector<Tensor> contiguous;
+  contiguous.reserve(inputs.size());
+  std::vector<cpu::ConstBuffer> in;
+  in.reserve(inputs.size());
+  for (auto& t : inputs) {
+    IPUML_CHECK(!t.is_symbolic(), ir::op_name(kind),
+                ": got a symbolic tensor (recorded while tracing) outside its trace");
+    contiguous.push_back(t.is_contiguous() ? t : t.contiguous());
+    in.push_back({contiguous.back().raw_data(), {t.shape(), t.dtype()}});
+  }
+  std::vector<Tensor> outputs;
+  std::vector<cpu::MutableBuffer> out;
+  for (auto& m : metas) {
+    outputs.push_back(empty(m.shape, m.dtype));
+    out.push_back({outputs.back().raw_data(), m});
+  }
+  cpu::run_kernel(kind, attrs, in, out);
+  return outputs;
+}
+
+IPUML_INLINE void dispatch_into(Tensor& target, ir::OpKind kind, const ir::Attrs& attrs,
+                                const std::vector<Tensor>& inputs) {
+  IPUML_CHECK(!(autograd::is_grad_enabled() && target.requires_grad() && target.is_leaf()),
+              "a leaf tensor that requires grad cannot be modified in place while grad mode is "
+              "on; wrap the update in ipuml::NoGradGuard");
+  IPUML_CHECK(!(autograd::is_grad_enabled() && target.grad_fn()),
+              "in-place modification of a tensor that is part of an autograd graph is not supported");
+  const auto metas = ir::infer(kind, attrs, metas_of(inputs));
+  IPUML_CHECK(metas[0].shape == target.shape() && metas[0].dtype == target.dtype(),
+              ir::op_name(kind), " (in-place): the result has shape ", shape_str(metas[0].shape),
+              " and dtype ", dtype_name(metas[0].dtype), ", but the target has shape ",
+              shape_str(target.shape()), " and dtype ", dtype_name(target.dtype()));
+  if (auto* tracer = ir::Tracer::current()) {
+    auto out = tracer->record(kind, attrs, inputs, metas);
+    tracer->rebind(target, out[0]);
+    return;
+  }
+  target.impl()->version++;
+  if (!target.is_contiguous()) {
+    Tensor r = dispatch1(kind, attrs, inputs);
+    // Write back element by element through target's strides.
+    Tensor src = r;
+    const auto& shape = target.shape();
+    const auto& st = target.strides();
+    const size_t es = dtype_size(target.dtype());
+    const int64_t n = target.numel();
+    std::vector<int64_t> idx(shape.size(), 0);
+    const char* s = static_cast<const char*>(src.raw_data());
+    char* base = static_cast<char*>(target.raw_data());
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t off = 0;
+      for (size_t d = 0; d < shape.size(); ++d) off += idx[d] * st[d];
+      std::memcpy(base + off * static_cast<int64_t>(es), s + i * static_cast<int64_t>(es), es);
+      for (size_t d = shape.size(); d-- > 0;) {
+        if (++idx[d] < shape[d]) break;
+        idx[d] = 0;
+      }
+    }
+    return;
+  }
+  std::vector<Tensor> contiguous;
+  std::vector<cpu::ConstBuffer> in;
+  for (auto& t : inputs) {
+    contiguous.push_back(t.is_contiguous() ? t : t.contiguous());
+    in.push_back({contiguous.back().raw_data(), {t.shape(), t.dtype()}});
+  }
+  // Elementwise kernels tolerate out aliasing in[0] exactly; any other overlap goes through a copy.
+  bool alias_ok = true;
+  for (size_t i = 0; i < in.size(); ++i)
+    if (i > 0 && contiguous[i].defined() && !contiguous[i].is_symbolic() &&
+        contiguous[i].impl()->storage == target.impl()->storage && in[i].data != target.raw_data())
+      alias_ok = false;
+  if (!in.empty() && in[0].data != target.raw_data() && contiguous[0].impl()->storage == target.impl()->storage)
+    alias_ok = false;
+  if (!alias_ok) {
+    Tensor r = dispatch1(kind, attrs, inputs);
+    std::memcpy(target.raw_data(), r.raw_data(), metas[0].nbytes());
+    return;
+  }
+  std::vector<cpu::MutableBuffer> out{{target.raw_data(), metas[0]}};
+  cpu::run_kernel(kind, attrs, in, out);
+}
+
+}  // namespace detail
+}  // namespace ipuml

@@ -1,0 +1,223 @@
+// The public op set, PyTorch-named: creation, elementwise, reductions, data movement, linear
+// algebra, nn functional ops and losses. Every differentiable op records its backward.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ipuml/core/config.hpp>
+#include <ipuml/core/rng.hpp>
+#include <ipuml/tensor/dispatch.hpp>
+#include <ipuml/tensor/tensor.hpp>
+
+namespace ipuml {
+
+// ---- creation -------------------------------------------------------------------------------
+Tensor zeros(const Shape& shape, DType dtype = kFloat32);
+Tensor ones(const Shape& shape, DType dtype = kFloat32);
+Tensor full(const Shape& shape, double value, DType dtype = kFloat32);
+Tensor scalar_tensor(double value, DType dtype = kFloat32);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, double value);
+Tensor arange(int64_t end, DType dtype = kInt64);
+Tensor arange(double start, double end, double step = 1.0, DType dtype = kFloat32);
+// Random tensors from the default generator (or `gen`): counter-based, thread-count independent.
+Tensor rand(const Shape& shape, Generator* gen = nullptr);
+Tensor randn(const Shape& shape, Generator* gen = nullptr);
+Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* gen = nullptr);
+Tensor uniform(const Shape& shape, double low, double high, Generator* gen = nullptr);
+// Copies host data into a new tensor.
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape);
+template <typename T>
+Tensor from_blob(const T* data, const Shape& shape);
+Tensor from_vector(const std::vector<float>& values, const Shape& shape, DType storage);
+
+// ---- elementwise ----------------------------------------------------------------------------
+Tensor add(const Tensor& a, const Tensor& b, double alpha = 1.0);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, double exponent);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double b);
+Tensor sub(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+Tensor div(const Tensor& a, double b);
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor sign(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+// approximate: "none" (erf form) or "tanh".
+Tensor gelu(const Tensor& x, const std::string& approximate = "none");
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double b);
+Tensor gt(const Tensor& a, double b);
+Tensor lt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, double b);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+Tensor cast(const Tensor& x, DType dtype);
+
+// ---- reductions -----------------------------------------------------------------------------
+// Empty dims reduce over everything. Negative dims count from the end.
+Tensor sum(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);
+Tensor amax(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);
+// torch.max(x, dim, keepdim): values and int64 indices.
+std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);
+std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor var(const Tensor& x, std::vector<int64_t> dims = {}, int64_t correction = 1,
+           bool keepdim = false);
+// Sums a broadcast gradient back to `shape` (the inverse of broadcasting).
+Tensor sum_to(const Tensor& x, const Shape& shape);
+
+// ---- data movement --------------------------------------------------------------------------
+Tensor reshape(const Tensor& x, const Shape& shape);
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims);
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1);
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+Tensor expand(const Tensor& x, const Shape& shape);
+Tensor squeeze(const Tensor& x, int64_t dim);
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+Tensor contiguous(const Tensor& x);
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+
+// ---- linear algebra -------------------------------------------------------------------------
+// torch.matmul: 1-d operands are promoted and the added dim removed; batch dims broadcast.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// x @ weight^T + bias (weight is [out, in]).
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---- nn functional --------------------------------------------------------------------------
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              std::vector<int64_t> stride = {1, 1}, std::vector<int64_t> padding = {0, 0},
+              std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1);
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              int64_t stride = 1, int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
+Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
+                  std::vector<int64_t> padding = {0, 0});
+Tensor max_pool1d(const Tensor& x, int64_t kernel, int64_t stride = 0, int64_t padding = 0);
+Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
+                  std::vector<int64_t> padding = {0, 0}, bool count_include_pad = true);
+Tensor adaptive_avg_pool2d(const Tensor& x, std::vector<int64_t> output_size);
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+// Inverted dropout; the mask comes from the counter-based generator.
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
+// Updates running_mean/running_var in place when training (if they are defined).
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
+                  double eps = 1e-5);
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+
+// ---- losses ---------------------------------------------------------------------------------
+enum class Reduction { None, Mean, Sum };
+Reduction reduction_from_name(const std::string& name);
+Tensor cross_entropy(const Tensor& logits, const Tensor& target,
+                     Reduction reduction = Reduction::Mean, double label_smoothing = 0.0);
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction = Reduction::Mean);
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+
+// ---- operators ------------------------------------------------------------------------------
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, double b) { return div(a, b); }
+inline Tensor operator+(double a, const Tensor& b) { return add(b, a); }
+inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+inline Tensor operator-(double a, const Tensor& b) { return add(neg(b), a); }
+inline Tensor operator/(double a, const Tensor& b) { return div(full_like(b, a), b); }
+inline Tensor operator-(const Tensor& a) { return neg(a); }
+
+// ---- templates ------------------------------------------------------------------------------
+template <typename T>
+Tensor from_blob(const T* data, const Shape& shape) {
+  Tensor t = empty(shape, dtype_of<T>());
+  if (t.numel() > 0) std::memcpy(t.raw_data(), data, static_cast<size_t>(t.numel()) * sizeof(T));
+  return t;
+}
+
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape) {
+  IPUML_CHECK(static_cast<int64_t>(values.size()) == numel(shape), "from_vector: ", values.size(),
+              " values do not fill shape ", shape_str(shape), " (", numel(shape), " elements)");
+  if constexpr (std::is_same_v<T, bool>) {
+    Tensor t = empty(shape, kBool);
+    auto* p = static_cast<uint8_t*>(t.raw_data());
+    for (size_t i = 0; i < values.size(); ++i) p[i] = values[i] ? 1 : 0;
+    return t;
+  } else {
+    return from_blob(values.data(), shape);
+  }
+}
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  require_data("to_vector");
+  Tensor c = contiguous();
+  const int64_t n = c.numel();
+  std::vector<T> out(static_cast<size_t>(n));
+  const void* p = c.raw_data();
+  for (int64_t i = 0; i < n; ++i) {
+    double v = 0;
+    switch (c.dtype()) {
+      case DType::Float32: v = static_cast<const float*>(p)[i]; break;
+      case DType::Float16: v = half_bits_to_float(static_cast<const uint16_t*>(p)[i]); break;
+      case DType::BFloat16: v = bf16_bits_to_float(static_cast<const uint16_t*>(p)[i]); break;
+      case DType::Int32: v = static_cast<const int32_t*>(p)[i]; break;
+      case DType::Int64:
+        if constexpr (std::is_integral_v<T>) {
+          out[static_cast<size_t>(i)] = static_cast<T>(static_cast<const int64_t*>(p)[i]);
+          continue;
+        }
+        v = static_cast<double>(static_cast<const int64_t*>(p)[i]);
+        break;
+      case DType::Bool: v = static_cast<const uint8_t*>(p)[i]; break;
+    }
+    out[static_cast<size_t>(i)] = static_cast<T>(v);
+  }
+  return out;
+}
+
+}  // namespace ipuml
+
+#ifdef IPUML_INCLUDE_IMPL
+#include <ipuml/tensor/ops_impl.hpp>
+#endif

@@ -1,0 +1,342 @@
+// Linear algebra, convolution, pooling, softmax, dropout, normalisation and losses.
+#pragma once
+
+#include <ipuml/tensor/ops_common_impl.hpp>
+
+namespace ipuml {
+
+namespace ops_detail {
+
+// op(A) @ op(B) on stored operands, where op transposes the last two dims when the flag is set.
+inline Tensor matmul_raw(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  Attrs at;
+  at.flag = ta;
+  at.flag2 = tb;
+  Tensor out = run1(OpKind::MatMul, at, {a, b});
+  attach({out}, "MatMulBackward", {a, b},
+         [a = saved(a), b = saved(b), ta, tb, ra = a.requires_grad(), rb = b.requires_grad()](
+             const std::vector<Tensor>& gs) {
+           const Tensor& g = gs[0];
+           Tensor ga, gb;
+           if (ra) ga = sum_to(ta ? matmul_raw(b, g, tb, true) : matmul_raw(g, b, false, !tb), a.shape());
+           if (rb) gb = sum_to(tb ? matmul_raw(g, a, true, ta) : matmul_raw(a, g, !ta, false), b.shape());
+           return std::vector<Tensor>{ga, gb};
+         });
+  return out;
+}
+
+// If `t` is an eager 2-d transposed view of contiguous data, returns that data and true.
+inline std::pair<Tensor, bool> untranspose(const Tensor& t) {
+  if (t.dim() == 2 && !t.is_symbolic() && !t.is_contiguous() && t.strides()[0] == 1 &&
+      t.strides()[1] == t.shape()[0] && t.grad_fn() == nullptr && !t.requires_grad())
+    return {make_view(t, {t.shape()[1], t.shape()[0]}, {t.shape()[0], 1}, t.offset()), true};
+  return {t, false};
+}
+
+inline std::vector<int64_t> pair_of(const std::vector<int64_t>& v, const char* op, const char* what) {
+  IPUML_CHECK(v.size() == 1 || v.size() == 2, op, ": ", what, " must have 1 or 2 values, got ",
+              detail::str(v));
+  return v.size() == 1 ? std::vector<int64_t>{v[0], v[0]} : v;
+}
+
+inline Shape channel_shape(const Tensor& x) {
+  Shape s(static_cast<size_t>(x.dim()), 1);
+  s[1] = x.shape()[1];
+  return s;
+}
+
+inline Tensor reduce(const Tensor& loss, Reduction r) {
+  switch (r) {
+    case Reduction::None: return loss;
+    case Reduction::Sum: return sum(loss);
+    case Reduction::Mean: return mean(loss);
+  }
+  return loss;
+}
+
+}  // namespace ops_detail
+
+IPUML_INLINE Tensor matmul(const Tensor& a, const Tensor& b) {
+  IPUML_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: operands must have at least 1 dim, got ",
+              shape_str(a.shape()), " and ", shape_str(b.shape()));
+  if (a.dim() == 1 && b.dim() == 1) {
+    IPUML_CHECK(a.shape() == b.shape(), "matmul: 1-d operands differ in size: ",
+                shape_str(a.shape()), " and ", shape_str(b.shape()));
+    return reshape(matmul_raw(unsqueeze(a, 0), unsqueeze(b, 1), false, false), {});
+  }
+  if (a.dim() == 1) return squeeze(matmul(unsqueeze(a, 0), b), -2);
+  if (b.dim() == 1) return squeeze(matmul(a, unsqueeze(b, 1)), -1);
+  auto [sa, ta] = untranspose(a);
+  auto [sb, tb] = untranspose(b);
+  return matmul_raw(sa, sb, ta, tb);
+}
+
+IPUML_INLINE Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  IPUML_CHECK(weight.dim() == 2, "linear: weight must be 2-d [out, in], got ", shape_str(weight.shape()));
+  IPUML_CHECK(x.dim() >= 1 && x.shape().back() == weight.shape()[1], "linear: input of shape ",
+              shape_str(x.shape()), " does not match weight of shape ", shape_str(weight.shape()),
+              " (expected the last input dim to be ", weight.shape()[1], ")");
+  Shape out_shape = x.shape();
+  out_shape.back() = weight.shape()[0];
+  Tensor x2 = x.dim() == 2 ? x : reshape(x, {-1, weight.shape()[1]});
+  Tensor y = matmul_raw(x2, weight, false, true);
+  if (bias.defined()) {
+    IPUML_CHECK(bias.shape() == Shape{weight.shape()[0]}, "linear: bias of shape ",
+                shape_str(bias.shape()), ", expected [", weight.shape()[0], "]");
+    y = add(y, bias);
+  }
+  return x.dim() == 2 ? y : reshape(y, out_shape);
+}
+
+IPUML_INLINE Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                           std::vector<int64_t> stride, std::vector<int64_t> padding,
+                           std::vector<int64_t> dilation, int64_t groups) {
+  IPUML_CHECK(x.dim() == 4, "conv2d: expected a 4-d input [N, C, H, W], got shape ", shape_str(x.shape()));
+  IPUML_CHECK(weight.dim() == 4, "conv2d: expected a 4-d weight [O, C/groups, kH, kW], got shape ",
+              shape_str(weight.shape()));
+  Attrs a;
+  a.kernel = {weight.shape()[2], weight.shape()[3]};
+  a.stride = pair_of(stride, "conv2d", "stride");
+  a.padding = pair_of(padding, "conv2d", "padding");
+  a.dilation = pair_of(dilation, "conv2d", "dilation");
+  a.groups = groups;
+  std::vector<Tensor> in{x, weight};
+  if (bias.defined()) in.push_back(bias);
+  Tensor out = run1(OpKind::Conv, a, in);
+  attach({out}, "ConvolutionBackward", in,
+         [x = saved(x), w = saved(weight), a, has_bias = bias.defined(),
+          rx = x.requires_grad(), rw = weight.requires_grad()](const std::vector<Tensor>& g) {
+           std::vector<Tensor> r(has_bias ? 3 : 2);
+           Attrs ai = a;
+           if (rx) {
+             ai.shape = x.shape();
+             r[0] = run1(OpKind::ConvBackwardInput, ai, {g[0], w});
+           }
+           if (rw) {
+             ai.shape = w.shape();
+             r[1] = run1(OpKind::ConvBackwardWeight, ai, {x, g[0]});
+           }
+           if (has_bias) r[2] = sum(g[0], {0, 2, 3});
+           return r;
+         });
+  return out;
+}
+
+IPUML_INLINE Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride,
+                           int64_t padding, int64_t dilation, int64_t groups) {
+  IPUML_CHECK(x.dim() == 3, "conv1d: expected a 3-d input [N, C, L], got shape ", shape_str(x.shape()));
+  IPUML_CHECK(weight.dim() == 3, "conv1d: expected a 3-d weight [O, C/groups, k], got shape ",
+              shape_str(weight.shape()));
+  Tensor y = conv2d(unsqueeze(x, 2), unsqueeze(weight, 2), bias, {1, stride}, {0, padding},
+                    {1, dilation}, groups);
+  return squeeze(y, 2);
+}
+
+IPUML_INLINE Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
+                               std::vector<int64_t> padding) {
+  IPUML_CHECK(x.dim() == 4, "max_pool2d: expected a 4-d input [N, C, H, W], got shape ", shape_str(x.shape()));
+  Attrs a;
+  a.kernel = pair_of(kernel, "max_pool2d", "kernel_size");
+  a.stride = stride.empty() ? a.kernel : pair_of(stride, "max_pool2d", "stride");
+  a.padding = pair_of(padding, "max_pool2d", "padding");
+  auto outs = detail::dispatch(OpKind::MaxPool, a, {x});
+  attach({outs[0]}, "MaxPool2DBackward", {x}, [idx = outs[1], s = x.shape()](const std::vector<Tensor>& g) {
+    Attrs b;
+    b.shape = s;
+    return std::vector<Tensor>{run1(OpKind::MaxPoolBackward, b, {g[0], idx})};
+  });
+  return outs[0];
+}
+
+IPUML_INLINE Tensor max_pool1d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {
+  IPUML_CHECK(x.dim() == 3, "max_pool1d: expected a 3-d input [N, C, L], got shape ", shape_str(x.shape()));
+  return squeeze(max_pool2d(unsqueeze(x, 2), {1, kernel}, {1, stride ? stride : kernel}, {0, padding}), 2);
+}
+
+IPUML_INLINE Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
+                               std::vector<int64_t> padding, bool count_include_pad) {
+  IPUML_CHECK(x.dim() == 4, "avg_pool2d: expected a 4-d input [N, C, H, W], got shape ", shape_str(x.shape()));
+  Attrs a;
+  a.kernel = pair_of(kernel, "avg_pool2d", "kernel_size");
+  a.stride = stride.empty() ? a.kernel : pair_of(stride, "avg_pool2d", "stride");
+  a.padding = pair_of(padding, "avg_pool2d", "padding");
+  a.flag = count_include_pad;
+  Tensor out = run1(OpKind::AvgPool, a, {x});
+  attach({out}, "AvgPool2DBackward", {x}, [a, s = x.shape()](const std::vector<Tensor>& g) {
+    Attrs b = a;
+    b.shape = s;
+    return std::vector<Tensor>{run1(OpKind::AvgPoolBackward, b, {g[0]})};
+  });
+  return out;
+}
+
+IPUML_INLINE Tensor adaptive_avg_pool2d(const Tensor& x, std::vector<int64_t> output_size) {
+  IPUML_CHECK(x.dim() == 4, "adaptive_avg_pool2d: expected a 4-d input [N, C, H, W], got shape ",
+              shape_str(x.shape()));
+  Attrs a;
+  a.shape = pair_of(output_size, "adaptive_avg_pool2d", "output_size");
+  Tensor out = run1(OpKind::AdaptiveAvgPool, a, {x});
+  attach({out}, "AdaptiveAvgPool2DBackward", {x}, [s = x.shape()](const std::vector<Tensor>& g) {
+    Attrs b;
+    b.shape = s;
+    return std::vector<Tensor>{run1(OpKind::AdaptiveAvgPoolBackward, b, {g[0]})};
+  });
+  return out;
+}
+
+IPUML_INLINE Tensor softmax(const Tensor& x, int64_t dim) {
+  dim = wrap_dim(dim, x.dim(), "softmax");
+  Tensor out = run1(OpKind::Softmax, dims_attrs({dim}), {x});
+  attach({out}, "SoftmaxBackward", {x}, [y = saved(out), dim](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{mul(y, sub(g[0], sum(mul(g[0], y), {dim}, true)))};
+  });
+  return out;
+}
+
+IPUML_INLINE Tensor log_softmax(const Tensor& x, int64_t dim) {
+  dim = wrap_dim(dim, x.dim(), "log_softmax");
+  Tensor out = run1(OpKind::LogSoftmax, dims_attrs({dim}), {x});
+  attach({out}, "LogSoftmaxBackward", {x}, [y = saved(out), dim](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{sub(g[0], mul(exp(y), sum(g[0], {dim}, true)))};
+  });
+  return out;
+}
+
+IPUML_INLINE Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  IPUML_CHECK(p >= 0.0 && p <= 1.0, "dropout: probability must be in [0, 1], got ", p);
+  if (!training || p == 0.0) return x;
+  if (p == 1.0) return mul(x, zeros_like(x));
+  Tensor keep = cast(ge(uniform(x.shape(), 0.0, 1.0, gen), p), kFloat32);
+  return mul(x, mul(keep, 1.0 / (1.0 - p)));
+}
+
+IPUML_INLINE Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                               const Tensor& weight, const Tensor& bias, bool training,
+                               double momentum, double eps) {
+  IPUML_CHECK(x.dim() >= 2, "batch_norm: expected an input of rank >= 2 [N, C, ...], got shape ",
+              shape_str(x.shape()));
+  const int64_t c = x.shape()[1];
+  for (const Tensor* t : {&running_mean, &running_var, &weight, &bias})
+    if (t->defined())
+      IPUML_CHECK(t->shape() == Shape{c}, "batch_norm: expected per-channel tensors of shape [", c,
+                  "], got ", shape_str(t->shape()));
+  const Shape cs = channel_shape(x);
+  std::vector<int64_t> dims;
+  for (int64_t i = 0; i < x.dim(); ++i)
+    if (i != 1) dims.push_back(i);
+  Tensor y;
+  if (training || !running_mean.defined()) {
+    const int64_t n = x.numel() / std::max<int64_t>(c, 1);
+    IPUML_CHECK(n > 1 || !training, "batch_norm: expected more than 1 value per channel when "
+                "training, got input of shape ", shape_str(x.shape()));
+    Tensor mu = mean(x, dims, true);
+    Tensor v = var(x, dims, 0, true);
+    y = mul(sub(x, mu), rsqrt(add(v, eps)));
+    if (training && running_mean.defined()) {
+      NoGradGuard no_grad;
+      Tensor rm = running_mean;
+      Tensor rv = running_var;
+      rm.mul_(1.0 - momentum).add_(mul(reshape(mu.detach(), {c}), momentum));
+      rv.mul_(1.0 - momentum)
+          .add_(mul(reshape(v.detach(), {c}), momentum * static_cast<double>(n) / static_cast<double>(n - 1)));
+    }
+  } else {
+    y = mul(sub(x, reshape(running_mean, cs)), rsqrt(add(reshape(running_var, cs), eps)));
+  }
+  if (weight.defined()) y = mul(y, reshape(weight, cs));
+  if (bias.defined()) y = add(y, reshape(bias, cs));
+  return y;
+}
+
+IPUML_INLINE Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                               const Tensor& bias, double eps) {
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  IPUML_CHECK(k >= 1 && x.dim() >= k &&
+                  Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
+              "layer_norm: input of shape ", shape_str(x.shape()),
+              " does not end with normalized_shape ", shape_str(normalized_shape));
+  for (const Tensor* t : {&weight, &bias})
+    if (t->defined())
+      IPUML_CHECK(t->shape() == normalized_shape, "layer_norm: weight/bias of shape ",
+                  shape_str(t->shape()), ", expected ", shape_str(normalized_shape));
+  std::vector<int64_t> dims;
+  for (int64_t i = x.dim() - k; i < x.dim(); ++i) dims.push_back(i);
+  Tensor mu = mean(x, dims, true);
+  Tensor v = var(x, dims, 0, true);
+  Tensor y = mul(sub(x, mu), rsqrt(add(v, eps)));
+  if (weight.defined()) y = mul(y, weight);
+  if (bias.defined()) y = add(y, bias);
+  return y;
+}
+
+IPUML_INLINE Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight,
+                               const Tensor& bias, double eps) {
+  IPUML_CHECK(x.dim() >= 2, "group_norm: expected an input of rank >= 2 [N, C, ...], got shape ",
+              shape_str(x.shape()));
+  const int64_t c = x.shape()[1];
+  IPUML_CHECK(num_groups > 0 && c % num_groups == 0, "group_norm: num_groups ", num_groups,
+              " must divide the number of channels ", c);
+  for (const Tensor* t : {&weight, &bias})
+    if (t->defined())
+      IPUML_CHECK(t->shape() == Shape{c}, "group_norm: weight/bias of shape ",
+                  shape_str(t->shape()), ", expected [", c, "]");
+  Tensor g = reshape(x, {x.shape()[0], num_groups, -1});
+  Tensor mu = mean(g, {2}, true);
+  Tensor v = var(g, {2}, 0, true);
+  Tensor y = reshape(mul(sub(g, mu), rsqrt(add(v, eps))), x.shape());
+  const Shape cs = channel_shape(x);
+  if (weight.defined()) y = mul(y, reshape(weight, cs));
+  if (bias.defined()) y = add(y, reshape(bias, cs));
+  return y;
+}
+
+IPUML_INLINE Reduction reduction_from_name(const std::string& name) {
+  if (name == "mean") return Reduction::Mean;
+  if (name == "sum") return Reduction::Sum;
+  if (name == "none") return Reduction::None;
+  fail("unknown reduction '", name, "': expected 'mean', 'sum' or 'none'");
+}
+
+IPUML_INLINE Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction) {
+  IPUML_CHECK(log_probs.dim() >= 2, "nll_loss: expected input of shape [N, C, ...], got ",
+              shape_str(log_probs.shape()));
+  IPUML_CHECK(is_integral(target.dtype()), "nll_loss: target must hold class indices (int64), got ",
+              dtype_name(target.dtype()));
+  Shape expect = log_probs.shape();
+  expect.erase(expect.begin() + 1);
+  IPUML_CHECK(target.shape() == expect, "nll_loss: target of shape ", shape_str(target.shape()),
+              " does not match input of shape ", shape_str(log_probs.shape()), " (expected ",
+              shape_str(expect), ")");
+  const int64_t classes = log_probs.shape()[1];
+  if (!target.is_symbolic()) {
+    for (int64_t t : target.to_vector<int64_t>())
+      IPUML_CHECK(t >= 0 && t < classes, "nll_loss: target ", t, " is out of range for ", classes,
+                  " classes");
+  }
+  Tensor picked = squeeze(gather(log_probs, 1, unsqueeze(target, 1)), 1);
+  return reduce(neg(picked), reduction);
+}
+
+IPUML_INLINE Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction,
+                                  double label_smoothing) {
+  IPUML_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
+              "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
+  IPUML_CHECK(logits.dim() >= 2, "cross_entropy: expected logits of shape [N, C, ...], got ",
+              shape_str(logits.shape()));
+  Tensor logp = log_softmax(logits, 1);
+  Tensor loss = nll_loss(logp, target, Reduction::None);
+  if (label_smoothing > 0.0) {
+    Tensor smooth = neg(mean(logp, {1}));
+    loss = add(mul(loss, 1.0 - label_smoothing), mul(smooth, label_smoothing));
+  }
+  return reduce(loss, reduction);
+}
+
+IPUML_INLINE Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  IPUML_CHECK(input.shape() == target.shape(), "mse_loss: input of shape ", shape_str(input.shape()),
+              " and target of shape ", shape_str(target.shape()), " differ (expected equal shapes)");
+  Tensor d = sub(input, target);
+  return reduce(mul(d, d), reduction);
+}
+
+}  // namespace ipuml
