@@ -28,6 +28,7 @@ struct Node {
   Attrs attrs;
   std::vector<int64_t> inputs;
   std::vector<int64_t> outputs;
+  int ipu = 0;  // which IPU of a model-parallel (sharded/pipelined) program runs it
 };
 
 struct StateUpdate {
@@ -76,7 +77,7 @@ class Graph {
       for (auto v : n.inputs) s += std::to_string(v) + ',';
       s += ")->";
       for (auto v : n.outputs) s += std::to_string(v) + ':' + meta_str(values[v].meta) + ',';
-      s += '{' + n.attrs.key() + "};";
+      s += '{' + n.attrs.key() + "}@" + std::to_string(n.ipu) + ";";
     }
     s += "out:";
     for (auto v : outputs) s += std::to_string(v) + ',';

@@ -84,6 +84,19 @@ class NoTraceGuard {
 
 bool is_tracing();
 
+// Places the ops recorded while it lives on IPU `ipu` (PopTorch's BeginBlock / Block(ipu_id)).
+class PlacementGuard {
+ public:
+  explicit PlacementGuard(int ipu);
+  ~PlacementGuard();
+  PlacementGuard(const PlacementGuard&) = delete;
+  PlacementGuard& operator=(const PlacementGuard&) = delete;
+  static int current();
+
+ private:
+  int prev_;
+};
+
 }  // namespace ipuml::ir
 
 #ifdef IPUML_INCLUDE_IMPL

@@ -12,6 +12,10 @@ inline Tracer*& current_tracer() {
   static thread_local Tracer* t = nullptr;
   return t;
 }
+inline int& current_placement() {
+  static thread_local int ipu = 0;
+  return ipu;
+}
 inline uint64_t next_trace_id() {
   static std::atomic<uint64_t> n{1};
   return n++;
@@ -99,7 +103,7 @@ IPUML_INLINE std::vector<Tensor> Tracer::record(OpKind kind, const Attrs& attrs,
                                                 const std::vector<Tensor>& inputs,
                                                 const std::vector<TensorMeta>& metas) {
   IPUML_CHECK(!finished_, "tracing: the trace is finished");
-  Node n{kind, attrs, {}, {}};
+  Node n{kind, attrs, {}, {}, trace_detail::current_placement()};
   for (auto& t : inputs) n.inputs.push_back(value_of(t));
   const auto node_id = static_cast<int64_t>(graph_.nodes.size());
   std::vector<Tensor> out;
@@ -159,6 +163,13 @@ IPUML_INLINE Trace Tracer::finish(const std::vector<Tensor>& outputs) {
   if (trace_detail::current_tracer() == this) trace_detail::current_tracer() = prev_;
   return Trace{std::move(graph_), std::move(state_tensors_)};
 }
+
+IPUML_INLINE PlacementGuard::PlacementGuard(int ipu) : prev_(trace_detail::current_placement()) {
+  IPUML_CHECK(ipu >= 0, "PlacementGuard: ipu must be non-negative, got ", ipu);
+  trace_detail::current_placement() = ipu;
+}
+IPUML_INLINE PlacementGuard::~PlacementGuard() { trace_detail::current_placement() = prev_; }
+IPUML_INLINE int PlacementGuard::current() { return trace_detail::current_placement(); }
 
 IPUML_INLINE NoTraceGuard::NoTraceGuard() : saved_(trace_detail::current_tracer()) {
   trace_detail::current_tracer() = nullptr;
