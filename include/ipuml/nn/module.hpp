@@ -1,0 +1,265 @@
+// nn::Module: named, recursive parameters, buffers and children; train/eval; state_dict with
+// shape checks; PyTorch-style printing. Subclass it as FooImpl and wrap with IPUML_MODULE(Foo).
+#pragma once
+
+#include <memory>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ipuml/core/error.hpp>
+#include <ipuml/tensor/ops.hpp>
+
+namespace ipuml::nn {
+
+// Ordered name -> tensor pairs (parameters and buffers), keyed like "layer1.conv.weight".
+using StateDict = std::vector<std::pair<std::string, Tensor>>;
+
+inline const Tensor* find_in(const StateDict& d, const std::string& name) {
+  for (auto& [k, v] : d)
+    if (k == name) return &v;
+  return nullptr;
+}
+
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  explicit Module(std::string type_name = "Module") : type_name_(std::move(type_name)) {}
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  const std::string& type_name() const { return type_name_; }
+
+  // The uniform single-tensor forward Sequential uses; modules with other signatures keep
+  // their own forward and leave this one refusing.
+  virtual Tensor forward(const Tensor& x) {
+    (void)x;
+    fail(type_name_, ": this module has no single-tensor forward(Tensor)");
+  }
+
+  // Registration (names must be unique and contain no '.').
+  Tensor& register_parameter(const std::string& name, Tensor t, bool requires_grad = true) {
+    check_name(name);
+    if (t.defined() && requires_grad) t.requires_grad_(true);
+    params_.emplace_back(name, std::move(t));
+    return params_.back().second;
+  }
+  Tensor& register_buffer(const std::string& name, Tensor t) {
+    check_name(name);
+    buffers_.emplace_back(name, std::move(t));
+    return buffers_.back().second;
+  }
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    check_name(name);
+    IPUML_CHECK(m != nullptr, type_name_, ": register_module('", name, "') got a null module");
+    children_.emplace_back(name, m);
+    return m;
+  }
+  // Holder form: `fc = register_module("fc", Linear(LinearOptions(4, 2)));`.
+  template <typename H>
+    requires requires(const H& h) {
+      h.ptr();
+      typename H::ImplType;
+    }
+  H register_module(const std::string& name, H holder) {
+    register_module(name, holder.ptr());
+    return holder;
+  }
+  // Replaces a registered child (used by BeginBlock-style wrappers).
+  void replace_module(const std::string& name, std::shared_ptr<Module> m) {
+    for (auto& [k, v] : children_)
+      if (k == name) {
+        v = std::move(m);
+        return;
+      }
+    fail(type_name_, ": no child module named '", name, "'");
+  }
+
+  // Access, depth-first in registration order (the checkpoint key order).
+  StateDict named_parameters(bool recurse = true) const {
+    StateDict out;
+    collect(out, "", recurse, true, false);
+    return out;
+  }
+  StateDict named_buffers(bool recurse = true) const {
+    StateDict out;
+    collect(out, "", recurse, false, true);
+    return out;
+  }
+  std::vector<Tensor> parameters(bool recurse = true) const {
+    std::vector<Tensor> out;
+    for (auto& [k, v] : named_parameters(recurse)) out.push_back(v);
+    return out;
+  }
+  std::vector<Tensor> buffers(bool recurse = true) const {
+    std::vector<Tensor> out;
+    for (auto& [k, v] : named_buffers(recurse)) out.push_back(v);
+    return out;
+  }
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const {
+    return children_;
+  }
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules(
+      const std::string& prefix = "") const {
+    std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+    for (auto& [k, c] : children_) {
+      const std::string name = prefix.empty() ? k : prefix + "." + k;
+      out.emplace_back(name, c);
+      auto sub = c->named_modules(name);
+      out.insert(out.end(), sub.begin(), sub.end());
+    }
+    return out;
+  }
+
+  // Mode.
+  virtual void train(bool on = true) {
+    training_ = on;
+    for (auto& [k, c] : children_) c->train(on);
+  }
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  void zero_grad() {
+    for (auto& p : parameters()) p.set_grad(Tensor());
+  }
+
+  // Parameters then buffers, each in registration order.
+  StateDict state_dict() const {
+    StateDict out;
+    collect(out, "", true, true, true);
+    return out;
+  }
+  // Copies values in place (so optimizers and traced graphs keep seeing the same tensors).
+  void load_state_dict(const StateDict& d, bool strict = true) {
+    StateDict mine = state_dict();
+    NoGradGuard ng;
+    for (auto& [k, t] : mine) {
+      const Tensor* src = find_in(d, k);
+      if (!src) {
+        IPUML_CHECK(!strict, "load_state_dict: missing key '", k, "' in the state dict");
+        continue;
+      }
+      IPUML_CHECK(src->shape() == t.shape(), "load_state_dict: '", k, "' has shape ",
+                  shape_str(src->shape()), " in the state dict but ", shape_str(t.shape()),
+                  " in the model");
+      Tensor dst = t;
+      dst.copy_(*src);
+    }
+    if (strict)
+      for (auto& [k, v] : d)
+        IPUML_CHECK(find_in(mine, k) != nullptr, "load_state_dict: unexpected key '", k, "'");
+  }
+
+  // PyTorch's repr: "Conv2d(1, 32, kernel_size=(3, 3), stride=(1, 1))".
+  virtual std::string extra_repr() const { return ""; }
+  void print(std::ostream& os, int indent = 0) const {
+    os << type_name_ << '(';
+    if (children_.empty()) {
+      os << extra_repr() << ')';
+      return;
+    }
+    const std::string pad(static_cast<size_t>(indent + 2), ' ');
+    const std::string extra = extra_repr();
+    if (!extra.empty()) os << '\n' << pad << extra;
+    for (auto& [k, c] : children_) {
+      os << '\n' << pad << '(' << k << "): ";
+      c->print(os, indent + 2);
+    }
+    os << '\n' << std::string(static_cast<size_t>(indent), ' ') << ')';
+  }
+  std::string to_string() const {
+    std::ostringstream os;
+    print(os);
+    return os.str();
+  }
+
+ protected:
+  void set_type_name(std::string n) { type_name_ = std::move(n); }
+
+ private:
+  void check_name(const std::string& name) const {
+    IPUML_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name_,
+                ": invalid member name '", name, "' (must be non-empty and contain no '.')");
+    for (auto* list : {&params_, &buffers_})
+      for (auto& [k, v] : *list)
+        IPUML_CHECK(k != name, type_name_, ": a member named '", name, "' already exists");
+    for (auto& [k, v] : children_)
+      IPUML_CHECK(k != name, type_name_, ": a member named '", name, "' already exists");
+  }
+  void collect(StateDict& out, const std::string& prefix, bool recurse, bool params, bool bufs) const {
+    if (params)
+      for (auto& [k, v] : params_)
+        if (v.defined()) out.emplace_back(prefix + k, v);
+    if (bufs)
+      for (auto& [k, v] : buffers_)
+        if (v.defined()) out.emplace_back(prefix + k, v);
+    if (!recurse) return;
+    for (auto& [k, c] : children_) c->collect(out, prefix + k + ".", true, params, bufs);
+  }
+
+  std::string type_name_;
+  bool training_ = true;
+  StateDict params_;
+  StateDict buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+inline std::ostream& operator<<(std::ostream& os, const Module& m) {
+  m.print(os);
+  return os;
+}
+
+// The holder idiom: `Linear fc(LinearOptions(4, 2)); fc(x); fc->weight;`, sharing the Impl.
+template <typename Impl>
+class ModuleHolder {
+ public:
+  using ImplType = Impl;
+  // Default-constructs the Impl when it can (as LibTorch does); `Foo f{nullptr}` stays empty.
+  ModuleHolder() {
+    if constexpr (std::is_default_constructible_v<Impl>) impl_ = std::make_shared<Impl>();
+  }
+  ModuleHolder(std::nullptr_t) {}
+  ModuleHolder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  template <typename A0, typename... Args,
+            typename = std::enable_if_t<!std::is_same_v<std::decay_t<A0>, std::shared_ptr<Impl>> &&
+                                        !std::is_same_v<std::decay_t<A0>, ModuleHolder> &&
+                                        !std::is_same_v<std::decay_t<A0>, std::nullptr_t>>>
+  explicit ModuleHolder(A0&& a0, Args&&... args)
+      : impl_(std::make_shared<Impl>(std::forward<A0>(a0), std::forward<Args>(args)...)) {}
+
+  Impl* operator->() const { return checked(); }
+  Impl& operator*() const { return *checked(); }
+  const std::shared_ptr<Impl>& ptr() const { return impl_; }
+  bool is_empty() const { return impl_ == nullptr; }
+  explicit operator bool() const { return impl_ != nullptr; }
+  operator std::shared_ptr<Module>() const { return impl_; }
+
+  template <typename... Args>
+  decltype(auto) operator()(Args&&... args) const {
+    return checked()->forward(std::forward<Args>(args)...);
+  }
+
+ private:
+  Impl* checked() const {
+    IPUML_CHECK(impl_ != nullptr, "use of an empty module holder");
+    return impl_.get();
+  }
+  std::shared_ptr<Impl> impl_;
+};
+
+template <typename Impl>
+std::ostream& operator<<(std::ostream& os, const ModuleHolder<Impl>& m) {
+  return os << *m;
+}
+
+}  // namespace ipuml::nn
+
+// Declares `Name` as the holder of `NameImpl`.
+#define IPUML_MODULE(Name)                                 \
+  class Name : public ::ipuml::nn::ModuleHolder<Name##Impl> { \
+   public:                                                 \
+    using ::ipuml::nn::ModuleHolder<Name##Impl>::ModuleHolder; \
+  }
