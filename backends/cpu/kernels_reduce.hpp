@@ -149,12 +149,39 @@ T pick(T a, T b) {
   else return b < a ? b : a;
 }
 
+// Max/min of a contiguous float run with two xsimd accumulators; NaN wins and sticks because
+// a comparison with NaN is false. Max and min are exact, so lane order cannot change results.
+template <bool IsMax>
+float extreme_block_f32(const float* p, int64_t n) {
+  float s = p[0];
+  int64_t i = 0;
+  if (n >= 2 * kLanes) {
+    fbatch r0 = fbatch::load_unaligned(p), r1 = fbatch::load_unaligned(p + kLanes);
+    auto step = [](fbatch acc, fbatch x) {
+      const auto take = (IsMax ? (x > acc) : (x < acc)) | (x != x);
+      return xsimd::select(take, x, acc);
+    };
+    for (i = 2 * kLanes; i + 2 * kLanes <= n; i += 2 * kLanes) {
+      r0 = step(r0, fbatch::load_unaligned(p + i));
+      r1 = step(r1, fbatch::load_unaligned(p + i + kLanes));
+    }
+    r0 = step(r0, r1);
+    alignas(64) float lanes[fbatch::size];
+    r0.store_aligned(lanes);
+    s = lanes[0];
+    for (int64_t j = 1; j < kLanes; ++j) s = pick<float, IsMax>(s, lanes[j]);
+  }
+  for (; i < n; ++i) s = pick<float, IsMax>(s, p[i]);
+  return s;
+}
+
 template <typename T, bool IsMax>
 void extreme(const ReduceView<T>& v, T* y) {
   if (v.inner == 1) {
     reduce_rows<T, T>(
         v.data, v.outer, v.reduce,
         [](const T* p, int64_t n) {
+          if constexpr (std::is_same_v<T, float>) return extreme_block_f32<IsMax>(p, n);
           T r[8];
           const int64_t m = std::min<int64_t>(8, n);
           for (int64_t j = 0; j < 8; ++j) r[j] = p[j % m];
@@ -365,23 +392,25 @@ inline void k_softmax(bool log, const ir::Attrs& a, const ConstBuffer& in, const
   if (R == 0 || in.meta.numel() == 0) return;
   if (I == 1) {
     parallel_items(sp.outer, R * 4, [&](int64_t o0, int64_t o1) {
-      std::vector<float> e(static_cast<size_t>(R));
+      std::vector<float> e(log ? static_cast<size_t>(R) : 0);
       for (int64_t r = o0; r < o1; ++r) {
         const float* xr = x + r * R;
         float* yr = y + r * R;
-        float m = xr[0];
-        for (int64_t j = 1; j < R; ++j) m = pick<float, true>(m, xr[j]);
+        const float m = extreme_block_f32<true>(xr, R);
         // An all -inf row would give (-inf) - (-inf) = NaN; shifting by 0 keeps exp(-inf) = 0.
         const float shift = std::isinf(m) ? 0.0f : m;
         const fbatch mb(shift);
-        map_batch(xr, e.data(), R, [&](fbatch v) { return xsimd::exp(v - mb); });
-        const float sum = pairwise_sum(e.data(), R);
+        // Softmax writes the exponentials straight into y (same values as via a buffer); log
+        // softmax needs x afterwards, which y may alias, so it uses the row buffer.
+        float* ev = log ? e.data() : yr;
+        map_batch(xr, ev, R, [&](fbatch v) { return xsimd::exp(v - mb); });
+        const float sum = pairwise_sum(ev, R);
         if (log) {
           const float ls = std::log(sum) + shift;
           for (int64_t j = 0; j < R; ++j) yr[j] = xr[j] - ls;
         } else {
           const float inv = 1.0f / sum;
-          for (int64_t j = 0; j < R; ++j) yr[j] = e[static_cast<size_t>(j)] * inv;
+          for (int64_t j = 0; j < R; ++j) yr[j] *= inv;
         }
       }
     });
