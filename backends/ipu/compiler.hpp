@@ -1,0 +1,146 @@
+// Compiling an ir::Graph for the emulated IPU: liveness, tile mapping of every tensor, a split
+// per op chosen by estimated cycles under a per-tile memory limit, per-tile memory accounting,
+// BSP supersteps, and a checksummed on-disk cache of the resulting plan.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <ipuml/backends/ipu/cycle_model.hpp>
+#include <ipuml/backends/ipu/partition.hpp>
+#include <ipuml/backends/ipu/target.hpp>
+#include <ipuml/core/config.hpp>
+#include <ipuml/ir/graph.hpp>
+
+namespace ipuml::ipu {
+
+struct CompileOptions {
+  // Fraction of a tile's memory an op's temporaries may use (poplibs' availableMemoryProportion).
+  double available_memory_proportion = 0.6;
+  // Finish the compile even when a tile overflows; the memory report says so.
+  bool allow_out_of_memory = false;
+  // Replicas share one program: the cycle model adds the gradient all-reduce if > 1.
+  int64_t replication_factor = 1;
+  // Where compiled plans are cached; empty: the IPUML_CACHE_DIR environment variable, if set.
+  std::string cache_dir;
+  // "Graph compilation: NN%" on stderr, only when stderr is a terminal.
+  bool progress = true;
+};
+
+// Contiguous parts of one split axis over consecutive tiles of one IPU (wrapping around).
+struct TileSpan {
+  int32_t ipu = 0;
+  int32_t first_tile = 0;
+  int32_t parts = 1;
+  int64_t extent = 1;
+  int64_t grain = 1;
+  int64_t begin(int64_t p) const { return part_begin(extent, grain, parts, p); }
+  int64_t rows(int64_t p) const { return begin(p + 1) - begin(p); }
+  int32_t tile(int64_t p, int64_t tiles_per_ipu) const {
+    return static_cast<int32_t>((first_tile + p) % tiles_per_ipu);
+  }
+  bool operator==(const TileSpan&) const = default;
+};
+
+// Where one value lives: `axis` -1 means contiguous element ranges (flat), d >= 1 ranges of dim d.
+struct ValueLayout {
+  int32_t axis = -1;
+  TileSpan span;
+  int64_t bytes = 0;
+  double bytes_on_part(int64_t p) const {
+    return static_cast<double>(bytes) * static_cast<double>(span.rows(p)) / static_cast<double>(span.extent);
+  }
+};
+
+struct NodePlan {
+  SliceSpec spec;
+  TileSpan span;      // parts of spec's axis over tiles
+  int32_t serial = 1;  // serial factor that keeps the temporaries under the limit
+  int64_t vertices = 0;
+  double flops = 0;
+  double compute_cycles = 0, exchange_cycles = 0, sync_cycles = 0, inter_ipu_cycles = 0;
+  double exchange_bytes = 0;   // moved over the exchange, all tiles together
+  double inter_ipu_bytes = 0;  // received from other IPUs
+  double max_temp_bytes = 0;   // largest per-tile temporaries
+};
+
+enum MemCategory : int { kState, kStream, kCode, kActivations, kTemporaries, kNumCategories };
+const char* mem_category_name(int c);
+
+struct TileMemory {
+  int64_t bytes[kNumCategories] = {};
+  int32_t peak_step = -1;  // program step where the not-always-live part peaks
+  int64_t total() const {
+    int64_t s = 0;
+    for (auto b : bytes) s += b;
+    return s;
+  }
+  int64_t always_live() const { return bytes[kState] + bytes[kStream] + bytes[kCode]; }
+};
+
+struct TensorOnTile {
+  std::string name;
+  int64_t bytes = 0;
+  std::string category;
+};
+
+struct MemoryReport {
+  int64_t bytes_per_tile = 0;
+  std::vector<TileMemory> tiles;  // num_ipus x tiles_per_ipu, IPU-major
+  std::vector<int64_t> always_live_per_step, not_always_live_per_step;
+  bool out_of_memory = false;
+  int64_t tiles_over = 0;
+  int64_t worst_tile = 0;
+  std::vector<TensorOnTile> worst_tile_tensors;  // largest first
+  int64_t total_bytes() const {
+    int64_t s = 0;
+    for (auto& t : tiles) s += t.total();
+    return s;
+  }
+};
+
+// One BSP superstep: exchange into the tiles, sync, compute (a compute set).
+struct Superstep {
+  int64_t node = -1;  // -1: host transfer
+  int32_t ipu = 0;
+  double compute = 0, exchange = 0, sync = 0;
+};
+
+struct Plan {
+  uint64_t key = 0;
+  Target target;
+  std::vector<NodePlan> nodes;
+  std::vector<ValueLayout> values;
+  std::vector<Superstep> supersteps;
+  MemoryReport memory;
+  RunCycles cycles;       // one step, from the static schedule
+  double host_in_bytes = 0, host_out_bytes = 0;
+  int64_t compute_sets = 0, vertices = 0, edges = 0;
+  bool from_cache = false;
+};
+
+// Compiles without touching the cache; throws the out-of-memory ipuml::Error unless allowed.
+Plan plan_graph(const ir::Graph& g, const Target& t, const CompileOptions& o);
+// As plan_graph, through the on-disk cache when a cache directory is configured.
+Plan compile_plan(const ir::Graph& g, const Target& t, const CompileOptions& o);
+
+// The cache key: graph signature, target and the options that change the plan.
+uint64_t plan_key(const ir::Graph& g, const Target& t, const CompileOptions& o);
+std::string plan_cache_path(const std::string& dir, uint64_t key);
+// Empty when no cache directory is configured.
+std::string resolve_cache_dir(const CompileOptions& o);
+// Writes atomically; a failure to write is not an error (the cache is an optimisation).
+bool save_plan(const Plan& p, const std::string& path);
+// Loads and verifies (magic, version, key, size, checksum); false if absent or not trustworthy.
+bool load_plan(const std::string& path, uint64_t key, Plan& out);
+
+// The message of the out-of-memory error, also printed in reports.
+std::string out_of_memory_message(const Plan& p);
+
+}  // namespace ipuml::ipu
+
+#ifdef IPUML_INCLUDE_IMPL
+#include <ipuml/backends/ipu/compiler_impl.hpp>
+#endif

@@ -1,0 +1,790 @@
+// Bodies of the IPU compiler: planner, tile mapping, memory accounting, supersteps and the plan
+// cache (compiled once in src/lib/ipu_compiler.cpp).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <ipuml/backends/ipu/compiler.hpp>
+#include <ipuml/core/error.hpp>
+
+namespace ipuml::ipu {
+
+IPUML_INLINE const char* mem_category_name(int c) {
+  switch (c) {
+    case kState: return "state";
+    case kStream: return "stream_buffers";
+    case kCode: return "code";
+    case kActivations: return "activations";
+    case kTemporaries: return "temporaries";
+    default: return "?";
+  }
+}
+
+namespace cdetail {
+
+inline uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ull) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+inline int64_t prod(const Shape& s, size_t b, size_t e) {
+  int64_t r = 1;
+  for (size_t i = b; i < e && i < s.size(); ++i) r *= s[i];
+  return r;
+}
+
+struct Need {
+  bool whole = true;
+  ValueLayout layout;  // valid when !whole
+};
+
+// The layout a part-split needs of a tensor sliced along `d` (flat when nothing precedes d).
+inline ValueLayout axis_layout(const ir::TensorMeta& m, int d, const TileSpan& s) {
+  ValueLayout l;
+  l.bytes = static_cast<int64_t>(m.nbytes());
+  l.span = s;
+  if (d < 0) {  // flat: s is already in elements
+    l.axis = -1;
+    return l;
+  }
+  const size_t du = static_cast<size_t>(d);
+  if (prod(m.shape, 0, du) == 1) {
+    const int64_t inner = prod(m.shape, du + 1, m.shape.size());
+    l.axis = -1;
+    l.span.extent = s.extent * inner;
+    l.span.grain = s.grain * inner;
+  } else {
+    l.axis = d;
+  }
+  return l;
+}
+
+struct Planner {
+  const ir::Graph& g;
+  const Target& t;
+  const CompileOptions& o;
+  Plan plan;
+  std::vector<int64_t> last;
+  std::vector<bool> placed;
+  std::vector<int32_t> next_tile;
+  double limit;
+
+  Planner(const ir::Graph& graph, const Target& target, const CompileOptions& opts)
+      : g(graph), t(target), o(opts) {
+    plan.target = t;
+    plan.nodes.resize(g.nodes.size());
+    plan.values.resize(g.values.size());
+    last = g.last_use();
+    placed.assign(g.values.size(), false);
+    next_tile.assign(static_cast<size_t>(t.num_ipus), 0);
+    limit = static_cast<double>(t.bytes_per_tile) * o.available_memory_proportion;
+  }
+
+  int64_t T() const { return t.tiles_per_ipu; }
+
+  Need need(const ir::Node& n, const SliceSpec& s, const TileSpan& span, size_t j) const {
+    Need r;
+    const auto& m = g.meta(n.inputs[j]);
+    if (s.kind == SplitKind::Whole) return r;
+    if (s.kind == SplitKind::Flat || s.kind == SplitKind::TreeSum) {
+      r.whole = false;
+      r.layout = axis_layout(m, -1, span);
+      return r;
+    }
+    const int d = s.in_dim[j];
+    if (d < 0) return r;
+    r.whole = false;
+    r.layout = axis_layout(m, d, span);
+    return r;
+  }
+
+  bool is_free(int64_t v) const {  // a State/Input not placed yet goes where it is first needed
+    return g.values[static_cast<size_t>(v)].kind != ir::ValueKind::Op && !placed[static_cast<size_t>(v)];
+  }
+
+  struct Cost {
+    double compute = 0, exchange = 0, sync = 0, inter = 0, inter_bytes = 0;
+    double temp = 0, exchange_total = 0;
+    int32_t serial = 1;
+    bool fits = true;
+    double total() const { return compute + exchange + sync + inter; }
+  };
+
+  Cost evaluate(int64_t ni, const SliceSpec& s, const TileSpan& span, bool planning) const {
+    const auto& n = g.nodes[static_cast<size_t>(ni)];
+    Cost c;
+    const double flops = plan.nodes[static_cast<size_t>(ni)].flops;
+    double out_bytes = 0, out_elems = 0;
+    for (auto v : n.outputs) {
+      out_bytes += static_cast<double>(g.meta(v).nbytes());
+      out_elems += static_cast<double>(g.meta(v).numel());
+    }
+    const double frac = s.kind == SplitKind::Whole
+                            ? 1.0
+                            : static_cast<double>(span.rows(0)) / static_cast<double>(span.extent);
+    double sliced_recv = 0, whole_recv = 0, touched = out_bytes * frac;
+    for (size_t j = 0; j < n.inputs.size(); ++j) {
+      const int64_t v = n.inputs[j];
+      const auto& lay = plan.values[static_cast<size_t>(v)];
+      const double bytes = static_cast<double>(g.meta(v).nbytes());
+      const Need nd = need(n, s, span, j);
+      const bool other_ipu = !(planning && is_free(v)) && lay.span.ipu != span.ipu;
+      if (other_ipu) {
+        c.inter_bytes += bytes;
+      }
+      if (nd.whole) {
+        touched += bytes;
+        // What the tile holds of it already need not move.
+        double own = 0;
+        if (!other_ipu && !(planning && is_free(v)))
+          for (int64_t p = 0; p < lay.span.parts; ++p)
+            if (lay.span.tile(p, T()) == span.first_tile) own += lay.bytes_on_part(p);
+        whole_recv += bytes - own;
+        c.exchange_total += (bytes - own) * span.parts;
+      } else {
+        touched += bytes * frac;
+        const bool local = (planning && is_free(v)) ||
+                           (!other_ipu && lay.axis == nd.layout.axis && lay.span == nd.layout.span);
+        if (!local) {
+          sliced_recv += bytes * frac;
+          c.exchange_total += bytes;
+        }
+      }
+    }
+    const double items = std::max(1.0, out_elems * frac);
+    if (s.kind == SplitKind::TreeSum) {
+      c.compute = vertex_cycles(t, flops * frac, touched, DType::Float32, false, static_cast<int64_t>(items)) +
+                  vertex_cycles(t, span.parts, 4.0 * span.parts, DType::Float32, false, 1);
+      c.exchange = exchange_cycles(t, sliced_recv) + exchange_cycles(t, 4.0 * span.parts);
+      c.sync = 2.0 * static_cast<double>(t.sync_cycles);
+      c.temp = sliced_recv + 4.0 * span.parts;
+    } else {
+      const DType dt = n.inputs.empty() ? g.meta(n.outputs[0]).dtype : g.meta(n.inputs[0]).dtype;
+      c.compute = vertex_cycles(t, flops * frac, touched, dt, s.matrix, static_cast<int64_t>(items));
+      double temp = sliced_recv + whole_recv;
+      if (temp > limit && whole_recv > 0) {
+        // Serialise over the broadcast operand: each serial step holds a 1/serial share of it.
+        const double room = limit - sliced_recv;
+        c.serial = room > 0 ? static_cast<int32_t>(std::min(1e6, std::ceil(whole_recv / room))) : 1;
+        temp = sliced_recv + whole_recv / c.serial;
+      }
+      c.temp = temp;
+      c.exchange = exchange_cycles(t, sliced_recv + whole_recv);
+      c.sync = static_cast<double>(t.sync_cycles) * c.serial;
+      c.compute += static_cast<double>(t.vertex_overhead_cycles) * (c.serial - 1);
+    }
+    if (c.inter_bytes > 0) c.inter = inter_ipu_cycles(t, c.inter_bytes) + static_cast<double>(t.global_sync_cycles);
+    c.fits = c.temp <= limit;
+    return c;
+  }
+
+  void set_output_layouts(int64_t ni) {
+    const auto& n = g.nodes[static_cast<size_t>(ni)];
+    const auto& np = plan.nodes[static_cast<size_t>(ni)];
+    for (auto v : n.outputs) {
+      const auto& m = g.meta(v);
+      ValueLayout l;
+      if (np.spec.kind == SplitKind::Flat) {
+        l = axis_layout(m, -1, np.span);
+      } else if (np.spec.kind == SplitKind::Axis) {
+        l = axis_layout(m, np.spec.out_dim, np.span);
+      } else {
+        l.bytes = static_cast<int64_t>(m.nbytes());
+        l.span = TileSpan{np.span.ipu, np.span.first_tile, 1, std::max<int64_t>(1, m.numel()), 1};
+      }
+      plan.values[static_cast<size_t>(v)] = l;
+    }
+  }
+
+  void place_linear(int64_t v, int32_t ipu) {
+    const auto& m = g.meta(v);
+    ValueLayout l;
+    l.bytes = static_cast<int64_t>(m.nbytes());
+    const int64_t n = std::max<int64_t>(1, m.numel());
+    const int64_t grain = std::max<int64_t>(1, 64 / static_cast<int64_t>(dtype_size(m.dtype)));
+    const int64_t units = (n + grain - 1) / grain;
+    // At least 1 KiB per tile: smaller pieces cost more in descriptors than they spread.
+    const int64_t parts = std::clamp<int64_t>(l.bytes / 1024, 1, std::min(units, T()));
+    l.span = TileSpan{ipu, next_tile[static_cast<size_t>(ipu)], static_cast<int32_t>(parts), n, grain};
+    next_tile[static_cast<size_t>(ipu)] = static_cast<int32_t>((l.span.first_tile + parts) % T());
+    plan.values[static_cast<size_t>(v)] = l;
+    placed[static_cast<size_t>(v)] = true;
+  }
+
+  void plan_node(int64_t ni) {
+    const auto& n = g.nodes[static_cast<size_t>(ni)];
+    auto& np = plan.nodes[static_cast<size_t>(ni)];
+    IPUML_CHECK(n.ipu >= 0 && n.ipu < t.num_ipus, "ipu compile: node ", ni, " (", ir::op_name(n.kind),
+                ") is placed on IPU ", n.ipu, " but target '", t.name, "' has ", t.num_ipus,
+                " IPU(s); set num_ipus");
+    std::vector<ir::TensorMeta> ins, outs;
+    for (auto v : n.inputs) ins.push_back(g.meta(v));
+    for (auto v : n.outputs) outs.push_back(g.meta(v));
+    np.flops = ir::op_flops(n.kind, n.attrs, ins, outs);
+    const auto cands = split_candidates(g, n);
+    const int32_t ipu = n.ipu;
+    bool have = false;
+    Cost best_cost;
+    for (const auto& s : cands) {
+      const int64_t maxp = std::min<int64_t>(max_parts(s), T());
+      std::vector<std::pair<int64_t, int32_t>> tries;  // (parts, first tile)
+      const int32_t rot = next_tile[static_cast<size_t>(ipu)];
+      if (s.kind == SplitKind::Whole) {
+        // On the tile holding the start of the largest input, so that part need not move.
+        int32_t tile = rot;
+        size_t biggest = 0;
+        for (auto v : n.inputs)
+          if (!is_free(v) && plan.values[static_cast<size_t>(v)].span.ipu == ipu &&
+              g.meta(v).nbytes() >= biggest) {
+            biggest = g.meta(v).nbytes();
+            tile = plan.values[static_cast<size_t>(v)].span.first_tile;
+          }
+        tries.emplace_back(1, tile);
+      } else {
+        for (int64_t p = 1; p < maxp; p *= 2) tries.emplace_back(p, rot);
+        tries.emplace_back(maxp, rot);
+        // Line up with an input's layout so that operand stays where it is.
+        for (size_t j = 0; j < n.inputs.size(); ++j) {
+          const int64_t v = n.inputs[j];
+          if (is_free(v)) continue;
+          const auto& lay = plan.values[static_cast<size_t>(v)];
+          if (lay.span.ipu != ipu || lay.span.parts > maxp) continue;
+          const TileSpan sp{ipu, lay.span.first_tile, lay.span.parts, s.extent, s.grain};
+          const Need nd = need(n, s, sp, j);
+          if (!nd.whole && nd.layout.axis == lay.axis && nd.layout.span == lay.span)
+            tries.emplace_back(lay.span.parts, lay.span.first_tile);
+        }
+      }
+      for (auto [p, f] : tries) {
+        const TileSpan sp{ipu, f, static_cast<int32_t>(p), s.kind == SplitKind::Whole ? 1 : s.extent,
+                          s.kind == SplitKind::Whole ? 1 : s.grain};
+        const Cost c = evaluate(ni, s, sp, true);
+        const bool better = !have || (c.fits && !best_cost.fits) ||
+                            (c.fits == best_cost.fits &&
+                             (c.fits ? c.total() < best_cost.total() - 1e-9 : c.temp < best_cost.temp));
+        if (better) {
+          have = true;
+          best_cost = c;
+          np.spec = s;
+          np.span = sp;
+        }
+      }
+    }
+    if (np.span.first_tile == next_tile[static_cast<size_t>(ipu)])
+      next_tile[static_cast<size_t>(ipu)] = static_cast<int32_t>((np.span.first_tile + np.span.parts) % T());
+    // Free states and inputs take the layout this op wants of them.
+    for (size_t j = 0; j < n.inputs.size(); ++j) {
+      const int64_t v = n.inputs[j];
+      if (!is_free(v)) continue;
+      const Need nd = need(n, np.spec, np.span, j);
+      if (nd.whole) continue;
+      plan.values[static_cast<size_t>(v)] = nd.layout;
+      placed[static_cast<size_t>(v)] = true;
+    }
+    set_output_layouts(ni);
+  }
+
+  int64_t vertices_on_part(const NodePlan& np, int64_t out_elems, int64_t p) const {
+    const double frac = np.spec.kind == SplitKind::Whole
+                            ? 1.0
+                            : static_cast<double>(np.span.rows(p)) / static_cast<double>(np.span.extent);
+    const auto elems = static_cast<int64_t>(std::ceil(static_cast<double>(out_elems) * frac));
+    return std::clamp<int64_t>((elems + 7) / 8, 1, t.worker_contexts);
+  }
+
+  void account() {
+    const int64_t N = static_cast<int64_t>(g.nodes.size());
+    auto& mem = plan.memory;
+    mem.bytes_per_tile = t.bytes_per_tile;
+    mem.tiles.assign(static_cast<size_t>(t.total_tiles()), TileMemory{});
+    auto gt = [&](int32_t ipu, int32_t tile) { return static_cast<size_t>(ipu) * static_cast<size_t>(T()) + static_cast<size_t>(tile); };
+    auto add_value = [&](int64_t v, int cat, std::vector<int64_t>* live, int64_t sign) {
+      const auto& l = plan.values[static_cast<size_t>(v)];
+      int64_t acc = 0;
+      for (int64_t p = 0; p < l.span.parts; ++p) {
+        // Integer shares that add up to the tensor's size exactly.
+        const int64_t upto = static_cast<int64_t>(static_cast<double>(l.bytes) * static_cast<double>(l.span.begin(p + 1)) /
+                                                  static_cast<double>(l.span.extent));
+        const int64_t b = upto - acc;
+        acc = upto;
+        const size_t ti = gt(l.span.ipu, l.span.tile(p, T()));
+        if (live) (*live)[ti] += sign * b;
+        else mem.tiles[ti].bytes[cat] += b;
+      }
+    };
+    int64_t always = 0;
+    for (auto v : g.states) add_value(v, kState, nullptr, 1), always += static_cast<int64_t>(g.meta(v).nbytes());
+    for (auto v : g.inputs) add_value(v, kStream, nullptr, 1), always += static_cast<int64_t>(g.meta(v).nbytes());
+
+    // Final costs with the real layouts, vertices, code, supersteps.
+    plan.supersteps.clear();
+    plan.compute_sets = plan.vertices = plan.edges = 0;
+    for (int64_t ni = 0; ni < N; ++ni) {
+      auto& np = plan.nodes[static_cast<size_t>(ni)];
+      const auto& n = g.nodes[static_cast<size_t>(ni)];
+      const Cost c = evaluate(ni, np.spec, np.span, false);
+      np.compute_cycles = c.compute;
+      np.exchange_cycles = c.exchange;
+      np.sync_cycles = c.sync;
+      np.inter_ipu_cycles = c.inter;
+      np.exchange_bytes = c.exchange_total;
+      np.inter_ipu_bytes = c.inter_bytes;
+      np.max_temp_bytes = c.temp;
+      np.serial = c.serial;
+      int64_t out_elems = 0;
+      for (auto v : n.outputs) out_elems += g.meta(v).numel();
+      np.vertices = 0;
+      for (int64_t p = 0; p < np.span.parts; ++p) {
+        const int64_t nv = vertices_on_part(np, out_elems, p);
+        np.vertices += nv;
+        mem.tiles[gt(np.span.ipu, np.span.tile(p, T()))].bytes[kCode] += nv * t.code_bytes_per_vertex;
+      }
+      if (np.spec.kind == SplitKind::TreeSum) {
+        np.vertices += 1;
+        mem.tiles[gt(np.span.ipu, np.span.first_tile)].bytes[kCode] += t.code_bytes_per_vertex;
+      }
+      plan.compute_sets += np.spec.kind == SplitKind::TreeSum ? 2 : 1;
+      plan.vertices += np.vertices;
+      plan.edges += np.vertices * static_cast<int64_t>(n.inputs.size() + n.outputs.size());
+      plan.supersteps.push_back(Superstep{ni, np.span.ipu, np.compute_cycles,
+                                          np.exchange_cycles + np.inter_ipu_cycles, np.sync_cycles});
+    }
+    int64_t code_total = 0;
+    for (auto& tm : mem.tiles) code_total += tm.bytes[kCode];
+    always += code_total;
+
+    // Not-always-live bytes by liveness, with each step's temporaries on the tiles it runs on.
+    std::vector<int64_t> live(mem.tiles.size(), 0), peak(mem.tiles.size(), 0);
+    int64_t live_total = 0;
+    mem.always_live_per_step.assign(static_cast<size_t>(N), always);
+    mem.not_always_live_per_step.assign(static_cast<size_t>(N), 0);
+    for (int64_t ni = 0; ni < N; ++ni) {
+      const auto& n = g.nodes[static_cast<size_t>(ni)];
+      const auto& np = plan.nodes[static_cast<size_t>(ni)];
+      std::vector<size_t> touched;
+      for (auto v : n.outputs) {
+        add_value(v, kActivations, &live, 1);
+        live_total += static_cast<int64_t>(g.meta(v).nbytes());
+        const auto& l = plan.values[static_cast<size_t>(v)];
+        for (int64_t p = 0; p < l.span.parts; ++p) touched.push_back(gt(l.span.ipu, l.span.tile(p, T())));
+      }
+      const double frac0 = np.spec.kind == SplitKind::Whole ? 1.0 : 1.0 / static_cast<double>(np.span.rows(0));
+      (void)frac0;
+      const auto temp = static_cast<int64_t>(np.max_temp_bytes);
+      int64_t temp_total = 0;
+      auto bump = [&](size_t ti, int64_t tmp) {
+        if (live[ti] + tmp > peak[ti]) {
+          peak[ti] = live[ti] + tmp;
+          mem.tiles[ti].bytes[kActivations] = live[ti];
+          mem.tiles[ti].bytes[kTemporaries] = tmp;
+          mem.tiles[ti].peak_step = static_cast<int32_t>(ni);
+        }
+      };
+      for (int64_t p = 0; p < np.span.parts; ++p) {
+        const size_t ti = gt(np.span.ipu, np.span.tile(p, T()));
+        const int64_t tmp = np.spec.kind == SplitKind::Whole
+                                ? temp
+                                : static_cast<int64_t>(static_cast<double>(temp) * static_cast<double>(np.span.rows(p)) /
+                                                       static_cast<double>(std::max<int64_t>(1, np.span.rows(0))));
+        temp_total += tmp;
+        bump(ti, tmp);
+      }
+      for (auto ti : touched) bump(ti, 0);
+      mem.not_always_live_per_step[static_cast<size_t>(ni)] = live_total + temp_total;
+      // Values die after their last reader; outputs nobody reads die at once.
+      auto release = [&](int64_t v) {
+        add_value(v, kActivations, &live, -1);
+        live_total -= static_cast<int64_t>(g.meta(v).nbytes());
+      };
+      for (auto v : n.outputs)
+        if (last[static_cast<size_t>(v)] < 0) release(v);
+      std::vector<int64_t> seen;
+      for (auto v : n.inputs)
+        if (g.values[static_cast<size_t>(v)].kind == ir::ValueKind::Op && last[static_cast<size_t>(v)] == ni &&
+            std::find(seen.begin(), seen.end(), v) == seen.end()) {
+          seen.push_back(v);
+          release(v);
+        }
+    }
+
+    // Host streams, state write-back and the replica all-reduce.
+    std::vector<double> host_in(static_cast<size_t>(t.num_ipus), 0), host_out(static_cast<size_t>(t.num_ipus), 0);
+    plan.host_in_bytes = plan.host_out_bytes = 0;
+    for (auto v : g.inputs) {
+      const double b = static_cast<double>(g.meta(v).nbytes());
+      host_in[static_cast<size_t>(plan.values[static_cast<size_t>(v)].span.ipu)] += b;
+      plan.host_in_bytes += b;
+    }
+    for (auto v : g.outputs) {
+      const double b = static_cast<double>(g.meta(v).nbytes());
+      host_out[static_cast<size_t>(plan.values[static_cast<size_t>(v)].span.ipu)] += b;
+      plan.host_out_bytes += b;
+    }
+    double writeback = 0, updated_bytes = 0;
+    for (auto& u : g.updates) {
+      const auto& ls = plan.values[static_cast<size_t>(u.state)];
+      const auto& lv = plan.values[static_cast<size_t>(u.value)];
+      updated_bytes += static_cast<double>(ls.bytes);
+      if (!(ls.axis == lv.axis && ls.span == lv.span)) {
+        double mx = 0;
+        for (int64_t p = 0; p < ls.span.parts; ++p) mx = std::max(mx, ls.bytes_on_part(p));
+        writeback += mx;
+      }
+    }
+    plan.cycles = RunCycles{};
+    plan.cycles.per_ipu.assign(static_cast<size_t>(t.num_ipus), IpuCycles{});
+    for (int32_t i = 0; i < t.num_ipus; ++i) {
+      auto& c = plan.cycles.per_ipu[static_cast<size_t>(i)];
+      c.host = host_cycles(t, host_in[static_cast<size_t>(i)]) + host_cycles(t, host_out[static_cast<size_t>(i)]);
+      if (host_in[static_cast<size_t>(i)] + host_out[static_cast<size_t>(i)] > 0)
+        c.sync += 2.0 * static_cast<double>(t.global_sync_cycles);
+    }
+    if (writeback > 0)
+      plan.supersteps.push_back(Superstep{-1, 0, 0, exchange_cycles(t, writeback), static_cast<double>(t.sync_cycles)});
+    if (o.replication_factor > 1)
+      plan.supersteps.push_back(Superstep{-2, 0, 0, allreduce_cycles(t, updated_bytes, o.replication_factor), 0});
+    for (auto& s : plan.supersteps) {
+      auto& c = plan.cycles.per_ipu[static_cast<size_t>(s.ipu)];
+      c.compute += s.compute;
+      c.exchange += s.exchange;
+      c.sync += s.sync;
+    }
+    for (auto& c : plan.cycles.per_ipu) plan.cycles.total += c.total();
+    plan.cycles.simulated_seconds = plan.cycles.total / t.clock_hz;
+
+    // Totals and the out-of-memory verdict.
+    mem.tiles_over = 0;
+    mem.worst_tile = 0;
+    for (size_t i = 0; i < mem.tiles.size(); ++i) {
+      if (mem.tiles[i].total() > t.bytes_per_tile) ++mem.tiles_over;
+      if (mem.tiles[i].total() > mem.tiles[static_cast<size_t>(mem.worst_tile)].total()) mem.worst_tile = static_cast<int64_t>(i);
+    }
+    mem.out_of_memory = mem.tiles_over > 0;
+    worst_tile_tensors();
+  }
+
+  void worst_tile_tensors() {
+    auto& mem = plan.memory;
+    const auto wt = mem.worst_tile;
+    const int32_t ipu = static_cast<int32_t>(wt / T()), tile = static_cast<int32_t>(wt % T());
+    const int32_t step = mem.tiles[static_cast<size_t>(wt)].peak_step;
+    std::vector<int64_t> def(g.values.size(), -1);
+    for (size_t ni = 0; ni < g.nodes.size(); ++ni)
+      for (auto v : g.nodes[ni].outputs) def[static_cast<size_t>(v)] = static_cast<int64_t>(ni);
+    auto name_of = [&](int64_t v) {
+      const auto& val = g.values[static_cast<size_t>(v)];
+      if (!val.name.empty()) return val.name;
+      if (val.kind == ir::ValueKind::Op)
+        return detail::str(ir::op_name(g.nodes[static_cast<size_t>(val.node)].kind), "#", val.node, " output ",
+                           shape_str(val.meta.shape));
+      return detail::str(val.kind == ir::ValueKind::State ? "state " : "input ", v, " ", shape_str(val.meta.shape));
+    };
+    std::vector<TensorOnTile> list;
+    for (size_t v = 0; v < g.values.size(); ++v) {
+      const auto& val = g.values[v];
+      const auto& l = plan.values[v];
+      if (l.span.ipu != ipu) continue;
+      const char* cat = val.kind == ir::ValueKind::State ? "state" : val.kind == ir::ValueKind::Input ? "stream_buffers" : "activations";
+      if (val.kind == ir::ValueKind::Op) {
+        const int64_t lu = last[v] < 0 ? def[v] : last[v];
+        if (step < 0 || def[v] > step || lu < step) continue;
+      }
+      double b = 0;
+      for (int64_t p = 0; p < l.span.parts; ++p)
+        if (l.span.tile(p, T()) == tile) b += l.bytes_on_part(p);
+      if (b > 0) list.push_back({name_of(static_cast<int64_t>(v)), static_cast<int64_t>(b), cat});
+    }
+    if (step >= 0 && mem.tiles[static_cast<size_t>(wt)].bytes[kTemporaries] > 0)
+      list.push_back({detail::str("temporaries of ", ir::op_name(g.nodes[static_cast<size_t>(step)].kind), "#", step),
+                      mem.tiles[static_cast<size_t>(wt)].bytes[kTemporaries], "temporaries"});
+    std::stable_sort(list.begin(), list.end(), [](const TensorOnTile& a, const TensorOnTile& b) { return a.bytes > b.bytes; });
+    if (list.size() > 10) list.resize(10);
+    mem.worst_tile_tensors = std::move(list);
+  }
+};
+
+// ---- serialisation ------------------------------------------------------------------------
+
+using nlohmann::json;
+
+inline json span_json(const TileSpan& s) { return json::array({s.ipu, s.first_tile, s.parts, s.extent, s.grain}); }
+inline TileSpan span_from(const json& j) {
+  return TileSpan{j.at(0).get<int32_t>(), j.at(1).get<int32_t>(), j.at(2).get<int32_t>(), j.at(3).get<int64_t>(),
+                  j.at(4).get<int64_t>()};
+}
+
+inline json plan_to_json(const Plan& p) {
+  json j;
+  j["key"] = p.key;
+  j["target"] = json::parse(to_json(p.target));
+  json nodes = json::array();
+  for (auto& n : p.nodes)
+    nodes.push_back({static_cast<int>(n.spec.kind), n.spec.out_dim, n.spec.in_dim, n.spec.extent, n.spec.grain,
+                     n.spec.min_rows, n.spec.merge_all, n.spec.matrix, span_json(n.span), n.serial, n.vertices,
+                     n.flops, n.compute_cycles, n.exchange_cycles, n.sync_cycles, n.inter_ipu_cycles,
+                     n.exchange_bytes, n.inter_ipu_bytes, n.max_temp_bytes});
+  j["nodes"] = nodes;
+  json values = json::array();
+  for (auto& v : p.values) values.push_back({v.axis, span_json(v.span), v.bytes});
+  j["values"] = values;
+  json ss = json::array();
+  for (auto& s : p.supersteps) ss.push_back({s.node, s.ipu, s.compute, s.exchange, s.sync});
+  j["supersteps"] = ss;
+  json tiles = json::array();
+  for (auto& t : p.memory.tiles) {
+    json a = json::array();
+    for (auto b : t.bytes) a.push_back(b);
+    a.push_back(t.peak_step);
+    tiles.push_back(a);
+  }
+  json wt = json::array();
+  for (auto& x : p.memory.worst_tile_tensors) wt.push_back({x.name, x.bytes, x.category});
+  j["memory"] = {{"bytes_per_tile", p.memory.bytes_per_tile}, {"tiles", tiles},
+                 {"always", p.memory.always_live_per_step}, {"not_always", p.memory.not_always_live_per_step},
+                 {"oom", p.memory.out_of_memory}, {"over", p.memory.tiles_over}, {"worst", p.memory.worst_tile},
+                 {"worst_tensors", wt}};
+  json ipus = json::array();
+  for (auto& c : p.cycles.per_ipu) ipus.push_back({c.compute, c.exchange, c.sync, c.host});
+  j["cycles"] = {{"per_ipu", ipus}, {"total", p.cycles.total}, {"seconds", p.cycles.simulated_seconds}};
+  j["host"] = {p.host_in_bytes, p.host_out_bytes};
+  j["size"] = {p.compute_sets, p.vertices, p.edges};
+  return j;
+}
+
+inline Plan plan_from_json(const json& j) {
+  Plan p;
+  p.key = j.at("key").get<uint64_t>();
+  p.target = target_from_json(j.at("target").dump());
+  for (auto& n : j.at("nodes")) {
+    NodePlan np;
+    np.spec.kind = static_cast<SplitKind>(n.at(0).get<int>());
+    np.spec.out_dim = n.at(1).get<int>();
+    np.spec.in_dim = n.at(2).get<std::vector<int>>();
+    np.spec.extent = n.at(3).get<int64_t>();
+    np.spec.grain = n.at(4).get<int64_t>();
+    np.spec.min_rows = n.at(5).get<int64_t>();
+    np.spec.merge_all = n.at(6).get<bool>();
+    np.spec.matrix = n.at(7).get<bool>();
+    np.span = span_from(n.at(8));
+    np.serial = n.at(9).get<int32_t>();
+    np.vertices = n.at(10).get<int64_t>();
+    np.flops = n.at(11).get<double>();
+    np.compute_cycles = n.at(12).get<double>();
+    np.exchange_cycles = n.at(13).get<double>();
+    np.sync_cycles = n.at(14).get<double>();
+    np.inter_ipu_cycles = n.at(15).get<double>();
+    np.exchange_bytes = n.at(16).get<double>();
+    np.inter_ipu_bytes = n.at(17).get<double>();
+    np.max_temp_bytes = n.at(18).get<double>();
+    p.nodes.push_back(std::move(np));
+  }
+  for (auto& v : j.at("values")) p.values.push_back(ValueLayout{v.at(0).get<int32_t>(), span_from(v.at(1)), v.at(2).get<int64_t>()});
+  for (auto& s : j.at("supersteps"))
+    p.supersteps.push_back(Superstep{s.at(0).get<int64_t>(), s.at(1).get<int32_t>(), s.at(2).get<double>(),
+                                     s.at(3).get<double>(), s.at(4).get<double>()});
+  const auto& m = j.at("memory");
+  p.memory.bytes_per_tile = m.at("bytes_per_tile").get<int64_t>();
+  for (auto& t : m.at("tiles")) {
+    TileMemory tm;
+    for (int c = 0; c < kNumCategories; ++c) tm.bytes[c] = t.at(static_cast<size_t>(c)).get<int64_t>();
+    tm.peak_step = t.at(kNumCategories).get<int32_t>();
+    p.memory.tiles.push_back(tm);
+  }
+  p.memory.always_live_per_step = m.at("always").get<std::vector<int64_t>>();
+  p.memory.not_always_live_per_step = m.at("not_always").get<std::vector<int64_t>>();
+  p.memory.out_of_memory = m.at("oom").get<bool>();
+  p.memory.tiles_over = m.at("over").get<int64_t>();
+  p.memory.worst_tile = m.at("worst").get<int64_t>();
+  for (auto& x : m.at("worst_tensors"))
+    p.memory.worst_tile_tensors.push_back({x.at(0).get<std::string>(), x.at(1).get<int64_t>(), x.at(2).get<std::string>()});
+  for (auto& c : j.at("cycles").at("per_ipu"))
+    p.cycles.per_ipu.push_back(IpuCycles{c.at(0).get<double>(), c.at(1).get<double>(), c.at(2).get<double>(), c.at(3).get<double>()});
+  p.cycles.total = j.at("cycles").at("total").get<double>();
+  p.cycles.simulated_seconds = j.at("cycles").at("seconds").get<double>();
+  p.host_in_bytes = j.at("host").at(0).get<double>();
+  p.host_out_bytes = j.at("host").at(1).get<double>();
+  p.compute_sets = j.at("size").at(0).get<int64_t>();
+  p.vertices = j.at("size").at(1).get<int64_t>();
+  p.edges = j.at("size").at(2).get<int64_t>();
+  return p;
+}
+
+inline constexpr char kMagic[8] = {'I', 'P', 'U', 'M', 'L', 'P', 'L', 'N'};
+inline constexpr uint32_t kVersion = 1;
+
+struct FileHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t reserved;
+  uint64_t key;
+  uint64_t payload_size;
+  uint64_t checksum;
+};
+
+inline void progress(const CompileOptions& o, int pct, int& shown) {
+  if (!o.progress || pct == shown) return;
+  static const bool tty = isatty(fileno(stderr)) != 0;
+  if (!tty) return;
+  shown = pct;
+  std::fprintf(stderr, "\rGraph compilation: %3d%%%s", pct, pct >= 100 ? "\n" : "");
+  std::fflush(stderr);
+}
+
+}  // namespace cdetail
+
+IPUML_INLINE std::string out_of_memory_message(const Plan& p) {
+  const auto& m = p.memory;
+  std::ostringstream os;
+  const auto& w = m.tiles.at(static_cast<size_t>(m.worst_tile));
+  os << "Out of memory on tile " << m.worst_tile << ": " << w.total() << " bytes used but tiles only have "
+     << m.bytes_per_tile << " bytes of memory";
+  os << "\n  " << m.tiles_over << " of " << m.tiles.size() << " tiles are over (target " << p.target.name
+     << ", IPU " << m.worst_tile / p.target.tiles_per_ipu << ")";
+  std::vector<size_t> order(m.tiles.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const size_t top = std::min<size_t>(5, order.size());
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top), order.end(),
+                    [&](size_t a, size_t b) { return m.tiles[a].total() > m.tiles[b].total(); });
+  os << "\n  top tiles:";
+  for (size_t i = 0; i < top; ++i) {
+    const auto& t = m.tiles[order[i]];
+    os << "\n    tile " << order[i] << ": " << t.total() << " bytes (";
+    for (int c = 0; c < kNumCategories; ++c) os << (c ? ", " : "") << mem_category_name(c) << " " << t.bytes[c];
+    os << ")";
+  }
+  os << "\n  largest tensors on tile " << m.worst_tile << ":";
+  for (auto& x : m.worst_tile_tensors) os << "\n    " << x.name << " (" << x.category << "): " << x.bytes << " bytes";
+  os << "\n  reduce the batch size, lower available_memory_proportion, use more IPUs, or set allow_out_of_memory "
+        "to get the full report";
+  return os.str();
+}
+
+IPUML_INLINE uint64_t plan_key(const ir::Graph& g, const Target& t, const CompileOptions& o) {
+  std::ostringstream os;
+  os.precision(17);
+  os << g.signature() << '|' << to_json(t) << '|' << o.available_memory_proportion << '|' << o.allow_out_of_memory
+     << '|' << o.replication_factor << '|' << cdetail::kVersion;
+  const std::string s = os.str();
+  return cdetail::fnv1a(s.data(), s.size());
+}
+
+IPUML_INLINE std::string plan_cache_path(const std::string& dir, uint64_t key) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(key));
+  return (std::filesystem::path(dir) / (std::string("ipuml-") + hex + ".plan")).string();
+}
+
+IPUML_INLINE std::string resolve_cache_dir(const CompileOptions& o) {
+  if (!o.cache_dir.empty()) return o.cache_dir;
+  const char* env = std::getenv("IPUML_CACHE_DIR");
+  return env ? std::string(env) : std::string();
+}
+
+IPUML_INLINE bool save_plan(const Plan& p, const std::string& path) {
+  try {
+    const auto payload = nlohmann::json::to_cbor(cdetail::plan_to_json(p));
+    cdetail::FileHeader h{};
+    std::memcpy(h.magic, cdetail::kMagic, 8);
+    h.version = cdetail::kVersion;
+    h.key = p.key;
+    h.payload_size = payload.size();
+    h.checksum = cdetail::fnv1a(payload.data(), payload.size());
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+    {
+      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+      if (!f) return false;
+      f.write(reinterpret_cast<const char*>(&h), sizeof h);
+      f.write(reinterpret_cast<const char*>(payload.data()), static_cast<std::streamsize>(payload.size()));
+      if (!f) return false;
+    }
+    std::filesystem::rename(tmp, path);  // readers never see a half-written entry
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+IPUML_INLINE bool load_plan(const std::string& path, uint64_t key, Plan& out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  cdetail::FileHeader h{};
+  f.read(reinterpret_cast<char*>(&h), sizeof h);
+  if (!f || std::memcmp(h.magic, cdetail::kMagic, 8) != 0 || h.version != cdetail::kVersion || h.key != key)
+    return false;
+  if (h.payload_size > (uint64_t{1} << 32)) return false;
+  std::vector<uint8_t> payload(static_cast<size_t>(h.payload_size));
+  f.read(reinterpret_cast<char*>(payload.data()), static_cast<std::streamsize>(payload.size()));
+  if (!f || f.gcount() != static_cast<std::streamsize>(payload.size())) return false;
+  if (f.peek() != std::char_traits<char>::eof()) return false;  // trailing bytes: not what we wrote
+  if (cdetail::fnv1a(payload.data(), payload.size()) != h.checksum) return false;
+  try {
+    Plan p = cdetail::plan_from_json(nlohmann::json::from_cbor(payload));
+    if (p.key != key) return false;
+    out = std::move(p);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+IPUML_INLINE Plan plan_graph(const ir::Graph& g, const Target& t, const CompileOptions& o) {
+  validate(t);
+  IPUML_CHECK(o.available_memory_proportion > 0 && o.available_memory_proportion <= 1,
+              "ipu compile: available_memory_proportion must be in (0, 1], got ", o.available_memory_proportion);
+  IPUML_CHECK(o.replication_factor >= 1, "ipu compile: replication_factor must be >= 1, got ", o.replication_factor);
+  cdetail::Planner pl(g, t, o);
+  pl.plan.key = plan_key(g, t, o);
+  int shown = -1;
+  const size_t N = g.nodes.size();
+  cdetail::progress(o, 0, shown);
+  for (size_t ni = 0; ni < N; ++ni) {
+    pl.plan_node(static_cast<int64_t>(ni));
+    cdetail::progress(o, static_cast<int>(90 * (ni + 1) / std::max<size_t>(N, 1)), shown);
+  }
+  // States and inputs no op slices go linearly over the tiles of their first reader's IPU.
+  std::vector<int32_t> first_ipu(g.values.size(), 0);
+  for (size_t ni = N; ni-- > 0;)
+    for (auto v : g.nodes[ni].inputs) first_ipu[static_cast<size_t>(v)] = g.nodes[ni].ipu;
+  for (auto v : g.states)
+    if (!pl.placed[static_cast<size_t>(v)]) pl.place_linear(v, first_ipu[static_cast<size_t>(v)]);
+  for (auto v : g.inputs)
+    if (!pl.placed[static_cast<size_t>(v)]) pl.place_linear(v, first_ipu[static_cast<size_t>(v)]);
+  pl.account();
+  cdetail::progress(o, 100, shown);
+  if (pl.plan.memory.out_of_memory && !o.allow_out_of_memory) fail(out_of_memory_message(pl.plan));
+  return std::move(pl.plan);
+}
+
+IPUML_INLINE Plan compile_plan(const ir::Graph& g, const Target& t, const CompileOptions& o) {
+  const std::string dir = resolve_cache_dir(o);
+  if (dir.empty()) return plan_graph(g, t, o);
+  const uint64_t key = plan_key(g, t, o);
+  const std::string path = plan_cache_path(dir, key);
+  Plan p;
+  if (load_plan(path, key, p) && p.values.size() == g.values.size() && p.nodes.size() == g.nodes.size()) {
+    p.from_cache = true;
+    return p;
+  }
+  p = plan_graph(g, t, o);
+  save_plan(p, path);
+  return p;
+}
+
+}  // namespace ipuml::ipu

@@ -1,0 +1,77 @@
+// The IPU emulator's executable: a compiled plan run as BSP supersteps, each compute set a
+// parallel loop over its tiles' vertices inside the owning IPU's thread arena.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ipuml/backends/ipu/compiler.hpp>
+#include <ipuml/backends/ipu/cycle_model.hpp>
+#include <ipuml/backends/ipu/target.hpp>
+#include <ipuml/core/config.hpp>
+#include <ipuml/ir/graph.hpp>
+#include <ipuml/tensor/tensor.hpp>
+
+namespace ipuml::ipu {
+
+struct ExecOptions {
+  // Tiles are grouped into at most this many chunks per compute set (0: the thread count);
+  // contiguous tiles of a chunk run as one kernel call, which gives the same bits.
+  int64_t max_chunks = 0;
+  // Compute sets smaller than this (FLOPs + bytes) run as one call on the calling thread.
+  double min_parallel_work = 1 << 16;
+};
+
+struct RunRecord {
+  uint64_t step = 0;
+  RunCycles cycles;
+  double wall_seconds = 0;
+};
+
+class Executable {
+ public:
+  Executable(ir::Graph graph, Plan plan, ExecOptions exec = {});
+  ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  // Same contract as cpu::GraphExecutor::run: `inputs` feed graph.inputs in order, `states`
+  // are bound to graph.states and receive the step's updates; `step` varies random ops.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<Tensor>& states,
+                          uint64_t step = 0);
+
+  const ir::Graph& graph() const;
+  const Plan& plan() const;
+  const Target& target() const;
+  const MemoryReport& memory_report() const;
+  bool loaded_from_cache() const;
+  void set_exec_options(const ExecOptions& e);
+
+  // Cycles of the last run (per IPU compute/exchange/sync/host) and its wall time.
+  const RunCycles& last_run_cycles() const;
+  double last_run_wall_seconds() const;
+  const std::vector<RunRecord>& run_history() const;  // the last 1000 runs
+
+  // The profile report (see docs/profile-report.md); samples_per_step > 0 adds throughputs.
+  std::string profile_json(double samples_per_step = 0) const;
+  void write_profile(const std::string& directory, double samples_per_step = 0) const;
+  void print_profile_summary(std::ostream& os, double samples_per_step = 0) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Compiles `graph` for `target` (through the plan cache when configured) and returns the
+// executable. Throws ipuml::Error on out of memory unless options.allow_out_of_memory.
+std::unique_ptr<Executable> compile(const ir::Graph& graph, const Target& target,
+                                    const CompileOptions& options = {});
+
+}  // namespace ipuml::ipu
+
+#ifdef IPUML_INCLUDE_IMPL
+#include <ipuml/backends/ipu/executor_impl.hpp>
+#endif

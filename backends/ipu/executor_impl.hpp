@@ -1,0 +1,352 @@
+// Body of the IPU executable: binding host tensors, running each compute set's vertices over
+// tile chunks in the IPU's task arena, and recording cycles (compiled in src/lib/ipu_executor.cpp).
+#pragma once
+
+#include <chrono>
+#include <cstring>
+
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <ipuml/backends/cpu/graph_executor.hpp>
+#include <ipuml/backends/cpu/kernels.hpp>
+#include <ipuml/backends/cpu/kernels_common.hpp>
+#include <ipuml/backends/cpu/kernels_reduce.hpp>
+#include <ipuml/backends/ipu/executor.hpp>
+#include <ipuml/backends/ipu/profile.hpp>
+#include <ipuml/core/parallel.hpp>
+
+namespace ipuml::ipu {
+
+namespace xdetail {
+
+inline int64_t prod(const Shape& s, size_t b, size_t e) {
+  int64_t r = 1;
+  for (size_t i = b; i < e && i < s.size(); ++i) r *= s[i];
+  return r;
+}
+
+// A view of rows [b, e) of dim d: direct when nothing precedes d, else a packed copy.
+struct SliceIo {
+  size_t outer = 1, dim = 1, inner_bytes = 0;
+  size_t b = 0, e = 0;
+  bool direct = true;
+};
+
+inline SliceIo slice_io(const ir::TensorMeta& m, int d, int64_t b, int64_t e) {
+  SliceIo s;
+  const size_t du = static_cast<size_t>(d);
+  s.outer = static_cast<size_t>(prod(m.shape, 0, du));
+  s.dim = static_cast<size_t>(m.shape[du]);
+  s.inner_bytes = static_cast<size_t>(prod(m.shape, du + 1, m.shape.size())) * dtype_size(m.dtype);
+  s.b = static_cast<size_t>(b);
+  s.e = static_cast<size_t>(e);
+  s.direct = s.outer == 1;
+  return s;
+}
+
+inline void gather(const SliceIo& s, const char* src, char* dst) {
+  const size_t row = (s.e - s.b) * s.inner_bytes;
+  for (size_t o = 0; o < s.outer; ++o) std::memcpy(dst + o * row, src + (o * s.dim + s.b) * s.inner_bytes, row);
+}
+inline void scatter(const SliceIo& s, const char* src, char* dst) {
+  const size_t row = (s.e - s.b) * s.inner_bytes;
+  for (size_t o = 0; o < s.outer; ++o) std::memcpy(dst + (o * s.dim + s.b) * s.inner_bytes, src + o * row, row);
+}
+
+// Leaves of cpu::kdetail::pairwise_sum's recursion, `depth` levels down, in order.
+inline void pairwise_leaves(int64_t off, int64_t n, int depth, std::vector<std::pair<int64_t, int64_t>>& out) {
+  if (depth == 0 || n <= 256) {
+    out.emplace_back(off, n);
+    return;
+  }
+  int64_t half = n / 2;
+  half -= half % 8;
+  pairwise_leaves(off, half, depth - 1, out);
+  pairwise_leaves(off + half, n - half, depth - 1, out);
+}
+// Combines leaf sums in the order pairwise_sum adds its halves.
+inline float pairwise_combine(int64_t n, int depth, const std::vector<float>& leaf, size_t& next) {
+  if (depth == 0 || n <= 256) return leaf[next++];
+  int64_t half = n / 2;
+  half -= half % 8;
+  const float l = pairwise_combine(half, depth - 1, leaf, next);
+  const float r = pairwise_combine(n - half, depth - 1, leaf, next);
+  return l + r;
+}
+
+}  // namespace xdetail
+
+struct Executable::Impl {
+  ir::Graph graph;
+  Plan plan;
+  ExecOptions exec;
+  cpu::MemoryPlan mem;
+  std::unique_ptr<Storage> arena;
+  std::vector<void*> ptr;
+  std::vector<std::vector<cpu::ConstBuffer>> in_bufs;
+  std::vector<std::vector<cpu::MutableBuffer>> out_bufs;
+  std::vector<std::unique_ptr<tbb::task_arena>> ipus;  // one per emulated IPU
+  RunCycles last;
+  double last_wall = 0;
+  std::vector<RunRecord> history;
+  uint64_t runs = 0;
+  EngineOptions engine;
+
+  // Rows [b, e) of node n's split: every tile in the range runs its vertex's slice in one call.
+  void run_rows(size_t n, int64_t b, int64_t e, const cpu::KernelContext& ctx) {
+    const auto& node = graph.nodes[n];
+    const auto& np = plan.nodes[n];
+    const auto& full_in = in_bufs[n];
+    const auto& full_out = out_bufs[n];
+    if (b == 0 && e == np.spec.extent) {
+      cpu::run_kernel(node.kind, node.attrs, full_in, full_out, ctx);
+      return;
+    }
+    std::vector<cpu::ConstBuffer> in(full_in);
+    std::vector<cpu::MutableBuffer> out(full_out);
+    std::vector<std::unique_ptr<char[]>> scratch;
+    std::vector<std::pair<size_t, xdetail::SliceIo>> scatters;
+    if (np.spec.kind == SplitKind::Flat) {
+      for (auto& x : in) {
+        const size_t es = dtype_size(x.meta.dtype);
+        x.data = static_cast<const char*>(x.data) + static_cast<size_t>(b) * es;
+        x.meta.shape = {e - b};
+      }
+      for (auto& x : out) {
+        const size_t es = dtype_size(x.meta.dtype);
+        x.data = static_cast<char*>(x.data) + static_cast<size_t>(b) * es;
+        x.meta.shape = {e - b};
+      }
+    } else {
+      for (size_t j = 0; j < in.size(); ++j) {
+        const int d = np.spec.in_dim[j];
+        if (d < 0) continue;
+        const auto s = xdetail::slice_io(in[j].meta, d, b, e);
+        in[j].meta.shape[static_cast<size_t>(d)] = e - b;
+        if (s.direct) {
+          in[j].data = static_cast<const char*>(in[j].data) + s.b * s.inner_bytes;
+        } else {
+          scratch.emplace_back(new char[std::max<size_t>(in[j].meta.nbytes(), 1)]);
+          xdetail::gather(s, static_cast<const char*>(full_in[j].data), scratch.back().get());
+          in[j].data = scratch.back().get();
+        }
+      }
+      const int d = np.spec.out_dim;
+      for (size_t j = 0; j < out.size(); ++j) {
+        const auto s = xdetail::slice_io(out[j].meta, d, b, e);
+        out[j].meta.shape[static_cast<size_t>(d)] = e - b;
+        if (s.direct) {
+          out[j].data = static_cast<char*>(out[j].data) + s.b * s.inner_bytes;
+        } else {
+          scratch.emplace_back(new char[std::max<size_t>(out[j].meta.nbytes(), 1)]);
+          out[j].data = scratch.back().get();
+          scatters.emplace_back(j, s);
+        }
+      }
+    }
+    cpu::run_kernel(node.kind, slice_attrs(graph, node, np.spec, b, e), in, out, ctx);
+    for (auto& [j, s] : scatters)
+      xdetail::scatter(s, static_cast<const char*>(out[j].data), static_cast<char*>(full_out[j].data));
+  }
+
+  // A full float sum: leaves of the pairwise tree on the tiles, combined in the tree's order, so
+  // the result is the CPU kernel's bit for bit.
+  void run_tree_sum(size_t n, int64_t chunks) {
+    const auto* x = static_cast<const float*>(in_bufs[n][0].data);
+    auto* y = static_cast<float*>(out_bufs[n][0].data);
+    const int64_t len = in_bufs[n][0].meta.numel();
+    using cpu::kdetail::kReduceBlock;
+    if (len > kReduceBlock) {
+      const int64_t nb = (len + kReduceBlock - 1) / kReduceBlock;
+      std::vector<double> part(static_cast<size_t>(nb));
+      auto leaf = [&](int64_t i) {
+        const int64_t b0 = i * kReduceBlock, e0 = std::min(len, b0 + kReduceBlock);
+        part[static_cast<size_t>(i)] = static_cast<double>(cpu::kdetail::pairwise_sum(x + b0, e0 - b0));
+      };
+      if (chunks > 1)
+        tbb::parallel_for(int64_t{0}, nb, leaf);
+      else
+        for (int64_t i = 0; i < nb; ++i) leaf(i);
+      *y = static_cast<float>(cpu::kdetail::pairwise_sum_d(part.data(), nb));
+      return;
+    }
+    int depth = 0;
+    while ((int64_t{1} << depth) < plan.nodes[n].span.parts && depth < 20) ++depth;
+    std::vector<std::pair<int64_t, int64_t>> leaves;
+    xdetail::pairwise_leaves(0, len, depth, leaves);
+    std::vector<float> sums(leaves.size());
+    auto leaf = [&](size_t i) { sums[i] = cpu::kdetail::pairwise_sum(x + leaves[i].first, leaves[i].second); };
+    if (chunks > 1)
+      tbb::parallel_for(size_t{0}, leaves.size(), leaf);
+    else
+      for (size_t i = 0; i < leaves.size(); ++i) leaf(i);
+    size_t next = 0;
+    const float s = xdetail::pairwise_combine(len, depth, sums, next);
+    *y = static_cast<float>(static_cast<double>(s));
+  }
+
+  void run_node(size_t n, const cpu::KernelContext& ctx) {
+    const auto& node = graph.nodes[n];
+    const auto& np = plan.nodes[n];
+    for (size_t i = 0; i < node.inputs.size(); ++i) in_bufs[n][i].data = ptr[static_cast<size_t>(node.inputs[i])];
+    for (size_t i = 0; i < node.outputs.size(); ++i) out_bufs[n][i].data = ptr[static_cast<size_t>(node.outputs[i])];
+    const int64_t parts = np.span.parts;
+    double work = np.flops;
+    for (auto& b : in_bufs[n]) work += static_cast<double>(b.meta.nbytes());
+    for (auto& b : out_bufs[n]) work += static_cast<double>(b.meta.nbytes());
+    int64_t chunks = exec.max_chunks > 0 ? exec.max_chunks : std::max(1, ipuml::get_num_threads());
+    chunks = std::min(chunks, parts);
+    if (np.spec.merge_all || np.spec.kind == SplitKind::Whole || work < exec.min_parallel_work) chunks = 1;
+    auto body = [&] {
+      if (np.spec.kind == SplitKind::TreeSum) return run_tree_sum(n, chunks);
+      if (chunks <= 1) return run_rows(n, 0, np.spec.kind == SplitKind::Whole ? np.spec.extent : np.spec.extent, ctx);
+      // Chunk c takes whole tiles [parts*c/C, parts*(c+1)/C): each tile's slice, merged.
+      tbb::parallel_for(
+          tbb::blocked_range<int64_t>(0, chunks, 1),
+          [&](const tbb::blocked_range<int64_t>& r) {
+            for (int64_t c = r.begin(); c < r.end(); ++c) {
+              const int64_t p0 = parts * c / chunks, p1 = parts * (c + 1) / chunks;
+              const int64_t b = np.span.begin(p0), e = np.span.begin(p1);
+              if (e > b) run_rows(n, b, e, ctx);
+            }
+          },
+          tbb::simple_partitioner());
+    };
+    if (chunks <= 1 && np.spec.kind != SplitKind::TreeSum)
+      body();  // one call: the kernel parallelises inside itself
+    else
+      ipus[static_cast<size_t>(np.span.ipu)]->execute(body);
+  }
+};
+
+IPUML_INLINE Executable::Executable(ir::Graph graph, Plan plan, ExecOptions exec) : impl_(std::make_unique<Impl>()) {
+  auto& m = *impl_;
+  m.graph = std::move(graph);
+  m.plan = std::move(plan);
+  m.exec = exec;
+  IPUML_CHECK(m.plan.nodes.size() == m.graph.nodes.size() && m.plan.values.size() == m.graph.values.size(),
+              "ipu executable: the plan has ", m.plan.nodes.size(), " nodes and ", m.plan.values.size(),
+              " values but the graph has ", m.graph.nodes.size(), " and ", m.graph.values.size());
+  for (size_t n = 0; n < m.graph.nodes.size(); ++n) {
+    const auto& np = m.plan.nodes[n];
+    IPUML_CHECK(np.span.parts >= 1 && np.span.ipu >= 0 && np.span.ipu < m.plan.target.num_ipus &&
+                    np.spec.in_dim.size() == (np.spec.kind == SplitKind::Whole && np.spec.in_dim.empty()
+                                                  ? 0
+                                                  : m.graph.nodes[n].inputs.size()),
+                "ipu executable: the plan of node ", n, " does not fit the graph");
+  }
+  m.mem = cpu::plan_memory(m.graph);
+  m.arena = std::make_unique<Storage>(std::max<size_t>(m.mem.arena_bytes, 64));
+  m.ptr.assign(m.graph.values.size(), nullptr);
+  for (size_t v = 0; v < m.graph.values.size(); ++v)
+    if (m.mem.offset[v] >= 0) m.ptr[v] = static_cast<char*>(m.arena->data()) + m.mem.offset[v];
+  m.in_bufs.resize(m.graph.nodes.size());
+  m.out_bufs.resize(m.graph.nodes.size());
+  for (size_t n = 0; n < m.graph.nodes.size(); ++n) {
+    for (auto v : m.graph.nodes[n].inputs) m.in_bufs[n].push_back({nullptr, m.graph.values[static_cast<size_t>(v)].meta});
+    for (auto v : m.graph.nodes[n].outputs) m.out_bufs[n].push_back({nullptr, m.graph.values[static_cast<size_t>(v)].meta});
+  }
+  for (int64_t i = 0; i < m.plan.target.num_ipus; ++i) m.ipus.push_back(std::make_unique<tbb::task_arena>());
+  m.last = m.plan.cycles;
+  m.engine = engine_options_from_env();
+  if (m.engine.auto_report) write_profile(m.engine.directory);
+}
+
+IPUML_INLINE Executable::~Executable() = default;
+
+IPUML_INLINE std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, const std::vector<Tensor>& states,
+                                                 uint64_t step) {
+  auto& m = *impl_;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto& g = m.graph;
+  IPUML_CHECK(inputs.size() == g.inputs.size(), "ipu run: the graph takes ", g.inputs.size(), " inputs, got ",
+              inputs.size());
+  IPUML_CHECK(states.size() == g.states.size(), "ipu run: the graph binds ", g.states.size(),
+              " state tensors, got ", states.size());
+  std::vector<Tensor> keep;
+  auto bind = [&](int64_t v, const Tensor& t, const char* what, size_t i) {
+    const auto& meta = g.values[static_cast<size_t>(v)].meta;
+    IPUML_CHECK(t.defined() && t.shape() == meta.shape && t.dtype() == meta.dtype, "ipu run: ", what, " ", i, " ('",
+                g.values[static_cast<size_t>(v)].name, "') must have shape ", shape_str(meta.shape), " and dtype ",
+                dtype_name(meta.dtype), ", got ", t.defined() ? shape_str(t.shape()) : "undefined", " ",
+                t.defined() ? dtype_name(t.dtype()) : "");
+    IPUML_CHECK(!t.is_symbolic(), "ipu run: ", what, " ", i, " is symbolic");
+    if (t.is_contiguous()) {
+      m.ptr[static_cast<size_t>(v)] = t.raw_data();
+    } else {
+      IPUML_CHECK(std::string(what) == "input", "ipu run: state tensor ", i, " ('", g.values[static_cast<size_t>(v)].name,
+                  "') is not contiguous");
+      keep.push_back(t.contiguous());
+      m.ptr[static_cast<size_t>(v)] = keep.back().raw_data();
+    }
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) bind(g.inputs[i], inputs[i], "input", i);
+  for (size_t i = 0; i < states.size(); ++i) bind(g.states[i], states[i], "state", i);
+
+  cpu::KernelContext ctx;
+  ctx.rng_step = step;
+  for (size_t n = 0; n < g.nodes.size(); ++n) m.run_node(n, ctx);
+
+  std::vector<Tensor> outputs;
+  for (auto v : g.outputs) {
+    const auto& meta = g.values[static_cast<size_t>(v)].meta;
+    auto impl = std::make_shared<TensorImpl>();
+    impl->shape = meta.shape;
+    impl->strides = contiguous_strides(meta.shape);
+    impl->dtype = meta.dtype;
+    impl->storage = std::make_shared<Storage>(meta.nbytes());
+    std::memcpy(impl->storage->data(), m.ptr[static_cast<size_t>(v)], meta.nbytes());
+    outputs.emplace_back(std::move(impl));
+  }
+  std::vector<std::vector<char>> snap(g.updates.size());
+  for (size_t i = 0; i < g.updates.size(); ++i) {
+    const auto& u = g.updates[i];
+    if (g.values[static_cast<size_t>(u.value)].kind != ir::ValueKind::Op) {
+      const char* src = static_cast<const char*>(m.ptr[static_cast<size_t>(u.value)]);
+      snap[i].assign(src, src + g.values[static_cast<size_t>(u.value)].meta.nbytes());
+    }
+  }
+  for (size_t i = 0; i < g.updates.size(); ++i) {
+    const auto& u = g.updates[i];
+    const void* src = snap[i].empty() ? m.ptr[static_cast<size_t>(u.value)] : snap[i].data();
+    std::memcpy(m.ptr[static_cast<size_t>(u.state)], src, g.values[static_cast<size_t>(u.state)].meta.nbytes());
+  }
+  for (auto& s : states) s.impl()->version++;
+
+  // The schedule is static, so every run costs the plan's cycles.
+  m.last = m.plan.cycles;
+  m.last_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (m.history.size() >= 1000) m.history.erase(m.history.begin());
+  m.history.push_back(RunRecord{step, m.last, m.last_wall});
+  ++m.runs;
+  if (m.engine.auto_report && m.runs == 1) write_profile(m.engine.directory);
+  return outputs;
+}
+
+IPUML_INLINE const ir::Graph& Executable::graph() const { return impl_->graph; }
+IPUML_INLINE const Plan& Executable::plan() const { return impl_->plan; }
+IPUML_INLINE const Target& Executable::target() const { return impl_->plan.target; }
+IPUML_INLINE const MemoryReport& Executable::memory_report() const { return impl_->plan.memory; }
+IPUML_INLINE bool Executable::loaded_from_cache() const { return impl_->plan.from_cache; }
+IPUML_INLINE void Executable::set_exec_options(const ExecOptions& e) { impl_->exec = e; }
+IPUML_INLINE const RunCycles& Executable::last_run_cycles() const { return impl_->last; }
+IPUML_INLINE double Executable::last_run_wall_seconds() const { return impl_->last_wall; }
+IPUML_INLINE const std::vector<RunRecord>& Executable::run_history() const { return impl_->history; }
+
+IPUML_INLINE std::string Executable::profile_json(double samples_per_step) const {
+  return make_profile_json(impl_->graph, impl_->plan, impl_->history, samples_per_step);
+}
+IPUML_INLINE void Executable::write_profile(const std::string& directory, double samples_per_step) const {
+  write_profile_file(directory, profile_json(samples_per_step));
+}
+IPUML_INLINE void Executable::print_profile_summary(std::ostream& os, double samples_per_step) const {
+  ipu::print_profile_summary(os, impl_->graph, impl_->plan, impl_->history, samples_per_step);
+}
+
+IPUML_INLINE std::unique_ptr<Executable> compile(const ir::Graph& graph, const Target& target,
+                                                 const CompileOptions& options) {
+  return std::make_unique<Executable>(graph, compile_plan(graph, target, options));
+}
+
+}  // namespace ipuml::ipu

@@ -1,0 +1,242 @@
+// Bodies of the split rules (compiled once in src/lib/ipu_partition.cpp).
+#pragma once
+
+#include <algorithm>
+
+#include <ipuml/backends/ipu/partition.hpp>
+
+namespace ipuml::ipu {
+
+IPUML_INLINE const char* split_kind_name(SplitKind k) {
+  switch (k) {
+    case SplitKind::Whole: return "whole";
+    case SplitKind::Flat: return "flat";
+    case SplitKind::Axis: return "axis";
+    case SplitKind::TreeSum: return "tree_sum";
+  }
+  return "?";
+}
+
+IPUML_INLINE int64_t max_parts(const SliceSpec& s) {
+  if (s.kind == SplitKind::Whole) return 1;
+  const int64_t units = (s.extent + s.grain - 1) / s.grain;
+  const int64_t per = (s.min_rows + s.grain - 1) / s.grain;
+  return std::max<int64_t>(1, units / std::max<int64_t>(per, 1));
+}
+
+namespace pdetail {
+
+using K = ir::OpKind;
+
+inline bool is_unary_like(K k) {
+  switch (k) {
+    case K::Neg: case K::Exp: case K::Log: case K::Sqrt: case K::Rsqrt: case K::Abs: case K::Tanh:
+    case K::Sigmoid: case K::Relu: case K::Gelu: case K::Sign: case K::Clamp: case K::Cast:
+    case K::PowScalar: case K::Copy: case K::Reshape: case K::ReluGrad: case K::GeluGrad:
+      return true;
+    default: return false;
+  }
+}
+inline bool is_broadcasting(K k) {
+  switch (k) {
+    case K::Add: case K::Sub: case K::Mul: case K::Div: case K::Pow: case K::Maximum: case K::Minimum:
+    case K::Eq: case K::Ne: case K::Lt: case K::Le: case K::Gt: case K::Ge: case K::LogicalAnd:
+    case K::Where: case K::Expand:
+      return true;
+    default: return false;
+  }
+}
+
+// The dim of `in` that lines up with output dim d under broadcasting, or -1 if it broadcasts.
+inline int aligned_dim(const Shape& in, const Shape& out, int d) {
+  const int a = d - static_cast<int>(out.size() - in.size());
+  if (a < 0) return -1;
+  return in[static_cast<size_t>(a)] == out[static_cast<size_t>(d)] ? a : -1;
+}
+
+inline int first_big_dim(const Shape& s, int skip = -1) {
+  for (size_t i = 0; i < s.size(); ++i)
+    if (static_cast<int>(i) != skip && s[i] > 1) return static_cast<int>(i);
+  return -1;
+}
+
+}  // namespace pdetail
+
+IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const ir::Node& node) {
+  using namespace pdetail;
+  std::vector<SliceSpec> c;
+  const auto& out = g.meta(node.outputs[0]);
+  const Shape& os = out.shape;
+  const size_t nin = node.inputs.size();
+  auto in_shape = [&](size_t j) -> const Shape& { return g.meta(node.inputs[j]).shape; };
+  auto axis = [&](int od, std::vector<int> dims, int64_t min_rows = 1, bool matrix = false) {
+    if (od < 0 || os[static_cast<size_t>(od)] < 2) return;
+    SliceSpec s;
+    s.kind = SplitKind::Axis;
+    s.out_dim = od;
+    s.in_dim = std::move(dims);
+    s.extent = os[static_cast<size_t>(od)];
+    s.min_rows = min_rows;
+    s.matrix = matrix;
+    c.push_back(std::move(s));
+  };
+  auto flat = [&](bool merge_all) {
+    SliceSpec s;
+    s.kind = SplitKind::Flat;
+    s.in_dim.assign(nin, 0);
+    s.extent = out.numel();
+    s.grain = 16;  // whole vectors per tile
+    s.merge_all = merge_all;
+    if (s.extent > 1) c.push_back(std::move(s));
+  };
+  const K k = node.kind;
+  const int rank = static_cast<int>(os.size());
+  const auto& a = node.attrs;
+
+  if (is_unary_like(k)) {
+    flat(false);
+  } else if (k == K::Full) {
+    flat(false);
+  } else if (k == K::Arange || k == K::RandUniform || k == K::RandNormal || k == K::RandInt) {
+    flat(true);
+  } else if (is_broadcasting(k)) {
+    bool same = true;
+    for (size_t j = 0; j < nin; ++j) same = same && in_shape(j) == os;
+    if (same) {
+      flat(false);
+    } else {
+      const int d = first_big_dim(os);
+      std::vector<int> dims;
+      for (size_t j = 0; j < nin; ++j) dims.push_back(d < 0 ? -1 : aligned_dim(in_shape(j), os, d));
+      axis(d, dims);
+    }
+  } else if (k == K::Sum || k == K::Amax || k == K::Amin) {
+    const Shape& is = in_shape(0);
+    std::vector<bool> red(is.size(), a.dims.empty());
+    for (auto d : a.dims) red[static_cast<size_t>(d)] = true;
+    int j = -1;
+    bool reduced_before = false;
+    for (size_t i = 0; i < is.size(); ++i) {
+      if (red[i]) {
+        reduced_before = reduced_before || is[i] > 1;
+      } else if (is[i] > 1) {
+        j = static_cast<int>(i);
+        break;
+      }
+    }
+    if (j >= 0) {
+      int od = j;
+      if (!a.keepdim)
+        for (int i = 0; i < j; ++i) od -= red[static_cast<size_t>(i)] ? 1 : 0;
+      axis(od, {j}, reduced_before ? 2 : 1);
+    } else if (k == K::Sum && out.numel() == 1 && out.dtype == DType::Float32 &&
+               g.meta(node.inputs[0]).dtype == DType::Float32 && g.meta(node.inputs[0]).numel() > 1) {
+      SliceSpec s;
+      s.kind = SplitKind::TreeSum;
+      s.in_dim = {0};
+      s.extent = g.meta(node.inputs[0]).numel();
+      s.grain = 256;  // pairwise leaves
+      c.push_back(std::move(s));
+    }
+  } else if (k == K::MaxDim || k == K::MinDim || k == K::ArgMax || k == K::ArgMin || k == K::Softmax ||
+             k == K::LogSoftmax) {
+    if (!a.dims.empty()) {
+      const Shape& is = in_shape(0);
+      const int d = static_cast<int>(a.dims[0]);
+      const int j = first_big_dim(is, d);
+      if (j >= 0) {
+        const bool keeps = k == K::Softmax || k == K::LogSoftmax || a.keepdim;
+        axis(keeps || j < d ? j : j - 1, {j}, j > d ? 2 : 1);
+      }
+    }
+  } else if (k == K::Permute) {
+    const int d = first_big_dim(os);
+    if (d >= 0) axis(d, {static_cast<int>(a.dims[static_cast<size_t>(d)])});
+  } else if (k == K::Slice) {
+    const int d = first_big_dim(os);
+    if (d >= 0) axis(d, {d == static_cast<int>(a.dims[0]) ? -1 : d});
+  } else if (k == K::Cat) {
+    const int d = first_big_dim(os, static_cast<int>(a.dims[0]));
+    if (d >= 0) axis(d, std::vector<int>(nin, d));
+  } else if (k == K::IndexSelect) {
+    const int d = first_big_dim(os);
+    if (d >= 0) axis(d, d == static_cast<int>(a.dims[0]) ? std::vector<int>{-1, 0} : std::vector<int>{d, -1});
+  } else if (k == K::IndexAdd) {
+    const int d = first_big_dim(os, static_cast<int>(a.dims[0]));
+    if (d >= 0 && in_shape(1).size() == os.size()) axis(d, {-1, d});
+  } else if (k == K::Gather || k == K::ScatterAdd) {
+    // Gather(x, idx) -> idx's shape; ScatterAdd(idx, src): idx and src line up with the output.
+    const int s = static_cast<int>(a.dims[0]);
+    const Shape& other = k == K::Gather ? in_shape(0) : in_shape(1);
+    const Shape& idx = k == K::Gather ? in_shape(1) : in_shape(0);
+    for (int d = 0; d < rank; ++d) {
+      if (d == s || os[static_cast<size_t>(d)] < 2) continue;
+      if (other.size() == os.size() && idx.size() == os.size() && other[static_cast<size_t>(d)] == os[static_cast<size_t>(d)] &&
+          idx[static_cast<size_t>(d)] == os[static_cast<size_t>(d)])
+        axis(d, {d, d});
+      break;
+    }
+  } else if (k == K::MatMul) {
+    const Shape& sa = in_shape(0);
+    const Shape& sb = in_shape(1);
+    const int ra = static_cast<int>(sa.size()), rb = static_cast<int>(sb.size());
+    for (int d = 0; d + 2 < rank; ++d) {  // one batch dim
+      if (os[static_cast<size_t>(d)] < 2) continue;
+      auto bd = [&](const Shape& s) {
+        const int al = aligned_dim(s, os, d);
+        return al >= 0 && al < static_cast<int>(s.size()) - 2 ? al : -1;
+      };
+      axis(d, {bd(sa), bd(sb)}, 1, true);
+      break;
+    }
+    axis(rank - 2, {a.flag ? ra - 1 : ra - 2, -1}, 1, true);
+    axis(rank - 1, {-1, a.flag2 ? rb - 2 : rb - 1}, 1, true);
+  } else if (k == K::Conv) {
+    axis(0, nin == 3 ? std::vector<int>{0, -1, -1} : std::vector<int>{0, -1}, 1, true);
+    if (a.groups == 1) axis(1, nin == 3 ? std::vector<int>{-1, 0, 0} : std::vector<int>{-1, 0}, 1, true);
+  } else if (k == K::ConvBackwardInput) {
+    axis(0, {0, -1}, 1, true);
+    if (a.groups == 1) axis(1, {-1, 1}, 1, true);
+  } else if (k == K::ConvBackwardWeight) {
+    if (a.groups == 1) {
+      axis(0, {-1, 1}, 1, true);
+      axis(1, {1, -1}, 1, true);
+    }
+  } else if (k == K::MaxPool || k == K::AvgPool || k == K::AdaptiveAvgPool || k == K::AvgPoolBackward ||
+             k == K::AdaptiveAvgPoolBackward || k == K::MaxPoolBackward) {
+    axis(0, std::vector<int>(nin, 0));
+    axis(1, std::vector<int>(nin, 1));
+  }
+  if (c.empty()) {
+    SliceSpec s;
+    s.in_dim.assign(nin, -1);
+    s.matrix = k == K::MatMul || k == K::Conv || k == K::ConvBackwardInput || k == K::ConvBackwardWeight;
+    c.push_back(std::move(s));
+  }
+  return c;
+}
+
+IPUML_INLINE ir::Attrs slice_attrs(const ir::Graph& g, const ir::Node& node, const SliceSpec& s, int64_t b,
+                                   int64_t e) {
+  ir::Attrs a = node.attrs;
+  if (s.kind != SplitKind::Axis) return a;
+  using K = ir::OpKind;
+  switch (node.kind) {
+    case K::ConvBackwardInput:
+    case K::ConvBackwardWeight:
+      a.shape[static_cast<size_t>(s.out_dim)] = e - b;  // the restored shape is the output's
+      break;
+    case K::Slice:
+      if (s.in_dim[0] < 0) {  // rows of the sliced dim itself: move the window
+        const int64_t start = a.start + b * a.step;
+        a.end = std::min(a.end, a.start + e * a.step);
+        a.start = start;
+      }
+      break;
+    default: break;
+  }
+  (void)g;
+  return a;
+}
+
+}  // namespace ipuml::ipu

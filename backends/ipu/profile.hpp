@@ -1,0 +1,38 @@
+// The profile report of a compiled and run program (schema in docs/profile-report.md): target,
+// graph size, memory per tile and category, liveness per step, execution trace, per-op cycles.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include <ipuml/backends/ipu/compiler.hpp>
+#include <ipuml/core/config.hpp>
+#include <ipuml/ir/graph.hpp>
+
+namespace ipuml::ipu {
+
+struct RunRecord;
+
+// IPUML_ENGINE_OPTIONS, modelled on POPLAR_ENGINE_OPTIONS:
+// '{"autoReport.all":"true","autoReport.directory":"./report"}'.
+struct EngineOptions {
+  bool auto_report = false;
+  std::string directory = "./report";
+};
+// Throws ipuml::Error on invalid JSON, a non-object, or a value of the wrong kind.
+EngineOptions parse_engine_options(const std::string& json);
+EngineOptions engine_options_from_env();
+
+std::string make_profile_json(const ir::Graph& g, const Plan& p, const std::vector<RunRecord>& runs,
+                              double samples_per_step = 0);
+// Writes <directory>/profile.json (creating the directory); throws ipuml::Error if it cannot.
+void write_profile_file(const std::string& directory, const std::string& json);
+void print_profile_summary(std::ostream& os, const ir::Graph& g, const Plan& p, const std::vector<RunRecord>& runs,
+                           double samples_per_step = 0);
+
+}  // namespace ipuml::ipu
+
+#ifdef IPUML_INCLUDE_IMPL
+#include <ipuml/backends/ipu/profile_impl.hpp>
+#endif

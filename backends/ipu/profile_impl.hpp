@@ -1,0 +1,264 @@
+// Bodies of the profile report writer and text summary (compiled once in src/lib/ipu_profile.cpp).
+#pragma once
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <ostream>
+
+#include <nlohmann/json.hpp>
+
+#include <ipuml/backends/ipu/executor.hpp>
+#include <ipuml/backends/ipu/profile.hpp>
+#include <ipuml/core/error.hpp>
+
+namespace ipuml::ipu {
+
+IPUML_INLINE EngineOptions parse_engine_options(const std::string& text) {
+  EngineOptions e;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& ex) {
+    fail("IPUML_ENGINE_OPTIONS is not valid JSON (", ex.what(),
+         "); expected e.g. {\"autoReport.all\":\"true\",\"autoReport.directory\":\"./report\"}");
+  }
+  IPUML_CHECK(j.is_object(), "IPUML_ENGINE_OPTIONS must be a JSON object, got ", j.dump());
+  auto flag = [&](const nlohmann::json& v, const std::string& k) {
+    if (v.is_boolean()) return v.get<bool>();
+    IPUML_CHECK(v.is_string() && (v == "true" || v == "false"), "IPUML_ENGINE_OPTIONS: '", k,
+                "' must be \"true\" or \"false\", got ", v.dump());
+    return v == "true";
+  };
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    if (k == "autoReport.all" || k == "autoReport.outputGraphProfile" || k == "autoReport.outputExecutionProfile") {
+      e.auto_report = e.auto_report || flag(it.value(), k);
+    } else if (k == "autoReport.directory") {
+      IPUML_CHECK(it.value().is_string() && !it.value().get<std::string>().empty(),
+                  "IPUML_ENGINE_OPTIONS: 'autoReport.directory' must be a non-empty string, got ", it.value().dump());
+      e.directory = it.value().get<std::string>();
+    }
+    // Other Poplar engine options are accepted and ignored, as Poplar ignores unknown reports.
+  }
+  return e;
+}
+
+IPUML_INLINE EngineOptions engine_options_from_env() {
+  const char* v = std::getenv("IPUML_ENGINE_OPTIONS");
+  if (!v || !*v) return {};
+  return parse_engine_options(v);
+}
+
+namespace prdetail {
+
+using nlohmann::json;
+
+inline json cycles_json(const RunCycles& c, double clock) {
+  json ipus = json::array();
+  for (size_t i = 0; i < c.per_ipu.size(); ++i) {
+    const auto& x = c.per_ipu[i];
+    ipus.push_back({{"ipu", i}, {"compute", x.compute}, {"exchange", x.exchange}, {"sync", x.sync}, {"host", x.host},
+                    {"total", x.total()}});
+  }
+  return {{"per_ipu", ipus}, {"total_cycles", c.total}, {"simulated_seconds", c.total / clock}};
+}
+
+}  // namespace prdetail
+
+IPUML_INLINE std::string make_profile_json(const ir::Graph& g, const Plan& p, const std::vector<RunRecord>& runs,
+                                           double samples_per_step) {
+  using nlohmann::json;
+  const auto& t = p.target;
+  const auto& m = p.memory;
+  json j;
+  j["schema"] = "ipuml.profile/1";
+  j["target"] = json::parse(to_json(t));
+  j["graph"] = {{"nodes", g.nodes.size()},        {"compute_sets", p.compute_sets}, {"vertices", p.vertices},
+                {"variables", g.values.size()},   {"edges", p.edges},               {"supersteps", p.supersteps.size()},
+                {"inputs", g.inputs.size()},      {"states", g.states.size()},      {"outputs", g.outputs.size()},
+                {"from_cache", p.from_cache}};
+  // Memory: totals, categories, per-tile totals, top tiles, histogram.
+  json cats = json::object();
+  int64_t used = 0, always = 0;
+  for (int c = 0; c < kNumCategories; ++c) {
+    int64_t s = 0;
+    for (auto& tm : m.tiles) s += tm.bytes[c];
+    cats[mem_category_name(c)] = s;
+    used += s;
+  }
+  for (auto& tm : m.tiles) always += tm.always_live();
+  json per_tile = json::array();
+  for (auto& tm : m.tiles) per_tile.push_back(tm.total());
+  std::vector<size_t> order(m.tiles.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const size_t top = std::min<size_t>(5, order.size());
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top), order.end(),
+                    [&](size_t a, size_t b) { return m.tiles[a].total() > m.tiles[b].total(); });
+  json top_tiles = json::array();
+  for (size_t i = 0; i < top; ++i) {
+    const auto& tm = m.tiles[order[i]];
+    json c = json::object();
+    for (int k = 0; k < kNumCategories; ++k) c[mem_category_name(k)] = tm.bytes[k];
+    top_tiles.push_back({{"tile", order[i] % static_cast<size_t>(t.tiles_per_ipu)},
+                         {"ipu", order[i] / static_cast<size_t>(t.tiles_per_ipu)},
+                         {"global_tile", order[i]},
+                         {"bytes", tm.total()},
+                         {"peak_step", tm.peak_step},
+                         {"categories", c}});
+  }
+  const int buckets = 16;
+  std::vector<int64_t> hist(buckets, 0);
+  for (auto& tm : m.tiles) {
+    const double f = static_cast<double>(tm.total()) / static_cast<double>(t.bytes_per_tile);
+    hist[static_cast<size_t>(std::clamp(static_cast<int>(f * buckets), 0, buckets - 1))]++;
+  }
+  json worst = json::array();
+  for (auto& x : m.worst_tile_tensors) worst.push_back({{"name", x.name}, {"bytes", x.bytes}, {"category", x.category}});
+  j["memory"] = {{"bytes_per_tile", t.bytes_per_tile},
+                 {"total_available", static_cast<double>(t.bytes_per_tile) * static_cast<double>(m.tiles.size())},
+                 {"total_used", used},
+                 {"always_live", always},
+                 {"not_always_live_peak", used - always},
+                 {"categories", cats},
+                 {"out_of_memory", m.out_of_memory},
+                 {"tiles_over", m.tiles_over},
+                 {"oom_message", m.out_of_memory ? out_of_memory_message(p) : std::string()},
+                 {"per_tile", per_tile},
+                 {"top_tiles", top_tiles},
+                 {"histogram", {{"bucket_fraction", 1.0 / buckets}, {"counts", hist}}},
+                 {"worst_tile", {{"global_tile", m.worst_tile}, {"largest_tensors", worst}}}};
+  // Liveness per program step.
+  json live = json::array();
+  for (size_t s = 0; s < g.nodes.size() && s < m.always_live_per_step.size(); ++s)
+    live.push_back({{"step", s},
+                    {"op", ir::op_name(g.nodes[s].kind)},
+                    {"always_live", m.always_live_per_step[s]},
+                    {"not_always_live", m.not_always_live_per_step[s]}});
+  j["liveness"] = live;
+  // Operations: FLOPs, split and cycles per op.
+  json ops = json::array();
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const auto& np = p.nodes[n];
+    ops.push_back({{"node", n},
+                   {"op", ir::op_name(g.nodes[n].kind)},
+                   {"ipu", np.span.ipu},
+                   {"split", split_kind_name(np.spec.kind)},
+                   {"split_dim", np.spec.kind == SplitKind::Axis ? np.spec.out_dim : -1},
+                   {"tiles", np.span.parts},
+                   {"first_tile", np.span.first_tile},
+                   {"serial", np.serial},
+                   {"vertices", np.vertices},
+                   {"flops", np.flops},
+                   {"compute_cycles", np.compute_cycles},
+                   {"exchange_cycles", np.exchange_cycles},
+                   {"sync_cycles", np.sync_cycles},
+                   {"inter_ipu_cycles", np.inter_ipu_cycles},
+                   {"exchange_bytes", np.exchange_bytes},
+                   {"temporary_bytes_per_tile", np.max_temp_bytes}});
+  }
+  j["operations"] = ops;
+  // Program: supersteps of one step, and the runs seen so far.
+  json steps = json::array();
+  for (auto& s : p.supersteps)
+    steps.push_back({{"node", s.node},
+                     {"name", s.node >= 0 ? ir::op_name(g.nodes[static_cast<size_t>(s.node)].kind)
+                                          : (s.node == -1 ? "state_writeback" : "replica_allreduce")},
+                     {"ipu", s.ipu},
+                     {"exchange", s.exchange},
+                     {"sync", s.sync},
+                     {"compute", s.compute}});
+  json trace = json::array();
+  double wall = 0;
+  for (auto& r : runs) {
+    json x = prdetail::cycles_json(r.cycles, t.clock_hz);
+    x["step"] = r.step;
+    x["wall_seconds"] = r.wall_seconds;
+    trace.push_back(x);
+    wall += r.wall_seconds;
+  }
+  json ex = {{"clock_hz", t.clock_hz},
+             {"host_in_bytes", p.host_in_bytes},
+             {"host_out_bytes", p.host_out_bytes},
+             {"per_step", prdetail::cycles_json(p.cycles, t.clock_hz)},
+             {"supersteps", steps},
+             {"runs", trace}};
+  if (samples_per_step > 0) {
+    ex["samples_per_step"] = samples_per_step;
+    ex["simulated_samples_per_second"] = p.cycles.total > 0 ? samples_per_step * t.clock_hz / p.cycles.total : 0.0;
+    if (!runs.empty() && wall > 0)
+      ex["wall_samples_per_second"] = samples_per_step * static_cast<double>(runs.size()) / wall;
+  }
+  j["execution"] = ex;
+  return j.dump(1);
+}
+
+IPUML_INLINE void write_profile_file(const std::string& directory, const std::string& json) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(directory, ec);
+  IPUML_CHECK(!ec, "profile report: cannot create directory '", directory, "': ", ec.message());
+  const fs::path path = fs::path(directory) / "profile.json";
+  const fs::path tmp = fs::path(directory) / "profile.json.tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    IPUML_CHECK(static_cast<bool>(f), "profile report: cannot write '", tmp.string(), "'");
+    f << json << '\n';
+    IPUML_CHECK(static_cast<bool>(f), "profile report: writing '", tmp.string(), "' failed");
+  }
+  fs::rename(tmp, path, ec);
+  IPUML_CHECK(!ec, "profile report: cannot rename to '", path.string(), "': ", ec.message());
+}
+
+IPUML_INLINE void print_profile_summary(std::ostream& os, const ir::Graph& g, const Plan& p,
+                                        const std::vector<RunRecord>& runs, double samples_per_step) {
+  const auto& t = p.target;
+  const auto& m = p.memory;
+  const auto flags = os.flags();
+  const auto prec = os.precision();
+  os << std::fixed << std::setprecision(1);
+  os << "Target: " << to_string(t) << "\n";
+  os << "Graph: " << g.nodes.size() << " ops, " << p.compute_sets << " compute sets, " << p.vertices << " vertices, "
+     << g.values.size() << " variables, " << p.edges << " edges" << (p.from_cache ? " (plan from cache)" : "") << "\n";
+  const double total = static_cast<double>(m.total_bytes());
+  const double avail = t.ipu_bytes() * static_cast<double>(t.num_ipus);
+  os << "Memory: " << total / 1e6 << " MB of " << avail / 1e6 << " MB (" << std::setprecision(1)
+     << 100.0 * total / avail << "%)" << (m.out_of_memory ? "  OUT OF MEMORY" : "") << "\n";
+  std::vector<size_t> order(m.tiles.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const size_t top = std::min<size_t>(5, order.size());
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top), order.end(),
+                    [&](size_t a, size_t b) { return m.tiles[a].total() > m.tiles[b].total(); });
+  os << "Busiest tiles:";
+  for (size_t i = 0; i < top; ++i)
+    os << (i ? ", " : " ") << "tile " << order[i] << " " << m.tiles[order[i]].total() << " B ("
+       << 100.0 * static_cast<double>(m.tiles[order[i]].total()) / static_cast<double>(t.bytes_per_tile) << "%)";
+  os << "\n";
+  os << std::setprecision(0);
+  os << "Cycles per step: " << p.cycles.total;
+  for (size_t i = 0; i < p.cycles.per_ipu.size(); ++i) {
+    const auto& c = p.cycles.per_ipu[i];
+    os << "  [IPU " << i << ": compute " << c.compute << ", exchange " << c.exchange << ", sync " << c.sync
+       << ", host " << c.host << "]";
+  }
+  os << "\n" << std::setprecision(3);
+  os << "Simulated time per step: " << p.cycles.total / t.clock_hz * 1e6 << " us";
+  if (!runs.empty()) {
+    double wall = 0;
+    for (auto& r : runs) wall += r.wall_seconds;
+    os << ", wall time per step: " << wall / static_cast<double>(runs.size()) * 1e6 << " us over " << runs.size()
+       << " runs";
+    if (samples_per_step > 0)
+      os << "\nThroughput: simulated " << samples_per_step * t.clock_hz / p.cycles.total << " samples/s, wall "
+         << samples_per_step * static_cast<double>(runs.size()) / wall << " samples/s";
+  } else if (samples_per_step > 0) {
+    os << "\nThroughput: simulated " << samples_per_step * t.clock_hz / p.cycles.total << " samples/s";
+  }
+  os << "\n";
+  os.flags(flags);
+  os.precision(prec);
+}
+
+}  // namespace ipuml::ipu

@@ -1,0 +1,223 @@
+// Bodies of the target presets, overrides and conversions (compiled once in src/lib/ipu_target.cpp).
+#pragma once
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include <ipuml/backends/ipu/target.hpp>
+#include <ipuml/core/error.hpp>
+
+namespace ipuml::ipu {
+
+namespace tdetail {
+
+// One table drives overrides, JSON and the field list, so a new field cannot be half-wired.
+struct Field {
+  const char* name;
+  std::function<void(Target&, const std::string&)> set;  // parses and assigns
+  std::function<nlohmann::json(const Target&)> get;
+};
+
+inline int64_t parse_int(const std::string& field, const std::string& v) {
+  errno = 0;
+  char* end = nullptr;
+  const double d = std::strtod(v.c_str(), &end);  // accepts 1e3 as well as 1000
+  IPUML_CHECK(!v.empty() && end && *end == '\0' && errno == 0 && std::isfinite(d) && d == std::floor(d) &&
+                  std::fabs(d) < 9.0e15,
+              "target override: ", field, " expects an integer, got '", v, "'");
+  return static_cast<int64_t>(d);
+}
+
+inline double parse_double(const std::string& field, const std::string& v) {
+  errno = 0;
+  char* end = nullptr;
+  const double d = std::strtod(v.c_str(), &end);
+  IPUML_CHECK(!v.empty() && end && *end == '\0' && errno == 0 && std::isfinite(d), "target override: ", field,
+              " expects a number, got '", v, "'");
+  return d;
+}
+
+inline const std::vector<Field>& fields() {
+  static const std::vector<Field> f = [] {
+    std::vector<Field> v;
+#define IPUML_TF_INT(n)                                                                         \
+  v.push_back({#n, [](Target& t, const std::string& s) { t.n = parse_int(#n, s); },            \
+               [](const Target& t) { return nlohmann::json(t.n); }});
+#define IPUML_TF_DBL(n)                                                                         \
+  v.push_back({#n, [](Target& t, const std::string& s) { t.n = parse_double(#n, s); },         \
+               [](const Target& t) { return nlohmann::json(t.n); }});
+    v.push_back({"name", [](Target& t, const std::string& s) {
+                   IPUML_CHECK(!s.empty(), "target override: name must not be empty");
+                   t.name = s;
+                 },
+                 [](const Target& t) { return nlohmann::json(t.name); }});
+    IPUML_TF_INT(num_ipus)
+    IPUML_TF_INT(tiles_per_ipu)
+    IPUML_TF_INT(bytes_per_tile)
+    IPUML_TF_INT(worker_contexts)
+    IPUML_TF_DBL(clock_hz)
+    IPUML_TF_DBL(flops_per_cycle_fp32)
+    IPUML_TF_DBL(flops_per_cycle_fp16)
+    IPUML_TF_DBL(vector_flops_per_cycle_fp32)
+    IPUML_TF_DBL(vector_flops_per_cycle_fp16)
+    IPUML_TF_DBL(load_store_bytes_per_cycle)
+    IPUML_TF_DBL(exchange_bytes_per_cycle)
+    IPUML_TF_DBL(inter_ipu_bytes_per_cycle)
+    IPUML_TF_INT(sync_cycles)
+    IPUML_TF_INT(global_sync_cycles)
+    IPUML_TF_DBL(host_bytes_per_second)
+    IPUML_TF_INT(vertex_overhead_cycles)
+    IPUML_TF_INT(code_bytes_per_vertex)
+#undef IPUML_TF_INT
+#undef IPUML_TF_DBL
+    return v;
+  }();
+  return f;
+}
+
+inline std::string join_names() {
+  std::string s;
+  for (auto& f : fields()) s += (s.empty() ? "" : ", ") + std::string(f.name);
+  return s;
+}
+
+}  // namespace tdetail
+
+IPUML_INLINE std::vector<std::string> target_field_names() {
+  std::vector<std::string> n;
+  for (auto& f : tdetail::fields()) n.push_back(f.name);
+  return n;
+}
+
+IPUML_INLINE std::vector<std::string> target_preset_names() { return {"ipu1", "ipu2", "bow", "tiny"}; }
+
+IPUML_INLINE Target target_preset(const std::string& name) {
+  Target t;
+  // Per-tile matrix throughput is derived from the published per-IPU peaks, never tuned.
+  auto derive = [](Target& x, double peak_fp32, double peak_fp16) {
+    const double per_cycle = static_cast<double>(x.tiles_per_ipu) * x.clock_hz;
+    x.flops_per_cycle_fp32 = peak_fp32 / per_cycle;
+    x.flops_per_cycle_fp16 = peak_fp16 / per_cycle;
+  };
+  if (name == "ipu2") {
+    t.name = "ipu2";
+    t.tiles_per_ipu = 1472;
+    t.bytes_per_tile = 638976;
+    t.clock_hz = 1.33e9;
+    derive(t, 62.5e12, 250e12);
+  } else if (name == "bow") {
+    t.name = "bow";
+    t.tiles_per_ipu = 1472;
+    t.bytes_per_tile = 638976;
+    t.clock_hz = 1.33e9;
+    derive(t, 62.5e12, 250e12);  // same tile as GC200, only the clock is higher
+    t.clock_hz = 1.85e9;
+  } else if (name == "ipu1") {
+    t.name = "ipu1";
+    t.tiles_per_ipu = 1216;
+    t.bytes_per_tile = 262144;
+    t.clock_hz = 1.6e9;
+    derive(t, 31.1e12, 124.5e12);  // GC2 published peaks
+    t.exchange_bytes_per_cycle = 4;
+    t.inter_ipu_bytes_per_cycle = 80;
+  } else if (name == "tiny") {
+    t.name = "tiny";
+    t.tiles_per_ipu = 4;
+    t.bytes_per_tile = 65536;
+    t.clock_hz = 1.33e9;
+    t.flops_per_cycle_fp32 = 62.5e12 / (1472 * 1.33e9);
+    t.flops_per_cycle_fp16 = 250e12 / (1472 * 1.33e9);
+  } else {
+    std::string names;
+    for (auto& n : target_preset_names()) names += (names.empty() ? "" : ", ") + n;
+    fail("unknown IPU target '", name, "'; expected one of: ", names);
+  }
+  return t;
+}
+
+IPUML_INLINE void apply_override(Target& t, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  IPUML_CHECK(eq != std::string::npos && eq > 0, "target override '", assignment,
+              "' must have the form field=value; valid fields: ", tdetail::join_names());
+  auto trim = [](std::string s) {
+    const auto b = s.find_first_not_of(" \t");
+    const auto e = s.find_last_not_of(" \t");
+    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+  };
+  const std::string key = trim(assignment.substr(0, eq)), value = trim(assignment.substr(eq + 1));
+  for (auto& f : tdetail::fields()) {
+    if (key != f.name) continue;
+    Target copy = t;
+    f.set(copy, value);
+    validate(copy);
+    t = copy;
+    return;
+  }
+  fail("target override: unknown field '", key, "'; valid fields: ", tdetail::join_names());
+}
+
+IPUML_INLINE void validate(const Target& t) {
+  auto pos = [&](const char* n, double v) {
+    IPUML_CHECK(v > 0 && std::isfinite(v), "target ", t.name, ": ", n, " must be positive, got ", v);
+  };
+  auto nonneg = [&](const char* n, double v) {
+    IPUML_CHECK(v >= 0 && std::isfinite(v), "target ", t.name, ": ", n, " must be non-negative, got ", v);
+  };
+  pos("num_ipus", static_cast<double>(t.num_ipus));
+  pos("tiles_per_ipu", static_cast<double>(t.tiles_per_ipu));
+  IPUML_CHECK(t.tiles_per_ipu <= (int64_t{1} << 24) && t.num_ipus <= 4096, "target ", t.name,
+              ": at most 2^24 tiles per IPU and 4096 IPUs, got ", t.tiles_per_ipu, " and ", t.num_ipus);
+  pos("bytes_per_tile", static_cast<double>(t.bytes_per_tile));
+  pos("worker_contexts", static_cast<double>(t.worker_contexts));
+  pos("clock_hz", t.clock_hz);
+  pos("flops_per_cycle_fp32", t.flops_per_cycle_fp32);
+  pos("flops_per_cycle_fp16", t.flops_per_cycle_fp16);
+  pos("vector_flops_per_cycle_fp32", t.vector_flops_per_cycle_fp32);
+  pos("vector_flops_per_cycle_fp16", t.vector_flops_per_cycle_fp16);
+  pos("load_store_bytes_per_cycle", t.load_store_bytes_per_cycle);
+  pos("exchange_bytes_per_cycle", t.exchange_bytes_per_cycle);
+  pos("inter_ipu_bytes_per_cycle", t.inter_ipu_bytes_per_cycle);
+  nonneg("sync_cycles", static_cast<double>(t.sync_cycles));
+  nonneg("global_sync_cycles", static_cast<double>(t.global_sync_cycles));
+  pos("host_bytes_per_second", t.host_bytes_per_second);
+  nonneg("vertex_overhead_cycles", static_cast<double>(t.vertex_overhead_cycles));
+  nonneg("code_bytes_per_vertex", static_cast<double>(t.code_bytes_per_vertex));
+}
+
+IPUML_INLINE std::string to_string(const Target& t) {
+  std::ostringstream os;
+  os.precision(3);
+  os << t.name << ": " << t.num_ipus << " IPU" << (t.num_ipus == 1 ? "" : "s") << " x " << t.tiles_per_ipu
+     << " tiles x " << t.bytes_per_tile << " B (" << std::fixed << t.ipu_bytes() / 1e6 << " MB per IPU), "
+     << t.worker_contexts << " workers, " << t.clock_hz / 1e9 << " GHz";
+  return os.str();
+}
+
+IPUML_INLINE std::string to_json(const Target& t) {
+  nlohmann::json j = nlohmann::json::object();
+  for (auto& f : tdetail::fields()) j[f.name] = f.get(t);
+  return j.dump();
+}
+
+IPUML_INLINE Target target_from_json(const std::string& text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    fail("target: invalid JSON: ", e.what());
+  }
+  IPUML_CHECK(j.is_object(), "target: expected a JSON object");
+  Target t;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string v = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
+    apply_override(t, it.key() + "=" + v);
+  }
+  return t;
+}
+
+}  // namespace ipuml::ipu

@@ -1,0 +1,2 @@
+#include <ipuml/backends/ipu/cycle_model.hpp>
+#include <ipuml/backends/ipu/cycle_model_impl.hpp>

@@ -1,0 +1,2 @@
+#include <ipuml/backends/ipu/profile.hpp>
+#include <ipuml/backends/ipu/profile_impl.hpp>

@@ -1,0 +1,2 @@
+#include <ipuml/backends/ipu/target.hpp>
+#include <ipuml/backends/ipu/target_impl.hpp>
