@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include <ipuml/autograd/grad_mode.hpp>
 #include <ipuml/core/error.hpp>
 #include <ipuml/tensor/ops.hpp>
 
