@@ -1,0 +1,37 @@
+// Sample transforms for Dataset::map(), starting with Normalize (per-channel (x - mean) / std).
+// Transforms are plain callables Example -> Example; see the Transform concept in dataset.hpp.
+#pragma once
+
+#include <vector>
+
+#include <ipuml/core/config.hpp>
+#include <ipuml/data/example.hpp>
+
+namespace ipuml::data::transforms {
+
+// (x - mean[c]) / std[c] on float32 data, with the channel at dim -3 as in torchvision, so the
+// same transform serves one image [C,H,W] and a batch [B,C,H,W]. One mean/std pair applies to
+// every element whatever the rank. The target passes through unchanged.
+class Normalize {
+ public:
+  static constexpr bool batchable = true;
+
+  Normalize(double mean, double stddev);
+  Normalize(std::vector<double> mean, std::vector<double> stddev);
+
+  Example operator()(Example e) const;
+  Tensor apply(const Tensor& data) const;
+
+  const std::vector<double>& mean() const { return mean_; }
+  const std::vector<double>& stddev() const { return std_; }
+
+ private:
+  std::vector<double> mean_;
+  std::vector<double> std_;
+};
+
+}  // namespace ipuml::data::transforms
+
+#ifdef IPUML_INCLUDE_IMPL
+#include <ipuml/data/transforms_impl.hpp>
+#endif
