@@ -15,4 +15,6 @@
 #include <ipuml/autograd/gradcheck.hpp>
 #include <ipuml/ir/graph.hpp>
 #include <ipuml/ir/trace.hpp>
+#include <ipuml/backend/backend.hpp>
+#include <ipuml/backends/cpu/cpu_backend.hpp>
 #include <ipuml/backends/cpu/graph_executor.hpp>

@@ -1,0 +1,50 @@
+// The CPU backend behind the backend interface: every op of the catalogue, graphs run by the
+// planned-buffer GraphExecutor. It is also the fallback other backends use.
+#pragma once
+
+#include <thread>
+
+#include <ipuml/backend/backend.hpp>
+#include <ipuml/backends/cpu/graph_executor.hpp>
+#include <ipuml/backends/cpu/kernels.hpp>
+#include <ipuml/core/parallel.hpp>
+
+namespace ipuml::cpu {
+
+class CpuExecutable : public backend::Executable {
+ public:
+  explicit CpuExecutable(const ir::Graph& g) : exec_(g) {}
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<Tensor>& states,
+                          uint64_t step) override {
+    return exec_.run(inputs, states, step);
+  }
+  std::string report_json() const override {
+    return "{\"arena_bytes\": " + std::to_string(exec_.plan().arena_bytes) +
+           ", \"naive_bytes\": " + std::to_string(exec_.plan().naive_bytes) + "}";
+  }
+
+ private:
+  GraphExecutor exec_;
+};
+
+class CpuBackend : public backend::Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  std::vector<backend::DeviceInfo> devices() const override {
+    backend::DeviceInfo d;
+    d.name = "cpu";
+    d.compute_units = static_cast<int>(std::thread::hardware_concurrency());
+    d.description = "host CPU, " + std::to_string(d.compute_units) + " threads";
+    return {d};
+  }
+  bool supports(ir::OpKind kind) const override { return cpu::supports(kind); }
+  std::unique_ptr<backend::Executable> compile(const ir::Graph& g,
+                                               const backend::CompileOptions& options) const override {
+    for (auto& [k, v] : options) fail("cpu backend: unknown compile option '", k, "'");
+    return std::make_unique<CpuExecutable>(g);
+  }
+};
+
+IPUML_REGISTER_BACKEND(CpuBackend);
+
+}  // namespace ipuml::cpu

@@ -1,0 +1,74 @@
+// The backend interface, drawn once: what a device is, how a captured graph is compiled into an
+// executable for it, and which ops it implements (the rest fall back to the CPU kernels).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ipuml/ir/graph.hpp>
+#include <ipuml/tensor/tensor.hpp>
+
+namespace ipuml::backend {
+
+struct DeviceInfo {
+  int id = 0;
+  std::string name;         // e.g. "cpu", "ipu2"
+  std::string description;  // one line for listings
+  size_t memory_bytes = 0;
+  int compute_units = 0;    // cores, tiles
+};
+
+// A compiled graph, runnable many times with the cpu::GraphExecutor contract.
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  // `inputs` feed graph.inputs, `states` are the tensors graph.states are bound to (updated in
+  // place at the end of the run), `step` varies random ops between runs.
+  virtual std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<Tensor>& states,
+                                  uint64_t step) = 0;
+  // Backend-specific report (memory, cycles) as JSON text; "{}" when there is none.
+  virtual std::string report_json() const { return "{}"; }
+};
+
+// Options a backend understands, as text (e.g. {"target", "ipu2"}); unknown keys are errors.
+using CompileOptions = std::map<std::string, std::string>;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual std::vector<DeviceInfo> devices() const = 0;
+  virtual bool supports(ir::OpKind kind) const = 0;
+  virtual std::unique_ptr<Executable> compile(const ir::Graph& graph, const CompileOptions& options) const = 0;
+};
+
+// The registry. Adding a backend is one line: IPUML_REGISTER_BACKEND(MyBackend).
+inline std::map<std::string, std::shared_ptr<Backend>>& registry() {
+  static std::map<std::string, std::shared_ptr<Backend>> r;
+  return r;
+}
+inline bool register_backend(std::shared_ptr<Backend> b) {
+  registry()[b->name()] = std::move(b);
+  return true;
+}
+inline std::vector<std::string> backend_names() {
+  std::vector<std::string> n;
+  for (auto& [k, v] : registry()) n.push_back(k);
+  return n;
+}
+inline std::shared_ptr<Backend> get_backend(const std::string& name) {
+  auto it = registry().find(name);
+  if (it == registry().end()) {
+    std::string known;
+    for (auto& k : backend_names()) known += (known.empty() ? "" : ", ") + k;
+    fail("unknown backend '", name, "': registered backends are ", known);
+  }
+  return it->second;
+}
+
+}  // namespace ipuml::backend
+
+#define IPUML_REGISTER_BACKEND(Type) \
+  inline const bool ipuml_backend_registered_##Type = ::ipuml::backend::register_backend(std::make_shared<Type>())

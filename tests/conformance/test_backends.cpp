@@ -1,0 +1,109 @@
+// Conformance: every registered backend runs every op family's traced graph and a training
+// step with the same numbers as eager CPU execution (1e-5 relative). A new backend that
+// registers itself is picked up here automatically.
+#include <functional>
+
+#include <catch2/catch.hpp>
+
+#include <ipuml/ipuml.hpp>
+
+using namespace ipuml;
+using Ts = std::vector<Tensor>;
+
+namespace {
+
+struct Program {
+  const char* name;
+  std::vector<Shape> input_shapes;
+  std::function<Tensor(const Ts&)> fn;
+};
+
+const std::vector<Program>& programs() {
+  static const Tensor labels = from_vector<int64_t>({1, 0, 2, 1}, {4});
+  static const Tensor index = from_vector<int64_t>({2, 0, 1, 2}, {4});
+  static const std::vector<Program> p = {
+      {"elementwise", {{4, 5}, {5}}, [](const Ts& x) { return tanh(x[0] * x[1] + 1.0) - sigmoid(x[0]) / (abs(x[1]) + 1.0); }},
+      {"unary", {{3, 7}}, [](const Ts& x) { return gelu(x[0]) + exp(neg(x[0])) + sqrt(abs(x[0]) + 0.5) + relu(x[0]); }},
+      {"reductions", {{3, 4, 5}}, [](const Ts& x) { return sum(x[0], {0, 2}) + amax(x[0], {2}).sum({0}) + var(x[0], {2}).mean({0}); }},
+      {"matmul", {{2, 3, 4}, {4, 6}}, [](const Ts& x) { return matmul(x[0], x[1]); }},
+      {"linear-transposed", {{5, 8}, {3, 8}}, [](const Ts& x) { return linear(x[0], x[1]); }},
+      {"conv", {{2, 4, 7, 7}, {6, 2, 3, 3}}, [](const Ts& x) { return conv2d(x[0], x[1], Tensor(), {2, 2}, {1, 1}, {1, 1}, 2); }},
+      {"pools", {{2, 3, 8, 8}}, [](const Ts& x) { return max_pool2d(x[0], {2, 2}) + avg_pool2d(x[0], {2, 2}); }},
+      {"softmax-loss", {{4, 3}}, [](const Ts& x) { return cross_entropy(softmax(x[0], 1), labels) + log_softmax(x[0], 0).sum(); }},
+      {"movement", {{3, 4}}, [](const Ts& x) { return cat({x[0].t().slice(0, 1, 4), x[0].permute({1, 0}).narrow(0, 0, 1)}, 0).reshape({-1}); }},
+      {"indexing", {{3, 5}}, [](const Ts& x) { return index_select(x[0], 0, index).sum({1}) + gather(x[0], 1, index.reshape({4, 1}).slice(0, 0, 3)).sum(); }},
+      {"norms", {{4, 6, 2}}, [](const Ts& x) { return layer_norm(x[0], {2}) + group_norm(x[0], 3) + batch_norm(x[0], Tensor(), Tensor(), Tensor(), Tensor(), true); }},
+  };
+  return p;
+}
+
+void require_close(const Tensor& a, const Tensor& b, const std::string& what) {
+  INFO(what);
+  REQUIRE(a.shape() == b.shape());
+  auto va = a.to_vector<double>();
+  auto vb = b.to_vector<double>();
+  for (size_t i = 0; i < va.size(); ++i)
+    REQUIRE(std::abs(va[i] - vb[i]) <= 1e-5 * std::max(1.0, std::abs(vb[i])));
+}
+
+}  // namespace
+
+TEST_CASE("every backend computes every op family like eager CPU", "[conformance]") {
+  const std::string name = GENERATE(from_range(backend::backend_names()));
+  auto be = backend::get_backend(name);
+  CHECK_FALSE(be->devices().empty());
+  for (const auto& prog : programs()) {
+    DYNAMIC_SECTION(name << ": " << prog.name) {
+      Generator g(11);
+      Ts inputs;
+      for (auto& s : prog.input_shapes) inputs.push_back(randn(s, &g));
+      Tensor eager = prog.fn(inputs);
+      ir::Tracer tracer;
+      Ts symbolic;
+      for (size_t i = 0; i < inputs.size(); ++i) symbolic.push_back(tracer.input(inputs[i]));
+      auto trace = tracer.finish({prog.fn(symbolic)});
+      for (auto& n : trace.graph.nodes) CHECK(be->supports(n.kind));
+      auto exe = be->compile(trace.graph, {});
+      require_close(exe->run(inputs, trace.states, 0)[0], eager, prog.name);
+    }
+  }
+}
+
+TEST_CASE("every backend runs a training step like eager CPU", "[conformance]") {
+  const std::string name = GENERATE(from_range(backend::backend_names()));
+  Generator g(5);
+  Ts eager_params{mul(randn({8, 6}, &g), 0.3), zeros({8}), mul(randn({3, 8}, &g), 0.3)};
+  Ts graph_params;
+  for (auto& p : eager_params) {
+    p.requires_grad_();
+    graph_params.push_back(p.clone().detach().requires_grad_());
+  }
+  Tensor x = randn({5, 6}, &g);
+  Tensor y = randint(0, 3, {5}, &g);
+  auto step = [](Ts& p, const Tensor& xb, const Tensor& yb) {
+    for (auto& t : p) t.set_grad(Tensor());
+    Tensor loss = cross_entropy(linear(relu(linear(xb, p[0], p[1])), p[2]), yb);
+    loss.backward();
+    NoGradGuard ng;
+    for (auto& t : p) t.sub_(mul(t.grad(), 0.2));
+    return loss;
+  };
+  ir::Tracer tracer;
+  Tensor xs = tracer.input(x), ys = tracer.input(y);
+  auto trace = tracer.finish({step(graph_params, xs, ys)});
+  auto exe = backend::get_backend(name)->compile(trace.graph, {});
+  for (int i = 0; i < 3; ++i) {
+    Tensor le = step(eager_params, x, y);
+    Tensor lg = exe->run({x, y}, trace.states, static_cast<uint64_t>(i))[0];
+    require_close(lg, le, name + " loss");
+    for (size_t k = 0; k < eager_params.size(); ++k) require_close(graph_params[k], eager_params[k], name + " param");
+  }
+}
+
+TEST_CASE("unknown backends and options are reported", "[conformance][errors]") {
+  CHECK_THROWS_WITH(backend::get_backend("tpu"), Catch::Contains("registered backends are"));
+  ir::Tracer tracer;
+  auto trace = tracer.finish({relu(tracer.input(ones({2})))});
+  CHECK_THROWS_WITH(backend::get_backend("cpu")->compile(trace.graph, {{"colour", "blue"}}),
+                    Catch::Contains("unknown compile option 'colour'"));
+}
