@@ -16,6 +16,10 @@ if(IPUML_WITH_HDF5)
     target_link_libraries(ipuml_hdf5 INTERFACE ${HDF5_C_LIBRARIES} ${HDF5_LIBRARIES})
     target_compile_definitions(ipuml_hdf5 INTERFACE ${HDF5_DEFINITIONS})
   endif()
+  # For the installed package: the include dirs and the one shared library consumers need, so
+  # their projects need not enable C for FindHDF5.
+  set(IPUML_HDF5_INCLUDE_DIRS ${HDF5_C_INCLUDE_DIRS} ${HDF5_INCLUDE_DIRS})
+  list(GET HDF5_C_LIBRARIES 0 IPUML_HDF5_LIBRARY)
   list(APPEND IPUML_DEPENDENCY_TARGETS $<BUILD_INTERFACE:ipuml_hdf5> $<INSTALL_INTERFACE:ipuml::hdf5>)
   list(APPEND IPUML_DEPENDENCY_DEFINITIONS IPUML_WITH_HDF5=1)
 endif()

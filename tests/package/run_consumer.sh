@@ -17,6 +17,6 @@ echo "compiled mode: $compiled"
 header_only=$("$work/header_only_app")
 echo "header-only mode: $header_only"
 
-expected="loss decreased: yes; y = [3, 5]"
+expected="loss decreased: yes; y = [5, 3]"
 [[ "$compiled" == "$expected" ]] || { echo "compiled consumer printed '$compiled', expected '$expected'"; exit 1; }
 [[ "$header_only" == "$expected" ]] || { echo "header-only consumer printed '$header_only', expected '$expected'"; exit 1; }
