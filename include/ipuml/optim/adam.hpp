@@ -1,0 +1,95 @@
+// Adam with L2 weight decay and optional AMSGrad (torch.optim.Adam). Traceable: the step count
+// is a float32 state tensor, so bias correction 1 - beta^t is computed in the graph.
+#pragma once
+
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include <ipuml/optim/optimizer.hpp>
+
+namespace ipuml::optim {
+
+using Betas = std::pair<double, double>;
+
+struct AdamOptions {
+  explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}
+  IPUML_OPTIM_ARG(double, lr, 1e-3);
+  IPUML_OPTIM_ARG(Betas, betas, Betas(0.9, 0.999));
+  IPUML_OPTIM_ARG(double, eps, 1e-8);
+  IPUML_OPTIM_ARG(double, weight_decay, 0.0);
+  IPUML_OPTIM_ARG(bool, amsgrad, false);
+};
+
+namespace detail {
+
+inline void check_adam_like(const std::string& who, double lr, const Betas& betas, double eps,
+                            double weight_decay) {
+  check_range(lr >= 0.0, who, "lr", lr, ">= 0");
+  check_range(betas.first >= 0.0 && betas.first < 1.0, who, "beta1 (betas.first)", betas.first,
+              "in [0, 1)");
+  check_range(betas.second >= 0.0 && betas.second < 1.0, who, "beta2 (betas.second)",
+              betas.second, "in [0, 1)");
+  check_range(eps >= 0.0, who, "eps", eps, ">= 0");
+  check_range(weight_decay >= 0.0, who, "weight_decay", weight_decay, ">= 0");
+}
+
+inline void init_adam_state(ParamState& s, const Tensor& p, bool amsgrad) {
+  ir::NoTraceGuard nt;
+  s.emplace_back("step", zeros({}, kFloat32));
+  s.emplace_back("exp_avg", zeros(p.shape(), kFloat32));
+  s.emplace_back("exp_avg_sq", zeros(p.shape(), kFloat32));
+  if (amsgrad) s.emplace_back("max_exp_avg_sq", zeros(p.shape(), kFloat32));
+}
+
+// Updates step, exp_avg, exp_avg_sq (and max_exp_avg_sq) in place, then
+// p -= lr/(1-beta1^t) * exp_avg / (sqrt(v)/sqrt(1-beta2^t) + eps), as torch.optim.Adam does.
+inline void adam_update(Tensor& p, const Tensor& g, ParamState& s, const Tensor& lr,
+                        const Betas& betas, double eps, bool amsgrad) {
+  Tensor& count = s[0].second;
+  Tensor& m = s[1].second;
+  Tensor& v = s[2].second;
+  count.add_(1.0);
+  m.mul_(betas.first);
+  m.add_(g, 1.0 - betas.first);
+  v.mul_(betas.second);
+  v.add_(mul(g, g), 1.0 - betas.second);
+  Tensor vv = v;
+  if (amsgrad) {
+    Tensor& vmax = s[3].second;
+    vmax.copy_(maximum(vmax, v));
+    vv = vmax;
+  }
+  const Tensor step_size = div(lr, one_minus_pow(betas.first, count));
+  const Tensor denom = add(div(sqrt(vv), sqrt(one_minus_pow(betas.second, count))), eps);
+  add_to_param(p, mul(div(m, denom), neg(step_size)));
+}
+
+}  // namespace detail
+
+// State keys per parameter: "step", "exp_avg", "exp_avg_sq" (+ "max_exp_avg_sq" with amsgrad).
+class Adam : public OptimizerWithOptions<AdamOptions> {
+ public:
+  Adam(std::vector<Tensor> params, const AdamOptions& options)
+      : OptimizerWithOptions("Adam", options) {
+    add_param_group(std::move(params), options);
+  }
+
+  void step() override {
+    NoGradGuard ng;
+    for_each_with_grad([&](Tensor& p, Tensor g, size_t i, const AdamOptions& o, Group& grp) {
+      if (o.weight_decay() != 0.0) g = add(g, mul(detail::as_float(p), o.weight_decay()));
+      detail::adam_update(p, g, state_[i], grp.lr, o.betas(), o.eps(), o.amsgrad());
+    });
+  }
+
+ protected:
+  void validate(const AdamOptions& o) const override {
+    detail::check_adam_like("Adam", o.lr(), o.betas(), o.eps(), o.weight_decay());
+  }
+  void init_state(size_t index, const Tensor& p, const AdamOptions& o) override {
+    detail::init_adam_state(state_[index], p, o.amsgrad());
+  }
+};
+
+}  // namespace ipuml::optim

@@ -1,0 +1,72 @@
+// SGD with momentum, dampening, Nesterov momentum and L2 weight decay (torch.optim.SGD).
+// Traceable: the momentum buffer and learning rate are tensors created before any step.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include <ipuml/optim/optimizer.hpp>
+
+namespace ipuml::optim {
+
+struct SGDOptions {
+  explicit SGDOptions(double lr = 0.01) : lr_(lr) {}
+  IPUML_OPTIM_ARG(double, lr, 0.01);
+  IPUML_OPTIM_ARG(double, momentum, 0.0);
+  IPUML_OPTIM_ARG(double, dampening, 0.0);
+  IPUML_OPTIM_ARG(double, weight_decay, 0.0);
+  IPUML_OPTIM_ARG(bool, nesterov, false);
+};
+
+// Per parameter, PyTorch's rule: g += wd*p; buf = g on the first step, else
+// momentum*buf + (1-dampening)*g; g = nesterov ? g + momentum*buf : buf; p -= lr*g.
+// State keys: "momentum_buffer" when momentum != 0, plus "step" when dampening != 0 (the
+// first-step rule then needs to know the step inside a traced graph).
+class SGD : public OptimizerWithOptions<SGDOptions> {
+ public:
+  SGD(std::vector<Tensor> params, const SGDOptions& options)
+      : OptimizerWithOptions("SGD", options) {
+    add_param_group(std::move(params), options);
+  }
+
+  void step() override {
+    NoGradGuard ng;
+    for_each_with_grad([&](Tensor& p, Tensor g, size_t i, const SGDOptions& o, Group& grp) {
+      if (o.weight_decay() != 0.0) g = add(g, mul(detail::as_float(p), o.weight_decay()));
+      if (o.momentum() != 0.0) {
+        Tensor& buf = state_ref(i, "momentum_buffer");
+        if (o.dampening() == 0.0) {
+          // buf starts at zero, so the first step gives exactly g without a branch.
+          buf.mul_(o.momentum());
+          buf.add_(g);
+        } else {
+          Tensor& count = state_ref(i, "step");
+          buf.copy_(where(eq(count, 0.0), g,
+                          add(mul(buf, o.momentum()), mul(g, 1.0 - o.dampening()))));
+          count.add_(1.0);
+        }
+        g = o.nesterov() ? add(g, mul(buf, o.momentum())) : buf;
+      }
+      detail::add_to_param(p, mul(g, neg(grp.lr)));
+    });
+  }
+
+ protected:
+  void validate(const SGDOptions& o) const override {
+    detail::check_range(o.lr() >= 0.0, "SGD", "lr", o.lr(), ">= 0");
+    detail::check_range(o.momentum() >= 0.0, "SGD", "momentum", o.momentum(), ">= 0");
+    detail::check_range(o.dampening() >= 0.0 && o.dampening() <= 1.0, "SGD", "dampening",
+                        o.dampening(), "in [0, 1]");
+    detail::check_range(o.weight_decay() >= 0.0, "SGD", "weight_decay", o.weight_decay(), ">= 0");
+    IPUML_CHECK(!o.nesterov() || (o.momentum() > 0.0 && o.dampening() == 0.0),
+                "SGD: nesterov momentum requires momentum > 0 and dampening = 0 (got momentum ",
+                o.momentum(), ", dampening ", o.dampening(), ")");
+  }
+  void init_state(size_t index, const Tensor& p, const SGDOptions& o) override {
+    if (o.momentum() == 0.0) return;
+    add_state(index, "momentum_buffer", p.shape());
+    if (o.dampening() != 0.0) add_state(index, "step", {});
+  }
+};
+
+}  // namespace ipuml::optim
