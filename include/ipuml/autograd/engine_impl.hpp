@@ -45,6 +45,7 @@ IPUML_INLINE Edge gradient_edge(const Tensor& t) {
     acc->name = "AccumulateGrad";
     acc->leaf = t.impl_ptr();
     acc->output_metas = {{impl->shape, impl->dtype}};
+    acc->ipu = ir::PlacementGuard::current();
     impl->grad_accumulator = acc;
   }
   return {impl->grad_accumulator, 0};
@@ -63,6 +64,7 @@ IPUML_INLINE void attach(const std::vector<Tensor>& outputs, const std::string& 
   auto node = std::make_shared<FunctionNode>();
   node->name = name;
   node->fn = std::move(fn);
+  node->ipu = ir::PlacementGuard::current();
   for (auto& t : inputs) node->next.push_back(gradient_edge(t));
   for (size_t i = 0; i < outputs.size(); ++i) {
     TensorImpl* o = outputs[i].impl();
@@ -130,7 +132,11 @@ IPUML_INLINE void run_backward(const std::vector<Tensor>& roots, const std::vect
     for (size_t i = 0; i < in.size(); ++i)
       if (!in[i].defined() && is_floating(node->output_metas[i].dtype))
         in[i] = zeros(node->output_metas[i].shape, node->output_metas[i].dtype);
-    std::vector<Tensor> out = node->apply(in);
+    std::vector<Tensor> out;
+    {
+      ir::PlacementGuard place(node->ipu);
+      out = node->apply(in);
+    }
     if (!retain_graph) node->release();
     for (size_t i = 0; i < node->next.size(); ++i) {
       const Edge& e = node->next[i];
