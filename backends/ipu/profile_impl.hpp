@@ -224,7 +224,9 @@ IPUML_INLINE void print_profile_summary(std::ostream& os, const ir::Graph& g, co
      << g.values.size() << " variables, " << p.edges << " edges" << (p.from_cache ? " (plan from cache)" : "") << "\n";
   const double total = static_cast<double>(m.total_bytes());
   const double avail = t.ipu_bytes() * static_cast<double>(t.num_ipus);
-  os << "Memory: " << total / 1e6 << " MB of " << avail / 1e6 << " MB (" << std::setprecision(1)
+  // MB here is 2^20 bytes, as Graphcore quotes 897 MB per GC200.
+  const double mb = 1024.0 * 1024.0;
+  os << "Memory: " << total / mb << " MB of " << avail / mb << " MB (" << std::setprecision(1)
      << 100.0 * total / avail << "%)" << (m.out_of_memory ? "  OUT OF MEMORY" : "") << "\n";
   std::vector<size_t> order(m.tiles.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <iomanip>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -191,10 +192,10 @@ IPUML_INLINE void validate(const Target& t) {
 
 IPUML_INLINE std::string to_string(const Target& t) {
   std::ostringstream os;
-  os.precision(3);
+  os << std::setprecision(1);
   os << t.name << ": " << t.num_ipus << " IPU" << (t.num_ipus == 1 ? "" : "s") << " x " << t.tiles_per_ipu
-     << " tiles x " << t.bytes_per_tile << " B (" << std::fixed << t.ipu_bytes() / 1e6 << " MB per IPU), "
-     << t.worker_contexts << " workers, " << t.clock_hz / 1e9 << " GHz";
+     << " tiles x " << t.bytes_per_tile << " B (" << std::fixed << t.ipu_bytes() / (1024.0 * 1024.0) << " MB per IPU), "
+     << t.worker_contexts << " workers, " << std::defaultfloat << std::setprecision(4) << t.clock_hz / 1e9 << " GHz";
   return os.str();
 }
 

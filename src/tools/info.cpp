@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
                 << std::setw(8) << "Tiles" << std::setw(14) << "Memory" << "Clock\n";
       for (int64_t i = 0; i < t.num_ipus; ++i) {
         std::ostringstream mem, clk;
-        mem << std::fixed << std::setprecision(1) << t.ipu_bytes() / 1e6 << " MB";
+        mem << std::fixed << std::setprecision(1) << t.ipu_bytes() / (1024.0 * 1024.0) << " MB";  // 2^20, as gc-info
         clk << std::fixed << std::setprecision(2) << t.clock_hz / 1e9 << " GHz";
         std::cout << std::left << std::setw(5) << i << std::setw(12) << "emulated" << std::setw(10) << t.name
                   << std::setw(8) << t.tiles_per_ipu << std::setw(14) << mem.str() << clk.str() << "\n";
