@@ -242,6 +242,11 @@ class ModuleHolder {
   decltype(auto) operator()(Args&&... args) const {
     return checked()->forward(std::forward<Args>(args)...);
   }
+  // Indexing goes to the module, as in LibTorch: `seq[0]` on a Sequential or ModuleList.
+  template <typename Arg>
+  decltype(auto) operator[](Arg&& arg) const {
+    return (*checked())[std::forward<Arg>(arg)];
+  }
 
  private:
   Impl* checked() const {
