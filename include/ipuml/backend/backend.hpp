@@ -4,6 +4,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,14 @@ class Executable {
                                   uint64_t step) = 0;
   // Backend-specific report (memory, cycles) as JSON text; "{}" when there is none.
   virtual std::string report_json() const { return "{}"; }
+  // The modelled device time of the last run, for backends that model one.
+  virtual std::optional<double> simulated_seconds() const { return std::nullopt; }
+  // Modelled time to all-reduce `bytes` of gradients across `replicas` devices.
+  virtual double allreduce_seconds(size_t bytes, int64_t replicas) const {
+    (void)bytes;
+    (void)replicas;
+    return 0.0;
+  }
 };
 
 // Options a backend understands, as text (e.g. {"target", "ipu2"}); unknown keys are errors.

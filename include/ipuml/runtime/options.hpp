@@ -1,0 +1,163 @@
+// PopTorch-style execution options: device iterations, replication, gradient accumulation,
+// output mode, seed, memory proportion, executable caching and the emulated target.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <ipuml/core/error.hpp>
+
+namespace ipuml::runtime {
+
+enum class OutputMode { All, Sum, Final, EveryN, Default };
+
+inline const char* output_mode_name(OutputMode m) {
+  switch (m) {
+    case OutputMode::All: return "All";
+    case OutputMode::Sum: return "Sum";
+    case OutputMode::Final: return "Final";
+    case OutputMode::EveryN: return "EveryN";
+    case OutputMode::Default: return "Default";
+  }
+  return "?";
+}
+
+enum class ExecutionStrategy { Sharded, Pipelined };
+
+// `opts.Training.gradientAccumulation(8)` as in PopTorch.
+struct TrainingOptions {
+  int64_t gradient_accumulation = 1;
+  TrainingOptions& gradientAccumulation(int64_t n) {
+    IPUML_CHECK(n >= 1, "Options.Training.gradientAccumulation: must be >= 1, got ", n);
+    gradient_accumulation = n;
+    return *this;
+  }
+};
+
+class Options {
+ public:
+  TrainingOptions Training;
+
+  Options& deviceIterations(int64_t n) {
+    IPUML_CHECK(n >= 1, "Options.deviceIterations: must be >= 1, got ", n);
+    device_iterations_ = n;
+    return *this;
+  }
+  Options& replicationFactor(int64_t n) {
+    IPUML_CHECK(n >= 1, "Options.replicationFactor: must be >= 1, got ", n);
+    replication_factor_ = n;
+    return *this;
+  }
+  Options& gradientAccumulation(int64_t n) {
+    Training.gradientAccumulation(n);
+    return *this;
+  }
+  Options& outputMode(OutputMode m, int64_t every_n = 1) {
+    IPUML_CHECK(m != OutputMode::EveryN || every_n >= 1, "Options.outputMode: EveryN needs N >= 1, got ",
+                every_n);
+    output_mode_ = m;
+    output_every_n_ = every_n;
+    return *this;
+  }
+  Options& randomSeed(uint64_t seed) {
+    seed_ = seed;
+    has_seed_ = true;
+    return *this;
+  }
+  Options& setAvailableMemoryProportion(double p) {
+    IPUML_CHECK(p > 0.0 && p <= 1.0, "Options.setAvailableMemoryProportion: must be in (0, 1], got ", p);
+    available_memory_proportion_ = p;
+    return *this;
+  }
+  Options& enableExecutableCaching(const std::string& dir) {
+    cache_dir_ = dir;
+    return *this;
+  }
+  Options& setExecutionStrategy(ExecutionStrategy s) {
+    strategy_ = s;
+    return *this;
+  }
+  // The emulated target preset ("ipu1", "ipu2", "bow", "tiny") and field overrides.
+  Options& target(const std::string& name) {
+    target_ = name;
+    return *this;
+  }
+  Options& setTargetOption(const std::string& field, const std::string& value) {
+    target_overrides_.push_back(field + "=" + value);
+    return *this;
+  }
+  // false runs compiled graphs on the CPU executor instead of the IPU emulator.
+  Options& useIpuModel(bool on) {
+    use_ipu_ = on;
+    return *this;
+  }
+  Options& allowOutOfMemory(bool on) {
+    allow_oom_ = on;
+    return *this;
+  }
+  // Writes the profile report (as IPUML_ENGINE_OPTIONS autoReport.directory does).
+  Options& autoReportDirectory(const std::string& dir) {
+    report_dir_ = dir;
+    return *this;
+  }
+  Options& showCompilationProgressBar(bool on) {
+    progress_ = on;
+    return *this;
+  }
+
+  int64_t device_iterations() const { return device_iterations_; }
+  int64_t replication_factor() const { return replication_factor_; }
+  int64_t gradient_accumulation() const { return Training.gradient_accumulation; }
+  OutputMode output_mode() const { return output_mode_; }
+  int64_t output_every_n() const { return output_every_n_; }
+  bool has_seed() const { return has_seed_; }
+  uint64_t seed() const { return seed_; }
+  double available_memory_proportion() const { return available_memory_proportion_; }
+  // The cache directory: enableExecutableCaching, else $IPUML_CACHE_DIR, else none.
+  std::string cache_dir() const {
+    if (!cache_dir_.empty()) return cache_dir_;
+    const char* env = std::getenv("IPUML_CACHE_DIR");
+    return env ? env : "";
+  }
+  ExecutionStrategy execution_strategy() const { return strategy_; }
+  const std::string& target_name() const { return target_; }
+  const std::vector<std::string>& target_overrides() const { return target_overrides_; }
+  bool use_ipu_model() const { return use_ipu_; }
+  bool allow_out_of_memory() const { return allow_oom_; }
+  const std::string& report_dir() const { return report_dir_; }
+  bool progress() const { return progress_; }
+
+  // Samples one call of a training model consumes for micro-batch B:
+  // B x deviceIterations x replicationFactor x gradientAccumulation.
+  int64_t combined_batch(int64_t micro_batch, bool training = true) const {
+    return micro_batch * device_iterations_ * replication_factor_ *
+           (training ? Training.gradient_accumulation : 1);
+  }
+
+ private:
+  int64_t device_iterations_ = 1;
+  int64_t replication_factor_ = 1;
+  OutputMode output_mode_ = OutputMode::Default;
+  int64_t output_every_n_ = 1;
+  uint64_t seed_ = 0;
+  bool has_seed_ = false;
+  double available_memory_proportion_ = 0.6;
+  std::string cache_dir_;
+  ExecutionStrategy strategy_ = ExecutionStrategy::Sharded;
+  std::string target_ = "ipu2";
+  std::vector<std::string> target_overrides_;
+  bool use_ipu_ = true;
+  bool allow_oom_ = false;
+  std::string report_dir_;
+  bool progress_ = true;
+};
+
+}  // namespace ipuml::runtime
+
+namespace ipuml {
+using runtime::Options;
+using runtime::OutputMode;
+}  // namespace ipuml

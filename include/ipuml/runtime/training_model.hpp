@@ -1,0 +1,132 @@
+// trainingModel / inferenceModel: PopTorch's execution model. The first call traces one step
+// (forward, loss, backward, update) into graphs, compiles them for the chosen backend, and
+// later calls stream host batches through them: deviceIterations updates per call, each over
+// replicationFactor x gradientAccumulation micro-batches, gradients averaged across replicas.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <ipuml/backend/backend.hpp>
+#include <ipuml/core/config.hpp>
+#include <ipuml/ir/trace.hpp>
+#include <ipuml/nn/module.hpp>
+#include <ipuml/optim/optimizer.hpp>
+#include <ipuml/runtime/options.hpp>
+
+namespace ipuml::runtime {
+
+using LossFn = std::function<Tensor(const Tensor& output, const Tensor& target)>;
+
+// Timing of the last call: wall clock, and the emulated device's simulated time when the
+// backend models one.
+struct RunStats {
+  int64_t samples = 0;
+  double wall_seconds = 0;
+  std::optional<double> simulated_seconds;
+  double wall_samples_per_second() const { return wall_seconds > 0 ? samples / wall_seconds : 0; }
+  std::optional<double> simulated_samples_per_second() const {
+    if (!simulated_seconds || *simulated_seconds <= 0) return std::nullopt;
+    return samples / *simulated_seconds;
+  }
+};
+
+namespace detail {
+// The backend name and compile options the Options select.
+std::string backend_for(const Options& o);
+backend::CompileOptions compile_options_for(const Options& o, int64_t ipus_per_replica, bool training);
+int64_t ipus_used(const ir::Graph& g);
+}  // namespace detail
+
+class TrainingModel {
+ public:
+  TrainingModel(std::shared_ptr<nn::Module> model, Options options, optim::Optimizer& optimizer,
+                LossFn loss);
+
+  // Consumes one combined batch (micro x deviceIterations x replicationFactor x
+  // gradientAccumulation rows, laid out [deviceIteration][accumulationStep][replica][micro])
+  // and returns the losses the output mode asks for: All -> one per micro-batch, Sum -> their
+  // sum, Final -> the losses of the last device iteration, EveryN -> every N-th iteration's.
+  Tensor operator()(const Tensor& data, const Tensor& labels);
+
+  bool is_compiled() const { return compiled_; }
+  // Traces and compiles for batches shaped like these (the first call does it implicitly).
+  void compile(const Tensor& data, const Tensor& labels);
+
+  // Weights live in the same host tensors the device graphs are bound to, so host and device
+  // copies are always in sync; these exist for PopTorch parity and are cheap no-ops.
+  void copyWeightsToHost() {}
+  void copyWeightsToDevice() {}
+
+  const Options& options() const { return options_; }
+  int64_t micro_batch() const { return micro_batch_; }
+  const RunStats& last_stats() const { return stats_; }
+  // The backend's report of the micro-step graph (memory, cycles) as JSON text.
+  std::string report_json() const;
+  const ir::Graph& step_graph() const { return step_trace_.graph; }
+
+ private:
+  std::shared_ptr<nn::Module> model_;
+  Options options_;
+  optim::Optimizer& optimizer_;
+  LossFn loss_;
+  bool compiled_ = false;
+  int64_t micro_batch_ = 0;
+  Shape data_shape_, label_shape_;
+  std::vector<std::vector<Tensor>> accumulators_;  // [replica][param]
+  ir::Trace step_trace_, update_trace_;
+  std::vector<std::vector<Tensor>> step_states_;  // per replica
+  std::unique_ptr<backend::Executable> step_exe_, update_exe_;
+  uint64_t run_counter_ = 0;
+  size_t gradient_bytes_ = 0;
+  RunStats stats_;
+};
+
+class InferenceModel {
+ public:
+  InferenceModel(std::shared_ptr<nn::Module> model, Options options);
+  // Consumes micro x deviceIterations x replicationFactor rows; returns the outputs the mode
+  // asks for (All by default: every row's output, in input order).
+  Tensor operator()(const Tensor& data);
+  bool is_compiled() const { return compiled_; }
+  void compile(const Tensor& data);
+  const RunStats& last_stats() const { return stats_; }
+  std::string report_json() const;
+
+ private:
+  std::shared_ptr<nn::Module> model_;
+  Options options_;
+  bool compiled_ = false;
+  int64_t micro_batch_ = 0;
+  Shape data_shape_;
+  ir::Trace trace_;
+  std::unique_ptr<backend::Executable> exe_;
+  uint64_t run_counter_ = 0;
+  RunStats stats_;
+};
+
+// PopTorch spelling: poptorch.trainingModel(model, options, optimizer) with the loss given
+// explicitly (PopTorch folds it into the model's forward).
+inline TrainingModel trainingModel(std::shared_ptr<nn::Module> model, const Options& options,
+                                   optim::Optimizer& optimizer, LossFn loss) {
+  return TrainingModel(std::move(model), options, optimizer, std::move(loss));
+}
+inline InferenceModel inferenceModel(std::shared_ptr<nn::Module> model, const Options& options) {
+  return InferenceModel(std::move(model), options);
+}
+
+}  // namespace ipuml::runtime
+
+namespace ipuml {
+using runtime::inferenceModel;
+using runtime::trainingModel;
+}  // namespace ipuml
+
+#ifdef IPUML_INCLUDE_IMPL
+#include <ipuml/runtime/training_model_impl.hpp>
+#endif

@@ -1,0 +1,297 @@
+// Bodies of trainingModel / inferenceModel (compiled once in compiled mode).
+#pragma once
+
+#include <algorithm>
+
+#include <ipuml/runtime/training_model.hpp>
+
+namespace ipuml::runtime {
+
+namespace detail {
+
+IPUML_INLINE std::string backend_for(const Options& o) {
+  if (!o.use_ipu_model()) return "cpu";
+  IPUML_CHECK(backend::registry().count("ipu") != 0,
+              "Options.useIpuModel: the ipu backend is not registered in this program (include "
+              "<ipuml/backends/ipu/ipu_backend.hpp>), or pass useIpuModel(false) for the CPU");
+  return "ipu";
+}
+
+IPUML_INLINE backend::CompileOptions compile_options_for(const Options& o, int64_t ipus_per_replica,
+                                                         bool training) {
+  if (!o.use_ipu_model()) return {};
+  backend::CompileOptions c;
+  c["target"] = o.target_name();
+  std::string overrides;
+  for (auto& s : o.target_overrides()) overrides += (overrides.empty() ? "" : ";") + s;
+  if (!overrides.empty()) c["target_overrides"] = overrides;
+  c["available_memory_proportion"] = std::to_string(o.available_memory_proportion());
+  c["allow_out_of_memory"] = o.allow_out_of_memory() ? "1" : "0";
+  c["replicas"] = std::to_string(o.replication_factor());
+  c["ipus_per_replica"] = std::to_string(ipus_per_replica);
+  c["pipelined"] = o.execution_strategy() == ExecutionStrategy::Pipelined ? "1" : "0";
+  c["training"] = training ? "1" : "0";
+  c["gradient_accumulation"] = std::to_string(o.gradient_accumulation());
+  c["device_iterations"] = std::to_string(o.device_iterations());
+  c["progress"] = o.progress() ? "1" : "0";
+  if (!o.cache_dir().empty()) c["cache_dir"] = o.cache_dir();
+  if (!o.report_dir().empty()) c["report_dir"] = o.report_dir();
+  return c;
+}
+
+IPUML_INLINE int64_t ipus_used(const ir::Graph& g) {
+  int64_t n = 1;
+  for (auto& node : g.nodes) n = std::max<int64_t>(n, node.ipu + 1);
+  return n;
+}
+
+inline void check_pipeline(const Options& o, int64_t ipus, bool training) {
+  if (o.execution_strategy() != ExecutionStrategy::Pipelined || ipus <= 1) return;
+  const int64_t stages = training ? 2 * ipus - 1 : ipus;
+  if (training)
+    IPUML_CHECK(o.gradient_accumulation() >= stages, "Options: pipelined training over ", ipus,
+                " IPUs has ", stages, " stages, so gradientAccumulation must be >= ", stages,
+                " (got ", o.gradient_accumulation(), ")");
+  else
+    IPUML_CHECK(o.device_iterations() >= stages, "Options: pipelined inference over ", ipus,
+                " IPUs has ", stages, " stages, so deviceIterations must be >= ", stages, " (got ",
+                o.device_iterations(), ")");
+}
+
+inline std::string detail_str_ga(const Options& o) {
+  return ipuml::detail::str(" x gradientAccumulation (", o.gradient_accumulation(), ")");
+}
+
+inline int64_t split_batch(const Tensor& data, int64_t parts, const char* who, const Options& o,
+                           bool training) {
+  IPUML_CHECK(data.dim() >= 1, who, ": expected a batched input, got shape ", shape_str(data.shape()));
+  const int64_t n = data.shape()[0];
+  IPUML_CHECK(n > 0 && n % parts == 0, who, ": got a batch of ", n, " samples, which does not split ",
+              "into deviceIterations (", o.device_iterations(), ") x replicationFactor (",
+              o.replication_factor(), ")",
+              training ? detail_str_ga(o) : std::string(), " = ", parts,
+              " equal micro-batches; size the DataLoader's batch as Options::combined_batch(micro)");
+  return n / parts;
+}
+
+inline Tensor select_outputs(const std::vector<Tensor>& per_micro, const Options& o, int64_t per_iteration,
+                             OutputMode mode) {
+  // per_micro is ordered [deviceIteration][...], per_iteration entries each.
+  const int64_t d = o.device_iterations();
+  std::vector<Tensor> chosen;
+  switch (mode) {
+    case OutputMode::All:
+    case OutputMode::Default:
+      chosen = per_micro;
+      break;
+    case OutputMode::Final:
+      chosen.assign(per_micro.end() - per_iteration, per_micro.end());
+      break;
+    case OutputMode::EveryN:
+      for (int64_t i = o.output_every_n() - 1; i < d; i += o.output_every_n())
+        chosen.insert(chosen.end(), per_micro.begin() + i * per_iteration,
+                      per_micro.begin() + (i + 1) * per_iteration);
+      break;
+    case OutputMode::Sum: {
+      Tensor s = per_micro[0];
+      for (size_t i = 1; i < per_micro.size(); ++i) s = add(s, per_micro[i]);
+      return s;
+    }
+  }
+  if (chosen.empty()) return Tensor();
+  if (chosen.size() == 1) return chosen[0];
+  if (chosen[0].dim() == 0) return stack(chosen, 0);
+  return cat(chosen, 0);
+}
+
+}  // namespace detail
+
+IPUML_INLINE TrainingModel::TrainingModel(std::shared_ptr<nn::Module> model, Options options,
+                                          optim::Optimizer& optimizer, LossFn loss)
+    : model_(std::move(model)), options_(std::move(options)), optimizer_(optimizer), loss_(std::move(loss)) {
+  IPUML_CHECK(model_ != nullptr, "trainingModel: the model is null");
+  IPUML_CHECK(loss_ != nullptr, "trainingModel: a loss function is required");
+  detail::backend_for(options_);  // an unusable backend is reported before anything runs
+}
+
+IPUML_INLINE void TrainingModel::compile(const Tensor& data, const Tensor& labels) {
+  const Options& o = options_;
+  const int64_t r = o.replication_factor(), g = o.gradient_accumulation();
+  const int64_t parts = o.device_iterations() * r * g;
+  micro_batch_ = detail::split_batch(data, parts, "trainingModel", o, true);
+  IPUML_CHECK(labels.defined() && labels.dim() >= 1 && labels.shape()[0] == data.shape()[0],
+              "trainingModel: labels of shape ", labels.defined() ? shape_str(labels.shape()) : "undefined",
+              " do not match the ", data.shape()[0], " samples of the data");
+  data_shape_ = data.shape();
+  label_shape_ = labels.shape();
+  if (o.has_seed()) manual_seed(o.seed());
+
+  const std::vector<Tensor> params = optimizer_.parameters();
+  gradient_bytes_ = 0;
+  for (auto& p : params) gradient_bytes_ += static_cast<size_t>(p.numel()) * dtype_size(p.dtype());
+  accumulators_.assign(static_cast<size_t>(r), {});
+  {
+    NoGradGuard ng;
+    for (auto& acc : accumulators_)
+      for (auto& p : params) acc.push_back(zeros(p.shape(), p.dtype()));
+  }
+
+  // The micro-step: forward, loss, backward, gradients added into replica 0's accumulators.
+  model_->train();
+  {
+    ir::Tracer tracer;
+    for (auto& [name, t] : model_->named_parameters()) tracer.name_state(t, name);
+    for (auto& [name, t] : model_->named_buffers()) tracer.name_state(t, name);
+    Shape ds = data_shape_, ls = label_shape_;
+    ds[0] = ls[0] = micro_batch_;
+    Tensor x = tracer.input(ir::TensorMeta{ds, data.dtype()}, "data");
+    Tensor y = tracer.input(ir::TensorMeta{ls, labels.dtype()}, "labels");
+    optimizer_.zero_grad();
+    Tensor loss = loss_(model_->forward(x), y);
+    IPUML_CHECK(loss.numel() == 1, "trainingModel: the loss must be a scalar, got shape ",
+                shape_str(loss.shape()));
+    loss.backward();
+    {
+      NoGradGuard ng;
+      for (size_t i = 0; i < params.size(); ++i)
+        if (params[i].grad().defined()) accumulators_[0][i].add_(params[i].grad());
+    }
+    optimizer_.zero_grad();
+    step_trace_ = tracer.finish({loss.reshape({})});
+  }
+  // The update: average the replicas' accumulated gradients, step, clear the accumulators.
+  {
+    ir::Tracer tracer;
+    for (auto& [name, t] : model_->named_parameters()) tracer.name_state(t, name);
+    NoGradGuard ng;
+    const double scale = 1.0 / static_cast<double>(r * g);
+    for (size_t i = 0; i < params.size(); ++i) {
+      Tensor sum_g = accumulators_[0][i];
+      for (int64_t k = 1; k < r; ++k) sum_g = add(sum_g, accumulators_[static_cast<size_t>(k)][i]);
+      Tensor p = params[i];
+      tracer.remember_grad(p.impl());
+      p.set_grad(mul(sum_g, scale));
+    }
+    optimizer_.step();
+    for (auto& acc : accumulators_)
+      for (auto& a : acc) a.zero_();
+    optimizer_.zero_grad();
+    update_trace_ = tracer.finish({});
+  }
+  // Replica k runs the same step graph bound to its own accumulators.
+  step_states_.assign(static_cast<size_t>(r), step_trace_.states);
+  for (size_t s = 0; s < step_trace_.states.size(); ++s)
+    for (size_t i = 0; i < params.size(); ++i)
+      if (step_trace_.states[s].same(accumulators_[0][i]))
+        for (int64_t k = 1; k < r; ++k) step_states_[static_cast<size_t>(k)][s] = accumulators_[static_cast<size_t>(k)][i];
+
+  const int64_t ipus = detail::ipus_used(step_trace_.graph);
+  detail::check_pipeline(o, ipus, true);
+  auto be = backend::get_backend(detail::backend_for(o));
+  step_exe_ = be->compile(step_trace_.graph, detail::compile_options_for(o, ipus, true));
+  auto update_opts = detail::compile_options_for(o, ipus, true);
+  if (!update_opts.empty()) update_opts["progress"] = "0";
+  update_exe_ = be->compile(update_trace_.graph, update_opts);
+  compiled_ = true;
+}
+
+IPUML_INLINE Tensor TrainingModel::operator()(const Tensor& data, const Tensor& labels) {
+  if (!compiled_) compile(data, labels);
+  IPUML_CHECK(data.shape() == data_shape_ && labels.shape() == label_shape_,
+              "trainingModel: this model was compiled for data ", shape_str(data_shape_), " and labels ",
+              shape_str(label_shape_), ", got ", shape_str(data.shape()), " and ", shape_str(labels.shape()),
+              " (a new batch shape needs a new trainingModel)");
+  const Options& o = options_;
+  const int64_t d = o.device_iterations(), g = o.gradient_accumulation(), r = o.replication_factor();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Tensor> losses;
+  double simulated = 0;
+  bool have_sim = true;
+  int64_t row = 0;
+  for (int64_t it = 0; it < d; ++it) {
+    for (int64_t acc = 0; acc < g; ++acc) {
+      double slowest = 0;
+      for (int64_t rep = 0; rep < r; ++rep, row += micro_batch_) {
+        Tensor xb = data.narrow(0, row, micro_batch_);
+        Tensor yb = labels.narrow(0, row, micro_batch_);
+        losses.push_back(step_exe_->run({xb, yb}, step_states_[static_cast<size_t>(rep)], run_counter_++)[0]);
+        auto s = step_exe_->simulated_seconds();
+        if (s) slowest = std::max(slowest, *s);  // replicas run side by side on their own IPUs
+        else have_sim = false;
+      }
+      simulated += slowest;
+    }
+    update_exe_->run({}, update_trace_.states, run_counter_++);
+    auto s = update_exe_->simulated_seconds();
+    if (s) simulated += *s;
+    else have_sim = false;
+    if (r > 1) simulated += update_exe_->allreduce_seconds(gradient_bytes_, r);
+  }
+  stats_.samples = data.shape()[0];
+  stats_.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats_.simulated_seconds = have_sim ? std::optional<double>(simulated) : std::nullopt;
+  OutputMode mode = o.output_mode() == OutputMode::Default ? OutputMode::Final : o.output_mode();
+  return detail::select_outputs(losses, o, g * r, mode);
+}
+
+IPUML_INLINE std::string TrainingModel::report_json() const {
+  return step_exe_ ? step_exe_->report_json() : "{}";
+}
+
+IPUML_INLINE InferenceModel::InferenceModel(std::shared_ptr<nn::Module> model, Options options)
+    : model_(std::move(model)), options_(std::move(options)) {
+  IPUML_CHECK(model_ != nullptr, "inferenceModel: the model is null");
+  detail::backend_for(options_);
+}
+
+IPUML_INLINE void InferenceModel::compile(const Tensor& data) {
+  const Options& o = options_;
+  micro_batch_ = detail::split_batch(data, o.device_iterations() * o.replication_factor(), "inferenceModel", o, false);
+  data_shape_ = data.shape();
+  const bool was_training = model_->is_training();
+  model_->eval();
+  {
+    ir::Tracer tracer;
+    for (auto& [name, t] : model_->named_parameters()) tracer.name_state(t, name);
+    Shape ds = data_shape_;
+    ds[0] = micro_batch_;
+    Tensor x = tracer.input(ir::TensorMeta{ds, data.dtype()}, "data");
+    NoGradGuard ng;
+    trace_ = tracer.finish({model_->forward(x)});
+  }
+  model_->train(was_training);
+  const int64_t ipus = detail::ipus_used(trace_.graph);
+  detail::check_pipeline(o, ipus, false);
+  exe_ = backend::get_backend(detail::backend_for(o))->compile(trace_.graph, detail::compile_options_for(o, ipus, false));
+  compiled_ = true;
+}
+
+IPUML_INLINE Tensor InferenceModel::operator()(const Tensor& data) {
+  if (!compiled_) compile(data);
+  IPUML_CHECK(data.shape() == data_shape_, "inferenceModel: this model was compiled for data ",
+              shape_str(data_shape_), ", got ", shape_str(data.shape()));
+  const Options& o = options_;
+  const int64_t parts = o.device_iterations() * o.replication_factor();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Tensor> outs;
+  double simulated = 0;
+  bool have_sim = true;
+  for (int64_t i = 0; i < parts; ++i) {
+    outs.push_back(exe_->run({data.narrow(0, i * micro_batch_, micro_batch_)}, trace_.states, run_counter_++)[0]);
+    auto s = exe_->simulated_seconds();
+    if (s) {
+      if (i % o.replication_factor() == 0) simulated += *s;  // replicas overlap
+    } else {
+      have_sim = false;
+    }
+  }
+  stats_.samples = data.shape()[0];
+  stats_.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats_.simulated_seconds = have_sim ? std::optional<double>(simulated) : std::nullopt;
+  OutputMode mode = o.output_mode() == OutputMode::Default ? OutputMode::All : o.output_mode();
+  return detail::select_outputs(outs, o, o.replication_factor(), mode);
+}
+
+IPUML_INLINE std::string InferenceModel::report_json() const { return exe_ ? exe_->report_json() : "{}"; }
+
+}  // namespace ipuml::runtime

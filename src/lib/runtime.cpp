@@ -1,0 +1,3 @@
+// Compiled mode: trainingModel / inferenceModel, instantiated once.
+#include <ipuml/runtime/training_model.hpp>
+#include <ipuml/runtime/training_model_impl.hpp>

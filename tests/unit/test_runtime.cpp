@@ -1,0 +1,153 @@
+// PopTorch-style execution: the batching arithmetic, replication == a bigger batch, gradient
+// accumulation == a bigger batch, device iterations == that many updates, output modes, and
+// bad options reported before anything runs.
+#include <catch2/catch.hpp>
+
+#include <ipuml/ipuml.hpp>
+#include <ipuml/nn/nn.hpp>
+#include <ipuml/optim/optim.hpp>
+#include <ipuml/runtime/training_model.hpp>
+
+using namespace ipuml;
+
+namespace {
+
+struct MlpImpl : nn::Module {
+  nn::Linear fc1{nullptr}, fc2{nullptr};
+  MlpImpl() : nn::Module("Mlp") {
+    fc1 = register_module("fc1", nn::Linear(nn::LinearOptions(6, 16)));
+    fc2 = register_module("fc2", nn::Linear(nn::LinearOptions(16, 3)));
+  }
+  Tensor forward(const Tensor& x) override { return fc2(relu(fc1(x))); }
+};
+IPUML_MODULE(Mlp);
+
+Mlp make_model() {
+  manual_seed(3);
+  return Mlp();
+}
+
+runtime::LossFn ce() {
+  return [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); };
+}
+
+void require_same_weights(const Mlp& a, const Mlp& b, double tol) {
+  auto pa = a->parameters();
+  auto pb = b->parameters();
+  REQUIRE(pa.size() == pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) {
+    auto va = pa[i].to_vector<double>();
+    auto vb = pb[i].to_vector<double>();
+    for (size_t k = 0; k < va.size(); ++k) REQUIRE(va[k] == Approx(vb[k]).margin(tol).epsilon(tol));
+  }
+}
+
+Options cpu_options() { return Options().useIpuModel(false); }
+
+}  // namespace
+
+TEST_CASE("R replicas with micro-batch B equal one replica with batch R x B", "[runtime]") {
+  Generator g(9);
+  Tensor x = randn({8, 6}, &g);
+  Tensor y = randint(0, 3, {8}, &g);
+  Mlp a = make_model(), b = make_model();
+  optim::SGD oa(a->parameters(), optim::SGDOptions(0.1).momentum(0.9));
+  optim::SGD ob(b->parameters(), optim::SGDOptions(0.1).momentum(0.9));
+  auto ta = trainingModel(a.ptr(), cpu_options().replicationFactor(4), oa, ce());
+  auto tb = trainingModel(b.ptr(), cpu_options(), ob, ce());
+  for (int i = 0; i < 3; ++i) {
+    ta(x, y);
+    tb(x, y);
+  }
+  CHECK(ta.micro_batch() == 2);
+  CHECK(tb.micro_batch() == 8);
+  require_same_weights(a, b, 1e-5);
+}
+
+TEST_CASE("gradient accumulation of G micro-batches equals one batch of G x B", "[runtime]") {
+  Generator g(10);
+  Tensor x = randn({6, 6}, &g);
+  Tensor y = randint(0, 3, {6}, &g);
+  Mlp a = make_model(), b = make_model();
+  optim::Adam oa(a->parameters(), optim::AdamOptions(0.01));
+  optim::Adam ob(b->parameters(), optim::AdamOptions(0.01));
+  Options opts = cpu_options();
+  opts.Training.gradientAccumulation(3);
+  auto ta = trainingModel(a.ptr(), opts, oa, ce());
+  auto tb = trainingModel(b.ptr(), cpu_options(), ob, ce());
+  for (int i = 0; i < 3; ++i) {
+    ta(x, y);
+    tb(x, y);
+  }
+  require_same_weights(a, b, 1e-5);
+}
+
+TEST_CASE("device iterations perform that many updates, equal to eager steps", "[runtime]") {
+  Generator g(11);
+  Tensor x = randn({12, 6}, &g);
+  Tensor y = randint(0, 3, {12}, &g);
+  Mlp a = make_model(), b = make_model();
+  optim::SGD oa(a->parameters(), optim::SGDOptions(0.05));
+  optim::SGD ob(b->parameters(), optim::SGDOptions(0.05));
+  auto ta = trainingModel(a.ptr(), cpu_options().deviceIterations(3).outputMode(OutputMode::All), oa, ce());
+  Tensor losses = ta(x, y);
+  REQUIRE(losses.shape() == Shape{3});
+  auto lv = losses.to_vector<float>();
+  for (int it = 0; it < 3; ++it) {
+    ob.zero_grad();
+    Tensor loss = cross_entropy(b(x.narrow(0, it * 4, 4)), y.narrow(0, it * 4, 4));
+    CHECK(loss.item<float>() == Approx(lv[static_cast<size_t>(it)]).epsilon(1e-5));
+    loss.backward();
+    ob.step();
+  }
+  require_same_weights(a, b, 1e-5);
+  CHECK(ta.last_stats().samples == 12);
+  CHECK(ta.last_stats().wall_seconds > 0);
+}
+
+TEST_CASE("output modes select losses as PopTorch does", "[runtime]") {
+  Generator g(12);
+  Tensor x = randn({16, 6}, &g);
+  Tensor y = randint(0, 3, {16}, &g);
+  auto run = [&](OutputMode m, int64_t n = 1) {
+    Mlp a = make_model();
+    optim::SGD o(a->parameters(), optim::SGDOptions(0.0));
+    auto t = trainingModel(a.ptr(), cpu_options().deviceIterations(4).replicationFactor(2).outputMode(m, n), o, ce());
+    return t(x, y);
+  };
+  Tensor all = run(OutputMode::All);
+  CHECK(all.shape() == Shape{8});
+  CHECK(run(OutputMode::Final).to_vector<float>() == all.slice(0, 6, 8).to_vector<float>());
+  CHECK(run(OutputMode::EveryN, 2).shape() == Shape{4});
+  CHECK(run(OutputMode::Sum).item<float>() == Approx(all.sum().item<float>()).epsilon(1e-6));
+}
+
+TEST_CASE("inference model returns every row's output in order", "[runtime]") {
+  Generator g(13);
+  Tensor x = randn({12, 6}, &g);
+  Mlp a = make_model();
+  auto im = inferenceModel(a.ptr(), cpu_options().deviceIterations(3).replicationFactor(2));
+  Tensor out = im(x);
+  a->eval();
+  NoGradGuard ng;
+  Tensor ref = a(x);
+  REQUIRE(out.shape() == ref.shape());
+  auto vo = out.to_vector<float>();
+  auto vr = ref.to_vector<float>();
+  for (size_t i = 0; i < vo.size(); ++i) CHECK(vo[i] == Approx(vr[i]).epsilon(1e-5));
+}
+
+TEST_CASE("bad options and batches are reported before anything runs", "[runtime][errors]") {
+  CHECK_THROWS_WITH(Options().deviceIterations(0), Catch::Contains("deviceIterations: must be >= 1"));
+  CHECK_THROWS_WITH(Options().replicationFactor(-1), Catch::Contains("replicationFactor"));
+  CHECK_THROWS_WITH(Options().setAvailableMemoryProportion(1.5), Catch::Contains("(0, 1]"));
+  Mlp a = make_model();
+  optim::SGD o(a->parameters(), optim::SGDOptions(0.1));
+  auto before = a->parameters()[0].to_vector<float>();
+  auto t = trainingModel(a.ptr(), cpu_options().deviceIterations(3).replicationFactor(2), o, ce());
+  CHECK_THROWS_WITH(t(randn({10, 6}), randint(0, 3, {10})), Catch::Contains("does not split"));
+  CHECK_THROWS_WITH(t(randn({12, 6}), randint(0, 3, {10})), Catch::Contains("do not match"));
+  CHECK(a->parameters()[0].to_vector<float>() == before);
+  Options pipelined = cpu_options().setExecutionStrategy(runtime::ExecutionStrategy::Pipelined);
+  CHECK(pipelined.gradient_accumulation() == 1);
+}
