@@ -11,18 +11,70 @@
 
 namespace ipuml::cpu {
 
-IPUML_INLINE void run_kernel(ir::OpKind kind, const ir::Attrs& attrs, const std::vector<ConstBuffer>& in,
+namespace kdetail {
+
+inline bool overlaps(const void* a, size_t na, const void* b, size_t nb) {
+  const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
+}
+
+// Ops whose kernels read each element before writing the same position, so out[0] may be
+// exactly in[0] (same bytes, same shape).
+inline bool alias_safe(ir::OpKind k) {
+  using K = ir::OpKind;
+  switch (k) {
+    case K::Neg: case K::Exp: case K::Log: case K::Sqrt: case K::Rsqrt: case K::Abs:
+    case K::Tanh: case K::Sigmoid: case K::Relu: case K::Gelu: case K::Sign: case K::Clamp:
+    case K::Cast: case K::PowScalar: case K::Add: case K::Sub: case K::Mul: case K::Div:
+    case K::Pow: case K::Maximum: case K::Minimum: case K::Eq: case K::Ne: case K::Lt:
+    case K::Le: case K::Gt: case K::Ge: case K::LogicalAnd: case K::Where: case K::ReluGrad:
+    case K::GeluGrad: case K::Copy: case K::Reshape: case K::Softmax: case K::LogSoftmax:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace kdetail
+
+IPUML_INLINE void run_kernel(ir::OpKind kind, const ir::Attrs& attrs, const std::vector<ConstBuffer>& in_arg,
                              const std::vector<MutableBuffer>& out, const KernelContext& ctx) {
   using K = ir::OpKind;
   using namespace kdetail;
   const char* name = ir::op_name(kind);
   const size_t nout = static_cast<size_t>(ir::op_num_outputs(kind));
   IPUML_CHECK(out.size() == nout, name, ": expected ", nout, " output buffers, got ", out.size());
+  // An input overlapping an output is read from a private copy unless the kernel is known to
+  // handle that exact aliasing, so in-place calls never read half-written data.
+  std::vector<ConstBuffer> copied;
+  std::vector<std::vector<unsigned char>> scratch;
+  for (size_t i = 0; i < in_arg.size(); ++i) {
+    const auto& b = in_arg[i];
+    bool clash = false;
+    for (const auto& o : out) {
+      if (!overlaps(b.data, b.meta.nbytes(), o.data, o.meta.nbytes())) continue;
+      const bool exact = i == 0 && &o == &out[0] && b.data == o.data && b.meta.shape == o.meta.shape &&
+                         dtype_size(b.meta.dtype) == dtype_size(o.meta.dtype);
+      clash = clash || !(exact && alias_safe(kind));
+    }
+    if (!clash) continue;
+    if (copied.empty()) copied = in_arg;
+    scratch.emplace_back(static_cast<const unsigned char*>(b.data),
+                         static_cast<const unsigned char*>(b.data) + b.meta.nbytes());
+    copied[i].data = scratch.back().data();
+  }
+  const std::vector<ConstBuffer>& in = copied.empty() ? in_arg : copied;
   auto inputs = [&](size_t lo, size_t hi) {
     IPUML_CHECK(in.size() >= lo && in.size() <= hi, name, ": expected ", lo,
                 lo == hi ? "" : ipuml::detail::str(" to ", hi), " inputs, got ", in.size());
   };
   const MutableBuffer& o = out[0];
+  auto unary = [&] {
+    inputs(1, 1);
+    IPUML_CHECK(in[0].meta.numel() == o.meta.numel(), name, ": input of shape ",
+                shape_str(in[0].meta.shape), " and output of shape ", shape_str(o.meta.shape),
+                " differ in size");
+  };
   switch (kind) {
     case K::Full: inputs(0, 0); return k_full(attrs, o);
     case K::Arange: inputs(0, 0); return k_arange(attrs, o);
@@ -32,7 +84,7 @@ IPUML_INLINE void run_kernel(ir::OpKind kind, const ir::Attrs& attrs, const std:
 
     case K::Neg:
     case K::Abs:
-    case K::Sign: inputs(1, 1); return k_unary_signed(kind, in[0], o);
+    case K::Sign: unary(); return k_unary_signed(kind, in[0], o);
     case K::Exp:
     case K::Log:
     case K::Sqrt:
@@ -42,8 +94,8 @@ IPUML_INLINE void run_kernel(ir::OpKind kind, const ir::Attrs& attrs, const std:
     case K::Relu:
     case K::Gelu:
     case K::Clamp:
-    case K::PowScalar: inputs(1, 1); return k_unary_float(kind, attrs, in[0], o);
-    case K::Cast: inputs(1, 1); return k_cast(in[0], o);
+    case K::PowScalar: unary(); return k_unary_float(kind, attrs, in[0], o);
+    case K::Cast: unary(); return k_cast(in[0], o);
 
     case K::Add:
     case K::Sub:

@@ -137,9 +137,9 @@ inline void k_slice(const ir::Attrs& a, const ConstBuffer& in, const MutableBuff
 }
 
 inline void k_expand(const ConstBuffer& in, const MutableBuffer& o) {
-  broadcast_shapes(in.meta.shape, o.meta.shape, "expand");
-  IPUML_CHECK(o.meta.shape.size() >= in.meta.shape.size(), "expand: cannot expand ",
-              shape_str(in.meta.shape), " to ", shape_str(o.meta.shape));
+  IPUML_CHECK(o.meta.shape.size() >= in.meta.shape.size() &&
+                  broadcast_shapes(in.meta.shape, o.meta.shape, "expand") == o.meta.shape,
+              "expand: cannot expand ", shape_str(in.meta.shape), " to ", shape_str(o.meta.shape));
   const auto p = make_plan<1>(o.meta.shape, {&in.meta.shape});
   dispatch_size(dtype_size(in.meta.dtype), [&](auto tag) {
     using T = decltype(tag);
@@ -257,23 +257,25 @@ inline void k_index_add(const ir::Attrs& a, const ConstBuffer& idx, const ConstB
     using T = decltype(tag);
     const T* s = in_ptr<T>(src);
     T* y = out_ptr<T>(o);
-    // Parallel over outer slices only: each keeps the sequential index order.
-    parallel_items(sp.outer, len * sp.inner, [&](int64_t o0, int64_t o1) {
-      for (int64_t i = o0; i < o1; ++i) {
+    std::fill(y, y + o.meta.numel(), T(0));
+    // Work splits over outer slices and column blocks; every output element still receives its
+    // contributions in index order, so the result does not depend on the split.
+    constexpr int64_t kCols = 128;
+    const int64_t cb = (sp.inner + kCols - 1) / kCols;
+    parallel_items(sp.outer * cb, len * kCols, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t i = t / cb, k0 = (t % cb) * kCols, k1 = std::min(sp.inner, k0 + kCols);
         T* yo = y + i * sp.mid * sp.inner;
-        std::fill(yo, yo + sp.mid * sp.inner, T(0));
         for (int64_t j = 0; j < len; ++j) {
           T* dst = yo + ix[static_cast<size_t>(j)] * sp.inner;
           const T* sr = s + (i * len + j) * sp.inner;
-          for (int64_t k = 0; k < sp.inner; ++k) dst[k] += sr[k];
+          for (int64_t k = k0; k < k1; ++k) dst[k] += sr[k];
         }
       }
     });
   });
 }
 
-// Checks a gather/scatter index tensor against the tensor it addresses (same rank, no larger
-// outside dim d, values in range along d) and returns the values as int64.
 inline std::vector<int64_t> checked_gather_index(const char* op, const ConstBuffer& idx,
                                                  const Shape& target, int64_t d) {
   const Shape& is = idx.meta.shape;
@@ -333,7 +335,6 @@ inline void k_scatter_add(const ir::Attrs& a, const ConstBuffer& idx, const Cons
   const Shape& is = idx.meta.shape;
   const size_t nd = is.size();
   const auto isp = split_at(is, d);
-  const auto osp = split_at(os, d);
   // Output offset of index element (outer i, inner k) without the dim-d term.
   const Strides ost = contiguous_strides(os);
   std::vector<int64_t> in_sz(is.begin() + (nd ? d + 1 : 0), is.end());
@@ -352,16 +353,18 @@ inline void k_scatter_add(const ir::Attrs& a, const ConstBuffer& idx, const Cons
     const T* s = in_ptr<T>(src);
     T* y = out_ptr<T>(o);
     std::fill(y, y + o.meta.numel(), T(0));
-    (void)osp;
-    // Different outer coordinates never collide, so they run in parallel; within one the order
-    // is the index tensor's order.
-    parallel_items(isp.outer, isp.mid * isp.inner, [&](int64_t o0, int64_t o1) {
-      for (int64_t i = o0; i < o1; ++i) {
+    // Index elements that differ outside dim d never collide, so outer slices and inner column
+    // blocks run in parallel; along d each output element is updated in index order.
+    constexpr int64_t kCols = 128;
+    const int64_t cb = (isp.inner + kCols - 1) / kCols;
+    parallel_items(isp.outer * cb, isp.mid * kCols, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t i = t / cb, k0 = (t % cb) * kCols, k1 = std::min(isp.inner, k0 + kCols);
         int64_t base, unused;
         unravel2(i, out_sz, out_st, out_st, base, unused);
         for (int64_t j = 0; j < isp.mid; ++j) {
           const int64_t e = (i * isp.mid + j) * isp.inner;
-          for (int64_t k = 0; k < isp.inner; ++k)
+          for (int64_t k = k0; k < k1; ++k)
             y[base + ix[static_cast<size_t>(e + k)] * sd + inner_off[static_cast<size_t>(k)]] += s[e + k];
         }
       }

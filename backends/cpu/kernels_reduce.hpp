@@ -416,12 +416,12 @@ inline void k_softmax(bool log, const ir::Attrs& a, const ConstBuffer& in, const
     });
     return;
   }
-  // Softmax over a middle dim: vectorise across the inner dim, loop the softmax dim.
+  // Softmax over a middle dim: vectorise across the inner dim, loop the softmax dim. Softmax
+  // keeps the exponentials in y; log softmax only sums them (y may alias x, which it still reads).
   constexpr int64_t kCols = 256;
   const int64_t cblocks = (I + kCols - 1) / kCols;
   parallel_items(sp.outer * cblocks, R * kCols * 4, [&](int64_t t0, int64_t t1) {
-    std::vector<float> e(static_cast<size_t>(R * kCols));
-    float mx[kCols], shift[kCols], sum[kCols];
+    float mx[kCols], shift[kCols], sum[kCols], er[kCols];
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t ob = t / cblocks, c0 = (t % cblocks) * kCols;
       const int64_t w = std::min(kCols, I - c0);
@@ -435,10 +435,10 @@ inline void k_softmax(bool log, const ir::Attrs& a, const ConstBuffer& in, const
         sum[i] = 0.0f;
       }
       for (int64_t r = 0; r < R; ++r) {
-        float* er = e.data() + r * kCols;
-        for (int64_t i = 0; i < w; ++i) er[i] = xb[r * I + i] - shift[i];
-        map_batch(er, er, w, [](fbatch v) { return xsimd::exp(v); });
-        for (int64_t i = 0; i < w; ++i) sum[i] += er[i];
+        float* ev = log ? er : yb + r * I;
+        for (int64_t i = 0; i < w; ++i) ev[i] = xb[r * I + i] - shift[i];
+        map_batch(ev, ev, w, [](fbatch v) { return xsimd::exp(v); });
+        for (int64_t i = 0; i < w; ++i) sum[i] += ev[i];
       }
       if (log) {
         for (int64_t i = 0; i < w; ++i) sum[i] = std::log(sum[i]) + shift[i];
@@ -447,7 +447,7 @@ inline void k_softmax(bool log, const ir::Attrs& a, const ConstBuffer& in, const
       } else {
         for (int64_t i = 0; i < w; ++i) sum[i] = 1.0f / sum[i];
         for (int64_t r = 0; r < R; ++r)
-          for (int64_t i = 0; i < w; ++i) yb[r * I + i] = e[static_cast<size_t>(r * kCols + i)] * sum[i];
+          for (int64_t i = 0; i < w; ++i) yb[r * I + i] *= sum[i];
       }
     }
   });
