@@ -755,6 +755,31 @@ TEST_CASE("index_select, index_add, gather, scatter_add and their bounds", "[ker
   CHECK(run1(OpKind::ScatterAdd, sa, {&si0, &svi}).as<int64_t>() == std::vector<int64_t>{0, 2, 6, 0, 5, 0, 5, 0, 3});
 }
 
+TEST_CASE("index_add and scatter_add accumulate in index order on wide rows", "[kernels]") {
+  const int64_t rows = 50, cols = 300, len = 400;
+  std::vector<int64_t> iv(len);
+  for (int64_t i = 0; i < len; ++i) iv[i] = (i * 7919) % rows;
+  const Buf idx = ti64({len}, iv);
+  const auto sv = seq(len * cols, 1.0f, 0.0f, 40);
+  const Buf src = tf({len, cols}, sv);
+  Attrs a = dims_attrs({0});
+  a.shape = {rows, cols};
+  std::vector<float> want(rows * cols, 0.0f);
+  for (int64_t i = 0; i < len; ++i)
+    for (int64_t k = 0; k < cols; ++k) want[iv[i] * cols + k] += sv[i * cols + k];
+  set_num_threads(1);
+  const auto one = run1(OpKind::IndexAdd, a, {&idx, &src}).f();
+  set_num_threads(0);
+  CHECK(bits_equal(one, want));
+  CHECK(bits_equal(run1(OpKind::IndexAdd, a, {&idx, &src}).f(), want));
+  // The same accumulation through scatter_add with an index expanded along the columns.
+  std::vector<int64_t> full(len * cols);
+  for (int64_t i = 0; i < len; ++i)
+    for (int64_t k = 0; k < cols; ++k) full[i * cols + k] = iv[i];
+  const Buf fidx = ti64({len, cols}, full);
+  CHECK(bits_equal(run1(OpKind::ScatterAdd, a, {&fidx, &src}).f(), want));
+}
+
 // ---- matmul / conv ------------------------------------------------------------------------
 
 TEST_CASE("matmul with transposes and broadcast batches", "[kernels]") {
