@@ -1,0 +1,44 @@
+// Convolution forward + backward (input and weight gradients) through ipuml's ops at the
+// model zoo's layer shapes; prints "ipuml conv layer=NAME threads=T ms=X" per layer.
+// Usage: bench_conv [--threads T] [--seconds S]
+#include <chrono>
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
+
+#include <ipuml/ipuml.hpp>
+
+#include "conv_layers.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"ipuml convolution benchmark"};
+  int threads = 1;
+  double seconds = 1.0;
+  app.add_option("--threads", threads, "oneTBB threads")->check(CLI::PositiveNumber);
+  app.add_option("--seconds", seconds, "time per layer");
+  CLI11_PARSE(app, argc, argv);
+  ipuml::set_num_threads(threads);
+  using namespace ipuml;
+  for (const auto& l : kConvLayers) {
+    Tensor x = (l.one_d ? randn({l.n, l.c_in, l.w}) : randn({l.n, l.c_in, l.h, l.w})).requires_grad_();
+    Tensor w = (l.one_d ? randn({l.c_out, l.c_in, l.k}) : randn({l.c_out, l.c_in, l.k, l.k})).requires_grad_();
+    auto step = [&] {
+      x.set_grad(Tensor());
+      w.set_grad(Tensor());
+      Tensor y = l.one_d ? conv1d(x, w, Tensor(), l.stride, l.pad)
+                         : conv2d(x, w, Tensor(), {l.stride, l.stride}, {l.pad, l.pad});
+      y.backward(ones_like(y));
+    };
+    step();
+    int reps = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    double elapsed = 0;
+    do {
+      step();
+      ++reps;
+      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } while (elapsed < seconds);
+    std::printf("ipuml conv layer=%s threads=%d ms=%.3f\n", l.name, threads, 1e3 * elapsed / reps);
+  }
+  return 0;
+}
