@@ -282,3 +282,24 @@ TEST_CASE("nn modules reject bad inputs naming what they expected", "[nn]") {
   CHECK_THROWS_WITH(nn::CrossEntropyLoss()(randn({4})), Contains("no single-tensor forward"));
   CHECK_THROWS_WITH(nn::Linear{nullptr}(randn({2})), Contains("empty module holder"));
 }
+
+TEST_CASE("nn reprs format floats and tuples as Python does", "[nn]") {
+  using nn::repr::py_float;
+  CHECK(py_float(1e-5) == "1e-05");
+  CHECK(py_float(1.5e-7) == "1.5e-07");
+  CHECK(py_float(1e-4) == "0.0001");
+  CHECK(py_float(0.001) == "0.001");
+  CHECK(py_float(0.1) == "0.1");
+  CHECK(py_float(0.05) == "0.05");
+  CHECK(py_float(1.0) == "1.0");
+  CHECK(py_float(0.0) == "0.0");
+  CHECK(py_float(-0.5) == "-0.5");
+  CHECK(py_float(100.0) == "100.0");
+  CHECK(py_float(123.25) == "123.25");
+  CHECK(py_float(1e16) == "1e+16");
+  CHECK(py_float(1.25e100) == "1.25e+100");
+  CHECK(nn::repr::py_tuple({4}) == "(4,)");
+  CHECK(nn::repr::py_tuple({3, 3}) == "(3, 3)");
+  CHECK(nn::repr::py_arg(nn::ExpandingArray<2>(2)) == "2");
+  CHECK(nn::repr::py_arg(nn::ExpandingArray<2>({2, 3})) == "(2, 3)");
+}
