@@ -21,8 +21,9 @@ struct ExecOptions {
   // Tiles are grouped into at most this many chunks per compute set (0: the thread count);
   // contiguous tiles of a chunk run as one kernel call, which gives the same bits.
   int64_t max_chunks = 0;
-  // Compute sets smaller than this (FLOPs + bytes) run as one call on the calling thread.
-  double min_parallel_work = 1 << 16;
+  // Compute sets smaller than this (FLOPs + bytes) run as one call on the calling thread: below
+  // it, entering the arena and splitting costs more than the CPU kernel's own parallelism gains.
+  double min_parallel_work = 1 << 22;
 };
 
 struct RunRecord {

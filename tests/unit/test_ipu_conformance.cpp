@@ -52,7 +52,11 @@ ir::Trace trace_case(const std::function<Ts(const Ts&, const Ts&)>& f, const Ts&
                      bool backward) {
   ir::Tracer tracer;
   Ts xi;
-  for (size_t i = 0; i < inputs.size(); ++i) xi.push_back(tracer.input(inputs[i], "x" + std::to_string(i)));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::string name = "x";
+    name += std::to_string(i);  // (not "x" + ...: GCC 12 -O3 warns falsely on that form, -Wrestrict)
+    xi.push_back(tracer.input(inputs[i], name));
+  }
   Ts outs = f(params, xi);
   if (backward) {
     Tensor loss = sum(mul(outs[0], outs[0]));
