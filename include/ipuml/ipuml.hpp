@@ -18,6 +18,7 @@
 #include <ipuml/backend/backend.hpp>
 #include <ipuml/backends/cpu/cpu_backend.hpp>
 #include <ipuml/backends/cpu/graph_executor.hpp>
+#include <ipuml/backends/ipu/ipu_backend.hpp>
 #include <ipuml/nn/nn.hpp>
 #include <ipuml/optim/optim.hpp>
 #include <ipuml/runtime/options.hpp>

@@ -1,6 +1,8 @@
 // PopTorch-style execution: the batching arithmetic, replication == a bigger batch, gradient
 // accumulation == a bigger batch, device iterations == that many updates, output modes, and
 // bad options reported before anything runs.
+#include <sstream>
+
 #include <catch2/catch.hpp>
 
 #include <ipuml/ipuml.hpp>
@@ -150,4 +152,39 @@ TEST_CASE("bad options and batches are reported before anything runs", "[runtime
   CHECK(a->parameters()[0].to_vector<float>() == before);
   Options pipelined = cpu_options().setExecutionStrategy(runtime::ExecutionStrategy::Pipelined);
   CHECK(pipelined.gradient_accumulation() == 1);
+}
+
+TEST_CASE("on the emulated IPU, replication equals a bigger batch and reports simulated time", "[runtime][ipu]") {
+  Generator g(21);
+  Tensor x = randn({8, 6}, &g);
+  Tensor y = randint(0, 3, {8}, &g);
+  Mlp a = make_model(), b = make_model();
+  optim::SGD oa(a->parameters(), optim::SGDOptions(0.1).momentum(0.9));
+  optim::SGD ob(b->parameters(), optim::SGDOptions(0.1).momentum(0.9));
+  Options ipu = Options().target("ipu2").showCompilationProgressBar(false);
+  auto ta = trainingModel(a.ptr(), Options(ipu).replicationFactor(2), oa, ce());
+  auto tb = trainingModel(b.ptr(), cpu_options(), ob, ce());
+  for (int i = 0; i < 3; ++i) {
+    ta(x, y);
+    tb(x, y);
+  }
+  require_same_weights(a, b, 1e-5);
+  REQUIRE(ta.last_stats().simulated_seconds.has_value());
+  CHECK(*ta.last_stats().simulated_seconds > 0);
+  std::ostringstream summary;
+  ta.printProfileSummary(summary);
+  CHECK_THAT(summary.str(), Catch::Contains("897.0 MB"));
+}
+
+TEST_CASE("asking for more IPUs than the emulated system has fails before anything runs", "[runtime][ipu][errors]") {
+  Mlp a = make_model();
+  optim::SGD o(a->parameters(), optim::SGDOptions(0.1));
+  auto before = a->parameters()[0].to_vector<float>();
+  auto t = trainingModel(a.ptr(), Options().replicationFactor(8).showCompilationProgressBar(false), o, ce());
+  CHECK_THROWS_WITH(t(randn({16, 6}), randint(0, 3, {16})), Catch::Contains("needs 8 IPUs, but the emulated system has 4"));
+  CHECK(a->parameters()[0].to_vector<float>() == before);
+  auto t2 = trainingModel(a.ptr(), Options().target("ipu7"), o, ce());
+  CHECK_THROWS_WITH(t2(randn({2, 6}), randint(0, 3, {2})), Catch::Contains("ipu7"));
+  auto t3 = trainingModel(a.ptr(), Options().setTargetOption("tiles_per_ipux", "4"), o, ce());
+  CHECK_THROWS_WITH(t3(randn({2, 6}), randint(0, 3, {2})), Catch::Contains("tiles_per_ipux"));
 }

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,11 @@ class Executable {
                                   uint64_t step) = 0;
   // Backend-specific report (memory, cycles) as JSON text; "{}" when there is none.
   virtual std::string report_json() const { return "{}"; }
+  // A short human-readable report (memory, busiest tiles, cycles) for the terminal.
+  virtual void print_summary(std::ostream& os, double samples_per_step) const {
+    (void)os;
+    (void)samples_per_step;
+  }
   // The modelled device time of the last run, for backends that model one.
   virtual std::optional<double> simulated_seconds() const { return std::nullopt; }
   // Modelled time to all-reduce `bytes` of gradients across `replicas` devices.

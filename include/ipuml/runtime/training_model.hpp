@@ -66,8 +66,12 @@ class TrainingModel {
   const Options& options() const { return options_; }
   int64_t micro_batch() const { return micro_batch_; }
   const RunStats& last_stats() const { return stats_; }
-  // The backend's report of the micro-step graph (memory, cycles) as JSON text.
+  // The backend's report of the micro-step graph (memory, cycles) as JSON text, and its
+  // terminal summary (PopTorch's printProfileSummary).
   std::string report_json() const;
+  void printProfileSummary(std::ostream& os) const {
+    if (step_exe_) step_exe_->print_summary(os, static_cast<double>(micro_batch_));
+  }
   const ir::Graph& step_graph() const { return step_trace_.graph; }
 
  private:
@@ -97,6 +101,9 @@ class InferenceModel {
   void compile(const Tensor& data);
   const RunStats& last_stats() const { return stats_; }
   std::string report_json() const;
+  void printProfileSummary(std::ostream& os) const {
+    if (exe_) exe_->print_summary(os, static_cast<double>(micro_batch_));
+  }
 
  private:
   std::shared_ptr<nn::Module> model_;

@@ -1,0 +1,133 @@
+// The IPU emulator behind the backend interface: turns PopTorch-style options (target preset,
+// field overrides, replicas, memory proportion, cache, report directory) into a compiled
+// ipu::Executable, and checks the emulated system has the IPUs the options ask for.
+#pragma once
+
+#include <sstream>
+
+#include <ipuml/backend/backend.hpp>
+#include <ipuml/backends/ipu/ipu.hpp>
+
+namespace ipuml::ipu {
+
+// An IPU-M2000 / Bow-2000 box holds 4 IPUs; that is the emulated system unless num_ipus is set.
+inline constexpr int64_t kDefaultSystemIpus = 4;
+
+class IpuBackendExecutable : public backend::Executable {
+ public:
+  IpuBackendExecutable(std::unique_ptr<ipu::Executable> exe, std::string report_dir)
+      : exe_(std::move(exe)), report_dir_(std::move(report_dir)) {
+    if (!report_dir_.empty()) exe_->write_profile(report_dir_);
+  }
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<Tensor>& states,
+                          uint64_t step) override {
+    auto out = exe_->run(inputs, states, step);
+    if (!report_dir_.empty() && !wrote_after_run_) {
+      exe_->write_profile(report_dir_);
+      wrote_after_run_ = true;
+    }
+    return out;
+  }
+  std::string report_json() const override { return exe_->profile_json(); }
+  void print_summary(std::ostream& os, double samples_per_step) const override {
+    exe_->print_profile_summary(os, samples_per_step);
+  }
+  std::optional<double> simulated_seconds() const override {
+    return exe_->last_run_cycles().simulated_seconds;
+  }
+  double allreduce_seconds(size_t bytes, int64_t replicas) const override {
+    const Target& t = exe_->target();
+    return allreduce_cycles(t, static_cast<double>(bytes), replicas) / t.clock_hz;
+  }
+  ipu::Executable& ipu() { return *exe_; }
+
+ private:
+  std::unique_ptr<ipu::Executable> exe_;
+  std::string report_dir_;
+  bool wrote_after_run_ = false;
+};
+
+class IpuBackend : public backend::Backend {
+ public:
+  std::string name() const override { return "ipu"; }
+  std::vector<backend::DeviceInfo> devices() const override {
+    std::vector<backend::DeviceInfo> out;
+    const Target t = target_preset("ipu2");
+    for (int64_t i = 0; i < kDefaultSystemIpus; ++i) {
+      backend::DeviceInfo d;
+      d.id = static_cast<int>(i);
+      d.name = t.name;
+      d.memory_bytes = static_cast<size_t>(t.tiles_per_ipu * t.bytes_per_tile);
+      d.compute_units = static_cast<int>(t.tiles_per_ipu);
+      d.description = to_string(t);
+      out.push_back(d);
+    }
+    return out;
+  }
+  bool supports(ir::OpKind) const override { return true; }
+
+  std::unique_ptr<backend::Executable> compile(const ir::Graph& graph,
+                                               const backend::CompileOptions& options) const override {
+    backend::CompileOptions o = options;
+    auto take = [&](const char* key, const std::string& def) {
+      auto it = o.find(key);
+      if (it == o.end()) return def;
+      std::string v = it->second;
+      o.erase(it);
+      return v;
+    };
+    Target t = target_preset(take("target", "ipu2"));
+    bool system_set = false;
+    std::stringstream overrides(take("target_overrides", ""));
+    for (std::string item; std::getline(overrides, item, ';');) {
+      if (item.empty()) continue;
+      apply_override(t, item);
+      system_set |= item.rfind("num_ipus=", 0) == 0;
+    }
+    const int64_t system_ipus = system_set ? t.num_ipus : kDefaultSystemIpus;
+    const int64_t replicas = parse_int(take("replicas", "1"), "replicas");
+    const int64_t per_replica = parse_int(take("ipus_per_replica", "1"), "ipus_per_replica");
+    IPUML_CHECK(replicas * per_replica <= system_ipus, "ipu backend: replicationFactor(", replicas,
+                ") x ", per_replica, " IPU(s) per replica needs ", replicas * per_replica,
+                " IPUs, but the emulated system has ", system_ipus,
+                system_set ? "" : " (an IPU-M2000 box)", "; raise it with Options.setTargetOption(\"num_ipus\", \"",
+                replicas * per_replica, "\")");
+    t.num_ipus = per_replica;
+
+    CompileOptions co;
+    co.available_memory_proportion = parse_double(take("available_memory_proportion", "0.6"), "available_memory_proportion");
+    co.allow_out_of_memory = take("allow_out_of_memory", "0") == "1";
+    co.replication_factor = replicas;
+    co.cache_dir = take("cache_dir", "");
+    co.progress = take("progress", "1") == "1";
+    const std::string report_dir = take("report_dir", "");
+    // Accepted for the record; the cycle model runs shards one after another.
+    for (const char* k : {"pipelined", "training", "gradient_accumulation", "device_iterations"}) take(k, "");
+    for (auto& [k, v] : o) fail("ipu backend: unknown compile option '", k, "'");
+    return std::make_unique<IpuBackendExecutable>(ipu::compile(graph, t, co), report_dir);
+  }
+
+ private:
+  static int64_t parse_int(const std::string& s, const char* what) {
+    try {
+      size_t pos = 0;
+      const int64_t v = std::stoll(s, &pos);
+      if (pos == s.size()) return v;
+    } catch (const std::exception&) {
+    }
+    fail("ipu backend: option ", what, " must be an integer, got '", s, "'");
+  }
+  static double parse_double(const std::string& s, const char* what) {
+    try {
+      size_t pos = 0;
+      const double v = std::stod(s, &pos);
+      if (pos == s.size()) return v;
+    } catch (const std::exception&) {
+    }
+    fail("ipu backend: option ", what, " must be a number, got '", s, "'");
+  }
+};
+
+IPUML_REGISTER_BACKEND(IpuBackend);
+
+}  // namespace ipuml::ipu
