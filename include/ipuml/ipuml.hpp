@@ -21,5 +21,6 @@
 #include <ipuml/backends/ipu/ipu_backend.hpp>
 #include <ipuml/nn/nn.hpp>
 #include <ipuml/optim/optim.hpp>
+#include <ipuml/runtime/block.hpp>
 #include <ipuml/runtime/options.hpp>
 #include <ipuml/runtime/training_model.hpp>

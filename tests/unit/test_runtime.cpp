@@ -188,3 +188,31 @@ TEST_CASE("asking for more IPUs than the emulated system has fails before anythi
   auto t3 = trainingModel(a.ptr(), Options().setTargetOption("tiles_per_ipux", "4"), o, ce());
   CHECK_THROWS_WITH(t3(randn({2, 6}), randint(0, 3, {2})), Catch::Contains("tiles_per_ipux"));
 }
+
+TEST_CASE("BeginBlock splits a model over IPUs, backward included, with the same numbers", "[runtime][ipu]") {
+  Generator g(31);
+  Tensor x = randn({4, 6}, &g);
+  Tensor y = randint(0, 3, {4}, &g);
+  Mlp a = make_model(), b = make_model();
+  runtime::BeginBlock(a->fc2, 1);
+  optim::SGD oa(a->parameters(), optim::SGDOptions(0.1));
+  optim::SGD ob(b->parameters(), optim::SGDOptions(0.1));
+  auto ta = trainingModel(a.ptr(), Options().showCompilationProgressBar(false), oa, ce());
+  auto tb = trainingModel(b.ptr(), cpu_options(), ob, ce());
+  for (int i = 0; i < 2; ++i) {
+    ta(x, y);
+    tb(x, y);
+  }
+  require_same_weights(a, b, 1e-5);
+  int on_ipu1 = 0, matmuls_on_ipu1 = 0;
+  for (auto& n : ta.step_graph().nodes) {
+    on_ipu1 += n.ipu == 1;
+    matmuls_on_ipu1 += n.ipu == 1 && n.kind == ir::OpKind::MatMul;
+  }
+  CHECK(on_ipu1 > 0);
+  CHECK(matmuls_on_ipu1 == 3);  // fc2 forward, and its two backward products
+  CHECK(ta.step_graph().nodes.front().ipu == 0);
+  CHECK(ir::PlacementGuard::current() == 0);  // placement does not leak out of the trace
+  auto tp = trainingModel(a.ptr(), Options().replicationFactor(3), oa, ce());
+  CHECK_THROWS_WITH(tp(randn({6, 6}), randint(0, 3, {6})), Catch::Contains("needs 6 IPUs"));
+}

@@ -65,6 +65,7 @@ class Tracer {
   std::vector<Saved> saved_;
   std::unordered_map<TensorImpl*, std::string> names_;
   Tracer* prev_ = nullptr;
+  int prev_placement_ = 0;
   uint64_t id_;
   bool finished_ = false;
 };
@@ -92,6 +93,8 @@ class PlacementGuard {
   PlacementGuard(const PlacementGuard&) = delete;
   PlacementGuard& operator=(const PlacementGuard&) = delete;
   static int current();
+  // Switches placement without restoring it (BeginBlock: "from this layer on, IPU k").
+  static void set_current(int ipu);
 
  private:
   int prev_;

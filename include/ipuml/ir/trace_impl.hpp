@@ -22,8 +22,12 @@ inline uint64_t next_trace_id() {
 }
 }  // namespace trace_detail
 
-IPUML_INLINE Tracer::Tracer() : prev_(trace_detail::current_tracer()), id_(trace_detail::next_trace_id()) {
+IPUML_INLINE Tracer::Tracer()
+    : prev_(trace_detail::current_tracer()),
+      prev_placement_(trace_detail::current_placement()),
+      id_(trace_detail::next_trace_id()) {
   trace_detail::current_tracer() = this;
+  trace_detail::current_placement() = 0;  // every trace starts on IPU 0
 }
 
 IPUML_INLINE Tracer::~Tracer() {
@@ -34,6 +38,7 @@ IPUML_INLINE Tracer::~Tracer() {
       if (s.grad_saved) s.impl->grad = s.grad;
     }
     if (trace_detail::current_tracer() == this) trace_detail::current_tracer() = prev_;
+    trace_detail::current_placement() = prev_placement_;
   }
 }
 
@@ -161,6 +166,7 @@ IPUML_INLINE Trace Tracer::finish(const std::vector<Tensor>& outputs) {
   finished_ = true;
   // Ops after finish() run eagerly again (or into an enclosing trace).
   if (trace_detail::current_tracer() == this) trace_detail::current_tracer() = prev_;
+  trace_detail::current_placement() = prev_placement_;
   return Trace{std::move(graph_), std::move(state_tensors_)};
 }
 
@@ -170,6 +176,10 @@ IPUML_INLINE PlacementGuard::PlacementGuard(int ipu) : prev_(trace_detail::curre
 }
 IPUML_INLINE PlacementGuard::~PlacementGuard() { trace_detail::current_placement() = prev_; }
 IPUML_INLINE int PlacementGuard::current() { return trace_detail::current_placement(); }
+IPUML_INLINE void PlacementGuard::set_current(int ipu) {
+  IPUML_CHECK(ipu >= 0, "BeginBlock: ipu_id must be non-negative, got ", ipu);
+  trace_detail::current_placement() = ipu;
+}
 
 IPUML_INLINE NoTraceGuard::NoTraceGuard() : saved_(trace_detail::current_tracer()) {
   trace_detail::current_tracer() = nullptr;

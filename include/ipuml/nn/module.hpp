@@ -11,6 +11,7 @@
 
 #include <ipuml/autograd/grad_mode.hpp>
 #include <ipuml/core/error.hpp>
+#include <ipuml/ir/trace.hpp>
 #include <ipuml/tensor/ops.hpp>
 
 namespace ipuml::nn {
@@ -123,6 +124,14 @@ class Module : public std::enable_shared_from_this<Module> {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
+  // PopTorch's BeginBlock: when this module is called, it and everything after it run on IPU
+  // `ipu` of a model-parallel program (recorded into traced graphs; eager runs ignore it).
+  void begin_block(int ipu) {
+    IPUML_CHECK(ipu >= 0, type_name_, ": BeginBlock ipu_id must be non-negative, got ", ipu);
+    block_ipu_ = ipu;
+  }
+  int block_ipu() const { return block_ipu_; }
+
   void zero_grad() {
     for (auto& p : parameters()) p.set_grad(Tensor());
   }
@@ -203,6 +212,7 @@ class Module : public std::enable_shared_from_this<Module> {
 
   std::string type_name_;
   bool training_ = true;
+  int block_ipu_ = -1;
   StateDict params_;
   StateDict buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
@@ -240,6 +250,7 @@ class ModuleHolder {
 
   template <typename... Args>
   decltype(auto) operator()(Args&&... args) const {
+    if (checked()->block_ipu() >= 0) ir::PlacementGuard::set_current(checked()->block_ipu());
     return checked()->forward(std::forward<Args>(args)...);
   }
   // Indexing goes to the module, as in LibTorch: `seq[0]` on a Sequential or ModuleList.
