@@ -61,7 +61,9 @@ struct PackIm2colB {
         valid_taps(ix0, p.stride_w, p.w, run.len, t0, t1);
         std::fill(dr, dr + t0, 0.0f);
         if (p.stride_w == 1) {
-          std::memcpy(dr + t0, row + ix0 + t0, sizeof(float) * size_t(t1 - t0));
+          // Runs are output-row pieces (often < 32 floats): a plain loop beats a memcpy call.
+          const float* src = row + ix0;
+          for (int64_t t = t0; t < t1; ++t) dr[t] = src[t];
         } else {
           for (int64_t t = t0; t < t1; ++t) dr[t] = row[ix0 + t * p.stride_w];
         }

@@ -169,7 +169,9 @@ inline void k_maxpool(const ir::Attrs& a, const ConstBuffer& in, const std::vect
   const float* x = in_ptr<float>(in);
   float* y = out_ptr<float>(out[0]);
   int64_t* ix = out_ptr<int64_t>(out[1]);
-  parallel_items(g.planes, g.oh * g.ow * g.kh * g.kw, [&](int64_t p0, int64_t p1) {
+  parallel_items(g.planes, g.oh * g.ow * g.kh * g.kw, [&, g](int64_t p0, int64_t p1) {
+    // g is copied into the lambda: the int64 index stores could alias a captured reference and
+    // force every geometry field to be reloaded in the inner loop.
     for (int64_t pl = p0; pl < p1; ++pl) {
       const float* xp = x + pl * g.h * g.w;
       float* yp = y + pl * g.oh * g.ow;
@@ -185,11 +187,13 @@ inline void k_maxpool(const ir::Attrs& a, const ConstBuffer& in, const std::vect
           for (int64_t r = h0; r < h1; ++r)
             for (int64_t c = w0; c < w1; ++c) {
               const float v = xp[r * g.w + c];
-              // NaN wins and sticks (later values never beat a NaN), first max wins ties.
-              if (v > best || (v != v && best == best)) {
-                best = v;
-                bi = r * g.w + c;
-              }
+              // NaN wins and sticks (later values never beat a NaN), first max wins ties:
+              // take v when it is greater or NaN, unless best is already NaN. Two comparisons
+              // and selects, no branch: on real data the comparison is a coin toss, and the
+              // three-comparison form was compiled into byte spills that stalled the loop.
+              const bool take = !(v <= best) & (best == best);
+              best = take ? v : best;
+              bi = take ? r * g.w + c : bi;
             }
           yp[i * g.ow + j] = best;
           ip[i * g.ow + j] = bi;
