@@ -9,4 +9,6 @@ scripts/fetch-data.sh mnist >/dev/null
 build=${IPUML_BUILD_DIR:-build}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j"$(nproc)" --target ipuml-mnist
+# With no arguments: the reference run, replicated over 2 emulated GC200 IPUs.
+if (($# == 0)); then set -- --target ipu2 --replication-factor 2; fi
 exec "$build/examples/mnist/ipuml-mnist" "$@"

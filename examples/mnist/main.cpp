@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -49,6 +50,15 @@ struct Config {
   int64_t max_batches = 0;
   bool double_softmax = true;
   int64_t prefetch = 2;
+  // Where training runs: "ipu" (the emulator, PopTorch's default), "cpu" (the same compiled
+  // step on the CPU executor) or "eager" (op by op with autograd).
+  std::string device = "ipu";
+  std::string target = "ipu2";
+  std::vector<std::string> target_overrides;
+  int64_t ipus = 1;  // IPUs per replica: the network's blocks spread over them (BeginBlock)
+  int64_t replication_factor = 1;
+  int64_t gradient_accumulation = 1;
+  bool profile = true;
 };
 
 // A `\r` progress line when stdout is a terminal; silent otherwise (the caller prints one
@@ -120,6 +130,61 @@ EpochStats train_epoch(models::MnistCnnWithLoss& model, optim::Optimizer& optimi
   return st;
 }
 
+struct CompiledStats : EpochStats {
+  double simulated_seconds = 0;
+};
+
+// One epoch through a compiled training model (emulated IPU or CPU executor): each host batch
+// is one call, i.e. device_iterations weight updates over replicas x accumulation micro-batches.
+template <typename Loader>
+CompiledStats train_epoch_compiled(runtime::TrainingModel& tm, Loader& loader, const Config& cfg,
+                                   int64_t epoch, Progress& progress) {
+  CompiledStats st;
+  double loss_sum = 0;
+  int64_t loss_count = 0;
+  const auto t0 = Clock::now();
+  const int64_t batches = cfg.max_batches > 0 ? std::min(cfg.max_batches, loader.size()) : loader.size();
+  int64_t b = 0;
+  for (auto& batch : loader) {
+    if (b == batches) break;
+    const Tensor losses = tm(batch.data, batch.target);
+    for (float l : losses.to_vector<float>()) {
+      loss_sum += l;
+      ++loss_count;
+    }
+    st.steps += cfg.device_iterations;
+    st.samples += batch.data.size(0);
+    if (tm.last_stats().simulated_seconds) st.simulated_seconds += *tm.last_stats().simulated_seconds;
+    ++b;
+    const double secs = seconds_since(t0);
+    progress.update("Epoch ", epoch + 1, "/", cfg.epochs, " [", b, "/", batches, "] loss ",
+                    fixed(loss_sum / double(std::max<int64_t>(loss_count, 1)), 4), "  ",
+                    fixed(double(st.samples) / std::max(secs, 1e-9), 0), " samples/s");
+  }
+  progress.done();
+  st.seconds = seconds_since(t0);
+  st.mean_loss = loss_count ? loss_sum / double(loss_count) : 0.0;
+  return st;
+}
+
+// Accuracy through a compiled inference model (PopTorch's inferenceModel for the test set).
+template <typename Loader>
+double evaluate_compiled(runtime::InferenceModel& im, Loader& loader, const Config& cfg, Progress& progress) {
+  int64_t correct = 0, total = 0, b = 0;
+  const int64_t batches = cfg.max_batches > 0 ? std::min(cfg.max_batches, loader.size()) : loader.size();
+  for (auto& batch : loader) {
+    if (b == batches) break;
+    if (batch.data.size(0) != cfg.test_batch_size) break;  // a compiled model has one batch shape
+    const Tensor pred = argmax(im(batch.data), 1);
+    correct += sum(eq(pred, batch.target).to(kInt64)).template item<int64_t>();
+    total += batch.data.size(0);
+    ++b;
+    progress.update("Evaluating [", b, "/", batches, "]");
+  }
+  progress.done();
+  return total ? 100.0 * double(correct) / double(total) : 0.0;
+}
+
 // Percentage of correct predictions on the test loader (the network in eval mode, no grad).
 template <typename Loader>
 double evaluate(models::MnistCnn& net, Loader& loader, const Config& cfg, Progress& progress) {
@@ -144,7 +209,7 @@ double evaluate(models::MnistCnn& net, Loader& loader, const Config& cfg, Progre
 int main(int argc, char** argv) {
   Config cfg;
   bool no_double_softmax = false;
-  CLI::App app{"ipuml-mnist: the CNN of PopTorch's MNIST tutorial, trained eagerly on the CPU"};
+  CLI::App app{"ipuml-mnist: the CNN of PopTorch's MNIST tutorial, trained on an emulated IPU"};
   app.add_option("--batch-size", cfg.batch_size, "Micro-batch size for training")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--test-batch-size", cfg.test_batch_size, "Batch size for testing")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--epochs", cfg.epochs, "Number of epochs to train")->check(CLI::PositiveNumber)->capture_default_str();
@@ -163,8 +228,26 @@ int main(int argc, char** argv) {
   app.add_flag("--no-double-softmax", no_double_softmax,
                "Compute the loss on the logits instead of on the softmax output (the original "
                "applies softmax twice: Softmax layer, then CrossEntropyLoss)");
+  app.add_option("--device", cfg.device, "ipu (emulated), cpu (compiled, CPU executor) or eager")
+      ->check(CLI::IsMember({"ipu", "cpu", "eager"}))->capture_default_str();
+  app.add_option("--target", cfg.target, "Emulated IPU target: ipu1, ipu2, bow, tiny")->capture_default_str();
+  app.add_option("--set", cfg.target_overrides, "Override a target field, e.g. --set clock_hz=1.85e9 (repeatable)");
+  app.add_option("--ipus", cfg.ipus, "IPUs per replica; the blocks spread over them (BeginBlock)")
+      ->check(CLI::Range(1, 4))->capture_default_str();
+  app.add_option("--replication-factor", cfg.replication_factor, "Data-parallel replicas, one per IPU (group)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--gradient-accumulation", cfg.gradient_accumulation, "Micro-batches per weight update")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  bool no_profile = false;
+  app.add_flag("--no-profile", no_profile, "Skip the profile summary");
   CLI11_PARSE(app, argc, argv);
   cfg.double_softmax = !no_double_softmax;
+  cfg.profile = !no_profile;
+  const bool compiled = cfg.device != "eager";
+  if (!compiled && (cfg.replication_factor > 1 || cfg.gradient_accumulation > 1 || cfg.ipus > 1)) {
+    std::cerr << "ipuml-mnist: --replication-factor, --gradient-accumulation and --ipus need --device ipu or cpu\n";
+    return 1;
+  }
 
   try {
     const auto t_start = Clock::now();
@@ -179,7 +262,8 @@ int main(int argc, char** argv) {
     // As poptorch.DataLoader: a training host batch carries every device iteration's
     // micro-batch, and incomplete host batches are dropped.
     data::DataLoader train_loader(train_set, data::DataLoaderOptions()
-                                                 .batch_size(cfg.batch_size * cfg.device_iterations)
+                                                 .batch_size(cfg.batch_size * cfg.device_iterations *
+                                                             (compiled ? cfg.replication_factor * cfg.gradient_accumulation : 1))
                                                  .shuffle(true)
                                                  .seed(cfg.seed)
                                                  .drop_last(true)
@@ -208,6 +292,65 @@ int main(int argc, char** argv) {
     }
 
     Progress progress;
+    if (compiled) {
+      // PopTorch's execution options; BeginBlock spreads the blocks over --ipus IPUs.
+      Options opts;
+      opts.deviceIterations(cfg.device_iterations)
+          .replicationFactor(cfg.replication_factor)
+          .randomSeed(cfg.seed)
+          .useIpuModel(cfg.device == "ipu")
+          .target(cfg.target);
+      opts.Training.gradientAccumulation(cfg.gradient_accumulation);
+      for (auto& o : cfg.target_overrides) {
+        const auto eq_at = o.find('=');
+        IPUML_CHECK(eq_at != std::string::npos, "ipuml-mnist: --set expects field=value, got '", o, "'");
+        opts.setTargetOption(o.substr(0, eq_at), o.substr(eq_at + 1));
+      }
+      if (cfg.ipus >= 2) runtime::BeginBlock(net->layer2, 1);
+      if (cfg.ipus >= 3) runtime::BeginBlock(net->layer3, 2);
+      if (cfg.ipus >= 4) runtime::BeginBlock(net->layer4, 3);
+      const bool double_softmax = cfg.double_softmax;
+      auto tm = trainingModel(net.ptr(), opts, optimizer, [double_softmax](const Tensor& probs, const Tensor& y) {
+        // The original's CrossEntropyLoss on the softmax output; otherwise NLL of log(probs),
+        // which equals cross-entropy on the logits.
+        return double_softmax ? cross_entropy(probs, y) : nll_loss(log(probs), y);
+      });
+      double wall = 0, simulated = 0;
+      int64_t samples = 0;
+      for (int64_t epoch = first_epoch; epoch < cfg.epochs; ++epoch) {
+        manual_seed(cfg.seed + 1000003ULL * static_cast<uint64_t>(epoch + 1));
+        train_loader.set_epoch(static_cast<uint64_t>(epoch));
+        const CompiledStats st = train_epoch_compiled(tm, train_loader, cfg, epoch, progress);
+        wall += st.seconds;
+        simulated += st.simulated_seconds;
+        samples += st.samples;
+        std::cout << "Epoch " << epoch + 1 << "/" << cfg.epochs << ": loss " << fixed(st.mean_loss, 4)
+                  << ", " << st.steps << " steps, " << st.samples << " samples in " << fixed(st.seconds, 1)
+                  << " s (" << fixed(double(st.samples) / std::max(st.seconds, 1e-9), 0) << " samples/s)" << std::endl;
+        if (epoch == first_epoch && cfg.profile && cfg.device == "ipu") tm.printProfileSummary(std::cout);
+        if (!cfg.checkpoint.empty()) io::save_checkpoint(cfg.checkpoint, *net, optimizer.state_dict(), epoch + 1);
+      }
+      Options eval_opts = Options().useIpuModel(cfg.device == "ipu").target(cfg.target);
+      for (auto& o : cfg.target_overrides) {
+        const auto eq_at = o.find('=');
+        eval_opts.setTargetOption(o.substr(0, eq_at), o.substr(eq_at + 1));
+      }
+      auto im = inferenceModel(net.ptr(), eval_opts.showCompilationProgressBar(false));
+      const auto t_eval = Clock::now();
+      const double acc = evaluate_compiled(im, test_loader, cfg, progress);
+      std::cout << "Evaluation: " << fixed(seconds_since(t_eval), 1) << " s\n";
+      std::cout << "Accuracy on test set: " << fixed(acc, 2) << "%\n";
+      if (samples > 0) {
+        std::cout << "Training throughput: " << fixed(double(samples) / std::max(wall, 1e-9), 0)
+                  << " samples/s wall-clock";
+        if (simulated > 0)
+          std::cout << ", " << fixed(double(samples) / simulated, 0) << " samples/s simulated on "
+                    << cfg.replication_factor * cfg.ipus << " x " << cfg.target;
+        std::cout << "\n";
+      }
+      std::cout << "Wall time: " << fixed(seconds_since(t_start), 1) << " s" << std::endl;
+      return 0;
+    }
     for (int64_t epoch = first_epoch; epoch < cfg.epochs; ++epoch) {
       manual_seed(cfg.seed + 1000003ULL * static_cast<uint64_t>(epoch + 1));
       train_loader.set_epoch(static_cast<uint64_t>(epoch));
