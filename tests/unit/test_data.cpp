@@ -2,7 +2,8 @@
 // replica shards), and the DataLoader (batching, prefetch, errors, no hangs) plus MnistDataset.
 #include <ipuml/data/data.hpp>
 #include <ipuml/datasets/mnist_dataset.hpp>
-#include <ipuml/ipuml.hpp>
+#include <ipuml/core/parallel.hpp>
+#include <ipuml/tensor/ops.hpp>
 
 #include <catch2/catch.hpp>
 
