@@ -1,5 +1,6 @@
 // ipuml: an embeddable C++ deep-learning library with IPU emulation.
-// The umbrella header: tensors, autograd, tracing and the CPU backend.
+// The umbrella header: tensors, autograd, tracing, nn, optim, data, checkpoints, the runtime
+// and both backends (CPU and the IPU emulator).
 #pragma once
 
 #include <ipuml/core/config.hpp>
@@ -24,3 +25,5 @@
 #include <ipuml/runtime/block.hpp>
 #include <ipuml/runtime/options.hpp>
 #include <ipuml/runtime/training_model.hpp>
+#include <ipuml/data/data.hpp>
+#include <ipuml/io/checkpoint.hpp>

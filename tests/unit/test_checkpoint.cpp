@@ -13,6 +13,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "../support/temp_dir.hpp"
+
 #include <atomic>
 #include <cstring>
 #include <functional>
@@ -26,20 +28,8 @@ using namespace ipuml;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() /
-           ("ipuml_test_ckpt_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
+struct TempDir : ipuml::testing::TempDir {
+  TempDir() : ipuml::testing::TempDir("ipuml_test_ckpt") {}
 };
 
 // y = w2 relu(w1 x + b1): parameters two levels deep, plus buffers of other dtypes.

@@ -8,6 +8,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "../support/temp_dir.hpp"
+
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -23,20 +25,8 @@ using ipuml::io::H5File;
 namespace {
 
 // A fresh directory per test case, removed afterwards.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() /
-           ("ipuml_test_hdf5_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
+struct TempDir : ipuml::testing::TempDir {
+  TempDir() : ipuml::testing::TempDir("ipuml_test_hdf5") {}
 };
 
 int64_t numel(const std::vector<int64_t>& shape) {

@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "../support/temp_dir.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -22,20 +24,9 @@ using ipuml::datasets::MnistSplit;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() /
-           ("ipuml_test_mnist_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
+// A fresh directory per test case, removed afterwards.
+struct TempDir : ipuml::testing::TempDir {
+  TempDir() : ipuml::testing::TempDir("ipuml_test_mnist") {}
 };
 
 // Restores an environment variable when the test ends.

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include <ipuml/autograd/grad_mode.hpp>  // before module.hpp, which uses NoGradGuard
+#include <ipuml/autograd/grad_mode.hpp>
 #include <ipuml/nn/module.hpp>
 
 namespace ipuml::io {
