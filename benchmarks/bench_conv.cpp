@@ -20,8 +20,10 @@ int main(int argc, char** argv) {
   ipuml::set_num_threads(threads);
   using namespace ipuml;
   for (const auto& l : kConvLayers) {
-    Tensor x = (l.one_d ? randn({l.n, l.c_in, l.w}) : randn({l.n, l.c_in, l.h, l.w})).requires_grad_();
-    Tensor w = (l.one_d ? randn({l.c_out, l.c_in, l.k}) : randn({l.c_out, l.c_in, l.k, l.k})).requires_grad_();
+    Tensor x =
+        (l.one_d ? randn({l.n, l.c_in, l.w}) : randn({l.n, l.c_in, l.h, l.w})).requires_grad_();
+    Tensor w = (l.one_d ? randn({l.c_out, l.c_in, l.k}) : randn({l.c_out, l.c_in, l.k, l.k}))
+                   .requires_grad_();
     auto step = [&] {
       x.set_grad(Tensor());
       w.set_grad(Tensor());

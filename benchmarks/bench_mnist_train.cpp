@@ -66,7 +66,8 @@ int main(int argc, char** argv) {
     int64_t reps = 0;
     const double elapsed = timed(step, seconds, reps);
     std::printf("ipuml mnist_cnn train batch=%lld threads=%d mode=%s samples_per_s=%.1f\n",
-                static_cast<long long>(batch), threads, mode.c_str(), static_cast<double>(reps * batch) / elapsed);
+                static_cast<long long>(batch), threads, mode.c_str(),
+                static_cast<double>(reps * batch) / elapsed);
     std::fflush(stdout);
   }
   return 0;

@@ -66,7 +66,8 @@ int main(int argc, char** argv) {
     std::printf("ipuml sgemm n=%lld threads=%d gflops=%.1f\n", static_cast<long long>(n), threads,
                 time_sgemm(n, n, n, seconds));
   if (all) {
-    const int64_t shapes[][3] = {{8, 128, 1600}, {64, 128, 1600}, {128, 3072, 768}, {512, 768, 3072}};
+    const int64_t shapes[][3] = {
+        {8, 128, 1600}, {64, 128, 1600}, {128, 3072, 768}, {512, 768, 3072}};
     for (const auto& s : shapes)
       std::printf("ipuml sgemm m=%lld n=%lld k=%lld threads=%d gflops=%.1f\n",
                   static_cast<long long>(s[0]), static_cast<long long>(s[1]),

@@ -54,7 +54,8 @@ class GzReader {
     errno = 0;
     file_ = gzopen(path.c_str(), "rb");
     if (!file_)
-      ipuml::fail("mnist: cannot open '", path, "': ", errno ? std::strerror(errno) : "out of memory");
+      ipuml::fail("mnist: cannot open '", path,
+                  "': ", errno ? std::strerror(errno) : "out of memory");
     gzbuffer(file_, 1 << 17);
   }
   GzReader(const GzReader&) = delete;
@@ -84,8 +85,9 @@ class GzReader {
   [[noreturn]] void fail_stream() {
     int code = Z_OK;
     const char* msg = gzerror(file_, &code);
-    ipuml::fail("mnist: cannot read '", path_, "': corrupt or truncated gzip data (zlib: ",
-                msg && *msg ? msg : "unknown error", ")");
+    ipuml::fail("mnist: cannot read '", path_,
+                "': corrupt or truncated gzip data (zlib: ", msg && *msg ? msg : "unknown error",
+                ")");
   }
 
   std::string path_;
@@ -107,22 +109,26 @@ inline IdxFile read_idx(const std::string& path, uint32_t magic, size_t ndims, c
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::exists(path, ec)) ipuml::fail("mnist: cannot find '", path, "'; ", fetch_hint());
-  if (!fs::is_regular_file(path, ec)) ipuml::fail("mnist: '", path, "' is not a regular file, expected ", what);
+  if (!fs::is_regular_file(path, ec))
+    ipuml::fail("mnist: '", path, "' is not a regular file, expected ", what);
   GzReader in(path);
   const size_t header_size = 4 + 4 * ndims;
   uint8_t header[16] = {};
   size_t got = in.read(header, header_size);
   if (got < 4)
-    ipuml::fail("mnist: '", path, "' is ", got, " bytes long, too short for an IDX header (expected ", what, ")");
+    ipuml::fail("mnist: '", path, "' is ", got,
+                " bytes long, too short for an IDX header (expected ", what, ")");
   uint32_t found = big_endian_u32(header);
   if (found != magic) {
     std::string guess = found == kImagesMagic   ? " (an image file)"
                         : found == kLabelsMagic ? " (a label file)"
                                                 : "";
-    ipuml::fail("mnist: '", path, "' has magic number ", found, guess, ", expected ", magic, " (", what, ")");
+    ipuml::fail("mnist: '", path, "' has magic number ", found, guess, ", expected ", magic, " (",
+                what, ")");
   }
   if (got < header_size)
-    ipuml::fail("mnist: '", path, "' is truncated: ", got, " bytes, expected a ", header_size, "-byte IDX header");
+    ipuml::fail("mnist: '", path, "' is truncated: ", got, " bytes, expected a ", header_size,
+                "-byte IDX header");
   IdxFile out;
   uint64_t payload = 1;
   for (size_t d = 0; d < ndims; ++d) {
@@ -132,7 +138,8 @@ inline IdxFile read_idx(const std::string& path, uint32_t magic, size_t ndims, c
     // No real IDX file comes near this; a larger product means a damaged header, and a
     // bound here keeps the multiplication from overflowing.
     if (payload > (uint64_t{1} << 40))
-      ipuml::fail("mnist: '", path, "' header claims dimensions ", out.dims, "..., which is not plausible for ", what);
+      ipuml::fail("mnist: '", path, "' header claims dimensions ", out.dims,
+                  "..., which is not plausible for ", what);
   }
   // Grow as data arrives rather than trusting the header with one huge allocation.
   out.data.reserve(static_cast<size_t>(std::min<uint64_t>(payload, uint64_t{64} << 20)));
@@ -145,12 +152,14 @@ inline IdxFile read_idx(const std::string& path, uint32_t magic, size_t ndims, c
     if (n < chunk) break;
   }
   if (have < payload)
-    ipuml::fail("mnist: '", path, "' is truncated: its header (dimensions ", out.dims, ") promises ", payload,
-                " data bytes after the ", header_size, "-byte header, but only ", have, " are present; ", fetch_hint());
+    ipuml::fail("mnist: '", path, "' is truncated: its header (dimensions ", out.dims,
+                ") promises ", payload, " data bytes after the ", header_size,
+                "-byte header, but only ", have, " are present; ", fetch_hint());
   uint8_t extra[1];
   if (in.read(extra, 1) != 0)
     ipuml::fail("mnist: '", path, "' has trailing bytes after the ", header_size + payload,
-                " bytes its header (dimensions ", out.dims, ") describes; expected the file to end there");
+                " bytes its header (dimensions ", out.dims,
+                ") describes; expected the file to end there");
   return out;
 }
 
@@ -160,13 +169,14 @@ IPUML_INLINE MnistSplit read_mnist(const std::string& images_path, const std::st
   using namespace mnist_detail;
   IdxFile images = read_idx(images_path, kImagesMagic, 3, "an IDX image file, magic 2051");
   IdxFile labels = read_idx(labels_path, kLabelsMagic, 1, "an IDX label file, magic 2049");
-  IPUML_CHECK(images.dims[1] > 0 && images.dims[2] > 0, "mnist: '", images_path, "' has images of ", images.dims[1],
-              "x", images.dims[2], " pixels, expected at least 1x1");
+  IPUML_CHECK(images.dims[1] > 0 && images.dims[2] > 0, "mnist: '", images_path, "' has images of ",
+              images.dims[1], "x", images.dims[2], " pixels, expected at least 1x1");
   IPUML_CHECK(images.dims[0] == labels.dims[0], "mnist: '", images_path, "' holds ", images.dims[0],
-              " images but '", labels_path, "' holds ", labels.dims[0], " labels; expected equal counts");
+              " images but '", labels_path, "' holds ", labels.dims[0],
+              " labels; expected equal counts");
   for (size_t i = 0; i < labels.data.size(); ++i)
-    IPUML_CHECK(labels.data[i] <= 9, "mnist: '", labels_path, "' has label ", int(labels.data[i]), " at index ", i,
-                ", expected a digit 0..9");
+    IPUML_CHECK(labels.data[i] <= 9, "mnist: '", labels_path, "' has label ", int(labels.data[i]),
+                " at index ", i, ", expected a digit 0..9");
   MnistSplit split;
   split.count = images.dims[0];
   split.rows = images.dims[1];
@@ -179,13 +189,15 @@ IPUML_INLINE MnistSplit read_mnist(const std::string& images_path, const std::st
 IPUML_INLINE MnistSplit load_mnist(const std::string& dir, bool train) {
   using namespace mnist_detail;
   const std::string where = dir.empty() ? find_mnist_dir() : dir;
-  const char* names[2] = {train ? kMnistTrainImages : kMnistTestImages, train ? kMnistTrainLabels : kMnistTestLabels};
+  const char* names[2] = {train ? kMnistTrainImages : kMnistTestImages,
+                          train ? kMnistTrainLabels : kMnistTestLabels};
   std::string paths[2];
   for (int i = 0; i < 2; ++i) {
     paths[i] = resolve(where, names[i]);
     if (paths[i].empty())
-      ipuml::fail("mnist: cannot find '", (std::filesystem::path(where) / names[i]).string(), "' (nor its .gz) for the ",
-                  train ? "training" : "test", " split; ", fetch_hint());
+      ipuml::fail("mnist: cannot find '", (std::filesystem::path(where) / names[i]).string(),
+                  "' (nor its .gz) for the ", train ? "training" : "test", " split; ",
+                  fetch_hint());
   }
   return read_mnist(paths[0], paths[1]);
 }
@@ -194,7 +206,8 @@ IPUML_INLINE std::string find_mnist_dir(const std::string& hint) {
   using namespace mnist_detail;
   std::vector<std::string> candidates;
   if (!hint.empty()) candidates.push_back(hint);
-  if (const char* data = std::getenv("IPUML_DATA_DIR"); data && *data) candidates.push_back(std::string(data) + "/mnist");
+  if (const char* data = std::getenv("IPUML_DATA_DIR"); data && *data)
+    candidates.push_back(std::string(data) + "/mnist");
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
     candidates.push_back(std::string(xdg) + "/ipuml/mnist");
   } else if (const char* home = std::getenv("HOME"); home && *home) {
@@ -202,15 +215,16 @@ IPUML_INLINE std::string find_mnist_dir(const std::string& hint) {
   }
   for (const std::string& dir : candidates) {
     bool complete = true;
-    for (const char* name : {kMnistTrainImages, kMnistTrainLabels, kMnistTestImages, kMnistTestLabels})
+    for (const char* name :
+         {kMnistTrainImages, kMnistTrainLabels, kMnistTestImages, kMnistTestLabels})
       complete = complete && !resolve(dir, name).empty();
     if (complete) return dir;
   }
   std::string searched;
   for (const std::string& dir : candidates) searched += (searched.empty() ? "" : ", ") + dir;
-  ipuml::fail("mnist: the MNIST files (", kMnistTrainImages, ", ", kMnistTrainLabels, ", ", kMnistTestImages, ", ",
-              kMnistTestLabels, ", optionally .gz) are not in any of: ", searched.empty() ? "(nowhere to look)" : searched,
-              "; ", fetch_hint());
+  ipuml::fail("mnist: the MNIST files (", kMnistTrainImages, ", ", kMnistTrainLabels, ", ",
+              kMnistTestImages, ", ", kMnistTestLabels, ", optionally .gz) are not in any of: ",
+              searched.empty() ? "(nowhere to look)" : searched, "; ", fetch_hint());
 }
 
 }  // namespace ipuml::datasets

@@ -171,10 +171,10 @@ inline bool is_pointwise(const Conv2dParams& p) {
 }  // namespace detail
 
 IPUML_INLINE void check_conv2d_params(const char* op, const Conv2dParams& p) {
-  IPUML_CHECK(p.n >= 0 && p.c_in >= 1 && p.h >= 1 && p.w >= 1 && p.c_out >= 1 && p.kh >= 1 &&
-                  p.kw >= 1,
-              op, ": sizes must be positive, got n=", p.n, " c_in=", p.c_in, " h=", p.h, " w=", p.w,
-              " c_out=", p.c_out, " kernel=", p.kh, "x", p.kw);
+  IPUML_CHECK(
+      p.n >= 0 && p.c_in >= 1 && p.h >= 1 && p.w >= 1 && p.c_out >= 1 && p.kh >= 1 && p.kw >= 1, op,
+      ": sizes must be positive, got n=", p.n, " c_in=", p.c_in, " h=", p.h, " w=", p.w,
+      " c_out=", p.c_out, " kernel=", p.kh, "x", p.kw);
   IPUML_CHECK(p.stride_h >= 1 && p.stride_w >= 1 && p.dil_h >= 1 && p.dil_w >= 1, op,
               ": stride and dilation must be >= 1, got stride=", p.stride_h, "x", p.stride_w,
               " dilation=", p.dil_h, "x", p.dil_w);
@@ -182,9 +182,9 @@ IPUML_INLINE void check_conv2d_params(const char* op, const Conv2dParams& p) {
               p.pad_w);
   IPUML_CHECK(p.groups >= 1 && p.c_in % p.groups == 0 && p.c_out % p.groups == 0, op,
               ": groups=", p.groups, " must divide c_in=", p.c_in, " and c_out=", p.c_out);
-  IPUML_CHECK(p.out_h() >= 1 && p.out_w() >= 1, op, ": the ", p.kh, "x", p.kw,
-              " kernel (dilation ", p.dil_h, "x", p.dil_w, ") does not fit the padded ", p.h, "x",
-              p.w, " input (padding ", p.pad_h, "x", p.pad_w, ")");
+  IPUML_CHECK(p.out_h() >= 1 && p.out_w() >= 1, op, ": the ", p.kh, "x", p.kw, " kernel (dilation ",
+              p.dil_h, "x", p.dil_w, ") does not fit the padded ", p.h, "x", p.w,
+              " input (padding ", p.pad_h, "x", p.pad_w, ")");
 }
 
 IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const float* w,

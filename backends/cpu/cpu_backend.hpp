@@ -38,8 +38,8 @@ class CpuBackend : public backend::Backend {
     return {d};
   }
   bool supports(ir::OpKind kind) const override { return cpu::supports(kind); }
-  std::unique_ptr<backend::Executable> compile(const ir::Graph& g,
-                                               const backend::CompileOptions& options) const override {
+  std::unique_ptr<backend::Executable> compile(
+      const ir::Graph& g, const backend::CompileOptions& options) const override {
     for (auto& [k, v] : options) fail("cpu backend: unknown compile option '", k, "'");
     return std::make_unique<CpuExecutable>(g);
   }

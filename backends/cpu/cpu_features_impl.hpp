@@ -68,23 +68,28 @@ IPUML_INLINE Isa active_isa() {
 }
 
 IPUML_INLINE void set_gemm_isa(Isa isa) {
-  IPUML_CHECK(static_cast<int>(isa) <= static_cast<int>(detected_isa()), "set_gemm_isa: this CPU cannot run '",
-              isa_name(isa), "' (best supported: '", isa_name(detected_isa()), "')");
+  IPUML_CHECK(static_cast<int>(isa) <= static_cast<int>(detected_isa()),
+              "set_gemm_isa: this CPU cannot run '", isa_name(isa), "' (best supported: '",
+              isa_name(detected_isa()), "')");
   detail::isa_state().store(static_cast<int>(isa));
 }
 
 IPUML_INLINE void set_gemm_isa(const char* name) {
   Isa isa{};
-  IPUML_CHECK(name != nullptr && detail::isa_from_name(name, isa), "set_gemm_isa: unknown instruction set '",
-              name ? name : "(null)", "', expected avx512, avx2 or generic");
+  IPUML_CHECK(name != nullptr && detail::isa_from_name(name, isa),
+              "set_gemm_isa: unknown instruction set '", name ? name : "(null)",
+              "', expected avx512, avx2 or generic");
   set_gemm_isa(isa);
 }
 
 IPUML_INLINE const char* isa_name(Isa isa) {
   switch (isa) {
-    case Isa::avx512: return "avx512";
-    case Isa::avx2: return "avx2";
-    case Isa::generic: return "generic";
+    case Isa::avx512:
+      return "avx512";
+    case Isa::avx2:
+      return "avx2";
+    case Isa::generic:
+      return "generic";
   }
   return "generic";
 }

@@ -1,5 +1,6 @@
 // Single-precision matrix multiply on raw row-major buffers: the CPU backend's hot path.
-// Packed, cache-blocked and register-tiled per ISA (see cpu_features.hpp); deterministic under oneTBB.
+// Packed, cache-blocked and register-tiled per ISA (see cpu_features.hpp); deterministic under
+// oneTBB.
 #pragma once
 
 #include <ipuml/backends/cpu/cpu_features.hpp>
@@ -25,8 +26,8 @@ void sgemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t
 
 // Naive triple loop with double accumulation: the test oracle.
 void sgemm_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-                     float* c, int64_t ldc);
+                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                     int64_t ldc);
 
 }  // namespace ipuml::cpu
 

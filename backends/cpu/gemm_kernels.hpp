@@ -34,9 +34,9 @@ constexpr int kMaxNv = 2;
 // Blocking of one ISA path. kc is part of the numerical result (it fixes where partial sums are
 // rounded into C), so it depends on the ISA only, never on the thread count or the problem split.
 struct GemmConfig {
-  int mr;   // rows of a full micro-tile
-  int vw;   // floats per vector; B panels are padded to a multiple of it
-  int nv;   // vectors per micro-tile row (nr = vw * nv)
+  int mr;  // rows of a full micro-tile
+  int vw;  // floats per vector; B panels are padded to a multiple of it
+  int nv;  // vectors per micro-tile row (nr = vw * nv)
   int64_t kc, mc, nc;
   MicroKernel kern[kMaxMr + 1][kMaxNv + 1];  // [rows][vectors]
   int nr() const { return vw * nv; }
@@ -151,7 +151,9 @@ __attribute__((target("avx512f"))) void kernel_avx512(int64_t kc, const float* p
 #pragma GCC unroll 2
   for (int v = 0; v < NV; ++v) {
     const int left = nr - 16 * v;
-    mask[v] = left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1u);
+    mask[v] = left >= 16  ? __mmask16(0xFFFF)
+              : left <= 0 ? __mmask16(0)
+                          : __mmask16((1u << left) - 1u);
   }
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i) {
@@ -348,7 +350,8 @@ void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alph
     int64_t n_chunks = 1;
     if (parallel) {
       const int64_t want = 4 * threads;
-      if (m_blocks < want) n_chunks = std::min<int64_t>(ceil_div(want, m_blocks), std::max<int64_t>(1, panels / 4));
+      if (m_blocks < want)
+        n_chunks = std::min<int64_t>(ceil_div(want, m_blocks), std::max<int64_t>(1, panels / 4));
     }
     const int64_t chunk_panels = ceil_div(panels, n_chunks);
     n_chunks = ceil_div(panels, chunk_panels);

@@ -14,7 +14,9 @@ IPUML_INLINE MemoryPlan plan_memory(const ir::Graph& g, size_t alignment) {
   const auto last = g.last_use();
   std::map<size_t, size_t> free_blocks;  // offset -> size, coalesced
   size_t end = 0;
-  auto round = [&](size_t n) { return (std::max<size_t>(n, 1) + alignment - 1) / alignment * alignment; };
+  auto round = [&](size_t n) {
+    return (std::max<size_t>(n, 1) + alignment - 1) / alignment * alignment;
+  };
   auto allocate = [&](size_t n) -> size_t {
     for (auto it = free_blocks.begin(); it != free_blocks.end(); ++it) {
       if (it->second >= n) {
@@ -69,7 +71,8 @@ IPUML_INLINE MemoryPlan plan_memory(const ir::Graph& g, size_t alignment) {
     for (auto v : g.nodes[n].outputs)
       if (last[v] < 0) release_value(v);
     for (auto v : g.nodes[n].inputs)
-      if (g.values[v].kind == ir::ValueKind::Op && last[v] == static_cast<int64_t>(n)) release_value(v);
+      if (g.values[v].kind == ir::ValueKind::Op && last[v] == static_cast<int64_t>(n))
+        release_value(v);
   }
   p.arena_bytes = end;
   return p;
@@ -90,7 +93,8 @@ IPUML_INLINE GraphExecutor::GraphExecutor(ir::Graph graph)
 }
 
 IPUML_INLINE std::vector<Tensor> GraphExecutor::run(const std::vector<Tensor>& inputs,
-                                                    const std::vector<Tensor>& states, uint64_t step) {
+                                                    const std::vector<Tensor>& states,
+                                                    uint64_t step) {
   IPUML_CHECK(inputs.size() == graph_.inputs.size(), "run: the graph takes ", graph_.inputs.size(),
               " inputs, got ", inputs.size());
   IPUML_CHECK(states.size() == graph_.states.size(), "run: the graph binds ", graph_.states.size(),
@@ -99,15 +103,16 @@ IPUML_INLINE std::vector<Tensor> GraphExecutor::run(const std::vector<Tensor>& i
   auto bind = [&](int64_t v, const Tensor& t, const char* what, size_t i) {
     const auto& m = graph_.values[v].meta;
     IPUML_CHECK(t.defined() && t.shape() == m.shape && t.dtype() == m.dtype, "run: ", what, " ", i,
-                " ('", graph_.values[v].name, "') must have shape ", shape_str(m.shape), " and dtype ",
-                dtype_name(m.dtype), ", got ", t.defined() ? shape_str(t.shape()) : "undefined", " ",
+                " ('", graph_.values[v].name, "') must have shape ", shape_str(m.shape),
+                " and dtype ", dtype_name(m.dtype), ", got ",
+                t.defined() ? shape_str(t.shape()) : "undefined", " ",
                 t.defined() ? dtype_name(t.dtype()) : "");
     IPUML_CHECK(!t.is_symbolic(), "run: ", what, " ", i, " is symbolic");
     if (t.is_contiguous()) {
       ptr_[v] = t.raw_data();
     } else {
-      IPUML_CHECK(std::string(what) == "input", "run: state tensor ", i, " ('", graph_.values[v].name,
-                  "') is not contiguous");
+      IPUML_CHECK(std::string(what) == "input", "run: state tensor ", i, " ('",
+                  graph_.values[v].name, "') is not contiguous");
       keep.push_back(t.contiguous());
       ptr_[v] = keep.back().raw_data();
     }

@@ -34,9 +34,8 @@ template <typename Fn>
 void parallel_blocks(int64_t n, int64_t block, Fn&& fn) {
   if (n <= 0) return;
   const int64_t nb = (n + block - 1) / block;
-  ipuml::parallel_for(nb, 1, [&](int64_t b0, int64_t b1) {
-    fn(b0 * block, std::min(n, b1 * block));
-  });
+  ipuml::parallel_for(nb, 1,
+                      [&](int64_t b0, int64_t b1) { fn(b0 * block, std::min(n, b1 * block)); });
 }
 
 // Parallel over `n` independent items of roughly `cost` elements of work each.
@@ -49,22 +48,46 @@ void parallel_items(int64_t n, int64_t cost, Fn&& fn) {
 // ---- dtype dispatch -------------------------------------------------------------------------
 
 // Tags carry the storage type; float16 and bfloat16 share uint16_t storage but differ in tag.
-struct F32 { using S = float; static constexpr DType dt = DType::Float32; };
-struct F16 { using S = uint16_t; static constexpr DType dt = DType::Float16; };
-struct BF16 { using S = uint16_t; static constexpr DType dt = DType::BFloat16; };
-struct I32 { using S = int32_t; static constexpr DType dt = DType::Int32; };
-struct I64 { using S = int64_t; static constexpr DType dt = DType::Int64; };
-struct B8 { using S = uint8_t; static constexpr DType dt = DType::Bool; };
+struct F32 {
+  using S = float;
+  static constexpr DType dt = DType::Float32;
+};
+struct F16 {
+  using S = uint16_t;
+  static constexpr DType dt = DType::Float16;
+};
+struct BF16 {
+  using S = uint16_t;
+  static constexpr DType dt = DType::BFloat16;
+};
+struct I32 {
+  using S = int32_t;
+  static constexpr DType dt = DType::Int32;
+};
+struct I64 {
+  using S = int64_t;
+  static constexpr DType dt = DType::Int64;
+};
+struct B8 {
+  using S = uint8_t;
+  static constexpr DType dt = DType::Bool;
+};
 
 template <typename Fn>
 decltype(auto) dispatch_all(DType t, Fn&& fn) {
   switch (t) {
-    case DType::Float32: return fn(F32{});
-    case DType::Float16: return fn(F16{});
-    case DType::BFloat16: return fn(BF16{});
-    case DType::Int32: return fn(I32{});
-    case DType::Int64: return fn(I64{});
-    case DType::Bool: return fn(B8{});
+    case DType::Float32:
+      return fn(F32{});
+    case DType::Float16:
+      return fn(F16{});
+    case DType::BFloat16:
+      return fn(BF16{});
+    case DType::Int32:
+      return fn(I32{});
+    case DType::Int64:
+      return fn(I64{});
+    case DType::Bool:
+      return fn(B8{});
   }
   fail("cpu kernel: unknown dtype ", static_cast<int>(t));
 }
@@ -73,10 +96,14 @@ decltype(auto) dispatch_all(DType t, Fn&& fn) {
 template <typename Fn>
 decltype(auto) dispatch_size(size_t bytes, Fn&& fn) {
   switch (bytes) {
-    case 1: return fn(uint8_t{});
-    case 2: return fn(uint16_t{});
-    case 4: return fn(uint32_t{});
-    case 8: return fn(uint64_t{});
+    case 1:
+      return fn(uint8_t{});
+    case 2:
+      return fn(uint16_t{});
+    case 4:
+      return fn(uint32_t{});
+    case 8:
+      return fn(uint64_t{});
   }
   fail("cpu kernel: unsupported element size ", bytes);
 }
@@ -124,11 +151,16 @@ I float_to_int(double f) {
 // Reads an element as float (float tags) or int64 (integer and bool tags).
 template <typename Tag>
 auto load_value(typename Tag::S s) {
-  if constexpr (std::is_same_v<Tag, F32>) return s;
-  else if constexpr (std::is_same_v<Tag, F16>) return half_bits_to_float(s);
-  else if constexpr (std::is_same_v<Tag, BF16>) return bf16_bits_to_float(s);
-  else if constexpr (std::is_same_v<Tag, B8>) return static_cast<int64_t>(s != 0);
-  else return static_cast<int64_t>(s);
+  if constexpr (std::is_same_v<Tag, F32>)
+    return s;
+  else if constexpr (std::is_same_v<Tag, F16>)
+    return half_bits_to_float(s);
+  else if constexpr (std::is_same_v<Tag, BF16>)
+    return bf16_bits_to_float(s);
+  else if constexpr (std::is_same_v<Tag, B8>)
+    return static_cast<int64_t>(s != 0);
+  else
+    return static_cast<int64_t>(s);
 }
 
 // Converts one element between any two dtypes (the Cast semantics).
@@ -142,14 +174,20 @@ typename To::S convert(typename From::S s) {
   } else if constexpr (std::is_same_v<To, F32>) {
     return static_cast<float>(v);
   } else if constexpr (std::is_same_v<To, F16>) {
-    if constexpr (from_float) return float_to_half_bits(v);
-    else return float_to_half_bits(int_to_float_odd(v));
+    if constexpr (from_float)
+      return float_to_half_bits(v);
+    else
+      return float_to_half_bits(int_to_float_odd(v));
   } else if constexpr (std::is_same_v<To, BF16>) {
-    if constexpr (from_float) return float_to_bf16_bits(v);
-    else return float_to_bf16_bits(int_to_float_odd(v));
+    if constexpr (from_float)
+      return float_to_bf16_bits(v);
+    else
+      return float_to_bf16_bits(int_to_float_odd(v));
   } else {
-    if constexpr (from_float) return float_to_int<S>(v);
-    else return static_cast<S>(v);  // int64 -> int32 wraps modulo 2^32, like PyTorch
+    if constexpr (from_float)
+      return float_to_int<S>(v);
+    else
+      return static_cast<S>(v);  // int64 -> int32 wraps modulo 2^32, like PyTorch
   }
 }
 
@@ -157,11 +195,16 @@ typename To::S convert(typename From::S s) {
 template <typename Tag>
 typename Tag::S from_double(double d) {
   using S = typename Tag::S;
-  if constexpr (std::is_same_v<Tag, F32>) return static_cast<float>(d);
-  else if constexpr (std::is_same_v<Tag, F16>) return float_to_half_bits(to_float_odd(d));
-  else if constexpr (std::is_same_v<Tag, BF16>) return float_to_bf16_bits(to_float_odd(d));
-  else if constexpr (std::is_same_v<Tag, B8>) return static_cast<S>(d != 0);
-  else return float_to_int<S>(d);
+  if constexpr (std::is_same_v<Tag, F32>)
+    return static_cast<float>(d);
+  else if constexpr (std::is_same_v<Tag, F16>)
+    return float_to_half_bits(to_float_odd(d));
+  else if constexpr (std::is_same_v<Tag, BF16>)
+    return float_to_bf16_bits(to_float_odd(d));
+  else if constexpr (std::is_same_v<Tag, B8>)
+    return static_cast<S>(d != 0);
+  else
+    return float_to_int<S>(d);
 }
 
 // ---- vector map -----------------------------------------------------------------------------
@@ -320,9 +363,12 @@ struct Split3 {
 inline Split3 split_at(const Shape& s, int64_t d) {
   Split3 r;
   for (int64_t i = 0; i < static_cast<int64_t>(s.size()); ++i) {
-    if (i < d) r.outer *= s[i];
-    else if (i == d) r.mid = s[i];
-    else r.inner *= s[i];
+    if (i < d)
+      r.outer *= s[i];
+    else if (i == d)
+      r.mid = s[i];
+    else
+      r.inner *= s[i];
   }
   return r;
 }
@@ -343,7 +389,8 @@ inline int64_t read_index(const ConstBuffer& b, int64_t i) {
   fail("index tensor must be int64 or int32, got ", dtype_name(b.meta.dtype));
 }
 
-inline void expect_n(const char* op, size_t got_in, size_t want_in, size_t got_out, size_t want_out) {
+inline void expect_n(const char* op, size_t got_in, size_t want_in, size_t got_out,
+                     size_t want_out) {
   IPUML_CHECK(got_in == want_in && got_out == want_out, op, ": expected ", want_in, " inputs and ",
               want_out, " outputs, got ", got_in, " and ", got_out);
 }

@@ -100,7 +100,8 @@ template <typename F>
 void float_map(const ConstBuffer& in, const MutableBuffer& o, F&& f) {
   const float* x = in_ptr<float>(in);
   float* y = out_ptr<float>(o);
-  parallel_blocks(o.meta.numel(), kBlock, [&](int64_t b, int64_t e) { map_batch(x + b, y + b, e - b, f); });
+  parallel_blocks(o.meta.numel(), kBlock,
+                  [&](int64_t b, int64_t e) { map_batch(x + b, y + b, e - b, f); });
 }
 
 // Elementwise with exact IEEE operations only: any vectorisation gives the same bits.
@@ -115,15 +116,24 @@ inline bool special_pow(const ConstBuffer& in, const MutableBuffer& o, double p)
   const float* x = in_ptr<float>(in);
   float* y = out_ptr<float>(o);
   const int64_t n = o.meta.numel();
-  if (p == 1.0) plain_map(x, y, n, [](float v) { return v; });
-  else if (p == 2.0) plain_map(x, y, n, [](float v) { return v * v; });
-  else if (p == 3.0) plain_map(x, y, n, [](float v) { return v * v * v; });
-  else if (p == 0.0) plain_map(x, y, n, [](float) { return 1.0f; });
-  else if (p == -1.0) plain_map(x, y, n, [](float v) { return 1.0f / v; });
-  else if (p == 0.5) plain_map(x, y, n, [](float v) { return std::sqrt(v); });
-  else if (p == -0.5) plain_map(x, y, n, [](float v) { return 1.0f / std::sqrt(v); });
-  else if (p == -2.0) plain_map(x, y, n, [](float v) { return 1.0f / (v * v); });
-  else return false;
+  if (p == 1.0)
+    plain_map(x, y, n, [](float v) { return v; });
+  else if (p == 2.0)
+    plain_map(x, y, n, [](float v) { return v * v; });
+  else if (p == 3.0)
+    plain_map(x, y, n, [](float v) { return v * v * v; });
+  else if (p == 0.0)
+    plain_map(x, y, n, [](float) { return 1.0f; });
+  else if (p == -1.0)
+    plain_map(x, y, n, [](float v) { return 1.0f / v; });
+  else if (p == 0.5)
+    plain_map(x, y, n, [](float v) { return std::sqrt(v); });
+  else if (p == -0.5)
+    plain_map(x, y, n, [](float v) { return 1.0f / std::sqrt(v); });
+  else if (p == -2.0)
+    plain_map(x, y, n, [](float v) { return 1.0f / (v * v); });
+  else
+    return false;
   return true;
 }
 
@@ -137,22 +147,31 @@ inline void k_unary_float(ir::OpKind k, const ir::Attrs& a, const ConstBuffer& i
   float* y = out_ptr<float>(o);
   const int64_t n = o.meta.numel();
   switch (k) {
-    case K::Exp: return float_map(in, o, [](fbatch v) { return xsimd::exp(v); });
-    case K::Log: return float_map(in, o, [](fbatch v) { return xsimd::log(v); });
-    case K::Sqrt: return plain_map(x, y, n, [](float v) { return std::sqrt(v); });
-    case K::Rsqrt: return plain_map(x, y, n, [](float v) { return 1.0f / std::sqrt(v); });
-    case K::Tanh: return float_map(in, o, [](fbatch v) { return xsimd::tanh(v); });
+    case K::Exp:
+      return float_map(in, o, [](fbatch v) { return xsimd::exp(v); });
+    case K::Log:
+      return float_map(in, o, [](fbatch v) { return xsimd::log(v); });
+    case K::Sqrt:
+      return plain_map(x, y, n, [](float v) { return std::sqrt(v); });
+    case K::Rsqrt:
+      return plain_map(x, y, n, [](float v) { return 1.0f / std::sqrt(v); });
+    case K::Tanh:
+      return float_map(in, o, [](fbatch v) { return xsimd::tanh(v); });
     case K::Sigmoid:
-      return float_map(in, o, [](fbatch v) { return fbatch(1.0f) / (fbatch(1.0f) + xsimd::exp(-v)); });
-    case K::Relu: return plain_map(x, y, n, [](float v) { return v < 0.0f ? 0.0f : v; });
+      return float_map(in, o,
+                       [](fbatch v) { return fbatch(1.0f) / (fbatch(1.0f) + xsimd::exp(-v)); });
+    case K::Relu:
+      return plain_map(x, y, n, [](float v) { return v < 0.0f ? 0.0f : v; });
     case K::Gelu: {
       const int64_t mode = a.mode;
       IPUML_CHECK(mode == 0 || mode == 1, "gelu: mode must be 0 (erf) or 1 (tanh), got ", mode);
       return float_map(in, o, [mode](fbatch v) { return gelu_b(v, mode); });
     }
     case K::Clamp: {
-      const float lo = a.flag ? static_cast<float>(a.scalar) : -std::numeric_limits<float>::infinity();
-      const float hi = a.flag2 ? static_cast<float>(a.scalar2) : std::numeric_limits<float>::infinity();
+      const float lo =
+          a.flag ? static_cast<float>(a.scalar) : -std::numeric_limits<float>::infinity();
+      const float hi =
+          a.flag2 ? static_cast<float>(a.scalar2) : std::numeric_limits<float>::infinity();
       // NaN compares false both ways and so passes through, as in PyTorch.
       return plain_map(x, y, n, [lo, hi](float v) {
         v = v < lo ? lo : v;
@@ -164,7 +183,8 @@ inline void k_unary_float(ir::OpKind k, const ir::Attrs& a, const ConstBuffer& i
       const float p = static_cast<float>(a.scalar);
       return plain_map(x, y, n, [p](float v) { return std::pow(v, p); });
     }
-    default: fail(name, ": not a float unary op");
+    default:
+      fail(name, ": not a float unary op");
   }
 }
 
@@ -176,7 +196,8 @@ inline void k_unary_signed(ir::OpKind k, const ConstBuffer& in, const MutableBuf
     using T = std::remove_const_t<std::remove_pointer_t<decltype(x)>>;
     if (k == K::Neg) {
       if constexpr (std::is_integral_v<T>)  // wraps at the minimum instead of overflowing
-        plain_map(x, y, n, [](T v) { return static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(v)); });
+        plain_map(x, y, n,
+                  [](T v) { return static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(v)); });
       else
         plain_map(x, y, n, [](T v) { return -v; });
     } else if (k == K::Abs) {
@@ -191,10 +212,14 @@ inline void k_unary_signed(ir::OpKind k, const ConstBuffer& in, const MutableBuf
     }
   };
   switch (in.meta.dtype) {
-    case DType::Float32: return run(in_ptr<float>(in), out_ptr<float>(o));
-    case DType::Int32: return run(in_ptr<int32_t>(in), out_ptr<int32_t>(o));
-    case DType::Int64: return run(in_ptr<int64_t>(in), out_ptr<int64_t>(o));
-    default: bad_dtype(ir::op_name(k), in.meta.dtype);
+    case DType::Float32:
+      return run(in_ptr<float>(in), out_ptr<float>(o));
+    case DType::Int32:
+      return run(in_ptr<int32_t>(in), out_ptr<int32_t>(o));
+    case DType::Int64:
+      return run(in_ptr<int64_t>(in), out_ptr<int64_t>(o));
+    default:
+      bad_dtype(ir::op_name(k), in.meta.dtype);
   }
 }
 
@@ -251,13 +276,17 @@ void binary_rows(const BroadcastPlan<2>& p, const A* a, const B* b, O* o, F f) {
 
 template <typename T>
 T max_nan(T x, T y) {
-  if constexpr (std::is_floating_point_v<T>) return (x > y || x != x) ? x : y;
-  else return x > y ? x : y;
+  if constexpr (std::is_floating_point_v<T>)
+    return (x > y || x != x) ? x : y;
+  else
+    return x > y ? x : y;
 }
 template <typename T>
 T min_nan(T x, T y) {
-  if constexpr (std::is_floating_point_v<T>) return (x < y || x != x) ? x : y;
-  else return x < y ? x : y;
+  if constexpr (std::is_floating_point_v<T>)
+    return (x < y || x != x) ? x : y;
+  else
+    return x < y ? x : y;
 }
 
 // Integer add/sub/mul wrap modulo 2^n (as in PyTorch) instead of being undefined on overflow.
@@ -284,19 +313,30 @@ inline void k_binary(ir::OpKind k, const ConstBuffer& ia, const ConstBuffer& ib,
     T* z = out_ptr<T>(o);
     if constexpr (std::is_integral_v<T>) {
       switch (k) {
-        case K::Add: return binary_rows(p, a, b, z, [](T x, T y) { return wrap_op(x, y, std::plus<>{}); });
-        case K::Sub: return binary_rows(p, a, b, z, [](T x, T y) { return wrap_op(x, y, std::minus<>{}); });
-        case K::Mul: return binary_rows(p, a, b, z, [](T x, T y) { return wrap_op(x, y, std::multiplies<>{}); });
-        default: break;
+        case K::Add:
+          return binary_rows(p, a, b, z, [](T x, T y) { return wrap_op(x, y, std::plus<>{}); });
+        case K::Sub:
+          return binary_rows(p, a, b, z, [](T x, T y) { return wrap_op(x, y, std::minus<>{}); });
+        case K::Mul:
+          return binary_rows(p, a, b, z,
+                             [](T x, T y) { return wrap_op(x, y, std::multiplies<>{}); });
+        default:
+          break;
       }
     } else {
       switch (k) {
-        case K::Add: return binary_rows(p, a, b, z, [](T x, T y) { return x + y; });
-        case K::Sub: return binary_rows(p, a, b, z, [](T x, T y) { return x - y; });
-        case K::Mul: return binary_rows(p, a, b, z, [](T x, T y) { return x * y; });
-        case K::Div: return binary_rows(p, a, b, z, [](T x, T y) { return x / y; });
-        case K::Pow: return binary_rows(p, a, b, z, [](T x, T y) { return std::pow(x, y); });
-        default: break;
+        case K::Add:
+          return binary_rows(p, a, b, z, [](T x, T y) { return x + y; });
+        case K::Sub:
+          return binary_rows(p, a, b, z, [](T x, T y) { return x - y; });
+        case K::Mul:
+          return binary_rows(p, a, b, z, [](T x, T y) { return x * y; });
+        case K::Div:
+          return binary_rows(p, a, b, z, [](T x, T y) { return x / y; });
+        case K::Pow:
+          return binary_rows(p, a, b, z, [](T x, T y) { return std::pow(x, y); });
+        default:
+          break;
       }
     }
     if (k == K::Maximum) return binary_rows(p, a, b, z, [](T x, T y) { return max_nan(x, y); });
@@ -308,15 +348,22 @@ inline void k_binary(ir::OpKind k, const ConstBuffer& ia, const ConstBuffer& ib,
     uint8_t* z = out_ptr<uint8_t>(o);
     auto u8 = [](bool v) { return static_cast<uint8_t>(v); };
     switch (k) {
-      case K::Eq: return binary_rows(p, a, b, z, [u8](T x, T y) { return u8(x == y); });
-      case K::Ne: return binary_rows(p, a, b, z, [u8](T x, T y) { return u8(x != y); });
-      case K::Lt: return binary_rows(p, a, b, z, [u8](T x, T y) { return u8(x < y); });
-      case K::Le: return binary_rows(p, a, b, z, [u8](T x, T y) { return u8(x <= y); });
-      case K::Gt: return binary_rows(p, a, b, z, [u8](T x, T y) { return u8(x > y); });
-      case K::Ge: return binary_rows(p, a, b, z, [u8](T x, T y) { return u8(x >= y); });
+      case K::Eq:
+        return binary_rows(p, a, b, z, [u8](T x, T y) { return u8(x == y); });
+      case K::Ne:
+        return binary_rows(p, a, b, z, [u8](T x, T y) { return u8(x != y); });
+      case K::Lt:
+        return binary_rows(p, a, b, z, [u8](T x, T y) { return u8(x < y); });
+      case K::Le:
+        return binary_rows(p, a, b, z, [u8](T x, T y) { return u8(x <= y); });
+      case K::Gt:
+        return binary_rows(p, a, b, z, [u8](T x, T y) { return u8(x > y); });
+      case K::Ge:
+        return binary_rows(p, a, b, z, [u8](T x, T y) { return u8(x >= y); });
       case K::LogicalAnd:
         return binary_rows(p, a, b, z, [u8](T x, T y) { return u8(x != 0 && y != 0); });
-      default: bad_dtype(name, t);
+      default:
+        bad_dtype(name, t);
     }
   };
   const bool cmp = k == K::Eq || k == K::Ne || k == K::Lt || k == K::Le || k == K::Gt ||
@@ -325,9 +372,12 @@ inline void k_binary(ir::OpKind k, const ConstBuffer& ia, const ConstBuffer& ib,
     IPUML_CHECK(o.meta.dtype == DType::Bool, name, ": output must be bool");
     if (k == K::LogicalAnd && t != DType::Bool) bad_dtype(name, t);
     switch (t) {
-      case DType::Float32: return compare(in_ptr<float>(ia), in_ptr<float>(ib));
-      case DType::Int32: return compare(in_ptr<int32_t>(ia), in_ptr<int32_t>(ib));
-      case DType::Int64: return compare(in_ptr<int64_t>(ia), in_ptr<int64_t>(ib));
+      case DType::Float32:
+        return compare(in_ptr<float>(ia), in_ptr<float>(ib));
+      case DType::Int32:
+        return compare(in_ptr<int32_t>(ia), in_ptr<int32_t>(ib));
+      case DType::Int64:
+        return compare(in_ptr<int64_t>(ia), in_ptr<int64_t>(ib));
       case DType::Bool: {
         // Bools are compared as 0/1 whatever nonzero byte stores true.
         auto b = [](uint8_t v) -> uint8_t { return v != 0; };
@@ -335,29 +385,45 @@ inline void k_binary(ir::OpKind k, const ConstBuffer& ia, const ConstBuffer& ib,
         const uint8_t* b8 = in_ptr<uint8_t>(ib);
         uint8_t* z = out_ptr<uint8_t>(o);
         switch (k) {
-          case K::Eq: return binary_rows(p, a8, b8, z, [b](uint8_t x, uint8_t y) -> uint8_t { return b(x) == b(y); });
-          case K::Ne: return binary_rows(p, a8, b8, z, [b](uint8_t x, uint8_t y) -> uint8_t { return b(x) != b(y); });
-          case K::Lt: return binary_rows(p, a8, b8, z, [b](uint8_t x, uint8_t y) -> uint8_t { return b(x) < b(y); });
-          case K::Le: return binary_rows(p, a8, b8, z, [b](uint8_t x, uint8_t y) -> uint8_t { return b(x) <= b(y); });
-          case K::Gt: return binary_rows(p, a8, b8, z, [b](uint8_t x, uint8_t y) -> uint8_t { return b(x) > b(y); });
-          case K::Ge: return binary_rows(p, a8, b8, z, [b](uint8_t x, uint8_t y) -> uint8_t { return b(x) >= b(y); });
-          default: return compare(a8, b8);
+          case K::Eq:
+            return binary_rows(p, a8, b8, z,
+                               [b](uint8_t x, uint8_t y) -> uint8_t { return b(x) == b(y); });
+          case K::Ne:
+            return binary_rows(p, a8, b8, z,
+                               [b](uint8_t x, uint8_t y) -> uint8_t { return b(x) != b(y); });
+          case K::Lt:
+            return binary_rows(p, a8, b8, z,
+                               [b](uint8_t x, uint8_t y) -> uint8_t { return b(x) < b(y); });
+          case K::Le:
+            return binary_rows(p, a8, b8, z,
+                               [b](uint8_t x, uint8_t y) -> uint8_t { return b(x) <= b(y); });
+          case K::Gt:
+            return binary_rows(p, a8, b8, z,
+                               [b](uint8_t x, uint8_t y) -> uint8_t { return b(x) > b(y); });
+          case K::Ge:
+            return binary_rows(p, a8, b8, z,
+                               [b](uint8_t x, uint8_t y) -> uint8_t { return b(x) >= b(y); });
+          default:
+            return compare(a8, b8);
         }
       }
-      default: bad_dtype(name, t);
+      default:
+        bad_dtype(name, t);
     }
   }
-  IPUML_CHECK(o.meta.dtype == t, name, ": output dtype ", dtype_name(o.meta.dtype), " differs from ",
-              dtype_name(t));
+  IPUML_CHECK(o.meta.dtype == t, name, ": output dtype ", dtype_name(o.meta.dtype),
+              " differs from ", dtype_name(t));
   switch (t) {
-    case DType::Float32: return arith(in_ptr<float>(ia), in_ptr<float>(ib));
+    case DType::Float32:
+      return arith(in_ptr<float>(ia), in_ptr<float>(ib));
     case DType::Int32:
       if (k == K::Div || k == K::Pow) bad_dtype(name, t);
       return arith(in_ptr<int32_t>(ia), in_ptr<int32_t>(ib));
     case DType::Int64:
       if (k == K::Div || k == K::Pow) bad_dtype(name, t);
       return arith(in_ptr<int64_t>(ia), in_ptr<int64_t>(ib));
-    default: bad_dtype(name, t);
+    default:
+      bad_dtype(name, t);
   }
 }
 
@@ -393,8 +459,8 @@ inline void k_where(const ConstBuffer& c, const ConstBuffer& ia, const ConstBuff
   });
 }
 
-inline void k_act_grad(ir::OpKind k, const ir::Attrs& a, const ConstBuffer& g,
-                       const ConstBuffer& x, const MutableBuffer& o) {
+inline void k_act_grad(ir::OpKind k, const ir::Attrs& a, const ConstBuffer& g, const ConstBuffer& x,
+                       const MutableBuffer& o) {
   const char* name = ir::op_name(k);
   IPUML_CHECK(g.meta.dtype == DType::Float32 && x.meta.dtype == DType::Float32, name,
               ": expected float32 inputs");
@@ -415,7 +481,8 @@ inline void k_act_grad(ir::OpKind k, const ir::Attrs& a, const ConstBuffer& g,
     return;
   }
   const int64_t mode = a.mode;
-  IPUML_CHECK(mode == 0 || mode == 1, "gelu_backward: mode must be 0 (erf) or 1 (tanh), got ", mode);
+  IPUML_CHECK(mode == 0 || mode == 1, "gelu_backward: mode must be 0 (erf) or 1 (tanh), got ",
+              mode);
   parallel_blocks(n, kBlock, [&](int64_t b, int64_t e) {
     map_batch2(gp + b, xp + b, y + b, e - b,
                [mode](fbatch gv, fbatch xv) { return gelu_grad_b(gv, xv, mode); });

@@ -23,12 +23,41 @@ inline bool overlaps(const void* a, size_t na, const void* b, size_t nb) {
 inline bool alias_safe(ir::OpKind k) {
   using K = ir::OpKind;
   switch (k) {
-    case K::Neg: case K::Exp: case K::Log: case K::Sqrt: case K::Rsqrt: case K::Abs:
-    case K::Tanh: case K::Sigmoid: case K::Relu: case K::Gelu: case K::Sign: case K::Clamp:
-    case K::Cast: case K::PowScalar: case K::Add: case K::Sub: case K::Mul: case K::Div:
-    case K::Pow: case K::Maximum: case K::Minimum: case K::Eq: case K::Ne: case K::Lt:
-    case K::Le: case K::Gt: case K::Ge: case K::LogicalAnd: case K::Where: case K::ReluGrad:
-    case K::GeluGrad: case K::Copy: case K::Reshape: case K::Softmax: case K::LogSoftmax:
+    case K::Neg:
+    case K::Exp:
+    case K::Log:
+    case K::Sqrt:
+    case K::Rsqrt:
+    case K::Abs:
+    case K::Tanh:
+    case K::Sigmoid:
+    case K::Relu:
+    case K::Gelu:
+    case K::Sign:
+    case K::Clamp:
+    case K::Cast:
+    case K::PowScalar:
+    case K::Add:
+    case K::Sub:
+    case K::Mul:
+    case K::Div:
+    case K::Pow:
+    case K::Maximum:
+    case K::Minimum:
+    case K::Eq:
+    case K::Ne:
+    case K::Lt:
+    case K::Le:
+    case K::Gt:
+    case K::Ge:
+    case K::LogicalAnd:
+    case K::Where:
+    case K::ReluGrad:
+    case K::GeluGrad:
+    case K::Copy:
+    case K::Reshape:
+    case K::Softmax:
+    case K::LogSoftmax:
       return true;
     default:
       return false;
@@ -37,7 +66,8 @@ inline bool alias_safe(ir::OpKind k) {
 
 }  // namespace kdetail
 
-IPUML_INLINE void run_kernel(ir::OpKind kind, const ir::Attrs& attrs, const std::vector<ConstBuffer>& in_arg,
+IPUML_INLINE void run_kernel(ir::OpKind kind, const ir::Attrs& attrs,
+                             const std::vector<ConstBuffer>& in_arg,
                              const std::vector<MutableBuffer>& out, const KernelContext& ctx) {
   using K = ir::OpKind;
   using namespace kdetail;
@@ -53,7 +83,8 @@ IPUML_INLINE void run_kernel(ir::OpKind kind, const ir::Attrs& attrs, const std:
     bool clash = false;
     for (const auto& o : out) {
       if (!overlaps(b.data, b.meta.nbytes(), o.data, o.meta.nbytes())) continue;
-      const bool exact = i == 0 && &o == &out[0] && b.data == o.data && b.meta.shape == o.meta.shape &&
+      const bool exact = i == 0 && &o == &out[0] && b.data == o.data &&
+                         b.meta.shape == o.meta.shape &&
                          dtype_size(b.meta.dtype) == dtype_size(o.meta.dtype);
       clash = clash || !(exact && alias_safe(kind));
     }
@@ -76,15 +107,23 @@ IPUML_INLINE void run_kernel(ir::OpKind kind, const ir::Attrs& attrs, const std:
                 " differ in size");
   };
   switch (kind) {
-    case K::Full: inputs(0, 0); return k_full(attrs, o);
-    case K::Arange: inputs(0, 0); return k_arange(attrs, o);
+    case K::Full:
+      inputs(0, 0);
+      return k_full(attrs, o);
+    case K::Arange:
+      inputs(0, 0);
+      return k_arange(attrs, o);
     case K::RandUniform:
     case K::RandNormal:
-    case K::RandInt: inputs(0, 0); return k_random(kind, attrs, o, ctx);
+    case K::RandInt:
+      inputs(0, 0);
+      return k_random(kind, attrs, o, ctx);
 
     case K::Neg:
     case K::Abs:
-    case K::Sign: unary(); return k_unary_signed(kind, in[0], o);
+    case K::Sign:
+      unary();
+      return k_unary_signed(kind, in[0], o);
     case K::Exp:
     case K::Log:
     case K::Sqrt:
@@ -94,8 +133,12 @@ IPUML_INLINE void run_kernel(ir::OpKind kind, const ir::Attrs& attrs, const std:
     case K::Relu:
     case K::Gelu:
     case K::Clamp:
-    case K::PowScalar: unary(); return k_unary_float(kind, attrs, in[0], o);
-    case K::Cast: unary(); return k_cast(in[0], o);
+    case K::PowScalar:
+      unary();
+      return k_unary_float(kind, attrs, in[0], o);
+    case K::Cast:
+      unary();
+      return k_cast(in[0], o);
 
     case K::Add:
     case K::Sub:
@@ -110,47 +153,97 @@ IPUML_INLINE void run_kernel(ir::OpKind kind, const ir::Attrs& attrs, const std:
     case K::Le:
     case K::Gt:
     case K::Ge:
-    case K::LogicalAnd: inputs(2, 2); return k_binary(kind, in[0], in[1], o);
-    case K::Where: inputs(3, 3); return k_where(in[0], in[1], in[2], o);
+    case K::LogicalAnd:
+      inputs(2, 2);
+      return k_binary(kind, in[0], in[1], o);
+    case K::Where:
+      inputs(3, 3);
+      return k_where(in[0], in[1], in[2], o);
     case K::ReluGrad:
-    case K::GeluGrad: inputs(2, 2); return k_act_grad(kind, attrs, in[0], in[1], o);
+    case K::GeluGrad:
+      inputs(2, 2);
+      return k_act_grad(kind, attrs, in[0], in[1], o);
 
-    case K::Sum: inputs(1, 1); return k_sum(attrs, in[0], o);
+    case K::Sum:
+      inputs(1, 1);
+      return k_sum(attrs, in[0], o);
     case K::Amax:
-    case K::Amin: inputs(1, 1); return k_extreme(kind == K::Amax, attrs, in[0], o);
+    case K::Amin:
+      inputs(1, 1);
+      return k_extreme(kind == K::Amax, attrs, in[0], o);
     case K::MaxDim:
     case K::MinDim:
     case K::ArgMax:
-    case K::ArgMin: inputs(1, 1); return k_arg(kind, attrs, in[0], out);
+    case K::ArgMin:
+      inputs(1, 1);
+      return k_arg(kind, attrs, in[0], out);
 
     case K::Reshape:
     case K::Copy:
       inputs(1, 1);
       IPUML_CHECK(in[0].meta.nbytes() == o.meta.nbytes(), name, ": input of shape ",
-                  shape_str(in[0].meta.shape), " does not fit output of shape ", shape_str(o.meta.shape));
+                  shape_str(in[0].meta.shape), " does not fit output of shape ",
+                  shape_str(o.meta.shape));
       return k_copy(in[0], o);
-    case K::Permute: inputs(1, 1); return k_permute(attrs, in[0], o);
-    case K::Slice: inputs(1, 1); return k_slice(attrs, in[0], o);
-    case K::Expand: inputs(1, 1); return k_expand(in[0], o);
-    case K::Cat: return k_cat(attrs, in, o);
-    case K::IndexSelect: inputs(2, 2); return k_index_select(attrs, in[0], in[1], o);
-    case K::IndexAdd: inputs(2, 2); return k_index_add(attrs, in[0], in[1], o);
-    case K::Gather: inputs(2, 2); return k_gather(attrs, in[0], in[1], o);
-    case K::ScatterAdd: inputs(2, 2); return k_scatter_add(attrs, in[0], in[1], o);
+    case K::Permute:
+      inputs(1, 1);
+      return k_permute(attrs, in[0], o);
+    case K::Slice:
+      inputs(1, 1);
+      return k_slice(attrs, in[0], o);
+    case K::Expand:
+      inputs(1, 1);
+      return k_expand(in[0], o);
+    case K::Cat:
+      return k_cat(attrs, in, o);
+    case K::IndexSelect:
+      inputs(2, 2);
+      return k_index_select(attrs, in[0], in[1], o);
+    case K::IndexAdd:
+      inputs(2, 2);
+      return k_index_add(attrs, in[0], in[1], o);
+    case K::Gather:
+      inputs(2, 2);
+      return k_gather(attrs, in[0], in[1], o);
+    case K::ScatterAdd:
+      inputs(2, 2);
+      return k_scatter_add(attrs, in[0], in[1], o);
 
-    case K::MatMul: inputs(2, 2); return k_matmul(attrs, in[0], in[1], o);
-    case K::Conv: return k_conv(attrs, in, o);
-    case K::ConvBackwardInput: inputs(2, 2); return k_conv_backward_input(attrs, in[0], in[1], o);
-    case K::ConvBackwardWeight: inputs(2, 2); return k_conv_backward_weight(attrs, in[0], in[1], o);
-    case K::MaxPool: inputs(1, 1); return k_maxpool(attrs, in[0], out);
-    case K::MaxPoolBackward: inputs(2, 2); return k_maxpool_backward(attrs, in[0], in[1], o);
-    case K::AvgPool: inputs(1, 1); return k_avgpool(attrs, in[0], o);
-    case K::AvgPoolBackward: inputs(1, 1); return k_avgpool_backward(attrs, in[0], o);
-    case K::AdaptiveAvgPool: inputs(1, 1); return k_adaptive(false, in[0], o);
-    case K::AdaptiveAvgPoolBackward: inputs(1, 1); return k_adaptive(true, in[0], o);
+    case K::MatMul:
+      inputs(2, 2);
+      return k_matmul(attrs, in[0], in[1], o);
+    case K::Conv:
+      return k_conv(attrs, in, o);
+    case K::ConvBackwardInput:
+      inputs(2, 2);
+      return k_conv_backward_input(attrs, in[0], in[1], o);
+    case K::ConvBackwardWeight:
+      inputs(2, 2);
+      return k_conv_backward_weight(attrs, in[0], in[1], o);
+    case K::MaxPool:
+      inputs(1, 1);
+      return k_maxpool(attrs, in[0], out);
+    case K::MaxPoolBackward:
+      inputs(2, 2);
+      return k_maxpool_backward(attrs, in[0], in[1], o);
+    case K::AvgPool:
+      inputs(1, 1);
+      return k_avgpool(attrs, in[0], o);
+    case K::AvgPoolBackward:
+      inputs(1, 1);
+      return k_avgpool_backward(attrs, in[0], o);
+    case K::AdaptiveAvgPool:
+      inputs(1, 1);
+      return k_adaptive(false, in[0], o);
+    case K::AdaptiveAvgPoolBackward:
+      inputs(1, 1);
+      return k_adaptive(true, in[0], o);
     case K::Softmax:
-    case K::LogSoftmax: inputs(1, 1); return k_softmax(kind == K::LogSoftmax, attrs, in[0], o);
-    case K::Count: break;
+    case K::LogSoftmax:
+      inputs(1, 1);
+      return k_softmax(kind == K::LogSoftmax, attrs, in[0], o);
+    case K::Count:
+      break;
   }
   fail("run_kernel: unknown op ", static_cast<int>(kind));
 }

@@ -95,8 +95,9 @@ inline void k_permute(const ir::Attrs& a, const ConstBuffer& in, const MutableBu
               ipuml::detail::str(a.dims));
   std::vector<bool> seen(s.size(), false);
   for (auto d : a.dims) {
-    IPUML_CHECK(d >= 0 && d < static_cast<int64_t>(s.size()) && !seen[d], "permute: ",
-                ipuml::detail::str(a.dims), " is not a permutation of ", s.size(), " dims");
+    IPUML_CHECK(d >= 0 && d < static_cast<int64_t>(s.size()) && !seen[d],
+                "permute: ", ipuml::detail::str(a.dims), " is not a permutation of ", s.size(),
+                " dims");
     seen[d] = true;
   }
   dispatch_size(dtype_size(in.meta.dtype), [&](auto tag) {
@@ -146,8 +147,10 @@ inline void k_expand(const ConstBuffer& in, const MutableBuffer& o) {
     const T* x = in_ptr<T>(in);
     T* y = out_ptr<T>(o);
     for_each_row(p, [&](int64_t oo, const std::array<int64_t, 1>& off, int64_t len) {
-      if (p.inner_stride[0] == 1) std::memcpy(y + oo, x + off[0], static_cast<size_t>(len) * sizeof(T));
-      else std::fill(y + oo, y + oo + len, x[off[0]]);
+      if (p.inner_stride[0] == 1)
+        std::memcpy(y + oo, x + off[0], static_cast<size_t>(len) * sizeof(T));
+      else
+        std::fill(y + oo, y + oo + len, x[off[0]]);
     });
   });
 }
@@ -171,7 +174,8 @@ inline void k_cat(const ir::Attrs& a, const std::vector<ConstBuffer>& in, const 
                 shape_str(in[k].meta.shape), " does not fit output ", shape_str(os));
     total += ik.mid;
   }
-  IPUML_CHECK(total == sp.mid, "cat: sizes along dim ", d, " sum to ", total, ", expected ", sp.mid);
+  IPUML_CHECK(total == sp.mid, "cat: sizes along dim ", d, " sum to ", total, ", expected ",
+              sp.mid);
   char* y = static_cast<char*>(o.data);
   int64_t off = 0;
   for (const auto& b : in) {
@@ -198,8 +202,8 @@ inline std::vector<int64_t> checked_indices(const char* op, const ConstBuffer& i
   std::vector<int64_t> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     const int64_t j = read_index(idx, i);
-    IPUML_CHECK(j >= 0 && j < size, op, ": index ", j, " is out of range for dim ", dim, " of size ",
-                size);
+    IPUML_CHECK(j >= 0 && j < size, op, ": index ", j, " is out of range for dim ", dim,
+                " of size ", size);
     v[static_cast<size_t>(i)] = j;
   }
   return v;
@@ -210,7 +214,8 @@ inline void k_index_select(const ir::Attrs& a, const ConstBuffer& x, const Const
   const Shape& s = x.meta.shape;
   IPUML_CHECK(a.dims.size() == 1 && a.dims[0] >= 0 &&
                   a.dims[0] < static_cast<int64_t>(std::max<size_t>(s.size(), 1)),
-              "index_select: invalid dim ", ipuml::detail::str(a.dims), " for shape ", shape_str(s));
+              "index_select: invalid dim ", ipuml::detail::str(a.dims), " for shape ",
+              shape_str(s));
   IPUML_CHECK(idx.meta.shape.size() == 1, "index_select: index must be 1-d, got shape ",
               shape_str(idx.meta.shape));
   const auto sp = split_at(s, a.dims[0]);
@@ -233,10 +238,14 @@ inline void k_index_select(const ir::Attrs& a, const ConstBuffer& x, const Const
 template <typename Fn>
 void dispatch_accum(const char* op, DType t, Fn&& fn) {
   switch (t) {
-    case DType::Float32: return fn(float{});
-    case DType::Int32: return fn(int32_t{});
-    case DType::Int64: return fn(int64_t{});
-    default: bad_dtype(op, t);
+    case DType::Float32:
+      return fn(float{});
+    case DType::Int32:
+      return fn(int32_t{});
+    case DType::Int64:
+      return fn(int64_t{});
+    default:
+      bad_dtype(op, t);
   }
 }
 
@@ -302,7 +311,8 @@ inline void k_gather(const ir::Attrs& a, const ConstBuffer& x, const ConstBuffer
   const size_t nd = is.size();
   const Strides xst = contiguous_strides(xs);
   const int64_t inner = nd ? is.back() : 1;
-  std::vector<int64_t> osz(is.begin(), is.end() - (nd ? 1 : 0)), xo(osz.size()), dummy(osz.size(), 0);
+  std::vector<int64_t> osz(is.begin(), is.end() - (nd ? 1 : 0)), xo(osz.size()),
+      dummy(osz.size(), 0);
   for (size_t k = 0; k < osz.size(); ++k) xo[k] = static_cast<int64_t>(k) == d ? 0 : xst[k];
   const int64_t sd = nd ? xst[static_cast<size_t>(d)] : 0;
   const int64_t sl = nd && static_cast<size_t>(d) != nd - 1 ? 1 : 0;
@@ -326,7 +336,8 @@ inline void k_scatter_add(const ir::Attrs& a, const ConstBuffer& idx, const Cons
   const Shape& os = o.meta.shape;
   IPUML_CHECK(a.dims.size() == 1 && a.dims[0] >= 0 &&
                   a.dims[0] < static_cast<int64_t>(std::max<size_t>(os.size(), 1)),
-              "scatter_add: invalid dim ", ipuml::detail::str(a.dims), " for shape ", shape_str(os));
+              "scatter_add: invalid dim ", ipuml::detail::str(a.dims), " for shape ",
+              shape_str(os));
   IPUML_CHECK(idx.meta.shape == src.meta.shape && src.meta.dtype == o.meta.dtype,
               "scatter_add: index shape ", shape_str(idx.meta.shape), " must equal source shape ",
               shape_str(src.meta.shape));
@@ -365,7 +376,8 @@ inline void k_scatter_add(const ir::Attrs& a, const ConstBuffer& idx, const Cons
         for (int64_t j = 0; j < isp.mid; ++j) {
           const int64_t e = (i * isp.mid + j) * isp.inner;
           for (int64_t k = k0; k < k1; ++k)
-            y[base + ix[static_cast<size_t>(e + k)] * sd + inner_off[static_cast<size_t>(k)]] += s[e + k];
+            y[base + ix[static_cast<size_t>(e + k)] * sd + inner_off[static_cast<size_t>(k)]] +=
+                s[e + k];
         }
       }
     });

@@ -76,7 +76,8 @@ inline int64_t geom(const std::vector<int64_t>& v, size_t i, int64_t dflt) {
   return v.size() == 2 ? v[i] : dflt;
 }
 
-inline Conv2dParams conv_params(const char* op, const ir::Attrs& a, const Shape& x, const Shape& w) {
+inline Conv2dParams conv_params(const char* op, const ir::Attrs& a, const Shape& x,
+                                const Shape& w) {
   IPUML_CHECK(x.size() == 4 && w.size() == 4, op, ": expected 4-d input and weight, got ",
               shape_str(x), " and ", shape_str(w));
   Conv2dParams p;
@@ -145,26 +146,28 @@ struct PoolGeom {
 };
 
 inline PoolGeom pool_geom(const char* op, const ir::Attrs& a, const Shape& x, const Shape& y) {
-  IPUML_CHECK(x.size() == 4 && y.size() == 4 && x[0] == y[0] && x[1] == y[1], op,
-              ": input shape ", shape_str(x), " and output shape ", shape_str(y),
+  IPUML_CHECK(x.size() == 4 && y.size() == 4 && x[0] == y[0] && x[1] == y[1], op, ": input shape ",
+              shape_str(x), " and output shape ", shape_str(y),
               " are not matching 4-d NCHW shapes");
   IPUML_CHECK(a.kernel.size() == 2 && a.stride.size() == 2 && a.padding.size() == 2, op,
               ": expected 2-d kernel/stride/padding");
-  PoolGeom g{x[0] * x[1], x[2], x[3], y[2], y[3], a.kernel[0], a.kernel[1],
-             a.stride[0], a.stride[1], a.padding[0], a.padding[1]};
+  PoolGeom g{x[0] * x[1], x[2],        x[3],        y[2],         y[3],        a.kernel[0],
+             a.kernel[1], a.stride[0], a.stride[1], a.padding[0], a.padding[1]};
   IPUML_CHECK(g.kh > 0 && g.kw > 0 && g.sh > 0 && g.sw > 0 && g.ph >= 0 && g.pw >= 0, op,
               ": kernel and stride must be positive and padding non-negative");
   IPUML_CHECK(g.oh == ir::window_out_size(g.h, g.kh, g.sh, g.ph) &&
                   g.ow == ir::window_out_size(g.w, g.kw, g.sw, g.pw),
-              op, ": output spatial size ", g.oh, "x", g.ow, " does not match input ", g.h, "x", g.w,
-              " with kernel ", ipuml::detail::str(a.kernel), " stride ", ipuml::detail::str(a.stride),
-              " padding ", ipuml::detail::str(a.padding));
+              op, ": output spatial size ", g.oh, "x", g.ow, " does not match input ", g.h, "x",
+              g.w, " with kernel ", ipuml::detail::str(a.kernel), " stride ",
+              ipuml::detail::str(a.stride), " padding ", ipuml::detail::str(a.padding));
   return g;
 }
 
-inline void k_maxpool(const ir::Attrs& a, const ConstBuffer& in, const std::vector<MutableBuffer>& out) {
-  IPUML_CHECK(out.size() == 2 && in.meta.dtype == DType::Float32 && out[1].meta.dtype == DType::Int64,
-              "max_pool2d: expected a float32 input and (float32, int64) outputs");
+inline void k_maxpool(const ir::Attrs& a, const ConstBuffer& in,
+                      const std::vector<MutableBuffer>& out) {
+  IPUML_CHECK(
+      out.size() == 2 && in.meta.dtype == DType::Float32 && out[1].meta.dtype == DType::Int64,
+      "max_pool2d: expected a float32 input and (float32, int64) outputs");
   const auto g = pool_geom("max_pool2d", a, in.meta.shape, out[0].meta.shape);
   const float* x = in_ptr<float>(in);
   float* y = out_ptr<float>(out[0]);
@@ -304,7 +307,8 @@ inline void k_adaptive(bool backward, const ConstBuffer& in, const MutableBuffer
   IPUML_CHECK(in.meta.dtype == DType::Float32, op, ": expected float32");
   IPUML_CHECK(xs.size() == 4 && ys.size() == 4 && xs[0] == ys[0] && xs[1] == ys[1] && ys[2] > 0 &&
                   ys[3] > 0,
-              op, ": shapes ", shape_str(xs), " and ", shape_str(ys), " are not matching NCHW shapes");
+              op, ": shapes ", shape_str(xs), " and ", shape_str(ys),
+              " are not matching NCHW shapes");
   const int64_t planes = xs[0] * xs[1], H = xs[2], W = xs[3], OH = ys[2], OW = ys[3];
   const float* src = in_ptr<float>(in);
   float* dst = out_ptr<float>(o);
@@ -324,7 +328,8 @@ inline void k_adaptive(bool backward, const ConstBuffer& in, const MutableBuffer
             dst[pl * OH * OW + i * OW + j] = cnt > 0 ? s / static_cast<float>(cnt) : 0.0f;
           } else {
             float* d = dst + pl * H * W;
-            const float v = cnt > 0 ? src[pl * OH * OW + i * OW + j] / static_cast<float>(cnt) : 0.0f;
+            const float v =
+                cnt > 0 ? src[pl * OH * OW + i * OW + j] / static_cast<float>(cnt) : 0.0f;
             for (int64_t r = h0; r < h1; ++r)
               for (int64_t c = w0; c < w1; ++c) d[r * W + c] += v;
           }

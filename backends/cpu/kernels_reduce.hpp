@@ -18,7 +18,8 @@ struct ReduceView {
 };
 
 template <typename T>
-ReduceView<T> reduce_view(const char* op, const T* x, const Shape& s, const std::vector<int64_t>& dims) {
+ReduceView<T> reduce_view(const char* op, const T* x, const Shape& s,
+                          const std::vector<int64_t>& dims) {
   std::vector<bool> red(s.size(), dims.empty());
   for (auto d : dims) {
     IPUML_CHECK(d >= 0 && d < static_cast<int64_t>(std::max<size_t>(s.size(), 1)), op, ": dim ", d,
@@ -29,8 +30,10 @@ ReduceView<T> reduce_view(const char* op, const T* x, const Shape& s, const std:
   std::vector<std::pair<bool, int64_t>> groups;
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == 1) continue;
-    if (!groups.empty() && groups.back().first == red[i]) groups.back().second *= s[i];
-    else groups.emplace_back(red[i], s[i]);
+    if (!groups.empty() && groups.back().first == red[i])
+      groups.back().second *= s[i];
+    else
+      groups.emplace_back(red[i], s[i]);
   }
   ReduceView<T> v;
   v.data = x;
@@ -133,7 +136,8 @@ void sum_int(const ReduceView<T>& v, int64_t* y) {
       const int64_t o = t / v.inner, i = t % v.inner;
       const T* p = v.data + o * v.reduce * v.inner + i;
       uint64_t s = 0;
-      for (int64_t r = 0; r < v.reduce; ++r) s += static_cast<uint64_t>(static_cast<int64_t>(p[r * v.inner]));
+      for (int64_t r = 0; r < v.reduce; ++r)
+        s += static_cast<uint64_t>(static_cast<int64_t>(p[r * v.inner]));
       y[t] = static_cast<int64_t>(s);
     }
   });
@@ -145,8 +149,10 @@ T pick(T a, T b) {
     if (a != a) return a;
     if (b != b) return b;
   }
-  if constexpr (IsMax) return b > a ? b : a;
-  else return b < a ? b : a;
+  if constexpr (IsMax)
+    return b > a ? b : a;
+  else
+    return b < a ? b : a;
 }
 
 // Max/min of a contiguous float run with two xsimd accumulators; NaN wins and sticks because
@@ -225,7 +231,8 @@ inline void k_sum(const ir::Attrs& a, const ConstBuffer& in, const MutableBuffer
     }
     case DType::Float16:
     case DType::BFloat16: {
-      std::vector<float> wide(static_cast<size_t>(in.meta.numel())), res(static_cast<size_t>(o.meta.numel()));
+      std::vector<float> wide(static_cast<size_t>(in.meta.numel())),
+          res(static_cast<size_t>(o.meta.numel()));
       k_cast(in, {wide.data(), {s, DType::Float32}});
       sum_float(reduce_view("sum", wide.data(), s, a.dims), res.data());
       k_cast({res.data(), {o.meta.shape, DType::Float32}}, o);
@@ -240,29 +247,37 @@ inline void k_sum(const ir::Attrs& a, const ConstBuffer& in, const MutableBuffer
   }
 }
 
-inline void k_extreme(bool is_max, const ir::Attrs& a, const ConstBuffer& in, const MutableBuffer& o) {
+inline void k_extreme(bool is_max, const ir::Attrs& a, const ConstBuffer& in,
+                      const MutableBuffer& o) {
   const char* name = is_max ? "amax" : "amin";
   const Shape& s = in.meta.shape;
   IPUML_CHECK(in.meta.numel() > 0, name, ": cannot reduce an empty tensor of shape ", shape_str(s));
   auto run = [&](auto* x, auto* y) {
     using T = std::remove_const_t<std::remove_pointer_t<decltype(x)>>;
     auto v = reduce_view(name, x, s, a.dims);
-    if (is_max) extreme<T, true>(v, y);
-    else extreme<T, false>(v, y);
+    if (is_max)
+      extreme<T, true>(v, y);
+    else
+      extreme<T, false>(v, y);
   };
   switch (in.meta.dtype) {
-    case DType::Float32: return run(in_ptr<float>(in), out_ptr<float>(o));
-    case DType::Int32: return run(in_ptr<int32_t>(in), out_ptr<int32_t>(o));
-    case DType::Int64: return run(in_ptr<int64_t>(in), out_ptr<int64_t>(o));
+    case DType::Float32:
+      return run(in_ptr<float>(in), out_ptr<float>(o));
+    case DType::Int32:
+      return run(in_ptr<int32_t>(in), out_ptr<int32_t>(o));
+    case DType::Int64:
+      return run(in_ptr<int64_t>(in), out_ptr<int64_t>(o));
     case DType::Float16:
     case DType::BFloat16: {
-      std::vector<float> wide(static_cast<size_t>(in.meta.numel())), res(static_cast<size_t>(o.meta.numel()));
+      std::vector<float> wide(static_cast<size_t>(in.meta.numel())),
+          res(static_cast<size_t>(o.meta.numel()));
       k_cast(in, {wide.data(), {s, DType::Float32}});
       run(static_cast<const float*>(wide.data()), res.data());
       k_cast({res.data(), {o.meta.shape, DType::Float32}}, o);
       return;
     }
-    default: bad_dtype(name, in.meta.dtype);
+    default:
+      bad_dtype(name, in.meta.dtype);
   }
 }
 
@@ -273,8 +288,10 @@ bool beats(T c, T b) {
     if (b != b) return false;
     if (c != c) return true;
   }
-  if constexpr (IsMax) return c > b;
-  else return c < b;
+  if constexpr (IsMax)
+    return c > b;
+  else
+    return c < b;
 }
 
 template <typename T, bool IsMax>
@@ -292,7 +309,8 @@ void arg_extreme(const T* x, int64_t outer, int64_t reduce, int64_t inner, T* va
       return b;
     };
     std::vector<Best> part(static_cast<size_t>(outer * nb));
-    ipuml::parallel_for(outer * nb, std::max<int64_t>(1, kReduceBlock / std::max<int64_t>(1, reduce)),
+    ipuml::parallel_for(outer * nb,
+                        std::max<int64_t>(1, kReduceBlock / std::max<int64_t>(1, reduce)),
                         [&](int64_t t0, int64_t t1) {
                           for (int64_t t = t0; t < t1; ++t) {
                             const int64_t o = t / nb, b = t % nb;
@@ -304,7 +322,8 @@ void arg_extreme(const T* x, int64_t outer, int64_t reduce, int64_t inner, T* va
     for (int64_t o = 0; o < outer; ++o) {
       Best b = part[static_cast<size_t>(o * nb)];
       for (int64_t j = 1; j < nb; ++j)
-        if (beats<T, IsMax>(part[static_cast<size_t>(o * nb + j)].v, b.v)) b = part[static_cast<size_t>(o * nb + j)];
+        if (beats<T, IsMax>(part[static_cast<size_t>(o * nb + j)].v, b.v))
+          b = part[static_cast<size_t>(o * nb + j)];
       if (vals) vals[o] = b.v;
       idx[o] = b.i;
     }
@@ -353,17 +372,23 @@ inline void k_arg(ir::OpKind k, const ir::Attrs& a, const ConstBuffer& in,
   int64_t* ix = out_ptr<int64_t>(ib);
   auto run = [&](auto* x, auto* vals) {
     using T = std::remove_const_t<std::remove_pointer_t<decltype(x)>>;
-    if (is_max) arg_extreme<T, true>(x, sp.outer, sp.mid, sp.inner, vals, ix);
-    else arg_extreme<T, false>(x, sp.outer, sp.mid, sp.inner, vals, ix);
+    if (is_max)
+      arg_extreme<T, true>(x, sp.outer, sp.mid, sp.inner, vals, ix);
+    else
+      arg_extreme<T, false>(x, sp.outer, sp.mid, sp.inner, vals, ix);
   };
   auto vptr = [&](auto* tag) -> decltype(tag) {
     return with_vals ? static_cast<decltype(tag)>(out[0].data) : nullptr;
   };
   switch (in.meta.dtype) {
-    case DType::Float32: return run(in_ptr<float>(in), vptr(static_cast<float*>(nullptr)));
-    case DType::Int32: return run(in_ptr<int32_t>(in), vptr(static_cast<int32_t*>(nullptr)));
-    case DType::Int64: return run(in_ptr<int64_t>(in), vptr(static_cast<int64_t*>(nullptr)));
-    case DType::Bool: return run(in_ptr<uint8_t>(in), vptr(static_cast<uint8_t*>(nullptr)));
+    case DType::Float32:
+      return run(in_ptr<float>(in), vptr(static_cast<float*>(nullptr)));
+    case DType::Int32:
+      return run(in_ptr<int32_t>(in), vptr(static_cast<int32_t*>(nullptr)));
+    case DType::Int64:
+      return run(in_ptr<int64_t>(in), vptr(static_cast<int64_t*>(nullptr)));
+    case DType::Bool:
+      return run(in_ptr<uint8_t>(in), vptr(static_cast<uint8_t*>(nullptr)));
     case DType::Float16:
     case DType::BFloat16: {
       std::vector<float> wide(static_cast<size_t>(in.meta.numel()));
@@ -380,7 +405,8 @@ inline void k_arg(ir::OpKind k, const ir::Attrs& a, const ConstBuffer& in,
 
 inline void k_softmax(bool log, const ir::Attrs& a, const ConstBuffer& in, const MutableBuffer& o) {
   const char* name = log ? "log_softmax" : "softmax";
-  IPUML_CHECK(in.meta.dtype == DType::Float32, name, ": expected float32, got ", dtype_name(in.meta.dtype));
+  IPUML_CHECK(in.meta.dtype == DType::Float32, name, ": expected float32, got ",
+              dtype_name(in.meta.dtype));
   const Shape& s = in.meta.shape;
   IPUML_CHECK(a.dims.size() == 1 && a.dims[0] >= 0 &&
                   a.dims[0] < static_cast<int64_t>(std::max<size_t>(s.size(), 1)),

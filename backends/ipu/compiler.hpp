@@ -50,13 +50,14 @@ struct ValueLayout {
   TileSpan span;
   int64_t bytes = 0;
   double bytes_on_part(int64_t p) const {
-    return static_cast<double>(bytes) * static_cast<double>(span.rows(p)) / static_cast<double>(span.extent);
+    return static_cast<double>(bytes) * static_cast<double>(span.rows(p)) /
+           static_cast<double>(span.extent);
   }
 };
 
 struct NodePlan {
   SliceSpec spec;
-  TileSpan span;      // parts of spec's axis over tiles
+  TileSpan span;       // parts of spec's axis over tiles
   int32_t serial = 1;  // serial factor that keeps the temporaries under the limit
   int64_t vertices = 0;
   double flops = 0;
@@ -115,7 +116,7 @@ struct Plan {
   std::vector<ValueLayout> values;
   std::vector<Superstep> supersteps;
   MemoryReport memory;
-  RunCycles cycles;       // one step, from the static schedule
+  RunCycles cycles;  // one step, from the static schedule
   double host_in_bytes = 0, host_out_bytes = 0;
   int64_t compute_sets = 0, vertices = 0, edges = 0;
   bool from_cache = false;

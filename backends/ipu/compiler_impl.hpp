@@ -23,12 +23,18 @@ namespace ipuml::ipu {
 
 IPUML_INLINE const char* mem_category_name(int c) {
   switch (c) {
-    case kState: return "state";
-    case kStream: return "stream_buffers";
-    case kCode: return "code";
-    case kActivations: return "activations";
-    case kTemporaries: return "temporaries";
-    default: return "?";
+    case kState:
+      return "state";
+    case kStream:
+      return "stream_buffers";
+    case kCode:
+      return "code";
+    case kActivations:
+      return "activations";
+    case kTemporaries:
+      return "temporaries";
+    default:
+      return "?";
   }
 }
 
@@ -115,7 +121,8 @@ struct Planner {
   }
 
   bool is_free(int64_t v) const {  // a State/Input not placed yet goes where it is first needed
-    return g.values[static_cast<size_t>(v)].kind != ir::ValueKind::Op && !placed[static_cast<size_t>(v)];
+    return g.values[static_cast<size_t>(v)].kind != ir::ValueKind::Op &&
+           !placed[static_cast<size_t>(v)];
   }
 
   struct Cost {
@@ -169,14 +176,16 @@ struct Planner {
     }
     const double items = std::max(1.0, out_elems * frac);
     if (s.kind == SplitKind::TreeSum) {
-      c.compute = vertex_cycles(t, flops * frac, touched, DType::Float32, false, static_cast<int64_t>(items)) +
+      c.compute = vertex_cycles(t, flops * frac, touched, DType::Float32, false,
+                                static_cast<int64_t>(items)) +
                   vertex_cycles(t, span.parts, 4.0 * span.parts, DType::Float32, false, 1);
       c.exchange = exchange_cycles(t, sliced_recv) + exchange_cycles(t, 4.0 * span.parts);
       c.sync = 2.0 * static_cast<double>(t.sync_cycles);
       c.temp = sliced_recv + 4.0 * span.parts;
     } else {
       const DType dt = n.inputs.empty() ? g.meta(n.outputs[0]).dtype : g.meta(n.inputs[0]).dtype;
-      c.compute = vertex_cycles(t, flops * frac, touched, dt, s.matrix, static_cast<int64_t>(items));
+      c.compute =
+          vertex_cycles(t, flops * frac, touched, dt, s.matrix, static_cast<int64_t>(items));
       double temp = sliced_recv + whole_recv;
       if (temp > limit && whole_recv > 0) {
         // Serialise over the broadcast operand: each serial step holds a 1/serial share of it.
@@ -189,7 +198,8 @@ struct Planner {
       c.sync = static_cast<double>(t.sync_cycles) * c.serial;
       c.compute += static_cast<double>(t.vertex_overhead_cycles) * (c.serial - 1);
     }
-    if (c.inter_bytes > 0) c.inter = inter_ipu_cycles(t, c.inter_bytes) + static_cast<double>(t.global_sync_cycles);
+    if (c.inter_bytes > 0)
+      c.inter = inter_ipu_cycles(t, c.inter_bytes) + static_cast<double>(t.global_sync_cycles);
     c.fits = c.temp <= limit;
     return c;
   }
@@ -221,7 +231,8 @@ struct Planner {
     const int64_t units = (n + grain - 1) / grain;
     // At least 1 KiB per tile: smaller pieces cost more in descriptors than they spread.
     const int64_t parts = std::clamp<int64_t>(l.bytes / 1024, 1, std::min(units, T()));
-    l.span = TileSpan{ipu, next_tile[static_cast<size_t>(ipu)], static_cast<int32_t>(parts), n, grain};
+    l.span =
+        TileSpan{ipu, next_tile[static_cast<size_t>(ipu)], static_cast<int32_t>(parts), n, grain};
     next_tile[static_cast<size_t>(ipu)] = static_cast<int32_t>((l.span.first_tile + parts) % T());
     plan.values[static_cast<size_t>(v)] = l;
     placed[static_cast<size_t>(v)] = true;
@@ -230,9 +241,9 @@ struct Planner {
   void plan_node(int64_t ni) {
     const auto& n = g.nodes[static_cast<size_t>(ni)];
     auto& np = plan.nodes[static_cast<size_t>(ni)];
-    IPUML_CHECK(n.ipu >= 0 && n.ipu < t.num_ipus, "ipu compile: node ", ni, " (", ir::op_name(n.kind),
-                ") is placed on IPU ", n.ipu, " but target '", t.name, "' has ", t.num_ipus,
-                " IPU(s); set num_ipus");
+    IPUML_CHECK(n.ipu >= 0 && n.ipu < t.num_ipus, "ipu compile: node ", ni, " (",
+                ir::op_name(n.kind), ") is placed on IPU ", n.ipu, " but target '", t.name,
+                "' has ", t.num_ipus, " IPU(s); set num_ipus");
     std::vector<ir::TensorMeta> ins, outs;
     for (auto v : n.inputs) ins.push_back(g.meta(v));
     for (auto v : n.outputs) outs.push_back(g.meta(v));
@@ -272,12 +283,14 @@ struct Planner {
         }
       }
       for (auto [p, f] : tries) {
-        const TileSpan sp{ipu, f, static_cast<int32_t>(p), s.kind == SplitKind::Whole ? 1 : s.extent,
+        const TileSpan sp{ipu, f, static_cast<int32_t>(p),
+                          s.kind == SplitKind::Whole ? 1 : s.extent,
                           s.kind == SplitKind::Whole ? 1 : s.grain};
         const Cost c = evaluate(ni, s, sp, true);
-        const bool better = !have || (c.fits && !best_cost.fits) ||
-                            (c.fits == best_cost.fits &&
-                             (c.fits ? c.total() < best_cost.total() - 1e-9 : c.temp < best_cost.temp));
+        const bool better =
+            !have || (c.fits && !best_cost.fits) ||
+            (c.fits == best_cost.fits &&
+             (c.fits ? c.total() < best_cost.total() - 1e-9 : c.temp < best_cost.temp));
         if (better) {
           have = true;
           best_cost = c;
@@ -287,7 +300,8 @@ struct Planner {
       }
     }
     if (np.span.first_tile == next_tile[static_cast<size_t>(ipu)])
-      next_tile[static_cast<size_t>(ipu)] = static_cast<int32_t>((np.span.first_tile + np.span.parts) % T());
+      next_tile[static_cast<size_t>(ipu)] =
+          static_cast<int32_t>((np.span.first_tile + np.span.parts) % T());
     // Free states and inputs take the layout this op wants of them.
     for (size_t j = 0; j < n.inputs.size(); ++j) {
       const int64_t v = n.inputs[j];
@@ -301,9 +315,9 @@ struct Planner {
   }
 
   int64_t vertices_on_part(const NodePlan& np, int64_t out_elems, int64_t p) const {
-    const double frac = np.spec.kind == SplitKind::Whole
-                            ? 1.0
-                            : static_cast<double>(np.span.rows(p)) / static_cast<double>(np.span.extent);
+    const double frac = np.spec.kind == SplitKind::Whole ? 1.0
+                                                         : static_cast<double>(np.span.rows(p)) /
+                                                               static_cast<double>(np.span.extent);
     const auto elems = static_cast<int64_t>(std::ceil(static_cast<double>(out_elems) * frac));
     return std::clamp<int64_t>((elems + 7) / 8, 1, t.worker_contexts);
   }
@@ -313,24 +327,31 @@ struct Planner {
     auto& mem = plan.memory;
     mem.bytes_per_tile = t.bytes_per_tile;
     mem.tiles.assign(static_cast<size_t>(t.total_tiles()), TileMemory{});
-    auto gt = [&](int32_t ipu, int32_t tile) { return static_cast<size_t>(ipu) * static_cast<size_t>(T()) + static_cast<size_t>(tile); };
+    auto gt = [&](int32_t ipu, int32_t tile) {
+      return static_cast<size_t>(ipu) * static_cast<size_t>(T()) + static_cast<size_t>(tile);
+    };
     auto add_value = [&](int64_t v, int cat, std::vector<int64_t>* live, int64_t sign) {
       const auto& l = plan.values[static_cast<size_t>(v)];
       int64_t acc = 0;
       for (int64_t p = 0; p < l.span.parts; ++p) {
         // Integer shares that add up to the tensor's size exactly.
-        const int64_t upto = static_cast<int64_t>(static_cast<double>(l.bytes) * static_cast<double>(l.span.begin(p + 1)) /
+        const int64_t upto = static_cast<int64_t>(static_cast<double>(l.bytes) *
+                                                  static_cast<double>(l.span.begin(p + 1)) /
                                                   static_cast<double>(l.span.extent));
         const int64_t b = upto - acc;
         acc = upto;
         const size_t ti = gt(l.span.ipu, l.span.tile(p, T()));
-        if (live) (*live)[ti] += sign * b;
-        else mem.tiles[ti].bytes[cat] += b;
+        if (live)
+          (*live)[ti] += sign * b;
+        else
+          mem.tiles[ti].bytes[cat] += b;
       }
     };
     int64_t always = 0;
-    for (auto v : g.states) add_value(v, kState, nullptr, 1), always += static_cast<int64_t>(g.meta(v).nbytes());
-    for (auto v : g.inputs) add_value(v, kStream, nullptr, 1), always += static_cast<int64_t>(g.meta(v).nbytes());
+    for (auto v : g.states)
+      add_value(v, kState, nullptr, 1), always += static_cast<int64_t>(g.meta(v).nbytes());
+    for (auto v : g.inputs)
+      add_value(v, kStream, nullptr, 1), always += static_cast<int64_t>(g.meta(v).nbytes());
 
     // Final costs with the real layouts, vertices, code, supersteps.
     plan.supersteps.clear();
@@ -353,7 +374,8 @@ struct Planner {
       for (int64_t p = 0; p < np.span.parts; ++p) {
         const int64_t nv = vertices_on_part(np, out_elems, p);
         np.vertices += nv;
-        mem.tiles[gt(np.span.ipu, np.span.tile(p, T()))].bytes[kCode] += nv * t.code_bytes_per_vertex;
+        mem.tiles[gt(np.span.ipu, np.span.tile(p, T()))].bytes[kCode] +=
+            nv * t.code_bytes_per_vertex;
       }
       if (np.spec.kind == SplitKind::TreeSum) {
         np.vertices += 1;
@@ -363,7 +385,8 @@ struct Planner {
       plan.vertices += np.vertices;
       plan.edges += np.vertices * static_cast<int64_t>(n.inputs.size() + n.outputs.size());
       plan.supersteps.push_back(Superstep{ni, np.span.ipu, np.compute_cycles,
-                                          np.exchange_cycles + np.inter_ipu_cycles, np.sync_cycles});
+                                          np.exchange_cycles + np.inter_ipu_cycles,
+                                          np.sync_cycles});
     }
     int64_t code_total = 0;
     for (auto& tm : mem.tiles) code_total += tm.bytes[kCode];
@@ -382,9 +405,11 @@ struct Planner {
         add_value(v, kActivations, &live, 1);
         live_total += static_cast<int64_t>(g.meta(v).nbytes());
         const auto& l = plan.values[static_cast<size_t>(v)];
-        for (int64_t p = 0; p < l.span.parts; ++p) touched.push_back(gt(l.span.ipu, l.span.tile(p, T())));
+        for (int64_t p = 0; p < l.span.parts; ++p)
+          touched.push_back(gt(l.span.ipu, l.span.tile(p, T())));
       }
-      const double frac0 = np.spec.kind == SplitKind::Whole ? 1.0 : 1.0 / static_cast<double>(np.span.rows(0));
+      const double frac0 =
+          np.spec.kind == SplitKind::Whole ? 1.0 : 1.0 / static_cast<double>(np.span.rows(0));
       (void)frac0;
       const auto temp = static_cast<int64_t>(np.max_temp_bytes);
       int64_t temp_total = 0;
@@ -398,10 +423,12 @@ struct Planner {
       };
       for (int64_t p = 0; p < np.span.parts; ++p) {
         const size_t ti = gt(np.span.ipu, np.span.tile(p, T()));
-        const int64_t tmp = np.spec.kind == SplitKind::Whole
-                                ? temp
-                                : static_cast<int64_t>(static_cast<double>(temp) * static_cast<double>(np.span.rows(p)) /
-                                                       static_cast<double>(std::max<int64_t>(1, np.span.rows(0))));
+        const int64_t tmp =
+            np.spec.kind == SplitKind::Whole
+                ? temp
+                : static_cast<int64_t>(static_cast<double>(temp) *
+                                       static_cast<double>(np.span.rows(p)) /
+                                       static_cast<double>(std::max<int64_t>(1, np.span.rows(0))));
         temp_total += tmp;
         bump(ti, tmp);
       }
@@ -416,7 +443,8 @@ struct Planner {
         if (last[static_cast<size_t>(v)] < 0) release(v);
       std::vector<int64_t> seen;
       for (auto v : n.inputs)
-        if (g.values[static_cast<size_t>(v)].kind == ir::ValueKind::Op && last[static_cast<size_t>(v)] == ni &&
+        if (g.values[static_cast<size_t>(v)].kind == ir::ValueKind::Op &&
+            last[static_cast<size_t>(v)] == ni &&
             std::find(seen.begin(), seen.end(), v) == seen.end()) {
           seen.push_back(v);
           release(v);
@@ -424,7 +452,8 @@ struct Planner {
     }
 
     // Host streams, state write-back and the replica all-reduce.
-    std::vector<double> host_in(static_cast<size_t>(t.num_ipus), 0), host_out(static_cast<size_t>(t.num_ipus), 0);
+    std::vector<double> host_in(static_cast<size_t>(t.num_ipus), 0),
+        host_out(static_cast<size_t>(t.num_ipus), 0);
     plan.host_in_bytes = plan.host_out_bytes = 0;
     for (auto v : g.inputs) {
       const double b = static_cast<double>(g.meta(v).nbytes());
@@ -451,14 +480,17 @@ struct Planner {
     plan.cycles.per_ipu.assign(static_cast<size_t>(t.num_ipus), IpuCycles{});
     for (int32_t i = 0; i < t.num_ipus; ++i) {
       auto& c = plan.cycles.per_ipu[static_cast<size_t>(i)];
-      c.host = host_cycles(t, host_in[static_cast<size_t>(i)]) + host_cycles(t, host_out[static_cast<size_t>(i)]);
+      c.host = host_cycles(t, host_in[static_cast<size_t>(i)]) +
+               host_cycles(t, host_out[static_cast<size_t>(i)]);
       if (host_in[static_cast<size_t>(i)] + host_out[static_cast<size_t>(i)] > 0)
         c.sync += 2.0 * static_cast<double>(t.global_sync_cycles);
     }
     if (writeback > 0)
-      plan.supersteps.push_back(Superstep{-1, 0, 0, exchange_cycles(t, writeback), static_cast<double>(t.sync_cycles)});
+      plan.supersteps.push_back(
+          Superstep{-1, 0, 0, exchange_cycles(t, writeback), static_cast<double>(t.sync_cycles)});
     if (o.replication_factor > 1)
-      plan.supersteps.push_back(Superstep{-2, 0, 0, allreduce_cycles(t, updated_bytes, o.replication_factor), 0});
+      plan.supersteps.push_back(
+          Superstep{-2, 0, 0, allreduce_cycles(t, updated_bytes, o.replication_factor), 0});
     for (auto& s : plan.supersteps) {
       auto& c = plan.cycles.per_ipu[static_cast<size_t>(s.ipu)];
       c.compute += s.compute;
@@ -473,7 +505,8 @@ struct Planner {
     mem.worst_tile = 0;
     for (size_t i = 0; i < mem.tiles.size(); ++i) {
       if (mem.tiles[i].total() > t.bytes_per_tile) ++mem.tiles_over;
-      if (mem.tiles[i].total() > mem.tiles[static_cast<size_t>(mem.worst_tile)].total()) mem.worst_tile = static_cast<int64_t>(i);
+      if (mem.tiles[i].total() > mem.tiles[static_cast<size_t>(mem.worst_tile)].total())
+        mem.worst_tile = static_cast<int64_t>(i);
     }
     mem.out_of_memory = mem.tiles_over > 0;
     worst_tile_tensors();
@@ -491,16 +524,19 @@ struct Planner {
       const auto& val = g.values[static_cast<size_t>(v)];
       if (!val.name.empty()) return val.name;
       if (val.kind == ir::ValueKind::Op)
-        return detail::str(ir::op_name(g.nodes[static_cast<size_t>(val.node)].kind), "#", val.node, " output ",
-                           shape_str(val.meta.shape));
-      return detail::str(val.kind == ir::ValueKind::State ? "state " : "input ", v, " ", shape_str(val.meta.shape));
+        return detail::str(ir::op_name(g.nodes[static_cast<size_t>(val.node)].kind), "#", val.node,
+                           " output ", shape_str(val.meta.shape));
+      return detail::str(val.kind == ir::ValueKind::State ? "state " : "input ", v, " ",
+                         shape_str(val.meta.shape));
     };
     std::vector<TensorOnTile> list;
     for (size_t v = 0; v < g.values.size(); ++v) {
       const auto& val = g.values[v];
       const auto& l = plan.values[v];
       if (l.span.ipu != ipu) continue;
-      const char* cat = val.kind == ir::ValueKind::State ? "state" : val.kind == ir::ValueKind::Input ? "stream_buffers" : "activations";
+      const char* cat = val.kind == ir::ValueKind::State   ? "state"
+                        : val.kind == ir::ValueKind::Input ? "stream_buffers"
+                                                           : "activations";
       if (val.kind == ir::ValueKind::Op) {
         const int64_t lu = last[v] < 0 ? def[v] : last[v];
         if (step < 0 || def[v] > step || lu < step) continue;
@@ -511,9 +547,12 @@ struct Planner {
       if (b > 0) list.push_back({name_of(static_cast<int64_t>(v)), static_cast<int64_t>(b), cat});
     }
     if (step >= 0 && mem.tiles[static_cast<size_t>(wt)].bytes[kTemporaries] > 0)
-      list.push_back({detail::str("temporaries of ", ir::op_name(g.nodes[static_cast<size_t>(step)].kind), "#", step),
+      list.push_back({detail::str("temporaries of ",
+                                  ir::op_name(g.nodes[static_cast<size_t>(step)].kind), "#", step),
                       mem.tiles[static_cast<size_t>(wt)].bytes[kTemporaries], "temporaries"});
-    std::stable_sort(list.begin(), list.end(), [](const TensorOnTile& a, const TensorOnTile& b) { return a.bytes > b.bytes; });
+    std::stable_sort(list.begin(), list.end(), [](const TensorOnTile& a, const TensorOnTile& b) {
+      return a.bytes > b.bytes;
+    });
     if (list.size() > 10) list.resize(10);
     mem.worst_tile_tensors = std::move(list);
   }
@@ -523,10 +562,12 @@ struct Planner {
 
 using nlohmann::json;
 
-inline json span_json(const TileSpan& s) { return json::array({s.ipu, s.first_tile, s.parts, s.extent, s.grain}); }
+inline json span_json(const TileSpan& s) {
+  return json::array({s.ipu, s.first_tile, s.parts, s.extent, s.grain});
+}
 inline TileSpan span_from(const json& j) {
-  return TileSpan{j.at(0).get<int32_t>(), j.at(1).get<int32_t>(), j.at(2).get<int32_t>(), j.at(3).get<int64_t>(),
-                  j.at(4).get<int64_t>()};
+  return TileSpan{j.at(0).get<int32_t>(), j.at(1).get<int32_t>(), j.at(2).get<int32_t>(),
+                  j.at(3).get<int64_t>(), j.at(4).get<int64_t>()};
 }
 
 inline json plan_to_json(const Plan& p) {
@@ -535,10 +576,11 @@ inline json plan_to_json(const Plan& p) {
   j["target"] = json::parse(to_json(p.target));
   json nodes = json::array();
   for (auto& n : p.nodes)
-    nodes.push_back({static_cast<int>(n.spec.kind), n.spec.out_dim, n.spec.in_dim, n.spec.extent, n.spec.grain,
-                     n.spec.min_rows, n.spec.merge_all, n.spec.matrix, span_json(n.span), n.serial, n.vertices,
-                     n.flops, n.compute_cycles, n.exchange_cycles, n.sync_cycles, n.inter_ipu_cycles,
-                     n.exchange_bytes, n.inter_ipu_bytes, n.max_temp_bytes});
+    nodes.push_back({static_cast<int>(n.spec.kind), n.spec.out_dim, n.spec.in_dim, n.spec.extent,
+                     n.spec.grain, n.spec.min_rows, n.spec.merge_all, n.spec.matrix,
+                     span_json(n.span), n.serial, n.vertices, n.flops, n.compute_cycles,
+                     n.exchange_cycles, n.sync_cycles, n.inter_ipu_cycles, n.exchange_bytes,
+                     n.inter_ipu_bytes, n.max_temp_bytes});
   j["nodes"] = nodes;
   json values = json::array();
   for (auto& v : p.values) values.push_back({v.axis, span_json(v.span), v.bytes});
@@ -555,13 +597,18 @@ inline json plan_to_json(const Plan& p) {
   }
   json wt = json::array();
   for (auto& x : p.memory.worst_tile_tensors) wt.push_back({x.name, x.bytes, x.category});
-  j["memory"] = {{"bytes_per_tile", p.memory.bytes_per_tile}, {"tiles", tiles},
-                 {"always", p.memory.always_live_per_step}, {"not_always", p.memory.not_always_live_per_step},
-                 {"oom", p.memory.out_of_memory}, {"over", p.memory.tiles_over}, {"worst", p.memory.worst_tile},
+  j["memory"] = {{"bytes_per_tile", p.memory.bytes_per_tile},
+                 {"tiles", tiles},
+                 {"always", p.memory.always_live_per_step},
+                 {"not_always", p.memory.not_always_live_per_step},
+                 {"oom", p.memory.out_of_memory},
+                 {"over", p.memory.tiles_over},
+                 {"worst", p.memory.worst_tile},
                  {"worst_tensors", wt}};
   json ipus = json::array();
   for (auto& c : p.cycles.per_ipu) ipus.push_back({c.compute, c.exchange, c.sync, c.host});
-  j["cycles"] = {{"per_ipu", ipus}, {"total", p.cycles.total}, {"seconds", p.cycles.simulated_seconds}};
+  j["cycles"] = {
+      {"per_ipu", ipus}, {"total", p.cycles.total}, {"seconds", p.cycles.simulated_seconds}};
   j["host"] = {p.host_in_bytes, p.host_out_bytes};
   j["size"] = {p.compute_sets, p.vertices, p.edges};
   return j;
@@ -594,15 +641,19 @@ inline Plan plan_from_json(const json& j) {
     np.max_temp_bytes = n.at(18).get<double>();
     p.nodes.push_back(std::move(np));
   }
-  for (auto& v : j.at("values")) p.values.push_back(ValueLayout{v.at(0).get<int32_t>(), span_from(v.at(1)), v.at(2).get<int64_t>()});
+  for (auto& v : j.at("values"))
+    p.values.push_back(
+        ValueLayout{v.at(0).get<int32_t>(), span_from(v.at(1)), v.at(2).get<int64_t>()});
   for (auto& s : j.at("supersteps"))
-    p.supersteps.push_back(Superstep{s.at(0).get<int64_t>(), s.at(1).get<int32_t>(), s.at(2).get<double>(),
-                                     s.at(3).get<double>(), s.at(4).get<double>()});
+    p.supersteps.push_back(Superstep{s.at(0).get<int64_t>(), s.at(1).get<int32_t>(),
+                                     s.at(2).get<double>(), s.at(3).get<double>(),
+                                     s.at(4).get<double>()});
   const auto& m = j.at("memory");
   p.memory.bytes_per_tile = m.at("bytes_per_tile").get<int64_t>();
   for (auto& t : m.at("tiles")) {
     TileMemory tm;
-    for (int c = 0; c < kNumCategories; ++c) tm.bytes[c] = t.at(static_cast<size_t>(c)).get<int64_t>();
+    for (int c = 0; c < kNumCategories; ++c)
+      tm.bytes[c] = t.at(static_cast<size_t>(c)).get<int64_t>();
     tm.peak_step = t.at(kNumCategories).get<int32_t>();
     p.memory.tiles.push_back(tm);
   }
@@ -612,9 +663,11 @@ inline Plan plan_from_json(const json& j) {
   p.memory.tiles_over = m.at("over").get<int64_t>();
   p.memory.worst_tile = m.at("worst").get<int64_t>();
   for (auto& x : m.at("worst_tensors"))
-    p.memory.worst_tile_tensors.push_back({x.at(0).get<std::string>(), x.at(1).get<int64_t>(), x.at(2).get<std::string>()});
+    p.memory.worst_tile_tensors.push_back(
+        {x.at(0).get<std::string>(), x.at(1).get<int64_t>(), x.at(2).get<std::string>()});
   for (auto& c : j.at("cycles").at("per_ipu"))
-    p.cycles.per_ipu.push_back(IpuCycles{c.at(0).get<double>(), c.at(1).get<double>(), c.at(2).get<double>(), c.at(3).get<double>()});
+    p.cycles.per_ipu.push_back(IpuCycles{c.at(0).get<double>(), c.at(1).get<double>(),
+                                         c.at(2).get<double>(), c.at(3).get<double>()});
   p.cycles.total = j.at("cycles").at("total").get<double>();
   p.cycles.simulated_seconds = j.at("cycles").at("seconds").get<double>();
   p.host_in_bytes = j.at("host").at(0).get<double>();
@@ -652,10 +705,10 @@ IPUML_INLINE std::string out_of_memory_message(const Plan& p) {
   const auto& m = p.memory;
   std::ostringstream os;
   const auto& w = m.tiles.at(static_cast<size_t>(m.worst_tile));
-  os << "Out of memory on tile " << m.worst_tile << ": " << w.total() << " bytes used but tiles only have "
-     << m.bytes_per_tile << " bytes of memory";
-  os << "\n  " << m.tiles_over << " of " << m.tiles.size() << " tiles are over (target " << p.target.name
-     << ", IPU " << m.worst_tile / p.target.tiles_per_ipu << ")";
+  os << "Out of memory on tile " << m.worst_tile << ": " << w.total()
+     << " bytes used but tiles only have " << m.bytes_per_tile << " bytes of memory";
+  os << "\n  " << m.tiles_over << " of " << m.tiles.size() << " tiles are over (target "
+     << p.target.name << ", IPU " << m.worst_tile / p.target.tiles_per_ipu << ")";
   std::vector<size_t> order(m.tiles.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   const size_t top = std::min<size_t>(5, order.size());
@@ -665,12 +718,15 @@ IPUML_INLINE std::string out_of_memory_message(const Plan& p) {
   for (size_t i = 0; i < top; ++i) {
     const auto& t = m.tiles[order[i]];
     os << "\n    tile " << order[i] << ": " << t.total() << " bytes (";
-    for (int c = 0; c < kNumCategories; ++c) os << (c ? ", " : "") << mem_category_name(c) << " " << t.bytes[c];
+    for (int c = 0; c < kNumCategories; ++c)
+      os << (c ? ", " : "") << mem_category_name(c) << " " << t.bytes[c];
     os << ")";
   }
   os << "\n  largest tensors on tile " << m.worst_tile << ":";
-  for (auto& x : m.worst_tile_tensors) os << "\n    " << x.name << " (" << x.category << "): " << x.bytes << " bytes";
-  os << "\n  reduce the batch size, lower available_memory_proportion, use more IPUs, or set allow_out_of_memory "
+  for (auto& x : m.worst_tile_tensors)
+    os << "\n    " << x.name << " (" << x.category << "): " << x.bytes << " bytes";
+  os << "\n  reduce the batch size, lower available_memory_proportion, use more IPUs, or set "
+        "allow_out_of_memory "
         "to get the full report";
   return os.str();
 }
@@ -678,8 +734,8 @@ IPUML_INLINE std::string out_of_memory_message(const Plan& p) {
 IPUML_INLINE uint64_t plan_key(const ir::Graph& g, const Target& t, const CompileOptions& o) {
   std::ostringstream os;
   os.precision(17);
-  os << g.signature() << '|' << to_json(t) << '|' << o.available_memory_proportion << '|' << o.allow_out_of_memory
-     << '|' << o.replication_factor << '|' << cdetail::kVersion;
+  os << g.signature() << '|' << to_json(t) << '|' << o.available_memory_proportion << '|'
+     << o.allow_out_of_memory << '|' << o.replication_factor << '|' << cdetail::kVersion;
   const std::string s = os.str();
   return cdetail::fnv1a(s.data(), s.size());
 }
@@ -711,7 +767,8 @@ IPUML_INLINE bool save_plan(const Plan& p, const std::string& path) {
       std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
       if (!f) return false;
       f.write(reinterpret_cast<const char*>(&h), sizeof h);
-      f.write(reinterpret_cast<const char*>(payload.data()), static_cast<std::streamsize>(payload.size()));
+      f.write(reinterpret_cast<const char*>(payload.data()),
+              static_cast<std::streamsize>(payload.size()));
       if (!f) return false;
     }
     std::filesystem::rename(tmp, path);  // readers never see a half-written entry
@@ -726,7 +783,8 @@ IPUML_INLINE bool load_plan(const std::string& path, uint64_t key, Plan& out) {
   if (!f) return false;
   cdetail::FileHeader h{};
   f.read(reinterpret_cast<char*>(&h), sizeof h);
-  if (!f || std::memcmp(h.magic, cdetail::kMagic, 8) != 0 || h.version != cdetail::kVersion || h.key != key)
+  if (!f || std::memcmp(h.magic, cdetail::kMagic, 8) != 0 || h.version != cdetail::kVersion ||
+      h.key != key)
     return false;
   if (h.payload_size > (uint64_t{1} << 32)) return false;
   std::vector<uint8_t> payload(static_cast<size_t>(h.payload_size));
@@ -747,8 +805,10 @@ IPUML_INLINE bool load_plan(const std::string& path, uint64_t key, Plan& out) {
 IPUML_INLINE Plan plan_graph(const ir::Graph& g, const Target& t, const CompileOptions& o) {
   validate(t);
   IPUML_CHECK(o.available_memory_proportion > 0 && o.available_memory_proportion <= 1,
-              "ipu compile: available_memory_proportion must be in (0, 1], got ", o.available_memory_proportion);
-  IPUML_CHECK(o.replication_factor >= 1, "ipu compile: replication_factor must be >= 1, got ", o.replication_factor);
+              "ipu compile: available_memory_proportion must be in (0, 1], got ",
+              o.available_memory_proportion);
+  IPUML_CHECK(o.replication_factor >= 1, "ipu compile: replication_factor must be >= 1, got ",
+              o.replication_factor);
   cdetail::Planner pl(g, t, o);
   pl.plan.key = plan_key(g, t, o);
   int shown = -1;
@@ -778,7 +838,8 @@ IPUML_INLINE Plan compile_plan(const ir::Graph& g, const Target& t, const Compil
   const uint64_t key = plan_key(g, t, o);
   const std::string path = plan_cache_path(dir, key);
   Plan p;
-  if (load_plan(path, key, p) && p.values.size() == g.values.size() && p.nodes.size() == g.nodes.size()) {
+  if (load_plan(path, key, p) && p.values.size() == g.values.size() &&
+      p.nodes.size() == g.nodes.size()) {
     p.from_cache = true;
     return p;
   }

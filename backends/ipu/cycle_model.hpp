@@ -34,7 +34,7 @@ struct IpuCycles {
 };
 struct RunCycles {
   std::vector<IpuCycles> per_ipu;
-  double total = 0;              // the step's cycles: IPUs of a sharded program run one after another
+  double total = 0;  // the step's cycles: IPUs of a sharded program run one after another
   double simulated_seconds = 0;  // total / clock
 };
 

@@ -8,8 +8,8 @@
 
 namespace ipuml::ipu {
 
-IPUML_INLINE double vertex_cycles(const Target& t, double flops, double bytes, DType dtype, bool matrix,
-                                  int64_t parallel_items) {
+IPUML_INLINE double vertex_cycles(const Target& t, double flops, double bytes, DType dtype,
+                                  bool matrix, int64_t parallel_items) {
   const bool half = dtype == DType::Float16 || dtype == DType::BFloat16;
   double rate = matrix ? (half ? t.flops_per_cycle_fp16 : t.flops_per_cycle_fp32)
                        : (half ? t.vector_flops_per_cycle_fp16 : t.vector_flops_per_cycle_fp32);
@@ -17,7 +17,8 @@ IPUML_INLINE double vertex_cycles(const Target& t, double flops, double bytes, D
   // The barrel issues one worker per cycle: with fewer independent items than worker contexts
   // some issue slots stay empty.
   const double workers = static_cast<double>(t.worker_contexts);
-  const double busy = std::clamp(static_cast<double>(std::max<int64_t>(parallel_items, 1)), 1.0, workers) / workers;
+  const double busy =
+      std::clamp(static_cast<double>(std::max<int64_t>(parallel_items, 1)), 1.0, workers) / workers;
   rate *= busy;
   mem *= busy;
   const double work = std::max(flops / rate, bytes / mem);

@@ -47,15 +47,18 @@ inline SliceIo slice_io(const ir::TensorMeta& m, int d, int64_t b, int64_t e) {
 
 inline void gather(const SliceIo& s, const char* src, char* dst) {
   const size_t row = (s.e - s.b) * s.inner_bytes;
-  for (size_t o = 0; o < s.outer; ++o) std::memcpy(dst + o * row, src + (o * s.dim + s.b) * s.inner_bytes, row);
+  for (size_t o = 0; o < s.outer; ++o)
+    std::memcpy(dst + o * row, src + (o * s.dim + s.b) * s.inner_bytes, row);
 }
 inline void scatter(const SliceIo& s, const char* src, char* dst) {
   const size_t row = (s.e - s.b) * s.inner_bytes;
-  for (size_t o = 0; o < s.outer; ++o) std::memcpy(dst + (o * s.dim + s.b) * s.inner_bytes, src + o * row, row);
+  for (size_t o = 0; o < s.outer; ++o)
+    std::memcpy(dst + (o * s.dim + s.b) * s.inner_bytes, src + o * row, row);
 }
 
 // Leaves of cpu::kdetail::pairwise_sum's recursion, `depth` levels down, in order.
-inline void pairwise_leaves(int64_t off, int64_t n, int depth, std::vector<std::pair<int64_t, int64_t>>& out) {
+inline void pairwise_leaves(int64_t off, int64_t n, int depth,
+                            std::vector<std::pair<int64_t, int64_t>>& out) {
   if (depth == 0 || n <= 256) {
     out.emplace_back(off, n);
     return;
@@ -147,7 +150,8 @@ struct Executable::Impl {
     }
     cpu::run_kernel(node.kind, slice_attrs(graph, node, np.spec, b, e), in, out, ctx);
     for (auto& [j, s] : scatters)
-      xdetail::scatter(s, static_cast<const char*>(out[j].data), static_cast<char*>(full_out[j].data));
+      xdetail::scatter(s, static_cast<const char*>(out[j].data),
+                       static_cast<char*>(full_out[j].data));
   }
 
   // A full float sum: leaves of the pairwise tree on the tiles, combined in the tree's order, so
@@ -162,7 +166,8 @@ struct Executable::Impl {
       std::vector<double> part(static_cast<size_t>(nb));
       auto leaf = [&](int64_t i) {
         const int64_t b0 = i * kReduceBlock, e0 = std::min(len, b0 + kReduceBlock);
-        part[static_cast<size_t>(i)] = static_cast<double>(cpu::kdetail::pairwise_sum(x + b0, e0 - b0));
+        part[static_cast<size_t>(i)] =
+            static_cast<double>(cpu::kdetail::pairwise_sum(x + b0, e0 - b0));
       };
       if (chunks > 1)
         tbb::parallel_for(int64_t{0}, nb, leaf);
@@ -176,7 +181,9 @@ struct Executable::Impl {
     std::vector<std::pair<int64_t, int64_t>> leaves;
     xdetail::pairwise_leaves(0, len, depth, leaves);
     std::vector<float> sums(leaves.size());
-    auto leaf = [&](size_t i) { sums[i] = cpu::kdetail::pairwise_sum(x + leaves[i].first, leaves[i].second); };
+    auto leaf = [&](size_t i) {
+      sums[i] = cpu::kdetail::pairwise_sum(x + leaves[i].first, leaves[i].second);
+    };
     if (chunks > 1)
       tbb::parallel_for(size_t{0}, leaves.size(), leaf);
     else
@@ -189,18 +196,23 @@ struct Executable::Impl {
   void run_node(size_t n, const cpu::KernelContext& ctx) {
     const auto& node = graph.nodes[n];
     const auto& np = plan.nodes[n];
-    for (size_t i = 0; i < node.inputs.size(); ++i) in_bufs[n][i].data = ptr[static_cast<size_t>(node.inputs[i])];
-    for (size_t i = 0; i < node.outputs.size(); ++i) out_bufs[n][i].data = ptr[static_cast<size_t>(node.outputs[i])];
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      in_bufs[n][i].data = ptr[static_cast<size_t>(node.inputs[i])];
+    for (size_t i = 0; i < node.outputs.size(); ++i)
+      out_bufs[n][i].data = ptr[static_cast<size_t>(node.outputs[i])];
     const int64_t parts = np.span.parts;
     double work = np.flops;
     for (auto& b : in_bufs[n]) work += static_cast<double>(b.meta.nbytes());
     for (auto& b : out_bufs[n]) work += static_cast<double>(b.meta.nbytes());
     int64_t chunks = exec.max_chunks > 0 ? exec.max_chunks : std::max(1, ipuml::get_num_threads());
     chunks = std::min(chunks, parts);
-    if (np.spec.merge_all || np.spec.kind == SplitKind::Whole || work < exec.min_parallel_work) chunks = 1;
+    if (np.spec.merge_all || np.spec.kind == SplitKind::Whole || work < exec.min_parallel_work)
+      chunks = 1;
     auto body = [&] {
       if (np.spec.kind == SplitKind::TreeSum) return run_tree_sum(n, chunks);
-      if (chunks <= 1) return run_rows(n, 0, np.spec.kind == SplitKind::Whole ? np.spec.extent : np.spec.extent, ctx);
+      if (chunks <= 1)
+        return run_rows(n, 0, np.spec.kind == SplitKind::Whole ? np.spec.extent : np.spec.extent,
+                        ctx);
       // Chunk c takes whole tiles [parts*c/C, parts*(c+1)/C): each tile's slice, merged.
       tbb::parallel_for(
           tbb::blocked_range<int64_t>(0, chunks, 1),
@@ -220,21 +232,24 @@ struct Executable::Impl {
   }
 };
 
-IPUML_INLINE Executable::Executable(ir::Graph graph, Plan plan, ExecOptions exec) : impl_(std::make_unique<Impl>()) {
+IPUML_INLINE Executable::Executable(ir::Graph graph, Plan plan, ExecOptions exec)
+    : impl_(std::make_unique<Impl>()) {
   auto& m = *impl_;
   m.graph = std::move(graph);
   m.plan = std::move(plan);
   m.exec = exec;
-  IPUML_CHECK(m.plan.nodes.size() == m.graph.nodes.size() && m.plan.values.size() == m.graph.values.size(),
-              "ipu executable: the plan has ", m.plan.nodes.size(), " nodes and ", m.plan.values.size(),
-              " values but the graph has ", m.graph.nodes.size(), " and ", m.graph.values.size());
+  IPUML_CHECK(
+      m.plan.nodes.size() == m.graph.nodes.size() && m.plan.values.size() == m.graph.values.size(),
+      "ipu executable: the plan has ", m.plan.nodes.size(), " nodes and ", m.plan.values.size(),
+      " values but the graph has ", m.graph.nodes.size(), " and ", m.graph.values.size());
   for (size_t n = 0; n < m.graph.nodes.size(); ++n) {
     const auto& np = m.plan.nodes[n];
-    IPUML_CHECK(np.span.parts >= 1 && np.span.ipu >= 0 && np.span.ipu < m.plan.target.num_ipus &&
-                    np.spec.in_dim.size() == (np.spec.kind == SplitKind::Whole && np.spec.in_dim.empty()
-                                                  ? 0
-                                                  : m.graph.nodes[n].inputs.size()),
-                "ipu executable: the plan of node ", n, " does not fit the graph");
+    IPUML_CHECK(
+        np.span.parts >= 1 && np.span.ipu >= 0 && np.span.ipu < m.plan.target.num_ipus &&
+            np.spec.in_dim.size() == (np.spec.kind == SplitKind::Whole && np.spec.in_dim.empty()
+                                          ? 0
+                                          : m.graph.nodes[n].inputs.size()),
+        "ipu executable: the plan of node ", n, " does not fit the graph");
   }
   m.mem = cpu::plan_memory(m.graph);
   m.arena = std::make_unique<Storage>(std::max<size_t>(m.mem.arena_bytes, 64));
@@ -244,10 +259,13 @@ IPUML_INLINE Executable::Executable(ir::Graph graph, Plan plan, ExecOptions exec
   m.in_bufs.resize(m.graph.nodes.size());
   m.out_bufs.resize(m.graph.nodes.size());
   for (size_t n = 0; n < m.graph.nodes.size(); ++n) {
-    for (auto v : m.graph.nodes[n].inputs) m.in_bufs[n].push_back({nullptr, m.graph.values[static_cast<size_t>(v)].meta});
-    for (auto v : m.graph.nodes[n].outputs) m.out_bufs[n].push_back({nullptr, m.graph.values[static_cast<size_t>(v)].meta});
+    for (auto v : m.graph.nodes[n].inputs)
+      m.in_bufs[n].push_back({nullptr, m.graph.values[static_cast<size_t>(v)].meta});
+    for (auto v : m.graph.nodes[n].outputs)
+      m.out_bufs[n].push_back({nullptr, m.graph.values[static_cast<size_t>(v)].meta});
   }
-  for (int64_t i = 0; i < m.plan.target.num_ipus; ++i) m.ipus.push_back(std::make_unique<tbb::task_arena>());
+  for (int64_t i = 0; i < m.plan.target.num_ipus; ++i)
+    m.ipus.push_back(std::make_unique<tbb::task_arena>());
   m.last = m.plan.cycles;
   m.engine = engine_options_from_env();
   if (m.engine.auto_report) write_profile(m.engine.directory);
@@ -255,28 +273,29 @@ IPUML_INLINE Executable::Executable(ir::Graph graph, Plan plan, ExecOptions exec
 
 IPUML_INLINE Executable::~Executable() = default;
 
-IPUML_INLINE std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs, const std::vector<Tensor>& states,
-                                                 uint64_t step) {
+IPUML_INLINE std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs,
+                                                 const std::vector<Tensor>& states, uint64_t step) {
   auto& m = *impl_;
   const auto t0 = std::chrono::steady_clock::now();
   const auto& g = m.graph;
-  IPUML_CHECK(inputs.size() == g.inputs.size(), "ipu run: the graph takes ", g.inputs.size(), " inputs, got ",
-              inputs.size());
+  IPUML_CHECK(inputs.size() == g.inputs.size(), "ipu run: the graph takes ", g.inputs.size(),
+              " inputs, got ", inputs.size());
   IPUML_CHECK(states.size() == g.states.size(), "ipu run: the graph binds ", g.states.size(),
               " state tensors, got ", states.size());
   std::vector<Tensor> keep;
   auto bind = [&](int64_t v, const Tensor& t, const char* what, size_t i) {
     const auto& meta = g.values[static_cast<size_t>(v)].meta;
-    IPUML_CHECK(t.defined() && t.shape() == meta.shape && t.dtype() == meta.dtype, "ipu run: ", what, " ", i, " ('",
-                g.values[static_cast<size_t>(v)].name, "') must have shape ", shape_str(meta.shape), " and dtype ",
-                dtype_name(meta.dtype), ", got ", t.defined() ? shape_str(t.shape()) : "undefined", " ",
+    IPUML_CHECK(t.defined() && t.shape() == meta.shape && t.dtype() == meta.dtype,
+                "ipu run: ", what, " ", i, " ('", g.values[static_cast<size_t>(v)].name,
+                "') must have shape ", shape_str(meta.shape), " and dtype ", dtype_name(meta.dtype),
+                ", got ", t.defined() ? shape_str(t.shape()) : "undefined", " ",
                 t.defined() ? dtype_name(t.dtype()) : "");
     IPUML_CHECK(!t.is_symbolic(), "ipu run: ", what, " ", i, " is symbolic");
     if (t.is_contiguous()) {
       m.ptr[static_cast<size_t>(v)] = t.raw_data();
     } else {
-      IPUML_CHECK(std::string(what) == "input", "ipu run: state tensor ", i, " ('", g.values[static_cast<size_t>(v)].name,
-                  "') is not contiguous");
+      IPUML_CHECK(std::string(what) == "input", "ipu run: state tensor ", i, " ('",
+                  g.values[static_cast<size_t>(v)].name, "') is not contiguous");
       keep.push_back(t.contiguous());
       m.ptr[static_cast<size_t>(v)] = keep.back().raw_data();
     }
@@ -310,7 +329,8 @@ IPUML_INLINE std::vector<Tensor> Executable::run(const std::vector<Tensor>& inpu
   for (size_t i = 0; i < g.updates.size(); ++i) {
     const auto& u = g.updates[i];
     const void* src = snap[i].empty() ? m.ptr[static_cast<size_t>(u.value)] : snap[i].data();
-    std::memcpy(m.ptr[static_cast<size_t>(u.state)], src, g.values[static_cast<size_t>(u.state)].meta.nbytes());
+    std::memcpy(m.ptr[static_cast<size_t>(u.state)], src,
+                g.values[static_cast<size_t>(u.state)].meta.nbytes());
   }
   for (auto& s : states) s.impl()->version++;
 
@@ -332,15 +352,19 @@ IPUML_INLINE bool Executable::loaded_from_cache() const { return impl_->plan.fro
 IPUML_INLINE void Executable::set_exec_options(const ExecOptions& e) { impl_->exec = e; }
 IPUML_INLINE const RunCycles& Executable::last_run_cycles() const { return impl_->last; }
 IPUML_INLINE double Executable::last_run_wall_seconds() const { return impl_->last_wall; }
-IPUML_INLINE const std::vector<RunRecord>& Executable::run_history() const { return impl_->history; }
+IPUML_INLINE const std::vector<RunRecord>& Executable::run_history() const {
+  return impl_->history;
+}
 
 IPUML_INLINE std::string Executable::profile_json(double samples_per_step) const {
   return make_profile_json(impl_->graph, impl_->plan, impl_->history, samples_per_step);
 }
-IPUML_INLINE void Executable::write_profile(const std::string& directory, double samples_per_step) const {
+IPUML_INLINE void Executable::write_profile(const std::string& directory,
+                                            double samples_per_step) const {
   write_profile_file(directory, profile_json(samples_per_step));
 }
-IPUML_INLINE void Executable::print_profile_summary(std::ostream& os, double samples_per_step) const {
+IPUML_INLINE void Executable::print_profile_summary(std::ostream& os,
+                                                    double samples_per_step) const {
   ipu::print_profile_summary(os, impl_->graph, impl_->plan, impl_->history, samples_per_step);
 }
 

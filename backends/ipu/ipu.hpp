@@ -1,5 +1,6 @@
 // The IPU emulator backend in one include: targets, compiler, executable, cycle model, profile.
-// Usage: auto exe = ipu::compile(trace.graph, ipu::target_preset("ipu2")); exe->run(inputs, states);
+// Usage: auto exe = ipu::compile(trace.graph, ipu::target_preset("ipu2")); exe->run(inputs,
+// states);
 #pragma once
 
 #include <ipuml/backends/ipu/compiler.hpp>

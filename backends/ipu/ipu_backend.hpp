@@ -66,8 +66,8 @@ class IpuBackend : public backend::Backend {
   }
   bool supports(ir::OpKind) const override { return true; }
 
-  std::unique_ptr<backend::Executable> compile(const ir::Graph& graph,
-                                               const backend::CompileOptions& options) const override {
+  std::unique_ptr<backend::Executable> compile(
+      const ir::Graph& graph, const backend::CompileOptions& options) const override {
     backend::CompileOptions o = options;
     auto take = [&](const char* key, const std::string& def) {
       auto it = o.find(key);
@@ -87,22 +87,24 @@ class IpuBackend : public backend::Backend {
     const int64_t system_ipus = system_set ? t.num_ipus : kDefaultSystemIpus;
     const int64_t replicas = parse_int(take("replicas", "1"), "replicas");
     const int64_t per_replica = parse_int(take("ipus_per_replica", "1"), "ipus_per_replica");
-    IPUML_CHECK(replicas * per_replica <= system_ipus, "ipu backend: replicationFactor(", replicas,
-                ") x ", per_replica, " IPU(s) per replica needs ", replicas * per_replica,
-                " IPUs, but the emulated system has ", system_ipus,
-                system_set ? "" : " (an IPU-M2000 box)", "; raise it with Options.setTargetOption(\"num_ipus\", \"",
-                replicas * per_replica, "\")");
+    IPUML_CHECK(
+        replicas * per_replica <= system_ipus, "ipu backend: replicationFactor(", replicas, ") x ",
+        per_replica, " IPU(s) per replica needs ", replicas * per_replica,
+        " IPUs, but the emulated system has ", system_ipus, system_set ? "" : " (an IPU-M2000 box)",
+        "; raise it with Options.setTargetOption(\"num_ipus\", \"", replicas * per_replica, "\")");
     t.num_ipus = per_replica;
 
     CompileOptions co;
-    co.available_memory_proportion = parse_double(take("available_memory_proportion", "0.6"), "available_memory_proportion");
+    co.available_memory_proportion =
+        parse_double(take("available_memory_proportion", "0.6"), "available_memory_proportion");
     co.allow_out_of_memory = take("allow_out_of_memory", "0") == "1";
     co.replication_factor = replicas;
     co.cache_dir = take("cache_dir", "");
     co.progress = take("progress", "1") == "1";
     const std::string report_dir = take("report_dir", "");
     // Accepted for the record; the cycle model runs shards one after another.
-    for (const char* k : {"pipelined", "training", "gradient_accumulation", "device_iterations"}) take(k, "");
+    for (const char* k : {"pipelined", "training", "gradient_accumulation", "device_iterations"})
+      take(k, "");
     for (auto& [k, v] : o) fail("ipu backend: unknown compile option '", k, "'");
     return std::make_unique<IpuBackendExecutable>(ipu::compile(graph, t, co), report_dir);
   }

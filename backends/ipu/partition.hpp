@@ -20,13 +20,14 @@ const char* split_kind_name(SplitKind k);
 
 struct SliceSpec {
   SplitKind kind = SplitKind::Whole;
-  int out_dim = 0;          // Axis: the dim of every output that is split
-  std::vector<int> in_dim;  // per input: dim sliced with the same range, -1 = whole input to every part
-  int64_t extent = 1;       // length of the split axis (elements for Flat/TreeSum)
-  int64_t grain = 1;        // parts start at multiples of grain
-  int64_t min_rows = 1;     // 2 where a 1-row slice would switch the kernel onto another code path
-  bool merge_all = false;   // index-addressed ops (random, arange) run as one call over all parts
-  bool matrix = false;      // matmul/conv work: the matrix unit in the cycle model
+  int out_dim = 0;  // Axis: the dim of every output that is split
+  std::vector<int>
+      in_dim;          // per input: dim sliced with the same range, -1 = whole input to every part
+  int64_t extent = 1;  // length of the split axis (elements for Flat/TreeSum)
+  int64_t grain = 1;   // parts start at multiples of grain
+  int64_t min_rows = 1;    // 2 where a 1-row slice would switch the kernel onto another code path
+  bool merge_all = false;  // index-addressed ops (random, arange) run as one call over all parts
+  bool matrix = false;     // matmul/conv work: the matrix unit in the cycle model
 };
 
 // First row of part p of `parts` over [0, extent) in units of `grain`.
@@ -42,7 +43,8 @@ int64_t max_parts(const SliceSpec& s);
 std::vector<SliceSpec> split_candidates(const ir::Graph& g, const ir::Node& node);
 
 // Attributes of the part covering rows [b, e) of the split axis (conv shapes, slice bounds).
-ir::Attrs slice_attrs(const ir::Graph& g, const ir::Node& node, const SliceSpec& s, int64_t b, int64_t e);
+ir::Attrs slice_attrs(const ir::Graph& g, const ir::Node& node, const SliceSpec& s, int64_t b,
+                      int64_t e);
 
 }  // namespace ipuml::ipu
 

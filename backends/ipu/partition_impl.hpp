@@ -9,10 +9,14 @@ namespace ipuml::ipu {
 
 IPUML_INLINE const char* split_kind_name(SplitKind k) {
   switch (k) {
-    case SplitKind::Whole: return "whole";
-    case SplitKind::Flat: return "flat";
-    case SplitKind::Axis: return "axis";
-    case SplitKind::TreeSum: return "tree_sum";
+    case SplitKind::Whole:
+      return "whole";
+    case SplitKind::Flat:
+      return "flat";
+    case SplitKind::Axis:
+      return "axis";
+    case SplitKind::TreeSum:
+      return "tree_sum";
   }
   return "?";
 }
@@ -30,20 +34,50 @@ using K = ir::OpKind;
 
 inline bool is_unary_like(K k) {
   switch (k) {
-    case K::Neg: case K::Exp: case K::Log: case K::Sqrt: case K::Rsqrt: case K::Abs: case K::Tanh:
-    case K::Sigmoid: case K::Relu: case K::Gelu: case K::Sign: case K::Clamp: case K::Cast:
-    case K::PowScalar: case K::Copy: case K::Reshape: case K::ReluGrad: case K::GeluGrad:
+    case K::Neg:
+    case K::Exp:
+    case K::Log:
+    case K::Sqrt:
+    case K::Rsqrt:
+    case K::Abs:
+    case K::Tanh:
+    case K::Sigmoid:
+    case K::Relu:
+    case K::Gelu:
+    case K::Sign:
+    case K::Clamp:
+    case K::Cast:
+    case K::PowScalar:
+    case K::Copy:
+    case K::Reshape:
+    case K::ReluGrad:
+    case K::GeluGrad:
       return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 inline bool is_broadcasting(K k) {
   switch (k) {
-    case K::Add: case K::Sub: case K::Mul: case K::Div: case K::Pow: case K::Maximum: case K::Minimum:
-    case K::Eq: case K::Ne: case K::Lt: case K::Le: case K::Gt: case K::Ge: case K::LogicalAnd:
-    case K::Where: case K::Expand:
+    case K::Add:
+    case K::Sub:
+    case K::Mul:
+    case K::Div:
+    case K::Pow:
+    case K::Maximum:
+    case K::Minimum:
+    case K::Eq:
+    case K::Ne:
+    case K::Lt:
+    case K::Le:
+    case K::Gt:
+    case K::Ge:
+    case K::LogicalAnd:
+    case K::Where:
+    case K::Expand:
       return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -130,7 +164,8 @@ IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const i
         for (int i = 0; i < j; ++i) od -= red[static_cast<size_t>(i)] ? 1 : 0;
       axis(od, {j}, reduced_before ? 2 : 1);
     } else if (k == K::Sum && out.numel() == 1 && out.dtype == DType::Float32 &&
-               g.meta(node.inputs[0]).dtype == DType::Float32 && g.meta(node.inputs[0]).numel() > 1) {
+               g.meta(node.inputs[0]).dtype == DType::Float32 &&
+               g.meta(node.inputs[0]).numel() > 1) {
       SliceSpec s;
       s.kind = SplitKind::TreeSum;
       s.in_dim = {0};
@@ -138,8 +173,8 @@ IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const i
       s.grain = 256;  // pairwise leaves
       c.push_back(std::move(s));
     }
-  } else if (k == K::MaxDim || k == K::MinDim || k == K::ArgMax || k == K::ArgMin || k == K::Softmax ||
-             k == K::LogSoftmax) {
+  } else if (k == K::MaxDim || k == K::MinDim || k == K::ArgMax || k == K::ArgMin ||
+             k == K::Softmax || k == K::LogSoftmax) {
     if (!a.dims.empty()) {
       const Shape& is = in_shape(0);
       const int d = static_cast<int>(a.dims[0]);
@@ -160,7 +195,8 @@ IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const i
     if (d >= 0) axis(d, std::vector<int>(nin, d));
   } else if (k == K::IndexSelect) {
     const int d = first_big_dim(os);
-    if (d >= 0) axis(d, d == static_cast<int>(a.dims[0]) ? std::vector<int>{-1, 0} : std::vector<int>{d, -1});
+    if (d >= 0)
+      axis(d, d == static_cast<int>(a.dims[0]) ? std::vector<int>{-1, 0} : std::vector<int>{d, -1});
   } else if (k == K::IndexAdd) {
     const int d = first_big_dim(os, static_cast<int>(a.dims[0]));
     if (d >= 0 && in_shape(1).size() == os.size()) axis(d, {-1, d});
@@ -171,7 +207,8 @@ IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const i
     const Shape& idx = k == K::Gather ? in_shape(1) : in_shape(0);
     for (int d = 0; d < rank; ++d) {
       if (d == s || os[static_cast<size_t>(d)] < 2) continue;
-      if (other.size() == os.size() && idx.size() == os.size() && other[static_cast<size_t>(d)] == os[static_cast<size_t>(d)] &&
+      if (other.size() == os.size() && idx.size() == os.size() &&
+          other[static_cast<size_t>(d)] == os[static_cast<size_t>(d)] &&
           idx[static_cast<size_t>(d)] == os[static_cast<size_t>(d)])
         axis(d, {d, d});
       break;
@@ -193,7 +230,8 @@ IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const i
     axis(rank - 1, {-1, a.flag2 ? rb - 2 : rb - 1}, 1, true);
   } else if (k == K::Conv) {
     axis(0, nin == 3 ? std::vector<int>{0, -1, -1} : std::vector<int>{0, -1}, 1, true);
-    if (a.groups == 1) axis(1, nin == 3 ? std::vector<int>{-1, 0, 0} : std::vector<int>{-1, 0}, 1, true);
+    if (a.groups == 1)
+      axis(1, nin == 3 ? std::vector<int>{-1, 0, 0} : std::vector<int>{-1, 0}, 1, true);
   } else if (k == K::ConvBackwardInput) {
     axis(0, {0, -1}, 1, true);
     if (a.groups == 1) axis(1, {-1, 1}, 1, true);
@@ -202,22 +240,24 @@ IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const i
       axis(0, {-1, 1}, 1, true);
       axis(1, {1, -1}, 1, true);
     }
-  } else if (k == K::MaxPool || k == K::AvgPool || k == K::AdaptiveAvgPool || k == K::AvgPoolBackward ||
-             k == K::AdaptiveAvgPoolBackward || k == K::MaxPoolBackward) {
+  } else if (k == K::MaxPool || k == K::AvgPool || k == K::AdaptiveAvgPool ||
+             k == K::AvgPoolBackward || k == K::AdaptiveAvgPoolBackward ||
+             k == K::MaxPoolBackward) {
     axis(0, std::vector<int>(nin, 0));
     axis(1, std::vector<int>(nin, 1));
   }
   if (c.empty()) {
     SliceSpec s;
     s.in_dim.assign(nin, -1);
-    s.matrix = k == K::MatMul || k == K::Conv || k == K::ConvBackwardInput || k == K::ConvBackwardWeight;
+    s.matrix =
+        k == K::MatMul || k == K::Conv || k == K::ConvBackwardInput || k == K::ConvBackwardWeight;
     c.push_back(std::move(s));
   }
   return c;
 }
 
-IPUML_INLINE ir::Attrs slice_attrs(const ir::Graph& g, const ir::Node& node, const SliceSpec& s, int64_t b,
-                                   int64_t e) {
+IPUML_INLINE ir::Attrs slice_attrs(const ir::Graph& g, const ir::Node& node, const SliceSpec& s,
+                                   int64_t b, int64_t e) {
   ir::Attrs a = node.attrs;
   if (s.kind != SplitKind::Axis) return a;
   using K = ir::OpKind;
@@ -233,7 +273,8 @@ IPUML_INLINE ir::Attrs slice_attrs(const ir::Graph& g, const ir::Node& node, con
         a.start = start;
       }
       break;
-    default: break;
+    default:
+      break;
   }
   (void)g;
   return a;

@@ -28,8 +28,8 @@ std::string make_profile_json(const ir::Graph& g, const Plan& p, const std::vect
                               double samples_per_step = 0);
 // Writes <directory>/profile.json (creating the directory); throws ipuml::Error if it cannot.
 void write_profile_file(const std::string& directory, const std::string& json);
-void print_profile_summary(std::ostream& os, const ir::Graph& g, const Plan& p, const std::vector<RunRecord>& runs,
-                           double samples_per_step = 0);
+void print_profile_summary(std::ostream& os, const ir::Graph& g, const Plan& p,
+                           const std::vector<RunRecord>& runs, double samples_per_step = 0);
 
 }  // namespace ipuml::ipu
 

@@ -34,11 +34,13 @@ IPUML_INLINE EngineOptions parse_engine_options(const std::string& text) {
   };
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
-    if (k == "autoReport.all" || k == "autoReport.outputGraphProfile" || k == "autoReport.outputExecutionProfile") {
+    if (k == "autoReport.all" || k == "autoReport.outputGraphProfile" ||
+        k == "autoReport.outputExecutionProfile") {
       e.auto_report = e.auto_report || flag(it.value(), k);
     } else if (k == "autoReport.directory") {
       IPUML_CHECK(it.value().is_string() && !it.value().get<std::string>().empty(),
-                  "IPUML_ENGINE_OPTIONS: 'autoReport.directory' must be a non-empty string, got ", it.value().dump());
+                  "IPUML_ENGINE_OPTIONS: 'autoReport.directory' must be a non-empty string, got ",
+                  it.value().dump());
       e.directory = it.value().get<std::string>();
     }
     // Other Poplar engine options are accepted and ignored, as Poplar ignores unknown reports.
@@ -60,7 +62,11 @@ inline json cycles_json(const RunCycles& c, double clock) {
   json ipus = json::array();
   for (size_t i = 0; i < c.per_ipu.size(); ++i) {
     const auto& x = c.per_ipu[i];
-    ipus.push_back({{"ipu", i}, {"compute", x.compute}, {"exchange", x.exchange}, {"sync", x.sync}, {"host", x.host},
+    ipus.push_back({{"ipu", i},
+                    {"compute", x.compute},
+                    {"exchange", x.exchange},
+                    {"sync", x.sync},
+                    {"host", x.host},
                     {"total", x.total()}});
   }
   return {{"per_ipu", ipus}, {"total_cycles", c.total}, {"simulated_seconds", c.total / clock}};
@@ -68,7 +74,8 @@ inline json cycles_json(const RunCycles& c, double clock) {
 
 }  // namespace prdetail
 
-IPUML_INLINE std::string make_profile_json(const ir::Graph& g, const Plan& p, const std::vector<RunRecord>& runs,
+IPUML_INLINE std::string make_profile_json(const ir::Graph& g, const Plan& p,
+                                           const std::vector<RunRecord>& runs,
                                            double samples_per_step) {
   using nlohmann::json;
   const auto& t = p.target;
@@ -76,9 +83,15 @@ IPUML_INLINE std::string make_profile_json(const ir::Graph& g, const Plan& p, co
   json j;
   j["schema"] = "ipuml.profile/1";
   j["target"] = json::parse(to_json(t));
-  j["graph"] = {{"nodes", g.nodes.size()},        {"compute_sets", p.compute_sets}, {"vertices", p.vertices},
-                {"variables", g.values.size()},   {"edges", p.edges},               {"supersteps", p.supersteps.size()},
-                {"inputs", g.inputs.size()},      {"states", g.states.size()},      {"outputs", g.outputs.size()},
+  j["graph"] = {{"nodes", g.nodes.size()},
+                {"compute_sets", p.compute_sets},
+                {"vertices", p.vertices},
+                {"variables", g.values.size()},
+                {"edges", p.edges},
+                {"supersteps", p.supersteps.size()},
+                {"inputs", g.inputs.size()},
+                {"states", g.states.size()},
+                {"outputs", g.outputs.size()},
                 {"from_cache", p.from_cache}};
   // Memory: totals, categories, per-tile totals, top tiles, histogram.
   json cats = json::object();
@@ -116,9 +129,11 @@ IPUML_INLINE std::string make_profile_json(const ir::Graph& g, const Plan& p, co
     hist[static_cast<size_t>(std::clamp(static_cast<int>(f * buckets), 0, buckets - 1))]++;
   }
   json worst = json::array();
-  for (auto& x : m.worst_tile_tensors) worst.push_back({{"name", x.name}, {"bytes", x.bytes}, {"category", x.category}});
+  for (auto& x : m.worst_tile_tensors)
+    worst.push_back({{"name", x.name}, {"bytes", x.bytes}, {"category", x.category}});
   j["memory"] = {{"bytes_per_tile", t.bytes_per_tile},
-                 {"total_available", static_cast<double>(t.bytes_per_tile) * static_cast<double>(m.tiles.size())},
+                 {"total_available",
+                  static_cast<double>(t.bytes_per_tile) * static_cast<double>(m.tiles.size())},
                  {"total_used", used},
                  {"always_live", always},
                  {"not_always_live_peak", used - always},
@@ -163,13 +178,14 @@ IPUML_INLINE std::string make_profile_json(const ir::Graph& g, const Plan& p, co
   // Program: supersteps of one step, and the runs seen so far.
   json steps = json::array();
   for (auto& s : p.supersteps)
-    steps.push_back({{"node", s.node},
-                     {"name", s.node >= 0 ? ir::op_name(g.nodes[static_cast<size_t>(s.node)].kind)
-                                          : (s.node == -1 ? "state_writeback" : "replica_allreduce")},
-                     {"ipu", s.ipu},
-                     {"exchange", s.exchange},
-                     {"sync", s.sync},
-                     {"compute", s.compute}});
+    steps.push_back(
+        {{"node", s.node},
+         {"name", s.node >= 0 ? ir::op_name(g.nodes[static_cast<size_t>(s.node)].kind)
+                              : (s.node == -1 ? "state_writeback" : "replica_allreduce")},
+         {"ipu", s.ipu},
+         {"exchange", s.exchange},
+         {"sync", s.sync},
+         {"compute", s.compute}});
   json trace = json::array();
   double wall = 0;
   for (auto& r : runs) {
@@ -187,7 +203,8 @@ IPUML_INLINE std::string make_profile_json(const ir::Graph& g, const Plan& p, co
              {"runs", trace}};
   if (samples_per_step > 0) {
     ex["samples_per_step"] = samples_per_step;
-    ex["simulated_samples_per_second"] = p.cycles.total > 0 ? samples_per_step * t.clock_hz / p.cycles.total : 0.0;
+    ex["simulated_samples_per_second"] =
+        p.cycles.total > 0 ? samples_per_step * t.clock_hz / p.cycles.total : 0.0;
     if (!runs.empty() && wall > 0)
       ex["wall_samples_per_second"] = samples_per_step * static_cast<double>(runs.size()) / wall;
   }
@@ -213,15 +230,17 @@ IPUML_INLINE void write_profile_file(const std::string& directory, const std::st
 }
 
 IPUML_INLINE void print_profile_summary(std::ostream& os, const ir::Graph& g, const Plan& p,
-                                        const std::vector<RunRecord>& runs, double samples_per_step) {
+                                        const std::vector<RunRecord>& runs,
+                                        double samples_per_step) {
   const auto& t = p.target;
   const auto& m = p.memory;
   const auto flags = os.flags();
   const auto prec = os.precision();
   os << std::fixed << std::setprecision(1);
   os << "Target: " << to_string(t) << "\n";
-  os << "Graph: " << g.nodes.size() << " ops, " << p.compute_sets << " compute sets, " << p.vertices << " vertices, "
-     << g.values.size() << " variables, " << p.edges << " edges" << (p.from_cache ? " (plan from cache)" : "") << "\n";
+  os << "Graph: " << g.nodes.size() << " ops, " << p.compute_sets << " compute sets, " << p.vertices
+     << " vertices, " << g.values.size() << " variables, " << p.edges << " edges"
+     << (p.from_cache ? " (plan from cache)" : "") << "\n";
   const double total = static_cast<double>(m.total_bytes());
   const double avail = t.ipu_bytes() * static_cast<double>(t.num_ipus);
   // MB here is 2^20 bytes, as Graphcore quotes 897 MB per GC200.
@@ -236,27 +255,31 @@ IPUML_INLINE void print_profile_summary(std::ostream& os, const ir::Graph& g, co
   os << "Busiest tiles:";
   for (size_t i = 0; i < top; ++i)
     os << (i ? ", " : " ") << "tile " << order[i] << " " << m.tiles[order[i]].total() << " B ("
-       << 100.0 * static_cast<double>(m.tiles[order[i]].total()) / static_cast<double>(t.bytes_per_tile) << "%)";
+       << 100.0 * static_cast<double>(m.tiles[order[i]].total()) /
+              static_cast<double>(t.bytes_per_tile)
+       << "%)";
   os << "\n";
   os << std::setprecision(0);
   os << "Cycles per step: " << p.cycles.total;
   for (size_t i = 0; i < p.cycles.per_ipu.size(); ++i) {
     const auto& c = p.cycles.per_ipu[i];
-    os << "  [IPU " << i << ": compute " << c.compute << ", exchange " << c.exchange << ", sync " << c.sync
-       << ", host " << c.host << "]";
+    os << "  [IPU " << i << ": compute " << c.compute << ", exchange " << c.exchange << ", sync "
+       << c.sync << ", host " << c.host << "]";
   }
   os << "\n" << std::setprecision(3);
   os << "Simulated time per step: " << p.cycles.total / t.clock_hz * 1e6 << " us";
   if (!runs.empty()) {
     double wall = 0;
     for (auto& r : runs) wall += r.wall_seconds;
-    os << ", wall time per step: " << wall / static_cast<double>(runs.size()) * 1e6 << " us over " << runs.size()
-       << " runs";
+    os << ", wall time per step: " << wall / static_cast<double>(runs.size()) * 1e6 << " us over "
+       << runs.size() << " runs";
     if (samples_per_step > 0)
-      os << "\nThroughput: simulated " << samples_per_step * t.clock_hz / p.cycles.total << " samples/s, wall "
-         << samples_per_step * static_cast<double>(runs.size()) / wall << " samples/s";
+      os << "\nThroughput: simulated " << samples_per_step * t.clock_hz / p.cycles.total
+         << " samples/s, wall " << samples_per_step * static_cast<double>(runs.size()) / wall
+         << " samples/s";
   } else if (samples_per_step > 0) {
-    os << "\nThroughput: simulated " << samples_per_step * t.clock_hz / p.cycles.total << " samples/s";
+    os << "\nThroughput: simulated " << samples_per_step * t.clock_hz / p.cycles.total
+       << " samples/s";
   }
   os << "\n";
   os.flags(flags);

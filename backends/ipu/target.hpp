@@ -32,7 +32,9 @@ struct Target {
   int64_t code_bytes_per_vertex = 96;  // vertex state + share of codelet code
 
   int64_t total_tiles() const { return num_ipus * tiles_per_ipu; }
-  double ipu_bytes() const { return static_cast<double>(tiles_per_ipu) * static_cast<double>(bytes_per_tile); }
+  double ipu_bytes() const {
+    return static_cast<double>(tiles_per_ipu) * static_cast<double>(bytes_per_tile);
+  }
 };
 
 // "ipu1" (Mk1 GC2), "ipu2" (Mk2 GC200), "bow" (Bow IPU), "tiny" (4 tiles, small memory, tests).

@@ -1,4 +1,5 @@
-// Bodies of the target presets, overrides and conversions (compiled once in src/lib/ipu_target.cpp).
+// Bodies of the target presets, overrides and conversions (compiled once in
+// src/lib/ipu_target.cpp).
 #pragma once
 
 #include <cerrno>
@@ -28,8 +29,8 @@ inline int64_t parse_int(const std::string& field, const std::string& v) {
   errno = 0;
   char* end = nullptr;
   const double d = std::strtod(v.c_str(), &end);  // accepts 1e3 as well as 1000
-  IPUML_CHECK(!v.empty() && end && *end == '\0' && errno == 0 && std::isfinite(d) && d == std::floor(d) &&
-                  std::fabs(d) < 9.0e15,
+  IPUML_CHECK(!v.empty() && end && *end == '\0' && errno == 0 && std::isfinite(d) &&
+                  d == std::floor(d) && std::fabs(d) < 9.0e15,
               "target override: ", field, " expects an integer, got '", v, "'");
   return static_cast<int64_t>(d);
 }
@@ -38,21 +39,22 @@ inline double parse_double(const std::string& field, const std::string& v) {
   errno = 0;
   char* end = nullptr;
   const double d = std::strtod(v.c_str(), &end);
-  IPUML_CHECK(!v.empty() && end && *end == '\0' && errno == 0 && std::isfinite(d), "target override: ", field,
-              " expects a number, got '", v, "'");
+  IPUML_CHECK(!v.empty() && end && *end == '\0' && errno == 0 && std::isfinite(d),
+              "target override: ", field, " expects a number, got '", v, "'");
   return d;
 }
 
 inline const std::vector<Field>& fields() {
   static const std::vector<Field> f = [] {
     std::vector<Field> v;
-#define IPUML_TF_INT(n)                                                                         \
-  v.push_back({#n, [](Target& t, const std::string& s) { t.n = parse_int(#n, s); },            \
+#define IPUML_TF_INT(n)                                                             \
+  v.push_back({#n, [](Target& t, const std::string& s) { t.n = parse_int(#n, s); }, \
                [](const Target& t) { return nlohmann::json(t.n); }});
-#define IPUML_TF_DBL(n)                                                                         \
-  v.push_back({#n, [](Target& t, const std::string& s) { t.n = parse_double(#n, s); },         \
+#define IPUML_TF_DBL(n)                                                                \
+  v.push_back({#n, [](Target& t, const std::string& s) { t.n = parse_double(#n, s); }, \
                [](const Target& t) { return nlohmann::json(t.n); }});
-    v.push_back({"name", [](Target& t, const std::string& s) {
+    v.push_back({"name",
+                 [](Target& t, const std::string& s) {
                    IPUML_CHECK(!s.empty(), "target override: name must not be empty");
                    t.name = s;
                  },
@@ -95,7 +97,9 @@ IPUML_INLINE std::vector<std::string> target_field_names() {
   return n;
 }
 
-IPUML_INLINE std::vector<std::string> target_preset_names() { return {"ipu1", "ipu2", "bow", "tiny"}; }
+IPUML_INLINE std::vector<std::string> target_preset_names() {
+  return {"ipu1", "ipu2", "bow", "tiny"};
+}
 
 IPUML_INLINE Target target_preset(const std::string& name) {
   Target t;
@@ -164,15 +168,18 @@ IPUML_INLINE void apply_override(Target& t, const std::string& assignment) {
 
 IPUML_INLINE void validate(const Target& t) {
   auto pos = [&](const char* n, double v) {
-    IPUML_CHECK(v > 0 && std::isfinite(v), "target ", t.name, ": ", n, " must be positive, got ", v);
+    IPUML_CHECK(v > 0 && std::isfinite(v), "target ", t.name, ": ", n, " must be positive, got ",
+                v);
   };
   auto nonneg = [&](const char* n, double v) {
-    IPUML_CHECK(v >= 0 && std::isfinite(v), "target ", t.name, ": ", n, " must be non-negative, got ", v);
+    IPUML_CHECK(v >= 0 && std::isfinite(v), "target ", t.name, ": ", n,
+                " must be non-negative, got ", v);
   };
   pos("num_ipus", static_cast<double>(t.num_ipus));
   pos("tiles_per_ipu", static_cast<double>(t.tiles_per_ipu));
   IPUML_CHECK(t.tiles_per_ipu <= (int64_t{1} << 24) && t.num_ipus <= 4096, "target ", t.name,
-              ": at most 2^24 tiles per IPU and 4096 IPUs, got ", t.tiles_per_ipu, " and ", t.num_ipus);
+              ": at most 2^24 tiles per IPU and 4096 IPUs, got ", t.tiles_per_ipu, " and ",
+              t.num_ipus);
   pos("bytes_per_tile", static_cast<double>(t.bytes_per_tile));
   pos("worker_contexts", static_cast<double>(t.worker_contexts));
   pos("clock_hz", t.clock_hz);
@@ -193,9 +200,10 @@ IPUML_INLINE void validate(const Target& t) {
 IPUML_INLINE std::string to_string(const Target& t) {
   std::ostringstream os;
   os << std::setprecision(1);
-  os << t.name << ": " << t.num_ipus << " IPU" << (t.num_ipus == 1 ? "" : "s") << " x " << t.tiles_per_ipu
-     << " tiles x " << t.bytes_per_tile << " B (" << std::fixed << t.ipu_bytes() / (1024.0 * 1024.0) << " MB per IPU), "
-     << t.worker_contexts << " workers, " << std::defaultfloat << std::setprecision(4) << t.clock_hz / 1e9 << " GHz";
+  os << t.name << ": " << t.num_ipus << " IPU" << (t.num_ipus == 1 ? "" : "s") << " x "
+     << t.tiles_per_ipu << " tiles x " << t.bytes_per_tile << " B (" << std::fixed
+     << t.ipu_bytes() / (1024.0 * 1024.0) << " MB per IPU), " << t.worker_contexts << " workers, "
+     << std::defaultfloat << std::setprecision(4) << t.clock_hz / 1e9 << " GHz";
   return os.str();
 }
 
@@ -215,7 +223,8 @@ IPUML_INLINE Target target_from_json(const std::string& text) {
   IPUML_CHECK(j.is_object(), "target: expected a JSON object");
   Target t;
   for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string v = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
+    const std::string v =
+        it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
     apply_override(t, it.key() + "=" + v);
   }
   return t;

@@ -102,7 +102,8 @@ EpochStats train_epoch(models::MnistCnnWithLoss& model, optim::Optimizer& optimi
   EpochStats st;
   double loss_sum = 0;
   const auto t0 = Clock::now();
-  const int64_t batches = cfg.max_batches > 0 ? std::min(cfg.max_batches, loader.size()) : loader.size();
+  const int64_t batches =
+      cfg.max_batches > 0 ? std::min(cfg.max_batches, loader.size()) : loader.size();
   int64_t b = 0;
   for (auto& batch : loader) {
     if (b == batches) break;
@@ -143,7 +144,8 @@ CompiledStats train_epoch_compiled(runtime::TrainingModel& tm, Loader& loader, c
   double loss_sum = 0;
   int64_t loss_count = 0;
   const auto t0 = Clock::now();
-  const int64_t batches = cfg.max_batches > 0 ? std::min(cfg.max_batches, loader.size()) : loader.size();
+  const int64_t batches =
+      cfg.max_batches > 0 ? std::min(cfg.max_batches, loader.size()) : loader.size();
   int64_t b = 0;
   for (auto& batch : loader) {
     if (b == batches) break;
@@ -154,7 +156,8 @@ CompiledStats train_epoch_compiled(runtime::TrainingModel& tm, Loader& loader, c
     }
     st.steps += cfg.device_iterations;
     st.samples += batch.data.size(0);
-    if (tm.last_stats().simulated_seconds) st.simulated_seconds += *tm.last_stats().simulated_seconds;
+    if (tm.last_stats().simulated_seconds)
+      st.simulated_seconds += *tm.last_stats().simulated_seconds;
     ++b;
     const double secs = seconds_since(t0);
     progress.update("Epoch ", epoch + 1, "/", cfg.epochs, " [", b, "/", batches, "] loss ",
@@ -169,9 +172,11 @@ CompiledStats train_epoch_compiled(runtime::TrainingModel& tm, Loader& loader, c
 
 // Accuracy through a compiled inference model (PopTorch's inferenceModel for the test set).
 template <typename Loader>
-double evaluate_compiled(runtime::InferenceModel& im, Loader& loader, const Config& cfg, Progress& progress) {
+double evaluate_compiled(runtime::InferenceModel& im, Loader& loader, const Config& cfg,
+                         Progress& progress) {
   int64_t correct = 0, total = 0, b = 0;
-  const int64_t batches = cfg.max_batches > 0 ? std::min(cfg.max_batches, loader.size()) : loader.size();
+  const int64_t batches =
+      cfg.max_batches > 0 ? std::min(cfg.max_batches, loader.size()) : loader.size();
   for (auto& batch : loader) {
     if (b == batches) break;
     if (batch.data.size(0) != cfg.test_batch_size) break;  // a compiled model has one batch shape
@@ -191,7 +196,8 @@ double evaluate(models::MnistCnn& net, Loader& loader, const Config& cfg, Progre
   net->eval();
   NoGradGuard ng;
   int64_t correct = 0, total = 0, b = 0;
-  const int64_t batches = cfg.max_batches > 0 ? std::min(cfg.max_batches, loader.size()) : loader.size();
+  const int64_t batches =
+      cfg.max_batches > 0 ? std::min(cfg.max_batches, loader.size()) : loader.size();
   for (auto& batch : loader) {
     if (b == batches) break;
     const Tensor pred = argmax(net(batch.data), 1);
@@ -210,34 +216,60 @@ int main(int argc, char** argv) {
   Config cfg;
   bool no_double_softmax = false;
   CLI::App app{"ipuml-mnist: the CNN of PopTorch's MNIST tutorial, trained on an emulated IPU"};
-  app.add_option("--batch-size", cfg.batch_size, "Micro-batch size for training")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--test-batch-size", cfg.test_batch_size, "Batch size for testing")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--epochs", cfg.epochs, "Number of epochs to train")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--lr", cfg.lr, "Learning rate (plain SGD)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--batch-size", cfg.batch_size, "Micro-batch size for training")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--test-batch-size", cfg.test_batch_size, "Batch size for testing")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--epochs", cfg.epochs, "Number of epochs to train")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--lr", cfg.lr, "Learning rate (plain SGD)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--device-iterations", cfg.device_iterations,
                  "Weight updates per host batch (the host batch is batch-size x device-iterations)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--seed", cfg.seed, "Seed for initialisation, shuffling and dropout")->capture_default_str();
-  app.add_option("--data-dir", cfg.data_dir, "MNIST IDX directory (default: the data cache, see scripts/fetch-data.sh mnist)");
-  app.add_option("--checkpoint", cfg.checkpoint, "HDF5 checkpoint: saved after each epoch, resumed from if it exists");
-  app.add_option("--threads", cfg.threads, "Worker threads (0: all cores)")->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--max-batches", cfg.max_batches,
-                 "Stop each epoch's training and the evaluation after this many host batches (0: all)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--prefetch", cfg.prefetch, "Host batches assembled ahead of training")->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--seed", cfg.seed, "Seed for initialisation, shuffling and dropout")
+      ->capture_default_str();
+  app.add_option("--data-dir", cfg.data_dir,
+                 "MNIST IDX directory (default: the data cache, see scripts/fetch-data.sh mnist)");
+  app.add_option("--checkpoint", cfg.checkpoint,
+                 "HDF5 checkpoint: saved after each epoch, resumed from if it exists");
+  app.add_option("--threads", cfg.threads, "Worker threads (0: all cores)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option(
+         "--max-batches", cfg.max_batches,
+         "Stop each epoch's training and the evaluation after this many host batches (0: all)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--prefetch", cfg.prefetch, "Host batches assembled ahead of training")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_flag("--no-double-softmax", no_double_softmax,
                "Compute the loss on the logits instead of on the softmax output (the original "
                "applies softmax twice: Softmax layer, then CrossEntropyLoss)");
   app.add_option("--device", cfg.device, "ipu (emulated), cpu (compiled, CPU executor) or eager")
-      ->check(CLI::IsMember({"ipu", "cpu", "eager"}))->capture_default_str();
-  app.add_option("--target", cfg.target, "Emulated IPU target: ipu1, ipu2, bow, tiny")->capture_default_str();
-  app.add_option("--set", cfg.target_overrides, "Override a target field, e.g. --set clock_hz=1.85e9 (repeatable)");
+      ->check(CLI::IsMember({"ipu", "cpu", "eager"}))
+      ->capture_default_str();
+  app.add_option("--target", cfg.target, "Emulated IPU target: ipu1, ipu2, bow, tiny")
+      ->capture_default_str();
+  app.add_option("--set", cfg.target_overrides,
+                 "Override a target field, e.g. --set clock_hz=1.85e9 (repeatable)");
   app.add_option("--ipus", cfg.ipus, "IPUs per replica; the blocks spread over them (BeginBlock)")
-      ->check(CLI::Range(1, 4))->capture_default_str();
-  app.add_option("--replication-factor", cfg.replication_factor, "Data-parallel replicas, one per IPU (group)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--gradient-accumulation", cfg.gradient_accumulation, "Micro-batches per weight update")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::Range(1, 4))
+      ->capture_default_str();
+  app.add_option("--replication-factor", cfg.replication_factor,
+                 "Data-parallel replicas, one per IPU (group)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--gradient-accumulation", cfg.gradient_accumulation,
+                 "Micro-batches per weight update")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   bool no_profile = false;
   app.add_flag("--no-profile", no_profile, "Skip the profile summary");
   CLI11_PARSE(app, argc, argv);
@@ -245,7 +277,8 @@ int main(int argc, char** argv) {
   cfg.profile = !no_profile;
   const bool compiled = cfg.device != "eager";
   if (!compiled && (cfg.replication_factor > 1 || cfg.gradient_accumulation > 1 || cfg.ipus > 1)) {
-    std::cerr << "ipuml-mnist: --replication-factor, --gradient-accumulation and --ipus need --device ipu or cpu\n";
+    std::cerr << "ipuml-mnist: --replication-factor, --gradient-accumulation and --ipus need "
+                 "--device ipu or cpu\n";
     return 1;
   }
 
@@ -261,16 +294,17 @@ int main(int argc, char** argv) {
     auto test_set = datasets::normalized_mnist(dir, false);
     // As poptorch.DataLoader: a training host batch carries every device iteration's
     // micro-batch, and incomplete host batches are dropped.
-    data::DataLoader train_loader(train_set, data::DataLoaderOptions()
-                                                 .batch_size(cfg.batch_size * cfg.device_iterations *
-                                                             (compiled ? cfg.replication_factor * cfg.gradient_accumulation : 1))
-                                                 .shuffle(true)
-                                                 .seed(cfg.seed)
-                                                 .drop_last(true)
-                                                 .prefetch(cfg.prefetch));
-    data::DataLoader test_loader(test_set, data::DataLoaderOptions()
-                                               .batch_size(cfg.test_batch_size)
-                                               .prefetch(cfg.prefetch));
+    data::DataLoader train_loader(
+        train_set,
+        data::DataLoaderOptions()
+            .batch_size(cfg.batch_size * cfg.device_iterations *
+                        (compiled ? cfg.replication_factor * cfg.gradient_accumulation : 1))
+            .shuffle(true)
+            .seed(cfg.seed)
+            .drop_last(true)
+            .prefetch(cfg.prefetch));
+    data::DataLoader test_loader(
+        test_set, data::DataLoaderOptions().batch_size(cfg.test_batch_size).prefetch(cfg.prefetch));
     IPUML_CHECK(train_loader.size() > 0, "ipuml-mnist: batch-size x device-iterations = ",
                 cfg.batch_size * cfg.device_iterations, " exceeds the ", train_set.size(),
                 " training samples");
@@ -303,18 +337,20 @@ int main(int argc, char** argv) {
       opts.Training.gradientAccumulation(cfg.gradient_accumulation);
       for (auto& o : cfg.target_overrides) {
         const auto eq_at = o.find('=');
-        IPUML_CHECK(eq_at != std::string::npos, "ipuml-mnist: --set expects field=value, got '", o, "'");
+        IPUML_CHECK(eq_at != std::string::npos, "ipuml-mnist: --set expects field=value, got '", o,
+                    "'");
         opts.setTargetOption(o.substr(0, eq_at), o.substr(eq_at + 1));
       }
       if (cfg.ipus >= 2) runtime::BeginBlock(net->layer2, 1);
       if (cfg.ipus >= 3) runtime::BeginBlock(net->layer3, 2);
       if (cfg.ipus >= 4) runtime::BeginBlock(net->layer4, 3);
       const bool double_softmax = cfg.double_softmax;
-      auto tm = trainingModel(net.ptr(), opts, optimizer, [double_softmax](const Tensor& probs, const Tensor& y) {
-        // The original's CrossEntropyLoss on the softmax output; otherwise NLL of log(probs),
-        // which equals cross-entropy on the logits.
-        return double_softmax ? cross_entropy(probs, y) : nll_loss(log(probs), y);
-      });
+      auto tm = trainingModel(
+          net.ptr(), opts, optimizer, [double_softmax](const Tensor& probs, const Tensor& y) {
+            // The original's CrossEntropyLoss on the softmax output; otherwise NLL of log(probs),
+            // which equals cross-entropy on the logits.
+            return double_softmax ? cross_entropy(probs, y) : nll_loss(log(probs), y);
+          });
       double wall = 0, simulated = 0;
       int64_t samples = 0;
       for (int64_t epoch = first_epoch; epoch < cfg.epochs; ++epoch) {
@@ -324,11 +360,15 @@ int main(int argc, char** argv) {
         wall += st.seconds;
         simulated += st.simulated_seconds;
         samples += st.samples;
-        std::cout << "Epoch " << epoch + 1 << "/" << cfg.epochs << ": loss " << fixed(st.mean_loss, 4)
-                  << ", " << st.steps << " steps, " << st.samples << " samples in " << fixed(st.seconds, 1)
-                  << " s (" << fixed(double(st.samples) / std::max(st.seconds, 1e-9), 0) << " samples/s)" << std::endl;
-        if (epoch == first_epoch && cfg.profile && cfg.device == "ipu") tm.printProfileSummary(std::cout);
-        if (!cfg.checkpoint.empty()) io::save_checkpoint(cfg.checkpoint, *net, optimizer.state_dict(), epoch + 1);
+        std::cout << "Epoch " << epoch + 1 << "/" << cfg.epochs << ": loss "
+                  << fixed(st.mean_loss, 4) << ", " << st.steps << " steps, " << st.samples
+                  << " samples in " << fixed(st.seconds, 1) << " s ("
+                  << fixed(double(st.samples) / std::max(st.seconds, 1e-9), 0) << " samples/s)"
+                  << std::endl;
+        if (epoch == first_epoch && cfg.profile && cfg.device == "ipu")
+          tm.printProfileSummary(std::cout);
+        if (!cfg.checkpoint.empty())
+          io::save_checkpoint(cfg.checkpoint, *net, optimizer.state_dict(), epoch + 1);
       }
       Options eval_opts = Options().useIpuModel(cfg.device == "ipu").target(cfg.target);
       for (auto& o : cfg.target_overrides) {
@@ -357,9 +397,11 @@ int main(int argc, char** argv) {
       const EpochStats st = train_epoch(model, optimizer, train_loader, cfg, epoch, progress);
       std::cout << "Epoch " << epoch + 1 << "/" << cfg.epochs << ": loss " << fixed(st.mean_loss, 4)
                 << ", " << st.steps << " steps, " << st.samples << " samples in "
-                << fixed(st.seconds, 1) << " s (" << fixed(double(st.samples) / std::max(st.seconds, 1e-9), 0)
-                << " samples/s)" << std::endl;
-      if (!cfg.checkpoint.empty()) io::save_checkpoint(cfg.checkpoint, *net, optimizer.state_dict(), epoch + 1);
+                << fixed(st.seconds, 1) << " s ("
+                << fixed(double(st.samples) / std::max(st.seconds, 1e-9), 0) << " samples/s)"
+                << std::endl;
+      if (!cfg.checkpoint.empty())
+        io::save_checkpoint(cfg.checkpoint, *net, optimizer.state_dict(), epoch + 1);
     }
 
     const auto t_eval = Clock::now();

@@ -22,17 +22,54 @@ const std::vector<Program>& programs() {
   static const Tensor labels = from_vector<int64_t>({1, 0, 2, 1}, {4});
   static const Tensor index = from_vector<int64_t>({2, 0, 1, 2}, {4});
   static const std::vector<Program> p = {
-      {"elementwise", {{4, 5}, {5}}, [](const Ts& x) { return tanh(x[0] * x[1] + 1.0) - sigmoid(x[0]) / (abs(x[1]) + 1.0); }},
-      {"unary", {{3, 7}}, [](const Ts& x) { return gelu(x[0]) + exp(neg(x[0])) + sqrt(abs(x[0]) + 0.5) + relu(x[0]); }},
-      {"reductions", {{3, 4, 5}}, [](const Ts& x) { return sum(x[0], {0, 2}) + amax(x[0], {2}).sum({0}) + var(x[0], {2}).mean({0}); }},
+      {"elementwise",
+       {{4, 5}, {5}},
+       [](const Ts& x) { return tanh(x[0] * x[1] + 1.0) - sigmoid(x[0]) / (abs(x[1]) + 1.0); }},
+      {"unary",
+       {{3, 7}},
+       [](const Ts& x) {
+         return gelu(x[0]) + exp(neg(x[0])) + sqrt(abs(x[0]) + 0.5) + relu(x[0]);
+       }},
+      {"reductions",
+       {{3, 4, 5}},
+       [](const Ts& x) {
+         return sum(x[0], {0, 2}) + amax(x[0], {2}).sum({0}) + var(x[0], {2}).mean({0});
+       }},
       {"matmul", {{2, 3, 4}, {4, 6}}, [](const Ts& x) { return matmul(x[0], x[1]); }},
       {"linear-transposed", {{5, 8}, {3, 8}}, [](const Ts& x) { return linear(x[0], x[1]); }},
-      {"conv", {{2, 4, 7, 7}, {6, 2, 3, 3}}, [](const Ts& x) { return conv2d(x[0], x[1], Tensor(), {2, 2}, {1, 1}, {1, 1}, 2); }},
-      {"pools", {{2, 3, 8, 8}}, [](const Ts& x) { return max_pool2d(x[0], {2, 2}) + avg_pool2d(x[0], {2, 2}); }},
-      {"softmax-loss", {{4, 3}}, [](const Ts& x) { return cross_entropy(softmax(x[0], 1), labels) + log_softmax(x[0], 0).sum(); }},
-      {"movement", {{3, 4}}, [](const Ts& x) { return cat({x[0].t().slice(0, 1, 4), x[0].permute({1, 0}).narrow(0, 0, 1)}, 0).reshape({-1}); }},
-      {"indexing", {{3, 5}}, [](const Ts& x) { return index_select(x[0], 0, index).sum({1}) + gather(x[0], 1, index.reshape({4, 1}).slice(0, 0, 3)).sum(); }},
-      {"norms", {{4, 6, 2}}, [](const Ts& x) { return layer_norm(x[0], {2}) + group_norm(x[0], 3) + batch_norm(x[0], Tensor(), Tensor(), Tensor(), Tensor(), true); }},
+      {"conv",
+       {{2, 4, 7, 7}, {6, 2, 3, 3}},
+       [](const Ts& x) {
+         return conv2d(x[0], x[1], Tensor(), {2, 2}, {1, 1}, {1, 1}, 2);
+       }},
+      {"pools",
+       {{2, 3, 8, 8}},
+       [](const Ts& x) {
+         return max_pool2d(x[0], {2, 2}) + avg_pool2d(x[0], {2, 2});
+       }},
+      {"softmax-loss",
+       {{4, 3}},
+       [](const Ts& x) {
+         return cross_entropy(softmax(x[0], 1), labels) + log_softmax(x[0], 0).sum();
+       }},
+      {"movement",
+       {{3, 4}},
+       [](const Ts& x) {
+         return cat({x[0].t().slice(0, 1, 4), x[0].permute({1, 0}).narrow(0, 0, 1)}, 0)
+             .reshape({-1});
+       }},
+      {"indexing",
+       {{3, 5}},
+       [](const Ts& x) {
+         return index_select(x[0], 0, index).sum({1}) +
+                gather(x[0], 1, index.reshape({4, 1}).slice(0, 0, 3)).sum();
+       }},
+      {"norms",
+       {{4, 6, 2}},
+       [](const Ts& x) {
+         return layer_norm(x[0], {2}) + group_norm(x[0], 3) +
+                batch_norm(x[0], Tensor(), Tensor(), Tensor(), Tensor(), true);
+       }},
   };
   return p;
 }
@@ -96,7 +133,8 @@ TEST_CASE("every backend runs a training step like eager CPU", "[conformance]") 
     Tensor le = step(eager_params, x, y);
     Tensor lg = exe->run({x, y}, trace.states, static_cast<uint64_t>(i))[0];
     require_close(lg, le, name + " loss");
-    for (size_t k = 0; k < eager_params.size(); ++k) require_close(graph_params[k], eager_params[k], name + " param");
+    for (size_t k = 0; k < eager_params.size(); ++k)
+      require_close(graph_params[k], eager_params[k], name + " param");
   }
 }
 

@@ -20,30 +20,63 @@ void check(const std::function<Tensor(const Ts&)>& f, Ts in, const char* what) {
 }  // namespace
 
 TEST_CASE("gradients match finite differences", "[autograd][gradcheck]") {
-  check([](const Ts& x) { return tanh(matmul(x[0], x[1])); }, {param({3, 4}, 1), param({4, 2}, 2)}, "matmul+tanh");
-  check([](const Ts& x) { return linear(x[0], x[1], x[2]); }, {param({2, 3, 4}, 3), param({5, 4}, 4), param({5}, 5)}, "linear 3-d");
-  check([](const Ts& x) { return conv2d(x[0], x[1], x[2], {2, 1}, {1, 1}, {1, 2}, 2); },
-        {param({2, 4, 6, 7}, 6), param({4, 2, 3, 2}, 7), param({4}, 8)}, "conv2d grouped, strided, dilated");
-  check([](const Ts& x) { return conv1d(x[0], x[1], Tensor(), 1, 0, 1, 1); }, {param({2, 4, 12}, 9), param({3, 4, 4}, 10)}, "conv1d");
-  check([](const Ts& x) { return max_pool2d(x[0], {2, 2}, {}, {0, 0}); }, {param({2, 2, 5, 5}, 11)}, "max_pool2d");
-  check([](const Ts& x) { return avg_pool2d(x[0], {3, 3}, {2, 2}, {1, 1}, false); }, {param({1, 2, 6, 5}, 12)}, "avg_pool2d");
-  check([](const Ts& x) { return adaptive_avg_pool2d(x[0], {3, 2}); }, {param({1, 2, 5, 7}, 13)}, "adaptive_avg_pool2d");
+  check([](const Ts& x) { return tanh(matmul(x[0], x[1])); }, {param({3, 4}, 1), param({4, 2}, 2)},
+        "matmul+tanh");
+  check([](const Ts& x) { return linear(x[0], x[1], x[2]); },
+        {param({2, 3, 4}, 3), param({5, 4}, 4), param({5}, 5)}, "linear 3-d");
+  check(
+      [](const Ts& x) {
+        return conv2d(x[0], x[1], x[2], {2, 1}, {1, 1}, {1, 2}, 2);
+      },
+      {param({2, 4, 6, 7}, 6), param({4, 2, 3, 2}, 7), param({4}, 8)},
+      "conv2d grouped, strided, dilated");
+  check([](const Ts& x) { return conv1d(x[0], x[1], Tensor(), 1, 0, 1, 1); },
+        {param({2, 4, 12}, 9), param({3, 4, 4}, 10)}, "conv1d");
+  check(
+      [](const Ts& x) {
+        return max_pool2d(x[0], {2, 2}, {}, {0, 0});
+      },
+      {param({2, 2, 5, 5}, 11)}, "max_pool2d");
+  check(
+      [](const Ts& x) {
+        return avg_pool2d(x[0], {3, 3}, {2, 2}, {1, 1}, false);
+      },
+      {param({1, 2, 6, 5}, 12)}, "avg_pool2d");
+  check(
+      [](const Ts& x) {
+        return adaptive_avg_pool2d(x[0], {3, 2});
+      },
+      {param({1, 2, 5, 7}, 13)}, "adaptive_avg_pool2d");
   check([](const Ts& x) { return log_softmax(x[0], 1); }, {param({3, 5}, 14)}, "log_softmax");
   check([](const Ts& x) { return softmax(x[0], 0); }, {param({3, 5}, 15)}, "softmax");
   check([](const Ts& x) { return gelu(x[0], "tanh") + gelu(x[0]); }, {param({10}, 16)}, "gelu");
-  check([](const Ts& x) { return layer_norm(x[0], {4}, x[1], x[2]); }, {param({3, 4}, 17), param({4}, 18), param({4}, 19)}, "layer_norm");
-  check([](const Ts& x) { return group_norm(x[0], 2, x[1], x[2]); }, {param({2, 4, 3}, 20), param({4}, 21), param({4}, 22)}, "group_norm");
+  check([](const Ts& x) { return layer_norm(x[0], {4}, x[1], x[2]); },
+        {param({3, 4}, 17), param({4}, 18), param({4}, 19)}, "layer_norm");
+  check([](const Ts& x) { return group_norm(x[0], 2, x[1], x[2]); },
+        {param({2, 4, 3}, 20), param({4}, 21), param({4}, 22)}, "group_norm");
   check([](const Ts& x) { return batch_norm(x[0], Tensor(), Tensor(), x[1], x[2], true); },
         {param({4, 3, 2}, 23), param({3}, 24), param({3}, 25)}, "batch_norm");
   Tensor target = from_vector<int64_t>({1, 0, 3}, {3});
-  check([&](const Ts& x) { return cross_entropy(x[0], target, Reduction::Mean, 0.1); }, {param({3, 4}, 26)}, "cross_entropy");
-  check([](const Ts& x) { return mse_loss(x[0], x[1]); }, {param({3, 4}, 27), param({3, 4}, 28)}, "mse");
-  check([](const Ts& x) { return var(x[0], {1}, 1, true) + amax(x[0], {1}, true); }, {param({3, 4}, 29)}, "var+amax");
-  check([](const Ts& x) { return div(x[0], add(mul(x[1], x[1]), 1.0)) - pow(abs(x[0]) + 1.0, 1.5); },
-        {param({2, 3}, 30), param({3}, 31)}, "broadcast arithmetic");
+  check([&](const Ts& x) { return cross_entropy(x[0], target, Reduction::Mean, 0.1); },
+        {param({3, 4}, 26)}, "cross_entropy");
+  check([](const Ts& x) { return mse_loss(x[0], x[1]); }, {param({3, 4}, 27), param({3, 4}, 28)},
+        "mse");
+  check([](const Ts& x) { return var(x[0], {1}, 1, true) + amax(x[0], {1}, true); },
+        {param({3, 4}, 29)}, "var+amax");
+  check(
+      [](const Ts& x) { return div(x[0], add(mul(x[1], x[1]), 1.0)) - pow(abs(x[0]) + 1.0, 1.5); },
+      {param({2, 3}, 30), param({3}, 31)}, "broadcast arithmetic");
   Tensor idx = from_vector<int64_t>({2, 0, 2}, {3});
-  check([&](const Ts& x) { return embedding(x[0], idx.reshape({3, 1})); }, {param({4, 2}, 32)}, "embedding");
-  check([](const Ts& x) { return cat({x[0].slice(1, 0, 4, 2), x[1].t()}, 0).exp(); }, {param({3, 4}, 33), param({2, 5}, 34)}, "slice/t/cat");
+  check(
+      [&](const Ts& x) {
+        return embedding(x[0], idx.reshape({3, 1}));
+      },
+      {param({4, 2}, 32)}, "embedding");
+  check(
+      [](const Ts& x) {
+        return cat({x[0].slice(1, 0, 4, 2), x[1].t()}, 0).exp();
+      },
+      {param({3, 4}, 33), param({2, 5}, 34)}, "slice/t/cat");
 }
 
 TEST_CASE("gradients accumulate and seeds work", "[autograd]") {

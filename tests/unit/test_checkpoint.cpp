@@ -53,7 +53,9 @@ struct NetImpl : nn::Module {
     inner = register_module("layer1", std::make_shared<nn::Module>("Wrapper"));
     head = inner->register_module("head", std::make_shared<HeadImpl>(seed + 1));
   }
-  Tensor forward(const Tensor& x) override { return matmul(relu(matmul(x, w1.t()) + b1), head->w2.t()); }
+  Tensor forward(const Tensor& x) override {
+    return matmul(relu(matmul(x, w1.t()) + b1), head->w2.t());
+  }
 };
 
 template <typename T>
@@ -84,11 +86,13 @@ std::string error_of(const std::function<void()>& fn) {
 
 }  // namespace
 
-TEST_CASE("checkpoint round trip: groups per module path, dtypes, step, optimizer state", "[checkpoint]") {
+TEST_CASE("checkpoint round trip: groups per module path, dtypes, step, optimizer state",
+          "[checkpoint]") {
   TempDir dir;
   const std::string path = dir.file("a.h5");
   NetImpl net(1);
-  nn::StateDict opt{{"state.0.momentum_buffer", randn({4, 3})}, {"group.0.lr", scalar_tensor(0.05)}};
+  nn::StateDict opt{{"state.0.momentum_buffer", randn({4, 3})},
+                    {"group.0.lr", scalar_tensor(0.05)}};
   io::save_checkpoint(path, net, opt, 1234);
 
   {
@@ -133,7 +137,8 @@ TEST_CASE("checkpoint load validates the file and names file and key", "[checkpo
 
   const std::string junk = dir.file("junk.h5");
   std::ofstream(junk) << "definitely not HDF5";
-  CHECK_THAT(error_of([&] { io::load_checkpoint(junk, net); }), Catch::Contains("junk.h5") && Catch::Contains("not"));
+  CHECK_THAT(error_of([&] { io::load_checkpoint(junk, net); }),
+             Catch::Contains("junk.h5") && Catch::Contains("not"));
 
   // A truncated copy of a real checkpoint.
   const std::string cut = dir.file("cut.h5");
@@ -147,7 +152,8 @@ TEST_CASE("checkpoint load validates the file and names file and key", "[checkpo
     io::H5File f(plain, io::H5File::Mode::truncate);
     f.write<float>("x", {2}, std::vector<float>{1, 2});
   }
-  CHECK_THAT(error_of([&] { io::load_checkpoint(plain, net); }), Catch::Contains("not an ipuml checkpoint"));
+  CHECK_THAT(error_of([&] { io::load_checkpoint(plain, net); }),
+             Catch::Contains("not an ipuml checkpoint"));
 
   auto edited = [&](const std::string& name, const std::function<void(io::H5File&)>& edit) {
     const std::string p = dir.file(name);
@@ -164,7 +170,8 @@ TEST_CASE("checkpoint load validates the file and names file and key", "[checkpo
     return s;
   }();
 
-  const auto no_key = edited("nokey.h5", [](io::H5File& f) { f.remove("model/layer1/head/weight"); });
+  const auto no_key =
+      edited("nokey.h5", [](io::H5File& f) { f.remove("model/layer1/head/weight"); });
   CHECK_THAT(error_of([&] { io::load_checkpoint(no_key, target); }),
              Catch::Contains("nokey.h5") && Catch::Contains("missing 'layer1.head.weight'"));
 
@@ -193,7 +200,8 @@ TEST_CASE("checkpoint load validates the file and names file and key", "[checkpo
   CHECK(same_bits(target.state_dict(), snapshot));
 }
 
-TEST_CASE("checkpoint: a save that throws midway leaves the old checkpoint loadable", "[checkpoint]") {
+TEST_CASE("checkpoint: a save that throws midway leaves the old checkpoint loadable",
+          "[checkpoint]") {
   TempDir dir;
   const std::string path = dir.file("ck.h5");
   NetImpl net(1);
@@ -202,9 +210,11 @@ TEST_CASE("checkpoint: a save that throws midway leaves the old checkpoint loada
   NetImpl changed(2);
   // The model is written, then the second optimizer entry collides with the first mid-save.
   nn::StateDict bad{{"state.0.buf", zeros({3})}, {"state.0.buf", zeros({3})}};
-  CHECK_THAT(error_of([&] { io::save_checkpoint(path, changed, bad, 20); }), Catch::Contains("collides"));
+  CHECK_THAT(error_of([&] { io::save_checkpoint(path, changed, bad, 20); }),
+             Catch::Contains("collides"));
   nn::StateDict nested{{"state.0", zeros({3})}, {"state.0.buf", zeros({3})}};
-  CHECK_THAT(error_of([&] { io::save_checkpoint(path, changed, nested, 20); }), Catch::Contains("lies under"));
+  CHECK_THAT(error_of([&] { io::save_checkpoint(path, changed, nested, 20); }),
+             Catch::Contains("lies under"));
 
   NetImpl back(3);
   CHECK(io::load_checkpoint(path, back) == 10);
@@ -215,7 +225,8 @@ TEST_CASE("checkpoint: a save that throws midway leaves the old checkpoint loada
   CHECK(files == 1);
 }
 
-TEST_CASE("checkpoint: resuming SGD with momentum is bit-identical to an uninterrupted run", "[checkpoint]") {
+TEST_CASE("checkpoint: resuming SGD with momentum is bit-identical to an uninterrupted run",
+          "[checkpoint]") {
   TempDir dir;
   const std::string path = dir.file("resume.h5");
   Generator g(123);
@@ -232,7 +243,8 @@ TEST_CASE("checkpoint: resuming SGD with momentum is bit-identical to an uninter
     }
   };
   auto make_opt = [](NetImpl& net) {
-    return optim::SGD(net.parameters(), optim::SGDOptions(0.05).momentum(0.9).dampening(0.1).weight_decay(1e-3));
+    return optim::SGD(net.parameters(),
+                      optim::SGDOptions(0.05).momentum(0.9).dampening(0.1).weight_decay(1e-3));
   };
 
   NetImpl ref(1);

@@ -58,19 +58,19 @@ std::string describe(const Conv2dParams& p) {
 
 std::vector<Conv2dParams> shapes() {
   std::vector<Conv2dParams> v = {
-      make(2, 1, 28, 28, 32, 3, 3),              // MNIST conv1
-      make(2, 32, 13, 13, 64, 3, 3),             // MNIST conv2
-      make(2, 4, 1, 50, 30, 1, 4),               // conv1d as conv2d (Neuron-Inverter)
-      make(1, 8, 12, 12, 16, 3, 3, 1, 1),        // ResNet 3x3 pad 1
-      make(2, 16, 9, 9, 8, 1, 1),                // pointwise
-      make(2, 16, 9, 9, 8, 1, 1, 2),             // strided 1x1 (downsample)
-      make(1, 3, 23, 21, 8, 7, 7, 2, 3),         // ResNet stem
-      make(2, 6, 10, 11, 9, 3, 3, 1, 1, 1, 3),   // groups
-      make(1, 8, 9, 9, 8, 3, 3, 1, 1, 1, 8),     // depthwise
-      make(2, 5, 12, 13, 7, 3, 3, 1, 2, 2),      // dilation
-      make(1, 4, 11, 10, 6, 3, 2, 3, 1),         // stride 3, non-square kernel
-      make(3, 2, 5, 5, 3, 5, 5),                 // output 1x1
-      make(1, 35, 17, 19, 37, 3, 3, 2, 1, 1, 1), // odd channel counts
+      make(2, 1, 28, 28, 32, 3, 3),               // MNIST conv1
+      make(2, 32, 13, 13, 64, 3, 3),              // MNIST conv2
+      make(2, 4, 1, 50, 30, 1, 4),                // conv1d as conv2d (Neuron-Inverter)
+      make(1, 8, 12, 12, 16, 3, 3, 1, 1),         // ResNet 3x3 pad 1
+      make(2, 16, 9, 9, 8, 1, 1),                 // pointwise
+      make(2, 16, 9, 9, 8, 1, 1, 2),              // strided 1x1 (downsample)
+      make(1, 3, 23, 21, 8, 7, 7, 2, 3),          // ResNet stem
+      make(2, 6, 10, 11, 9, 3, 3, 1, 1, 1, 3),    // groups
+      make(1, 8, 9, 9, 8, 3, 3, 1, 1, 1, 8),      // depthwise
+      make(2, 5, 12, 13, 7, 3, 3, 1, 2, 2),       // dilation
+      make(1, 4, 11, 10, 6, 3, 2, 3, 1),          // stride 3, non-square kernel
+      make(3, 2, 5, 5, 3, 5, 5),                  // output 1x1
+      make(1, 35, 17, 19, 37, 3, 3, 2, 1, 1, 1),  // odd channel counts
   };
   Conv2dParams asym = make(2, 4, 7, 15, 5, 2, 3);
   asym.stride_h = 2, asym.stride_w = 1, asym.pad_h = 1, asym.pad_w = 2, asym.dil_w = 2;
@@ -171,9 +171,10 @@ TEST_CASE("conv2d gives the same bits with 1 and 2 threads", "[conv]") {
   const Isa isa = GENERATE(from_range(supported_isas()));
   ipuml::cpu::set_gemm_isa(isa);
   std::mt19937 rng(3);
-  for (const Conv2dParams& p : {make(4, 16, 20, 20, 24, 3, 3, 1, 1), make(1, 32, 30, 30, 64, 3, 3, 1, 1),
-                                make(3, 4, 1, 400, 30, 1, 4), make(2, 8, 15, 15, 8, 3, 3, 2, 1, 1, 2),
-                                make(1, 64, 14, 14, 32, 1, 1)}) {
+  for (const Conv2dParams& p :
+       {make(4, 16, 20, 20, 24, 3, 3, 1, 1), make(1, 32, 30, 30, 64, 3, 3, 1, 1),
+        make(3, 4, 1, 400, 30, 1, 4), make(2, 8, 15, 15, 8, 3, 3, 2, 1, 1, 2),
+        make(1, 64, 14, 14, 32, 1, 1)}) {
     INFO(describe(p));
     auto x = random_floats(x_size(p), rng), w = random_floats(w_size(p), rng);
     auto bias = random_floats(size_t(p.c_out), rng), dy = random_floats(y_size(p), rng);
@@ -199,12 +200,14 @@ TEST_CASE("conv2d gives the same bits with 1 and 2 threads", "[conv]") {
 TEST_CASE("conv2d rejects invalid parameters with ipuml::Error", "[conv]") {
   std::vector<float> buf(4096);
   Conv2dParams bad_groups = make(1, 6, 8, 8, 4, 3, 3, 1, 0, 1, 4);
-  CHECK_THROWS_AS(ipuml::cpu::conv2d_forward(bad_groups, buf.data(), buf.data(), nullptr, buf.data()),
-                  ipuml::Error);
+  CHECK_THROWS_AS(
+      ipuml::cpu::conv2d_forward(bad_groups, buf.data(), buf.data(), nullptr, buf.data()),
+      ipuml::Error);
   Conv2dParams too_big = make(1, 1, 4, 4, 1, 5, 5);
   CHECK_THROWS_AS(ipuml::cpu::conv2d_backward_input(too_big, buf.data(), buf.data(), buf.data()),
                   ipuml::Error);
   Conv2dParams zero_stride = make(1, 1, 4, 4, 1, 3, 3, 0);
-  CHECK_THROWS_AS(ipuml::cpu::conv2d_backward_weight(zero_stride, buf.data(), buf.data(), buf.data()),
-                  ipuml::Error);
+  CHECK_THROWS_AS(
+      ipuml::cpu::conv2d_backward_weight(zero_stride, buf.data(), buf.data(), buf.data()),
+      ipuml::Error);
 }

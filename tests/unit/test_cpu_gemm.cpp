@@ -61,7 +61,8 @@ double check_case(const Case& cs, std::mt19937& rng) {
                     c.data(), ldc);
   ipuml::cpu::sgemm_reference(cs.ta, cs.tb, cs.m, cs.n, cs.k, cs.alpha, a.data(), lda, b.data(),
                               ldb, cs.beta, ref.data(), ldc);
-  const double tol = 1e-6 * (4.0 + std::sqrt(double(cs.k))) * (std::abs(cs.alpha) + std::abs(cs.beta));
+  const double tol =
+      1e-6 * (4.0 + std::sqrt(double(cs.k))) * (std::abs(cs.alpha) + std::abs(cs.beta));
   double worst = 0.0;
   for (int64_t i = 0; i < cs.m; ++i) {
     for (int64_t j = 0; j < ldc; ++j) {
@@ -124,15 +125,15 @@ TEST_CASE("sgemm handles empty sizes, k = 0 and alpha = 0", "[gemm]") {
 
 TEST_CASE("sgemm rejects bad arguments with ipuml::Error", "[gemm]") {
   std::vector<float> a(16), b(16), c(16);
-  CHECK_THROWS_AS(ipuml::cpu::sgemm(false, false, -1, 4, 4, 1.0f, a.data(), 4, b.data(), 4, 0.0f,
-                                    c.data(), 4),
-                  ipuml::Error);
-  CHECK_THROWS_AS(ipuml::cpu::sgemm(false, false, 4, 4, 4, 1.0f, a.data(), 3, b.data(), 4, 0.0f,
-                                    c.data(), 4),
-                  ipuml::Error);
-  CHECK_THROWS_AS(ipuml::cpu::sgemm(false, true, 4, 4, 5, 1.0f, a.data(), 5, b.data(), 4, 0.0f,
-                                    c.data(), 4),
-                  ipuml::Error);
+  CHECK_THROWS_AS(
+      ipuml::cpu::sgemm(false, false, -1, 4, 4, 1.0f, a.data(), 4, b.data(), 4, 0.0f, c.data(), 4),
+      ipuml::Error);
+  CHECK_THROWS_AS(
+      ipuml::cpu::sgemm(false, false, 4, 4, 4, 1.0f, a.data(), 3, b.data(), 4, 0.0f, c.data(), 4),
+      ipuml::Error);
+  CHECK_THROWS_AS(
+      ipuml::cpu::sgemm(false, true, 4, 4, 5, 1.0f, a.data(), 5, b.data(), 4, 0.0f, c.data(), 4),
+      ipuml::Error);
   CHECK_THROWS_AS(ipuml::cpu::set_gemm_isa("sse9"), ipuml::Error);
 }
 
@@ -150,8 +151,8 @@ TEST_CASE("IPUML_CPU_ISA selects the path and rejects unknown names", "[gemm]") 
     setenv("IPUML_CPU_ISA", saved.c_str(), 1);
   else
     unsetenv("IPUML_CPU_ISA");
-  const bool default_is_best = old != nullptr || ipuml::cpu::isa_from_environment() ==
-                                                     ipuml::cpu::detected_isa();
+  const bool default_is_best =
+      old != nullptr || ipuml::cpu::isa_from_environment() == ipuml::cpu::detected_isa();
   CHECK(default_is_best);
 }
 
@@ -160,8 +161,10 @@ TEST_CASE("sgemm gives the same bits with 1 and 2 threads", "[gemm]") {
   const Isa isa = GENERATE(from_range(supported_isas()));
   ipuml::cpu::set_gemm_isa(isa);
   std::mt19937 rng(99);
-  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{333, 290, 700}, {8, 128, 1600},
-                         {1200, 40, 300}, {50, 5000, 64}}) {
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{333, 290, 700},
+                         {8, 128, 1600},
+                         {1200, 40, 300},
+                         {50, 5000, 64}}) {
     auto a = random_floats(size_t(m * k), rng), b = random_floats(size_t(k * n), rng);
     std::vector<float> c1(size_t(m * n)), c2(size_t(m * n));
     {
@@ -202,7 +205,8 @@ TEST_CASE("sgemm_batched matches per-matrix products, with broadcast operands", 
   for (int64_t j = 0; j < m * n; ++j) CHECK(acc[size_t(j)] == Approx(ref[size_t(j)]).margin(1e-4));
   // Many small products go parallel across the batch: still the same bits as one thread.
   const int64_t big_batch = 64, s = 24;
-  auto x = random_floats(size_t(big_batch * s * s), rng), y = random_floats(size_t(big_batch * s * s), rng);
+  auto x = random_floats(size_t(big_batch * s * s), rng),
+       y = random_floats(size_t(big_batch * s * s), rng);
   std::vector<float> z1(x.size()), z2(x.size());
   {
     tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);

@@ -55,13 +55,15 @@ std::vector<Buf> run(OpKind k, const Attrs& a, const std::vector<const Buf*>& in
     cin.push_back({b->bytes.data(), b->meta});
   }
   std::vector<Buf> outs;
-  for (auto& m : ir::infer(k, a, metas)) outs.push_back({m, std::vector<unsigned char>(m.nbytes(), 0xCD)});
+  for (auto& m : ir::infer(k, a, metas))
+    outs.push_back({m, std::vector<unsigned char>(m.nbytes(), 0xCD)});
   std::vector<cpu::MutableBuffer> cout;
   for (auto& o : outs) cout.push_back({o.bytes.data(), o.meta});
   cpu::run_kernel(k, a, cin, cout, ctx);
   return outs;
 }
-Buf run1(OpKind k, const Attrs& a, const std::vector<const Buf*>& ins, const cpu::KernelContext& ctx = {}) {
+Buf run1(OpKind k, const Attrs& a, const std::vector<const Buf*>& ins,
+         const cpu::KernelContext& ctx = {}) {
   return run(k, a, ins, ctx).at(0);
 }
 
@@ -123,15 +125,16 @@ uint16_t nearest16(double v, float (*decode)(uint16_t), uint16_t inf_bits) {
     if (!std::isfinite(f)) continue;
     maxf = std::max(maxf, static_cast<double>(f));
     const double d = std::fabs(static_cast<double>(f) - v);
-    if (d < bd || (d == bd && (b & 1) == 0 && (best & 1) == 1 &&
-                   std::signbit(f) == std::signbit(v))) {
+    if (d < bd ||
+        (d == bd && (b & 1) == 0 && (best & 1) == 1 && std::signbit(f) == std::signbit(v))) {
       bd = d;
       best = b;
     }
   }
   // Past the largest finite value by at least half an ulp: infinity.
   const uint16_t maxbits = static_cast<uint16_t>(inf_bits - 1);
-  const double ulp = static_cast<double>(decode(maxbits)) - static_cast<double>(decode(maxbits - 1));
+  const double ulp =
+      static_cast<double>(decode(maxbits)) - static_cast<double>(decode(maxbits - 1));
   if (std::fabs(v) >= maxf + ulp / 2) return static_cast<uint16_t>(inf_bits | (v < 0 ? 0x8000 : 0));
   if (v == 0) return std::signbit(v) ? 0x8000 : 0;
   return static_cast<uint16_t>(best);
@@ -249,21 +252,29 @@ TEST_CASE("float unary ops match double references", "[kernels]") {
   check_close(run1(OpKind::Exp, {}, {&x}).f(), ref(xs, [](double v) { return std::exp(v); }));
   check_close(run1(OpKind::Log, {}, {&xp}).f(), ref(pos, [](double v) { return std::log(v); }));
   check_close(run1(OpKind::Sqrt, {}, {&xp}).f(), ref(pos, [](double v) { return std::sqrt(v); }));
-  check_close(run1(OpKind::Rsqrt, {}, {&xp}).f(), ref(pos, [](double v) { return 1 / std::sqrt(v); }));
+  check_close(run1(OpKind::Rsqrt, {}, {&xp}).f(),
+              ref(pos, [](double v) { return 1 / std::sqrt(v); }));
   check_close(run1(OpKind::Tanh, {}, {&x}).f(), ref(xs, [](double v) { return std::tanh(v); }));
-  check_close(run1(OpKind::Sigmoid, {}, {&x}).f(), ref(xs, [](double v) { return 1 / (1 + std::exp(-v)); }));
+  check_close(run1(OpKind::Sigmoid, {}, {&x}).f(),
+              ref(xs, [](double v) { return 1 / (1 + std::exp(-v)); }));
   check_close(run1(OpKind::Relu, {}, {&x}).f(), ref(xs, [](double v) { return v > 0 ? v : 0; }));
   Attrs g;
   check_close(run1(OpKind::Gelu, g, {&x}).f(),
-              ref(xs, [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }), 1e-5, 1e-6);
+              ref(xs, [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }), 1e-5,
+              1e-6);
   g.mode = 1;
-  check_close(run1(OpKind::Gelu, g, {&x}).f(), ref(xs, [](double v) {
-                return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
-              }), 1e-5, 1e-6);
+  check_close(run1(OpKind::Gelu, g, {&x}).f(),
+              ref(xs,
+                  [](double v) {
+                    return 0.5 * v *
+                           (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+                  }),
+              1e-5, 1e-6);
   Attrs c;
   c.flag = true;
   c.scalar = -1.5;
-  check_close(run1(OpKind::Clamp, c, {&x}).f(), ref(xs, [](double v) { return std::max(v, -1.5); }));
+  check_close(run1(OpKind::Clamp, c, {&x}).f(),
+              ref(xs, [](double v) { return std::max(v, -1.5); }));
   c.flag2 = true;
   c.scalar2 = 0.5;
   check_close(run1(OpKind::Clamp, c, {&x}).f(),
@@ -273,11 +284,13 @@ TEST_CASE("float unary ops match double references", "[kernels]") {
   for (double p : {2.0, 3.0, -1.0, 0.5, -0.5, 1.7, 0.0}) {
     Attrs pa;
     pa.scalar = p;
-    check_close(run1(OpKind::PowScalar, pa, {&xp}).f(), ref(pos, [p](double v) { return std::pow(v, p); }), 1e-5);
+    check_close(run1(OpKind::PowScalar, pa, {&xp}).f(),
+                ref(pos, [p](double v) { return std::pow(v, p); }), 1e-5);
   }
   Attrs p3;
   p3.scalar = 3.0;  // negative bases with an integer exponent stay real
-  check_close(run1(OpKind::PowScalar, p3, {&x}).f(), ref(xs, [](double v) { return v * v * v; }), 1e-5);
+  check_close(run1(OpKind::PowScalar, p3, {&x}).f(), ref(xs, [](double v) { return v * v * v; }),
+              1e-5);
   const Buf nanx = tf({1}, {std::numeric_limits<float>::quiet_NaN()});
   CHECK(std::isnan(run1(OpKind::Relu, {}, {&nanx}).f()[0]));
   c.flag = true;
@@ -303,11 +316,25 @@ TEST_CASE("neg abs sign on floats and integers", "[kernels]") {
 
 TEST_CASE("cast converts every dtype pair", "[kernels]") {
   const double e11 = std::ldexp(1.0, -11), e8 = std::ldexp(1.0, -8);
-  const std::vector<double> fvals = {0.0, -0.0, 1.0, -2.7, 2.7, 1 + e11, 1 + 3 * e11, 1 + e11 + std::ldexp(1.0, -20),
-                                     1 + e8, 1 + 3 * e8, 65504.0, 65520.0, 70000.0, -1e6, 3e9, -3e9,
-                                     1e-6, 6e-8, 1e-40, 0.5, 255.5};
-  const std::vector<double> ivals = {0, 1, -1, 2049, 4097, 65519, 65520, -70000, 123456789,
-                                     33554432.0 + 131072.0 + 1.0, 2147483647.0, -2147483648.0};
+  const std::vector<double> fvals = {
+      0.0,     -0.0,       1.0,         -2.7,
+      2.7,     1 + e11,    1 + 3 * e11, 1 + e11 + std::ldexp(1.0, -20),
+      1 + e8,  1 + 3 * e8, 65504.0,     65520.0,
+      70000.0, -1e6,       3e9,         -3e9,
+      1e-6,    6e-8,       1e-40,       0.5,
+      255.5};
+  const std::vector<double> ivals = {0,
+                                     1,
+                                     -1,
+                                     2049,
+                                     4097,
+                                     65519,
+                                     65520,
+                                     -70000,
+                                     123456789,
+                                     33554432.0 + 131072.0 + 1.0,
+                                     2147483647.0,
+                                     -2147483648.0};
   const std::vector<DType> all = {kFloat32, kFloat16, kBFloat16, kInt32, kInt64, kBool};
 
   auto make_src = [&](DType t) -> std::pair<Buf, std::vector<double>> {
@@ -373,17 +400,29 @@ TEST_CASE("cast converts every dtype pair", "[kernels]") {
         const double v = exact[i];
         INFO("value " << v);
         switch (to) {
-          case DType::Float32: CHECK(y.f()[i] == static_cast<float>(v)); break;
-          case DType::Float16: CHECK(y.as<uint16_t>()[i] == nearest16(v, half_bits_to_float, 0x7C00)); break;
-          case DType::BFloat16: CHECK(y.as<uint16_t>()[i] == nearest16(v, bf16_bits_to_float, 0x7F80)); break;
+          case DType::Float32:
+            CHECK(y.f()[i] == static_cast<float>(v));
+            break;
+          case DType::Float16:
+            CHECK(y.as<uint16_t>()[i] == nearest16(v, half_bits_to_float, 0x7C00));
+            break;
+          case DType::BFloat16:
+            CHECK(y.as<uint16_t>()[i] == nearest16(v, bf16_bits_to_float, 0x7F80));
+            break;
           case DType::Int32:
             if (from == kInt64)
-              CHECK(y.as<int32_t>()[i] == static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(v))));
+              CHECK(y.as<int32_t>()[i] ==
+                    static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(v))));
             else
               CHECK(y.as<int32_t>()[i] == trunc_sat(v, -2147483648.0, 2147483647.0));
             break;
-          case DType::Int64: CHECK(static_cast<double>(y.as<int64_t>()[i]) == trunc_sat(v, -9223372036854775808.0, 9223372036854775807.0)); break;
-          case DType::Bool: CHECK(y.as<uint8_t>()[i] == (v != 0 ? 1 : 0)); break;
+          case DType::Int64:
+            CHECK(static_cast<double>(y.as<int64_t>()[i]) ==
+                  trunc_sat(v, -9223372036854775808.0, 9223372036854775807.0));
+            break;
+          case DType::Bool:
+            CHECK(y.as<uint8_t>()[i] == (v != 0 ? 1 : 0));
+            break;
         }
       }
     }
@@ -391,8 +430,10 @@ TEST_CASE("cast converts every dtype pair", "[kernels]") {
   // Explicit rounding spot checks.
   Attrs h;
   h.dtype = kFloat16;
-  const Buf ties = tf({3}, {static_cast<float>(1 + e11), static_cast<float>(1 + 3 * e11), 65520.0f});
-  CHECK(run1(OpKind::Cast, h, {&ties}).as<uint16_t>() == std::vector<uint16_t>{0x3C00, 0x3C02, 0x7C00});
+  const Buf ties =
+      tf({3}, {static_cast<float>(1 + e11), static_cast<float>(1 + 3 * e11), 65520.0f});
+  CHECK(run1(OpKind::Cast, h, {&ties}).as<uint16_t>() ==
+        std::vector<uint16_t>{0x3C00, 0x3C02, 0x7C00});
   h.dtype = kBFloat16;
   const Buf bt = tf({2}, {static_cast<float>(1 + e8), static_cast<float>(1 + 3 * e8)});
   CHECK(run1(OpKind::Cast, h, {&bt}).as<uint16_t>() == std::vector<uint16_t>{0x3F80, 0x3F82});
@@ -409,8 +450,8 @@ TEST_CASE("cast converts every dtype pair", "[kernels]") {
 
 TEST_CASE("binary ops broadcast like NumPy", "[kernels]") {
   const std::vector<std::pair<Shape, Shape>> pats = {
-      {{3, 4}, {3, 4}}, {{3, 4}, {}},       {{1}, {3, 4}},     {{3, 4}, {4}},
-      {{3, 4}, {3, 1}}, {{3, 1}, {1, 4}},   {{2, 1, 4}, {3, 1}}, {{2, 3, 1, 5}, {3, 4, 1}},
+      {{3, 4}, {3, 4}}, {{3, 4}, {}},          {{1}, {3, 4}},       {{3, 4}, {4}},
+      {{3, 4}, {3, 1}}, {{3, 1}, {1, 4}},      {{2, 1, 4}, {3, 1}}, {{2, 3, 1, 5}, {3, 4, 1}},
       {{5}, {5}},       {{2, 1, 3}, {2, 4, 3}}};
   for (auto& [sa, sb] : pats) {
     INFO(shape_str(sa) << " op " << shape_str(sb));
@@ -424,13 +465,23 @@ TEST_CASE("binary ops broadcast like NumPy", "[kernels]") {
         r.push_back(f(av[bcast_index(i, so, sa)], bv[bcast_index(i, so, sb)]));
       return r;
     };
-    check_close(run1(OpKind::Add, {}, {&a, &b}).f(), expect([](double x, double y) { return x + y; }));
-    check_close(run1(OpKind::Sub, {}, {&a, &b}).f(), expect([](double x, double y) { return x - y; }));
-    check_close(run1(OpKind::Mul, {}, {&a, &b}).f(), expect([](double x, double y) { return x * y; }));
-    check_close(run1(OpKind::Div, {}, {&a, &b}).f(), expect([](double x, double y) { return x / y; }));
-    check_close(run1(OpKind::Maximum, {}, {&a, &b}).f(), expect([](double x, double y) { return std::max(x, y); }));
-    check_close(run1(OpKind::Minimum, {}, {&a, &b}).f(), expect([](double x, double y) { return std::min(x, y); }));
-    const Buf pa = tf(sa, [&] { auto v = av; for (auto& x : v) x = std::fabs(x) + 0.1f; return v; }());
+    check_close(run1(OpKind::Add, {}, {&a, &b}).f(),
+                expect([](double x, double y) { return x + y; }));
+    check_close(run1(OpKind::Sub, {}, {&a, &b}).f(),
+                expect([](double x, double y) { return x - y; }));
+    check_close(run1(OpKind::Mul, {}, {&a, &b}).f(),
+                expect([](double x, double y) { return x * y; }));
+    check_close(run1(OpKind::Div, {}, {&a, &b}).f(),
+                expect([](double x, double y) { return x / y; }));
+    check_close(run1(OpKind::Maximum, {}, {&a, &b}).f(),
+                expect([](double x, double y) { return std::max(x, y); }));
+    check_close(run1(OpKind::Minimum, {}, {&a, &b}).f(),
+                expect([](double x, double y) { return std::min(x, y); }));
+    const Buf pa = tf(sa, [&] {
+      auto v = av;
+      for (auto& x : v) x = std::fabs(x) + 0.1f;
+      return v;
+    }());
     const auto pav = pa.f();
     std::vector<double> pw;
     for (int64_t i = 0; i < numel(so); ++i)
@@ -447,9 +498,12 @@ TEST_CASE("binary ops broadcast like NumPy", "[kernels]") {
   // Integer arithmetic and comparisons.
   const Buf ia = ti64({2, 3}, {1, -2, 3, 4, 5, -6});
   const Buf ib = ti64({3}, {10, -2, 0});
-  CHECK(run1(OpKind::Add, {}, {&ia, &ib}).as<int64_t>() == std::vector<int64_t>{11, -4, 3, 14, 3, -6});
-  CHECK(run1(OpKind::Mul, {}, {&ia, &ib}).as<int64_t>() == std::vector<int64_t>{10, 4, 0, 40, -10, 0});
-  CHECK(run1(OpKind::Maximum, {}, {&ia, &ib}).as<int64_t>() == std::vector<int64_t>{10, -2, 3, 10, 5, 0});
+  CHECK(run1(OpKind::Add, {}, {&ia, &ib}).as<int64_t>() ==
+        std::vector<int64_t>{11, -4, 3, 14, 3, -6});
+  CHECK(run1(OpKind::Mul, {}, {&ia, &ib}).as<int64_t>() ==
+        std::vector<int64_t>{10, 4, 0, 40, -10, 0});
+  CHECK(run1(OpKind::Maximum, {}, {&ia, &ib}).as<int64_t>() ==
+        std::vector<int64_t>{10, -2, 3, 10, 5, 0});
   CHECK(run1(OpKind::Eq, {}, {&ia, &ib}).as<uint8_t>() == std::vector<uint8_t>{0, 1, 0, 0, 0, 0});
   const Buf i32a = ti32({2}, {7, -7}), i32b = ti32({1}, {-7});
   CHECK(run1(OpKind::Sub, {}, {&i32a, &i32b}).as<int32_t>() == std::vector<int32_t>{14, 0});
@@ -493,8 +547,9 @@ TEST_CASE("relu and gelu gradients", "[kernels]") {
     Attrs a;
     a.mode = mode;
     auto gelu = [mode](double v) {
-      return mode == 0 ? 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)))
-                       : 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+      return mode == 0
+                 ? 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)))
+                 : 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
     };
     std::vector<double> want;
     for (size_t i = 0; i < xs.size(); ++i) {
@@ -509,7 +564,8 @@ TEST_CASE("relu and gelu gradients", "[kernels]") {
 
 namespace {
 // Reference reduction over `dims` of shape s (empty dims = all), returning doubles in output order.
-std::vector<double> ref_reduce(const std::vector<double>& x, const Shape& s, std::vector<int64_t> dims,
+std::vector<double> ref_reduce(const std::vector<double>& x, const Shape& s,
+                               std::vector<int64_t> dims,
                                const std::function<double(double, double)>& f, double init) {
   std::vector<bool> red(s.size(), dims.empty());
   for (auto d : dims) red[static_cast<size_t>(d)] = true;
@@ -542,7 +598,8 @@ TEST_CASE("sum amax amin over dims with keepdim", "[kernels]") {
   for (int i = 0; i < 120; ++i) iv[i] = (i * 37) % 11 - 5;
   std::vector<double> id(iv.begin(), iv.end());
   const Buf xi = ti32(s, iv);
-  for (const auto& dims : std::vector<std::vector<int64_t>>{{}, {0}, {1}, {3}, {0, 2}, {1, 2}, {0, 1, 2, 3}, {1, 3}, {2, 0}}) {
+  for (const auto& dims : std::vector<std::vector<int64_t>>{
+           {}, {0}, {1}, {3}, {0, 2}, {1, 2}, {0, 1, 2, 3}, {1, 3}, {2, 0}}) {
     for (bool keep : {false, true}) {
       INFO("dims " << detail::str(dims) << " keepdim " << keep);
       const Attrs a = dims_attrs(dims, keep);
@@ -550,16 +607,19 @@ TEST_CASE("sum amax amin over dims with keepdim", "[kernels]") {
       CHECK(y.meta.shape == ir::infer(OpKind::Sum, a, {x.meta})[0].shape);
       check_close(y.f(), ref_reduce(xd, s, dims, std::plus<double>(), 0.0), 1e-5, 1e-5);
       check_close(run1(OpKind::Amax, a, {&x}).f(),
-                  ref_reduce(xd, s, dims, [](double p, double q) { return std::max(p, q); }, -1e300));
+                  ref_reduce(
+                      xd, s, dims, [](double p, double q) { return std::max(p, q); }, -1e300));
       check_close(run1(OpKind::Amin, a, {&x}).f(),
-                  ref_reduce(xd, s, dims, [](double p, double q) { return std::min(p, q); }, 1e300));
+                  ref_reduce(
+                      xd, s, dims, [](double p, double q) { return std::min(p, q); }, 1e300));
       const Buf yi = run1(OpKind::Sum, a, {&xi});
       CHECK(yi.meta.dtype == kInt64);
       const auto want = ref_reduce(id, s, dims, std::plus<double>(), 0.0);
       const auto got = yi.as<int64_t>();
       for (size_t i = 0; i < want.size(); ++i) CHECK(static_cast<double>(got[i]) == want[i]);
       const auto mx = run1(OpKind::Amax, a, {&xi}).as<int32_t>();
-      const auto wmx = ref_reduce(id, s, dims, [](double p, double q) { return std::max(p, q); }, -1e300);
+      const auto wmx = ref_reduce(
+          id, s, dims, [](double p, double q) { return std::max(p, q); }, -1e300);
       for (size_t i = 0; i < wmx.size(); ++i) CHECK(mx[i] == wmx[i]);
     }
   }
@@ -595,10 +655,12 @@ TEST_CASE("max/min along a dim and argmax/argmin pick the first extreme", "[kern
   CHECK(r[1].as<int64_t>() == std::vector<int64_t>{0, 0, 1, 0});
   CHECK(run1(OpKind::ArgMax, dims_attrs({}), {&x}).as<int64_t>() == std::vector<int64_t>{4});
   CHECK(run1(OpKind::ArgMin, dims_attrs({}), {&x}).as<int64_t>() == std::vector<int64_t>{6});
-  CHECK(run1(OpKind::ArgMax, dims_attrs({0}), {&x}).as<int64_t>() == std::vector<int64_t>{1, 1, 0, 1});
+  CHECK(run1(OpKind::ArgMax, dims_attrs({0}), {&x}).as<int64_t>() ==
+        std::vector<int64_t>{1, 1, 0, 1});
   const Buf xi = ti64({3, 2}, {4, 9, 4, 9, 1, 9});
   CHECK(run1(OpKind::ArgMax, dims_attrs({0}), {&xi}).as<int64_t>() == std::vector<int64_t>{0, 0});
-  CHECK(run1(OpKind::ArgMin, dims_attrs({1}), {&xi}).as<int64_t>() == std::vector<int64_t>{0, 0, 0});
+  CHECK(run1(OpKind::ArgMin, dims_attrs({1}), {&xi}).as<int64_t>() ==
+        std::vector<int64_t>{0, 0, 0});
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const Buf xn = tf({5}, {1, nan, 9, nan, 2});
   CHECK(run1(OpKind::ArgMax, dims_attrs({}), {&xn}).as<int64_t>()[0] == 1);
@@ -650,7 +712,8 @@ TEST_CASE("permute, slice, expand, cat, reshape", "[kernels]") {
   std::iota(xv.begin(), xv.end(), 0.0f);
   const Buf x = tf(s, xv);
   const Strides cs = contiguous_strides(s);
-  for (const auto& perm : std::vector<std::vector<int64_t>>{{0, 1, 2, 3}, {3, 2, 1, 0}, {0, 2, 1, 3}, {1, 0, 3, 2}, {0, 3, 1, 2}, {2, 3, 0, 1}}) {
+  for (const auto& perm : std::vector<std::vector<int64_t>>{
+           {0, 1, 2, 3}, {3, 2, 1, 0}, {0, 2, 1, 3}, {1, 0, 3, 2}, {0, 3, 1, 2}, {2, 3, 0, 1}}) {
     INFO("perm " << detail::str(perm));
     const auto y = run1(OpKind::Permute, dims_attrs(perm), {&x}).f();
     Shape os;
@@ -680,7 +743,8 @@ TEST_CASE("permute, slice, expand, cat, reshape", "[kernels]") {
   REQUIRE(ys.size() == 2 * 3 * 2 * 5);
   for (int64_t a = 0; a < 6; ++a)
     for (int64_t j = 0; j < 2; ++j)
-      for (int64_t k = 0; k < 5; ++k) CHECK(ys[(a * 2 + j) * 5 + k] == xv[(a * 4 + 1 + 2 * j) * 5 + k]);
+      for (int64_t k = 0; k < 5; ++k)
+        CHECK(ys[(a * 2 + j) * 5 + k] == xv[(a * 4 + 1 + 2 * j) * 5 + k]);
   sl.dims = {0};
   sl.start = 1;
   sl.end = 2;
@@ -695,9 +759,11 @@ TEST_CASE("permute, slice, expand, cat, reshape", "[kernels]") {
   for (int64_t i = 0; i < 24; ++i) CHECK(ye[i] == static_cast<float>((i / 4) % 3 + 1));
 
   const Buf c1 = tf({2, 1}, {1, 2}), c2 = tf({2, 3}, {3, 4, 5, 6, 7, 8});
-  CHECK(run1(OpKind::Cat, dims_attrs({1}), {&c1, &c2}).f() == std::vector<float>{1, 3, 4, 5, 2, 6, 7, 8});
+  CHECK(run1(OpKind::Cat, dims_attrs({1}), {&c1, &c2}).f() ==
+        std::vector<float>{1, 3, 4, 5, 2, 6, 7, 8});
   const Buf c3 = tf({1, 3}, {9, 9, 9});
-  CHECK(run1(OpKind::Cat, dims_attrs({0}), {&c2, &c3}).f() == std::vector<float>{3, 4, 5, 6, 7, 8, 9, 9, 9});
+  CHECK(run1(OpKind::Cat, dims_attrs({0}), {&c2, &c3}).f() ==
+        std::vector<float>{3, 4, 5, 6, 7, 8, 9, 9, 9});
   Attrs rs;
   rs.shape = {6};
   CHECK(run1(OpKind::Reshape, rs, {&c2}).f() == c2.f());
@@ -711,13 +777,15 @@ TEST_CASE("index_select, index_add, gather, scatter_add and their bounds", "[ker
   CHECK(run1(OpKind::IndexSelect, dims_attrs({0}), {&x, &i64}).f() ==
         std::vector<float>{20, 21, 22, 23, 0, 1, 2, 3, 20, 21, 22, 23});
   const Buf i32 = ti32({2}, {3, 1});
-  CHECK(run1(OpKind::IndexSelect, dims_attrs({1}), {&x, &i32}).f() == std::vector<float>{3, 1, 13, 11, 23, 21});
+  CHECK(run1(OpKind::IndexSelect, dims_attrs({1}), {&x, &i32}).f() ==
+        std::vector<float>{3, 1, 13, 11, 23, 21});
   const Buf bad = ti64({2}, {0, 7});
   try {
     run1(OpKind::IndexSelect, dims_attrs({0}), {&x, &bad});
     FAIL("expected an error");
   } catch (const Error& e) {
-    CHECK(std::string(e.what()).find("index 7 is out of range for dim 0 of size 3") != std::string::npos);
+    CHECK(std::string(e.what()).find("index 7 is out of range for dim 0 of size 3") !=
+          std::string::npos);
   }
   const Buf neg = ti64({1}, {-1});
   CHECK_THROWS_AS(run1(OpKind::IndexSelect, dims_attrs({1}), {&x, &neg}), Error);
@@ -731,7 +799,8 @@ TEST_CASE("index_select, index_add, gather, scatter_add and their bounds", "[ker
 
   // gather along dim 1 with an index narrower than the input in dim 0.
   const Buf gi = ti64({2, 3}, {3, 0, 0, 1, 2, 3});
-  CHECK(run1(OpKind::Gather, dims_attrs({1}), {&x, &gi}).f() == std::vector<float>{3, 0, 0, 11, 12, 13});
+  CHECK(run1(OpKind::Gather, dims_attrs({1}), {&x, &gi}).f() ==
+        std::vector<float>{3, 0, 0, 11, 12, 13});
   const Buf gi0 = ti64({2, 2}, {2, 1, 0, 2});
   CHECK(run1(OpKind::Gather, dims_attrs({0}), {&x, &gi0}).f() == std::vector<float>{20, 11, 0, 21});
   const Buf gbad = ti64({1, 1}, {4});
@@ -741,18 +810,21 @@ TEST_CASE("index_select, index_add, gather, scatter_add and their bounds", "[ker
   sa.shape = {2, 4};
   const Buf si = ti64({2, 3}, {3, 3, 0, 1, 1, 1});
   const Buf sv = tf({2, 3}, {1, 2, 4, 8, 16, 32});
-  CHECK(run1(OpKind::ScatterAdd, sa, {&si, &sv}).f() == std::vector<float>{4, 0, 0, 3, 0, 56, 0, 0});
+  CHECK(run1(OpKind::ScatterAdd, sa, {&si, &sv}).f() ==
+        std::vector<float>{4, 0, 0, 3, 0, 56, 0, 0});
   sa.dims = {0};
   sa.shape = {3, 3};
   const Buf si0 = ti64({2, 3}, {2, 0, 2, 2, 1, 0});
-  CHECK(run1(OpKind::ScatterAdd, sa, {&si0, &sv}).f() == std::vector<float>{0, 2, 32, 0, 16, 0, 9, 0, 4});
+  CHECK(run1(OpKind::ScatterAdd, sa, {&si0, &sv}).f() ==
+        std::vector<float>{0, 2, 32, 0, 16, 0, 9, 0, 4});
   const Buf sbad = ti64({2, 3}, {0, 0, 3, 0, 0, 0});
   CHECK_THROWS_AS(run1(OpKind::ScatterAdd, sa, {&sbad, &sv}), Error);
   sa.shape = {3, 2};  // index wider than the output outside the scatter dim
   CHECK_THROWS_AS(run1(OpKind::ScatterAdd, sa, {&si0, &sv}), Error);
   const Buf svi = ti64({2, 3}, {1, 2, 3, 4, 5, 6});
   sa.shape = {3, 3};
-  CHECK(run1(OpKind::ScatterAdd, sa, {&si0, &svi}).as<int64_t>() == std::vector<int64_t>{0, 2, 6, 0, 5, 0, 5, 0, 3});
+  CHECK(run1(OpKind::ScatterAdd, sa, {&si0, &svi}).as<int64_t>() ==
+        std::vector<int64_t>{0, 2, 6, 0, 5, 0, 5, 0, 3});
 }
 
 TEST_CASE("index_add and scatter_add accumulate in index order on wide rows", "[kernels]") {
@@ -787,11 +859,12 @@ TEST_CASE("matmul with transposes and broadcast batches", "[kernels]") {
     Shape a, b;
     bool ta, tb;
   };
-  const std::vector<Case> cases = {{{3, 5}, {5, 4}, false, false},  {{5, 3}, {5, 4}, true, false},
-                                   {{3, 5}, {4, 5}, false, true},   {{5, 3}, {4, 5}, true, true},
-                                   {{2, 3, 5}, {5, 4}, false, false}, {{5, 4}, {2, 4, 6}, false, false},
-                                   {{2, 1, 3, 5}, {3, 5, 4}, false, false}, {{2, 5, 3}, {2, 4, 5}, true, true},
-                                   {{3, 0}, {0, 2}, false, false}};
+  const std::vector<Case> cases = {
+      {{3, 5}, {5, 4}, false, false},          {{5, 3}, {5, 4}, true, false},
+      {{3, 5}, {4, 5}, false, true},           {{5, 3}, {4, 5}, true, true},
+      {{2, 3, 5}, {5, 4}, false, false},       {{5, 4}, {2, 4, 6}, false, false},
+      {{2, 1, 3, 5}, {3, 5, 4}, false, false}, {{2, 5, 3}, {2, 4, 5}, true, true},
+      {{3, 0}, {0, 2}, false, false}};
   for (const auto& c : cases) {
     INFO(shape_str(c.a) << " @ " << shape_str(c.b) << " ta=" << c.ta << " tb=" << c.tb);
     const Buf a = tf(c.a, seq(numel(c.a), 1.0f, 0.0f, 5));
@@ -803,7 +876,8 @@ TEST_CASE("matmul with transposes and broadcast batches", "[kernels]") {
     const Shape& so = y.meta.shape;
     const int64_t m = so[so.size() - 2], n = so.back();
     const int64_t k = c.ta ? c.a[c.a.size() - 2] : c.a.back();
-    const Shape bo(so.begin(), so.end() - 2), ba(c.a.begin(), c.a.end() - 2), bb(c.b.begin(), c.b.end() - 2);
+    const Shape bo(so.begin(), so.end() - 2), ba(c.a.begin(), c.a.end() - 2),
+        bb(c.b.begin(), c.b.end() - 2);
     const auto av = a.f(), bv = b.f();
     std::vector<double> want;
     for (int64_t bi = 0; bi < numel(bo); ++bi) {
@@ -874,7 +948,8 @@ TEST_CASE("conv forward and gradients match direct loops", "[kernels]") {
   CHECK(std::fabs(lhs - rx) < 1e-4 * (1 + std::fabs(lhs)));
   CHECK(std::fabs(lhs - rw) < 1e-4 * (1 + std::fabs(lhs)));
   // A mismatched output gradient is an error, not an out-of-bounds read.
-  const Buf dy_bad = tf({N, O, OH + 1, OW}, std::vector<float>(static_cast<size_t>(N * O * (OH + 1) * OW)));
+  const Buf dy_bad =
+      tf({N, O, OH + 1, OW}, std::vector<float>(static_cast<size_t>(N * O * (OH + 1) * OW)));
   CHECK_THROWS_AS(run1(OpKind::ConvBackwardInput, bi, {&dy_bad, &w}), Error);
 }
 
@@ -918,7 +993,8 @@ TEST_CASE("max pool with padding, indices and backward", "[kernels]") {
   std::vector<double> want(2 * H * W, 0.0);
   const auto dyv = dy.f();
   for (int64_t pl = 0; pl < 2; ++pl)
-    for (int64_t e = 0; e < OH * OW; ++e) want[pl * H * W + ix[pl * OH * OW + e]] += dyv[pl * OH * OW + e];
+    for (int64_t e = 0; e < OH * OW; ++e)
+      want[pl * H * W + ix[pl * OH * OW + e]] += dyv[pl * OH * OW + e];
   check_close(dx, want);
   // Ties: the first maximum in the window wins.
   const Buf t = tf({1, 1, 2, 2}, {4, 4, 4, 4});
@@ -927,7 +1003,8 @@ TEST_CASE("max pool with padding, indices and backward", "[kernels]") {
   ta.stride = {2, 2};
   ta.padding = {0, 0};
   CHECK(run(OpKind::MaxPool, ta, {&t})[1].as<int64_t>() == std::vector<int64_t>{0});
-  const Buf badix = ti64(r[1].meta.shape, std::vector<int64_t>(static_cast<size_t>(2 * OH * OW), 99));
+  const Buf badix =
+      ti64(r[1].meta.shape, std::vector<int64_t>(static_cast<size_t>(2 * OH * OW), 99));
   CHECK_THROWS_AS(run1(OpKind::MaxPoolBackward, b, {&dy, &badix}), Error);
 }
 
@@ -1013,7 +1090,8 @@ TEST_CASE("adaptive avg pool with non-divisible sizes", "[kernels]") {
 
 // ---- determinism --------------------------------------------------------------------------
 
-TEST_CASE("big elementwise and reduction calls are bit-identical with 1 and 2 threads", "[kernels]") {
+TEST_CASE("big elementwise and reduction calls are bit-identical with 1 and 2 threads",
+          "[kernels]") {
   const int64_t n = (1 << 20) + 7;
   const Buf x = tf({n}, seq(n, 3.0f, 0.0f, 31));
   const Buf y = tf({n}, seq(n, 3.0f, 0.0f, 32));

@@ -67,8 +67,10 @@ datasets::MnistSplit synthetic_mnist(int64_t count) {
   s.cols = 28;
   s.images.resize(static_cast<size_t>(count * 28 * 28));
   s.labels.resize(static_cast<size_t>(count));
-  for (size_t i = 0; i < s.images.size(); ++i) s.images[i] = static_cast<uint8_t>((i * 37 + i / 784) % 256);
-  for (int64_t i = 0; i < count; ++i) s.labels[static_cast<size_t>(i)] = static_cast<uint8_t>(i % 10);
+  for (size_t i = 0; i < s.images.size(); ++i)
+    s.images[i] = static_cast<uint8_t>((i * 37 + i / 784) % 256);
+  for (int64_t i = 0; i < count; ++i)
+    s.labels[static_cast<size_t>(i)] = static_cast<uint8_t>(i % 10);
   return s;
 }
 
@@ -98,12 +100,15 @@ TEST_CASE("data: Normalize per element and per channel, on samples and batches",
   CHECK(rgb.apply(img).to_vector<float>() == std::vector<float>{1, 2, 3, 4, 2, 2.5, 3, 3.5});
   Tensor batch = stack({img, img}, 0);  // [B,C,H,W]: same answer per sample
   auto b = rgb.apply(batch).to_vector<float>();
-  CHECK(std::vector<float>(b.begin(), b.begin() + 8) == std::vector<float>{1, 2, 3, 4, 2, 2.5, 3, 3.5});
-  CHECK(std::vector<float>(b.begin() + 8, b.end()) == std::vector<float>{1, 2, 3, 4, 2, 2.5, 3, 3.5});
+  CHECK(std::vector<float>(b.begin(), b.begin() + 8) ==
+        std::vector<float>{1, 2, 3, 4, 2, 2.5, 3, 3.5});
+  CHECK(std::vector<float>(b.begin() + 8, b.end()) ==
+        std::vector<float>{1, 2, 3, 4, 2, 2.5, 3, 3.5});
 
   CHECK_THROWS_WITH(data::transforms::Normalize(0.1, 0.0), Catch::Contains("non-zero std"));
   CHECK_THROWS_AS(data::transforms::Normalize({0.1, 0.2}, {1.0}), Error);
-  CHECK_THROWS_WITH(rgb.apply(from_vector<float>({1, 2, 3}, {3, 1, 1})), Catch::Contains("2 channel means"));
+  CHECK_THROWS_WITH(rgb.apply(from_vector<float>({1, 2, 3}, {3, 1, 1})),
+                    Catch::Contains("2 channel means"));
   CHECK_THROWS_WITH(one.apply(from_vector<int64_t>({1}, {1})), Catch::Contains("float32"));
 }
 
@@ -150,7 +155,8 @@ TEST_CASE("data: ReplicaSampler gives disjoint shards shuffled only within", "[d
     CHECK(next != idx);  // reshuffled per epoch, within the same shard
     std::sort(next.begin(), next.end());
     CHECK(next == sorted);
-    CHECK(data::ReplicaSampler(n, replicas, rank, 42, true).indices() == idx);  // ranks agree on seed
+    CHECK(data::ReplicaSampler(n, replicas, rank, 42, true).indices() ==
+          idx);  // ranks agree on seed
   }
   CHECK(seen.size() == 100);
 
@@ -181,12 +187,14 @@ TEST_CASE("data: DataLoader batches, last partial batch, drop_last", "[data]") {
   CHECK(it->data.to_vector<float>() == std::vector<float>{0, 0, 1, 10, 2, 20, 3, 30});
 }
 
-TEST_CASE("data: DataLoader shuffle is seeded, per epoch, and independent of prefetch and threads", "[data]") {
+TEST_CASE("data: DataLoader shuffle is seeded, per epoch, and independent of prefetch and threads",
+          "[data]") {
   auto order = [](uint64_t seed, int64_t prefetch, int threads, int epochs) {
     set_num_threads(threads);
     Toy toy;
     toy.n = 57;
-    DataLoader loader(toy, DataLoaderOptions().batch_size(5).shuffle(true).seed(seed).prefetch(prefetch));
+    DataLoader loader(
+        toy, DataLoaderOptions().batch_size(5).shuffle(true).seed(seed).prefetch(prefetch));
     std::vector<std::vector<int64_t>> out;
     for (int e = 0; e < epochs; ++e) out.push_back(targets_of(loader));
     set_num_threads(0);
@@ -198,9 +206,9 @@ TEST_CASE("data: DataLoader shuffle is seeded, per epoch, and independent of pre
   std::sort(sorted.begin(), sorted.end());
   std::vector<int64_t> all(57);
   std::iota(all.begin(), all.end(), 0);
-  CHECK(sorted == all);         // every sample once
-  CHECK(ref[0] != all);         // shuffled
-  CHECK(ref[0] != ref[1]);      // reshuffled the next epoch
+  CHECK(sorted == all);     // every sample once
+  CHECK(ref[0] != all);     // shuffled
+  CHECK(ref[0] != ref[1]);  // reshuffled the next epoch
   CHECK(order(3, 4, 2, 2) == ref);
   CHECK(order(3, 1, 1, 2) == ref);
   CHECK(order(3, 8, 2, 2) == ref);
@@ -218,7 +226,8 @@ TEST_CASE("data: DataLoader shuffle is seeded, per epoch, and independent of pre
 TEST_CASE("data: DataLoader over replicas splits the samples", "[data]") {
   std::set<int64_t> seen;
   for (int64_t rank = 0; rank < 3; ++rank) {
-    DataLoader loader(Toy{}, DataLoaderOptions().batch_size(2).shuffle(true).replicas(3).rank(rank));
+    DataLoader loader(Toy{},
+                      DataLoaderOptions().batch_size(2).shuffle(true).replicas(3).rank(rank));
     CHECK(loader.num_samples() == 3);
     for (int64_t t : targets_of(loader)) CHECK(seen.insert(t).second);
   }
@@ -226,11 +235,13 @@ TEST_CASE("data: DataLoader over replicas splits the samples", "[data]") {
 }
 
 TEST_CASE("data: DataLoader errors", "[data]") {
-  CHECK_THROWS_WITH(DataLoader(Toy{}, DataLoaderOptions().batch_size(0)), Catch::Contains("batch_size must be >= 1"));
+  CHECK_THROWS_WITH(DataLoader(Toy{}, DataLoaderOptions().batch_size(0)),
+                    Catch::Contains("batch_size must be >= 1"));
   CHECK_THROWS_AS(DataLoader(Toy{}, DataLoaderOptions().prefetch(-1)), Error);
   Toy empty_toy;
   empty_toy.n = 0;
-  CHECK_THROWS_WITH(DataLoader(empty_toy, DataLoaderOptions()), Catch::Contains("dataset is empty"));
+  CHECK_THROWS_WITH(DataLoader(empty_toy, DataLoaderOptions()),
+                    Catch::Contains("dataset is empty"));
 
   for (int64_t prefetch : {0, 3}) {
     DataLoader bad(Toy{}, std::make_shared<FixedSampler>(std::vector<int64_t>{0, 1, 2, 3, 10}),
@@ -283,7 +294,8 @@ TEST_CASE("data: destroying a loader or its iterator mid-epoch does not hang", "
       auto it = loader.begin();  // a second epoch, abandoned after one batch with the loader
       CHECK(it.index() == 0);
     }
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     CHECK(secs < 5.0);
     // Only the batches consumed or in flight were assembled, not the whole epoch.
     CHECK(toy.calls->load() < 2 * (3 + 1 + 2 * 9));
@@ -291,7 +303,8 @@ TEST_CASE("data: destroying a loader or its iterator mid-epoch does not hang", "
   }
 }
 
-TEST_CASE("data: MnistDataset gives [1,28,28] floats in [0,1], batches by row copies", "[data][mnist]") {
+TEST_CASE("data: MnistDataset gives [1,28,28] floats in [0,1], batches by row copies",
+          "[data][mnist]") {
   datasets::MnistDataset ds(synthetic_mnist(30));
   CHECK(ds.size() == 30);
   Example e = ds.get(7);
@@ -304,8 +317,8 @@ TEST_CASE("data: MnistDataset gives [1,28,28] floats in [0,1], batches by row co
   CHECK(*std::max_element(px.begin(), px.end()) <= 1.0f);
 
   // The fast path gives exactly what stacking samples gives, normalised or not.
-  auto norm = datasets::MnistDataset(synthetic_mnist(30)).map(
-      data::transforms::Normalize(datasets::kMnistMean, datasets::kMnistStd));
+  auto norm = datasets::MnistDataset(synthetic_mnist(30))
+                  .map(data::transforms::Normalize(datasets::kMnistMean, datasets::kMnistStd));
   static_assert(data::BatchDataset<decltype(norm)>);
   const std::vector<int64_t> idx{3, 29, 0, 11};
   Example fast = norm.get_batch(idx);

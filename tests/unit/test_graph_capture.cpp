@@ -32,8 +32,8 @@ Tensor sgd_step(const Forward& f, Ts& params, const Tensor& x, const Tensor& y, 
   return loss;
 }
 
-void compare_eager_and_graph(const Forward& f, const std::vector<Shape>& shapes, const Shape& xshape,
-                             int classes) {
+void compare_eager_and_graph(const Forward& f, const std::vector<Shape>& shapes,
+                             const Shape& xshape, int classes) {
   Ts eager = make_params(shapes, 7);
   Ts traced = clone_params(eager);
   Generator dg(3);
@@ -60,7 +60,8 @@ void compare_eager_and_graph(const Forward& f, const std::vector<Shape>& shapes,
     for (size_t i = 0; i < eager.size(); ++i) {
       auto a = eager[i].to_vector<float>();
       auto b = traced[i].to_vector<float>();
-      for (size_t k = 0; k < a.size(); ++k) REQUIRE(a[k] == Approx(b[k]).margin(1e-5).epsilon(1e-5));
+      for (size_t k = 0; k < a.size(); ++k)
+        REQUIRE(a[k] == Approx(b[k]).margin(1e-5).epsilon(1e-5));
     }
   }
 }

@@ -65,7 +65,8 @@ std::string error_of(const std::function<void()>& fn) {
 TEST_CASE("hdf5 round trips every dtype and shape", "[hdf5]") {
   TempDir dir;
   const std::string file = dir.file("rt.h5");
-  const std::vector<std::vector<int64_t>> shapes = {{}, {0}, {3, 0}, {1}, {5}, {2, 3, 4}, {1, 1, 1, 2}};
+  const std::vector<std::vector<int64_t>> shapes = {{},  {0},       {3, 0},      {1},
+                                                    {5}, {2, 3, 4}, {1, 1, 1, 2}};
   for (const auto& shape : shapes) {
     INFO("shape " << ipuml::detail::str(shape));
     round_trip<float>(file, H5Dtype::float32, shape);
@@ -109,7 +110,8 @@ TEST_CASE("hdf5 typed write/read helpers pick the dtype from the element type", 
   f.read_rows("w", H5Dtype::float32, 1, 1, rows);
   CHECK(rows[0] == 0.f);
   CHECK(rows[2] == 7.f);
-  CHECK_THROWS_WITH(f.read_rows("w", H5Dtype::float32, 1, 2, rows), Catch::Contains("outside the 2 rows"));
+  CHECK_THROWS_WITH(f.read_rows("w", H5Dtype::float32, 1, 2, rows),
+                    Catch::Contains("outside the 2 rows"));
   CHECK_THROWS_WITH(f.write("y", {1}, std::vector<float>{1.f}), Catch::Contains("read-only"));
   CHECK_THROWS_WITH(
       [&] {
@@ -136,7 +138,8 @@ TEST_CASE("hdf5 float16 is a real IEEE half in the file and bfloat16 is tagged u
     CHECK(f.attr_string("b", "ipuml_dtype") == "bfloat16");
     CHECK(f.read_vector<uint16_t>("b", H5Dtype::bfloat16) == bf16);
     // uint16 and bfloat16 are different dtypes even though both are 16 bits.
-    CHECK_THROWS_WITH(f.read_vector<uint16_t>("b"), Catch::Contains("found dtype bfloat16, expected uint16"));
+    CHECK_THROWS_WITH(f.read_vector<uint16_t>("b"),
+                      Catch::Contains("found dtype bfloat16, expected uint16"));
   }
   // Any HDF5 reader converting to float sees the values, not the bits.
   hid_t fid = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -247,31 +250,35 @@ TEST_CASE("hdf5 errors name the file, the object, what was found and what was ex
   }
   H5File f(file);
   std::string msg = error_of([&] { f.read_vector<float>("layer1/wieght"); });
-  CHECK_THAT(msg, Catch::Contains(file) && Catch::Contains("/layer1/wieght") && Catch::Contains("no such dataset") &&
-                      Catch::Contains("bias, weight"));
+  CHECK_THAT(msg, Catch::Contains(file) && Catch::Contains("/layer1/wieght") &&
+                      Catch::Contains("no such dataset") && Catch::Contains("bias, weight"));
   msg = error_of([&] { f.read_vector<float>("layer9/w"); });
   CHECK_THAT(msg, Catch::Contains("'/layer9' does not exist"));
   float buf[6];
   msg = error_of([&] { f.read("layer1/weight", H5Dtype::float32, {3, 2}, buf); });
   CHECK_THAT(msg, Catch::Contains(file) && Catch::Contains("found shape [2, 3], expected [3, 2]"));
   msg = error_of([&] { f.read("layer1/weight", H5Dtype::int32, {2, 3}, buf); });
-  CHECK_THAT(msg, Catch::Contains("/layer1/weight") && Catch::Contains("found dtype float32, expected int32"));
+  CHECK_THAT(msg, Catch::Contains("/layer1/weight") &&
+                      Catch::Contains("found dtype float32, expected int32"));
   msg = error_of([&] { f.info("layer1"); });
   CHECK_THAT(msg, Catch::Contains("found a group, expected a dataset"));
 }
 
 TEST_CASE("hdf5 missing, foreign, corrupt and truncated files throw", "[hdf5]") {
   TempDir dir;
-  CHECK_THROWS_WITH(H5File(dir.file("absent.h5")), Catch::Contains("absent.h5") && Catch::Contains("no such file"));
+  CHECK_THROWS_WITH(H5File(dir.file("absent.h5")),
+                    Catch::Contains("absent.h5") && Catch::Contains("no such file"));
   CHECK_THROWS_WITH(H5File(dir.path.string()), Catch::Contains("directory"));
-  CHECK_THROWS_WITH(H5File(dir.file("no_dir/x.h5"), H5File::Mode::truncate), Catch::Contains("cannot create"));
+  CHECK_THROWS_WITH(H5File(dir.file("no_dir/x.h5"), H5File::Mode::truncate),
+                    Catch::Contains("cannot create"));
 
   const std::string garbage = dir.file("garbage.h5");
   {
     std::ofstream out(garbage, std::ios::binary);
     for (int i = 0; i < 4096; ++i) out.put(static_cast<char>((i * 131) & 0xff));
   }
-  CHECK_THROWS_WITH(H5File(garbage), Catch::Contains("garbage.h5") && Catch::Contains("not an HDF5 file"));
+  CHECK_THROWS_WITH(H5File(garbage),
+                    Catch::Contains("garbage.h5") && Catch::Contains("not an HDF5 file"));
   const std::string empty = dir.file("empty.h5");
   std::ofstream(empty).close();
   CHECK_THROWS_WITH(H5File(empty), Catch::Contains("not an HDF5 file"));
@@ -316,13 +323,14 @@ TEST_CASE("hdf5 atomic_write replaces the file only when the writer succeeds", "
   ipuml::io::atomic_write(file, [](H5File& f) { f.write("step", {}, std::vector<int64_t>{1}); });
   CHECK(H5File(file).read_vector<int64_t>("step") == std::vector<int64_t>{1});
 
-  CHECK_THROWS_WITH(ipuml::io::atomic_write(file,
-                                            [](H5File& f) {
-                                              f.write("step", {}, std::vector<int64_t>{2});
-                                              f.write("half_written", {3}, std::vector<float>{1.f, 2.f, 3.f});
-                                              ipuml::fail("writer failed midway");
-                                            }),
-                    Catch::Contains("writer failed midway"));
+  CHECK_THROWS_WITH(
+      ipuml::io::atomic_write(file,
+                              [](H5File& f) {
+                                f.write("step", {}, std::vector<int64_t>{2});
+                                f.write("half_written", {3}, std::vector<float>{1.f, 2.f, 3.f});
+                                ipuml::fail("writer failed midway");
+                              }),
+      Catch::Contains("writer failed midway"));
   {
     H5File f(file);
     CHECK(f.read_vector<int64_t>("step") == std::vector<int64_t>{1});

@@ -45,7 +45,9 @@ struct TempDir {
 
 struct EnvGuard {
   std::string name;
-  explicit EnvGuard(std::string n, const std::string& value) : name(std::move(n)) { ::setenv(name.c_str(), value.c_str(), 1); }
+  explicit EnvGuard(std::string n, const std::string& value) : name(std::move(n)) {
+    ::setenv(name.c_str(), value.c_str(), 1);
+  }
   ~EnvGuard() { ::unsetenv(name.c_str()); }
 };
 
@@ -67,7 +69,8 @@ TEST_CASE("ipu targets: presets, derived numbers and overrides", "[ipu]") {
   CHECK(bow.clock_hz == 1.85e9);
   CHECK(bow.flops_per_cycle_fp32 == Approx(t2.flops_per_cycle_fp32));
   CHECK(ipu::target_preset("tiny").tiles_per_ipu == 4);
-  CHECK_THROWS_WITH(ipu::target_preset("ipu9"), Catch::Contains("unknown IPU target 'ipu9'") && Catch::Contains("tiny"));
+  CHECK_THROWS_WITH(ipu::target_preset("ipu9"),
+                    Catch::Contains("unknown IPU target 'ipu9'") && Catch::Contains("tiny"));
 
   ipu::apply_override(t2, "num_ipus=4");
   ipu::apply_override(t2, " clock_hz = 1.85e9 ");
@@ -85,17 +88,21 @@ TEST_CASE("ipu targets: presets, derived numbers and overrides", "[ipu]") {
   CHECK_THROWS_WITH(ipu::apply_override(t2, "tiles=3"),
                     Catch::Contains("unknown field 'tiles'") && Catch::Contains("tiles_per_ipu") &&
                         Catch::Contains("exchange_bytes_per_cycle"));
-  CHECK_THROWS_WITH(ipu::apply_override(t2, "num_ipus=two"), Catch::Contains("num_ipus expects an integer"));
+  CHECK_THROWS_WITH(ipu::apply_override(t2, "num_ipus=two"),
+                    Catch::Contains("num_ipus expects an integer"));
   CHECK_THROWS_WITH(ipu::apply_override(t2, "num_ipus=1.5"), Catch::Contains("expects an integer"));
-  CHECK_THROWS_WITH(ipu::apply_override(t2, "bytes_per_tile=-1"), Catch::Contains("bytes_per_tile must be positive"));
+  CHECK_THROWS_WITH(ipu::apply_override(t2, "bytes_per_tile=-1"),
+                    Catch::Contains("bytes_per_tile must be positive"));
   CHECK_THROWS_WITH(ipu::apply_override(t2, "clock_hz"), Catch::Contains("field=value"));
   CHECK(t2.num_ipus == 4);  // a failed override leaves the target unchanged
   auto round = ipu::target_from_json(ipu::to_json(t2));
   CHECK(ipu::to_json(round) == ipu::to_json(t2));
-  CHECK_THAT(ipu::to_string(ipu::target_preset("ipu2")), Catch::Contains("1472 tiles") && Catch::Contains("1.33 GHz"));
+  CHECK_THAT(ipu::to_string(ipu::target_preset("ipu2")),
+             Catch::Contains("1472 tiles") && Catch::Contains("1.33 GHz"));
 }
 
-TEST_CASE("ipu compile: out of memory has Poplar's message, allow_out_of_memory reports it", "[ipu]") {
+TEST_CASE("ipu compile: out of memory has Poplar's message, allow_out_of_memory reports it",
+          "[ipu]") {
   auto tr = matmul_graph(256, 256, 256);  // 256 KiB of weights alone on a 4 x 64 KiB target
   auto tiny = ipu::target_preset("tiny");
   try {
@@ -103,17 +110,21 @@ TEST_CASE("ipu compile: out of memory has Poplar's message, allow_out_of_memory 
     FAIL("expected an out-of-memory error");
   } catch (const Error& e) {
     const std::string msg = e.what();
-    CHECK(std::regex_search(msg, std::regex("^Out of memory on tile [0-9]+: [0-9]+ bytes used but tiles only have "
-                                            "65536 bytes of memory")));
-    CHECK_THAT(msg, Catch::Contains("top tiles") && Catch::Contains("weight") && Catch::Contains("largest tensors"));
+    CHECK(std::regex_search(
+        msg, std::regex("^Out of memory on tile [0-9]+: [0-9]+ bytes used but tiles only have "
+                        "65536 bytes of memory")));
+    CHECK_THAT(msg, Catch::Contains("top tiles") && Catch::Contains("weight") &&
+                        Catch::Contains("largest tensors"));
   }
   // The same form with the ipu2 tile size.
   auto small_ipu2 = ipu::target_preset("ipu2");
   ipu::apply_override(small_ipu2, "tiles_per_ipu=2");
   auto big = matmul_graph(512, 512, 512);
-  CHECK_THROWS_WITH(ipu::compile(big.graph, small_ipu2, quiet()),
-                    Catch::Matches("^Out of memory on tile [0-9]+: [0-9]+ bytes used but tiles only have 638976 bytes "
-                                   "of memory(.|\n)*"));
+  CHECK_THROWS_WITH(
+      ipu::compile(big.graph, small_ipu2, quiet()),
+      Catch::Matches(
+          "^Out of memory on tile [0-9]+: [0-9]+ bytes used but tiles only have 638976 bytes "
+          "of memory(.|\n)*"));
 
   auto o = quiet();
   o.allow_out_of_memory = true;
@@ -124,7 +135,8 @@ TEST_CASE("ipu compile: out of memory has Poplar's message, allow_out_of_memory 
   CHECK(m.tiles[static_cast<size_t>(m.worst_tile)].total() > tiny.bytes_per_tile);
   auto j = nlohmann::json::parse(exe->profile_json());
   CHECK(j["memory"]["out_of_memory"] == true);
-  CHECK_THAT(j["memory"]["oom_message"].get<std::string>(), Catch::StartsWith("Out of memory on tile"));
+  CHECK_THAT(j["memory"]["oom_message"].get<std::string>(),
+             Catch::StartsWith("Out of memory on tile"));
   // It still runs, with the CPU's numbers.
   Tensor x = randn({256, 256});
   cpu::GraphExecutor ref(tr.graph);
@@ -153,7 +165,8 @@ TEST_CASE("ipu compile: memory accounting by category and liveness", "[ipu]") {
   CHECK(exe->plan().nodes[0].span.parts > 8);
   std::ostringstream os;
   exe->print_profile_summary(os, 64);
-  CHECK_THAT(os.str(), Catch::Contains("Memory: ") && Catch::Contains(" MB of 897.0 MB (") && Catch::Contains("Cycles per step"));
+  CHECK_THAT(os.str(), Catch::Contains("Memory: ") && Catch::Contains(" MB of 897.0 MB (") &&
+                           Catch::Contains("Cycles per step"));
 }
 
 TEST_CASE("ipu plan cache: hit, corrupt, truncated and stale entries", "[ipu]") {
@@ -225,10 +238,13 @@ TEST_CASE("ipu plan cache: hit, corrupt, truncated and stale entries", "[ipu]") 
 TEST_CASE("ipu cycle model sanity", "[ipu]") {
   const auto t = ipu::target_preset("ipu2");
   // More FLOPs on the same vertex cost more cycles; vertex overhead is always paid.
-  CHECK(ipu::vertex_cycles(t, 2e6, 0, kFloat32, true, 64) > ipu::vertex_cycles(t, 1e6, 0, kFloat32, true, 64));
+  CHECK(ipu::vertex_cycles(t, 2e6, 0, kFloat32, true, 64) >
+        ipu::vertex_cycles(t, 1e6, 0, kFloat32, true, 64));
   CHECK(ipu::vertex_cycles(t, 0, 0, kFloat32, false, 1) == t.vertex_overhead_cycles);
-  CHECK(ipu::vertex_cycles(t, 1e6, 0, kFloat16, true, 64) < ipu::vertex_cycles(t, 1e6, 0, kFloat32, true, 64));
-  CHECK(ipu::vertex_cycles(t, 1e6, 0, kFloat32, false, 64) > ipu::vertex_cycles(t, 1e6, 0, kFloat32, true, 64));
+  CHECK(ipu::vertex_cycles(t, 1e6, 0, kFloat16, true, 64) <
+        ipu::vertex_cycles(t, 1e6, 0, kFloat32, true, 64));
+  CHECK(ipu::vertex_cycles(t, 1e6, 0, kFloat32, false, 64) >
+        ipu::vertex_cycles(t, 1e6, 0, kFloat32, true, 64));
   CHECK(ipu::exchange_cycles(t, 800) == Approx(800 / t.exchange_bytes_per_cycle));
   CHECK(ipu::host_cycles(t, 64e9) == Approx(t.clock_hz));
   CHECK(ipu::allreduce_cycles(t, 1e6, 1) == 0);
@@ -271,7 +287,8 @@ TEST_CASE("ipu cycle model sanity", "[ipu]") {
   CHECK(ipu::compile(small.graph, t, o)->plan().cycles.total >= p.cycles.total);
 }
 
-TEST_CASE("ipu model parallelism: nodes on IPU 1 need two IPUs and pay inter-IPU exchange", "[ipu]") {
+TEST_CASE("ipu model parallelism: nodes on IPU 1 need two IPUs and pay inter-IPU exchange",
+          "[ipu]") {
   Tensor w1 = randn({32, 32}).detach(), w2 = randn({32, 16}).detach();
   ir::Tracer tracer;
   Tensor x = tracer.input(ir::TensorMeta{{8, 32}, kFloat32}, "x");
@@ -293,15 +310,17 @@ TEST_CASE("ipu model parallelism: nodes on IPU 1 need two IPUs and pay inter-IPU
   CHECK(p.cycles.per_ipu[1].exchange > 0);  // h crosses from IPU 0
   Tensor xv = randn({8, 32});
   cpu::GraphExecutor ref(tr.graph);
-  CHECK(ref.run({xv}, tr.states)[0].to_vector<float>() == exe->run({xv}, tr.states)[0].to_vector<float>());
+  CHECK(ref.run({xv}, tr.states)[0].to_vector<float>() ==
+        exe->run({xv}, tr.states)[0].to_vector<float>());
 }
 
 TEST_CASE("ipu profile report: written on request and through IPUML_ENGINE_OPTIONS", "[ipu]") {
   TempDir dir("report");
   auto tr = matmul_graph(16, 32, 24);
   {
-    EnvGuard env("IPUML_ENGINE_OPTIONS",
-                 "{\"autoReport.all\":\"true\",\"autoReport.directory\":\"" + dir.path.string() + "\"}");
+    EnvGuard env(
+        "IPUML_ENGINE_OPTIONS",
+        "{\"autoReport.all\":\"true\",\"autoReport.directory\":\"" + dir.path.string() + "\"}");
     auto exe = ipu::compile(tr.graph, ipu::target_preset("ipu2"), quiet());
     exe->run({randn({16, 32})}, tr.states);
   }
@@ -325,7 +344,8 @@ TEST_CASE("ipu profile report: written on request and through IPUML_ENGINE_OPTIO
   EnvGuard bad("IPUML_ENGINE_OPTIONS", "{autoReport.all: true");
   CHECK_THROWS_WITH(ipu::compile(tr.graph, ipu::target_preset("ipu2"), quiet()),
                     Catch::Contains("IPUML_ENGINE_OPTIONS is not valid JSON"));
-  CHECK_THROWS_WITH(ipu::parse_engine_options("{\"autoReport.all\":\"yes\"}"), Catch::Contains("\"true\" or \"false\""));
+  CHECK_THROWS_WITH(ipu::parse_engine_options("{\"autoReport.all\":\"yes\"}"),
+                    Catch::Contains("\"true\" or \"false\""));
   CHECK_THROWS_WITH(ipu::parse_engine_options("[1]"), Catch::Contains("must be a JSON object"));
   CHECK(ipu::parse_engine_options("{\"autoReport.all\":\"true\"}").directory == "./report");
 }

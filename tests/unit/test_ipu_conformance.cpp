@@ -48,13 +48,14 @@ size_t compare(const Tensor& cpu_t, const Tensor& ipu_t, const std::string& what
 
 // Traces f(params, inputs); with `backward` the graph also computes the gradients of
 // sum(y * y) (y = the first output) with respect to every parameter.
-ir::Trace trace_case(const std::function<Ts(const Ts&, const Ts&)>& f, const Ts& params, const Ts& inputs,
-                     bool backward) {
+ir::Trace trace_case(const std::function<Ts(const Ts&, const Ts&)>& f, const Ts& params,
+                     const Ts& inputs, bool backward) {
   ir::Tracer tracer;
   Ts xi;
   for (size_t i = 0; i < inputs.size(); ++i) {
     std::string name = "x";
-    name += std::to_string(i);  // (not "x" + ...: GCC 12 -O3 warns falsely on that form, -Wrestrict)
+    name +=
+        std::to_string(i);  // (not "x" + ...: GCC 12 -O3 warns falsely on that form, -Wrestrict)
     xi.push_back(tracer.input(inputs[i], name));
   }
   Ts outs = f(params, xi);
@@ -67,8 +68,8 @@ ir::Trace trace_case(const std::function<Ts(const Ts&, const Ts&)>& f, const Ts&
   return tracer.finish(outs);
 }
 
-void check_case(const std::string& name, const std::function<Ts(const Ts&, const Ts&)>& f, const Ts& params,
-                const Ts& inputs, bool backward, const std::string& target_name) {
+void check_case(const std::string& name, const std::function<Ts(const Ts&, const Ts&)>& f,
+                const Ts& params, const Ts& inputs, bool backward, const std::string& target_name) {
   INFO("case " << name << " on " << target_name);
   ir::Trace tr = trace_case(f, params, inputs, backward);
   cpu::GraphExecutor ref(tr.graph);
@@ -85,14 +86,16 @@ void check_case(const std::string& name, const std::function<Ts(const Ts&, const
     Ts got = exe->run(inputs, tr.states, step);
     REQUIRE(want.size() == got.size());
     size_t differ = 0;
-    for (size_t i = 0; i < want.size(); ++i) differ += compare(want[i], got[i], name + " output " + std::to_string(i));
+    for (size_t i = 0; i < want.size(); ++i)
+      differ += compare(want[i], got[i], name + " output " + std::to_string(i));
     if (differ) WARN(name << ": " << differ << " elements within tolerance but not bit-identical");
   }
   // The chunked (default) execution gives the same numbers as the per-tile one.
   exe->set_exec_options({});
   Ts a = ref.run(inputs, tr.states, 1);
   Ts b = exe->run(inputs, tr.states, 1);
-  for (size_t i = 0; i < a.size(); ++i) compare(a[i], b[i], name + " chunked output " + std::to_string(i));
+  for (size_t i = 0; i < a.size(); ++i)
+    compare(a[i], b[i], name + " chunked output " + std::to_string(i));
   CHECK(exe->last_run_cycles().total > 0);
 }
 
@@ -107,20 +110,29 @@ TEST_CASE("ipu executable matches the cpu executor for every op family", "[ipu]"
   Generator g(11);
 
   check_case(
-      "unary", [](const Ts& p, const Ts& x) {
+      "unary",
+      [](const Ts& p, const Ts& x) {
         Tensor h = mul(x[0], p[0]);
-        Ts o{add(add(exp(mul(h, 0.1)), tanh(h)), add(sigmoid(h), relu(h))), gelu(h), sqrt(abs(h)), log(add(abs(h), 1.0)),
-             clamp(h, -0.5, 0.5), pow(h, 2.0), neg(h), sign(h), rsqrt(add(abs(h), 0.5))};
+        Ts o{add(add(exp(mul(h, 0.1)), tanh(h)), add(sigmoid(h), relu(h))),
+             gelu(h),
+             sqrt(abs(h)),
+             log(add(abs(h), 1.0)),
+             clamp(h, -0.5, 0.5),
+             pow(h, 2.0),
+             neg(h),
+             sign(h),
+             rsqrt(add(abs(h), 0.5))};
         return o;
       },
       {param({6, 40}, g)}, {randn({6, 40}, &g)}, true, target);
 
   check_case(
-      "broadcasting", [](const Ts& p, const Ts& x) {
-        Tensor a = add(x[0], p[0]);        // [4,5,6] + [6]
-        Tensor b = mul(a, p[1]);           // * [5,1]
+      "broadcasting",
+      [](const Ts& p, const Ts& x) {
+        Tensor a = add(x[0], p[0]);  // [4,5,6] + [6]
+        Tensor b = mul(a, p[1]);     // * [5,1]
         Tensor c = div(b, add(abs(p[1]), 1.0));
-        Tensor d = maximum(c, x[1]);       // [1,6]
+        Tensor d = maximum(c, x[1]);  // [1,6]
         Tensor e = minimum(d, p[0]);
         Tensor w = where(gt(x[0], 0.0), e, sub(p[0], x[1]));
         Ts o{add(w, b), cast(lt(a, b), kFloat32), cast(eq(sign(a), sign(b)), kFloat32),
@@ -130,43 +142,68 @@ TEST_CASE("ipu executable matches the cpu executor for every op family", "[ipu]"
       {param({6}, g), param({5, 1}, g)}, {randn({4, 5, 6}, &g), randn({1, 6}, &g)}, true, target);
 
   check_case(
-      "reductions", [](const Ts& p, const Ts& x) {
+      "reductions",
+      [](const Ts& p, const Ts& x) {
         Tensor h = mul(x[0], p[0]);  // [6, 7, 9]
         auto mx = max(h, 2);
         auto mn = min(h, 0, true);
-        Ts o{add(sum(h, {2}), sum(h, {0, 2}, false).reshape({1, 7}).expand({6, 7})), sum(h, {1}),
-             sum(h), mean(h, {2}, true), amax(h, {0}), amin(h, {1, 2}), mx.first, mx.second, mn.first, mn.second,
-             argmax(h, 1), argmax(h), var(h, {1}), sum(h, {0})};
+        Ts o{add(sum(h, {2}), sum(h, {0, 2}, false).reshape({1, 7}).expand({6, 7})),
+             sum(h, {1}),
+             sum(h),
+             mean(h, {2}, true),
+             amax(h, {0}),
+             amin(h, {1, 2}),
+             mx.first,
+             mx.second,
+             mn.first,
+             mn.second,
+             argmax(h, 1),
+             argmax(h),
+             var(h, {1}),
+             sum(h, {0})};
         return o;
       },
       {param({6, 7, 9}, g)}, {randn({6, 7, 9}, &g)}, true, target);
 
   check_case(
-      "long full sum", [](const Ts& p, const Ts& x) { return Ts{sum(mul(x[0], p[0])), sum(x[1])}; },
+      "long full sum",
+      [](const Ts& p, const Ts& x) {
+        return Ts{sum(mul(x[0], p[0])), sum(x[1])};
+      },
       {param({3000}, g)}, {randn({3000}, &g), randn({40000}, &g)}, true, target);
 
   check_case(
-      "matmul", [](const Ts& p, const Ts& x) {
-        Ts o{matmul(x[0], p[0]),               // [8,12] x [12,10]
-             linear(x[0], p[1], p[2]),         // x W^T + b
-             matmul(x[1], p[3]),               // [3,5,7] x [3,7,4]
-             matmul(x[1], p[4]),               // [3,5,7] x [7,4] (broadcast B)
+      "matmul",
+      [](const Ts& p, const Ts& x) {
+        Ts o{matmul(x[0], p[0]),                    // [8,12] x [12,10]
+             linear(x[0], p[1], p[2]),              // x W^T + b
+             matmul(x[1], p[3]),                    // [3,5,7] x [3,7,4]
+             matmul(x[1], p[4]),                    // [3,5,7] x [7,4] (broadcast B)
              matmul(transpose(x[0], 0, 1), x[0])};  // trans_a
-        return Ts{add(sum(o[0]), add(sum(o[1]), add(sum(o[2]), add(sum(o[3]), sum(o[4]))))), o[0], o[1], o[2], o[3], o[4]};
+        return Ts{add(sum(o[0]), add(sum(o[1]), add(sum(o[2]), add(sum(o[3]), sum(o[4]))))),
+                  o[0],
+                  o[1],
+                  o[2],
+                  o[3],
+                  o[4]};
       },
       {param({12, 10}, g), param({9, 12}, g), param({9}, g), param({3, 7, 4}, g), param({7, 4}, g)},
       {randn({8, 12}, &g), randn({3, 5, 7}, &g)}, true, target);
 
   check_case(
-      "conv", [](const Ts& p, const Ts& x) {
-        Tensor a = conv2d(x[0], p[0], p[1], {2, 2}, {1, 1}, {1, 1}, 2);  // groups 2, stride 2, padding 1
+      "conv",
+      [](const Ts& p, const Ts& x) {
+        Tensor a =
+            conv2d(x[0], p[0], p[1], {2, 2}, {1, 1}, {1, 1}, 2);  // groups 2, stride 2, padding 1
         Tensor b = conv2d(x[0], p[2], Tensor(), {1, 1}, {0, 0});
         return Ts{add(sum(a), sum(b)), a, b};
       },
-      {param({6, 2, 3, 3}, g), param({6}, g), param({5, 4, 3, 3}, g)}, {randn({3, 4, 9, 9}, &g)}, true, target);
+      {param({6, 2, 3, 3}, g), param({6}, g), param({5, 4, 3, 3}, g)}, {randn({3, 4, 9, 9}, &g)},
+      true, target);
 
   check_case(
-      "pools", [](const Ts& p, const Ts& x) {
+      "pools",
+      [](const Ts& p, const Ts& x) {
         Tensor h = mul(x[0], p[0]);
         Tensor a = max_pool2d(h, {2, 2});
         Tensor b = avg_pool2d(h, {3, 3}, {2, 2}, {1, 1});
@@ -176,15 +213,17 @@ TEST_CASE("ipu executable matches the cpu executor for every op family", "[ipu]"
       {param({2, 3, 8, 8}, g)}, {randn({2, 3, 8, 8}, &g)}, true, target);
 
   check_case(
-      "softmax and cross-entropy", [](const Ts& p, const Ts& x) {
+      "softmax and cross-entropy",
+      [](const Ts& p, const Ts& x) {
         Tensor h = mul(x[0], p[0]);  // [7, 10]
-        return Ts{add(cross_entropy(h, x[1]), sum(mul(softmax(h, 0), p[0]))), softmax(h, 1), log_softmax(h, 1),
-                  softmax(h, 0), cross_entropy(softmax(h, 1), x[1])};
+        return Ts{add(cross_entropy(h, x[1]), sum(mul(softmax(h, 0), p[0]))), softmax(h, 1),
+                  log_softmax(h, 1), softmax(h, 0), cross_entropy(softmax(h, 1), x[1])};
       },
       {param({7, 10}, g)}, {randn({7, 10}, &g), randint(0, 10, {7}, &g)}, true, target);
 
   check_case(
-      "index ops", [](const Ts& p, const Ts& x) {
+      "index ops",
+      [](const Ts& p, const Ts& x) {
         Tensor a = index_select(p[0], 0, x[0]);  // rows
         Tensor b = index_select(p[0], 1, x[1]);  // columns
         Tensor c = gather(p[0], 1, x[2]);
@@ -197,7 +236,8 @@ TEST_CASE("ipu executable matches the cpu executor for every op family", "[ipu]"
       true, target);
 
   check_case(
-      "movement", [](const Ts& p, const Ts& x) {
+      "movement",
+      [](const Ts& p, const Ts& x) {
         Tensor h = mul(x[0], p[0]);  // [4, 6, 5]
         Tensor a = cat({h, mul(h, 2.0)}, 0);
         Tensor b = cat({h, slice(h, 1, 0, 3)}, 1);
@@ -205,15 +245,23 @@ TEST_CASE("ipu executable matches the cpu executor for every op family", "[ipu]"
         Tensor d = slice(h, 0, 1, 4, 2);
         Tensor e = permute(h, {2, 0, 1}).contiguous();
         Tensor f = transpose(h, 1, 2).contiguous().reshape({4, 30});
-        return Ts{add(sum(a), add(sum(b), add(sum(c), add(sum(d), add(sum(e), sum(f)))))), a, b, c, d, e, f};
+        return Ts{add(sum(a), add(sum(b), add(sum(c), add(sum(d), add(sum(e), sum(f)))))),
+                  a,
+                  b,
+                  c,
+                  d,
+                  e,
+                  f};
       },
       {param({4, 6, 5}, g)}, {randn({4, 6, 5}, &g)}, true, target);
 
   check_case(
-      "random", [](const Ts& p, const Ts& x) {
+      "random",
+      [](const Ts& p, const Ts& x) {
         Generator rg(5);
         Tensor h = dropout(mul(x[0], p[0]), 0.5, true, &rg);
-        return Ts{h, rand({3, 50}, &rg), randn({100}, &rg), randint(0, 7, {20}, &rg), arange(0.0, 30.0)};
+        return Ts{h, rand({3, 50}, &rg), randn({100}, &rg), randint(0, 7, {20}, &rg),
+                  arange(0.0, 30.0)};
       },
       {param({9, 33}, g)}, {randn({9, 33}, &g)}, true, target);
 }
@@ -223,7 +271,8 @@ namespace {
 using Forward = std::function<Tensor(const Ts& params, const Tensor& x)>;
 
 // One SGD step written with ordinary ops, traced once.
-ir::Trace trace_training(const Forward& f, Ts& params, const Tensor& x, const Tensor& y, double lr) {
+ir::Trace trace_training(const Forward& f, Ts& params, const Tensor& x, const Tensor& y,
+                         double lr) {
   ir::Tracer tracer;
   Tensor xi = tracer.input(x, "x");
   Tensor yi = tracer.input(y, "y");
@@ -244,7 +293,8 @@ Ts clones(const Ts& s) {
 }
 
 Forward mlp() {
-  return [](const Ts& p, const Tensor& x) { return linear(relu(linear(x, p[0], p[1])), p[2], p[3]); };
+  return
+      [](const Ts& p, const Tensor& x) { return linear(relu(linear(x, p[0], p[1])), p[2], p[3]); };
 }
 Forward cnn() {
   return [](const Ts& p, const Tensor& x) {
@@ -281,7 +331,8 @@ void train_and_compare(const Forward& f, const std::vector<Shape>& shapes, const
     Tensor lc = ref.run({x, y}, s_cpu, step)[0];
     Tensor li = exe->run({x, y}, s_ipu, step)[0];
     compare(lc, li, "loss at step " + std::to_string(step));
-    for (size_t i = 0; i < s_cpu.size(); ++i) compare(s_cpu[i], s_ipu[i], "state " + std::to_string(i));
+    for (size_t i = 0; i < s_cpu.size(); ++i)
+      compare(s_cpu[i], s_ipu[i], "state " + std::to_string(i));
   }
   CHECK_FALSE(exe->memory_report().out_of_memory);
   CHECK(exe->last_run_cycles().total > 0);
@@ -342,7 +393,8 @@ TEST_CASE("ipu vs cpu executor wall time: MNIST CNN training step", "[.][ipu-ben
     h = dropout(relu(linear(h.reshape({-1, 1600}), p[4], p[5])), 0.5, true, &dg);
     return softmax(linear(h, p[6], p[7]), 1);
   };
-  const std::vector<Shape> shapes{{32, 1, 3, 3}, {32}, {64, 32, 3, 3}, {64}, {128, 1600}, {128}, {10, 128}, {10}};
+  const std::vector<Shape> shapes{{32, 1, 3, 3}, {32},  {64, 32, 3, 3}, {64},
+                                  {128, 1600},   {128}, {10, 128},      {10}};
   for (int64_t batch : {8, 64}) {
     Ts params = make_params(shapes, 7);
     Generator dg(3);
@@ -366,8 +418,8 @@ TEST_CASE("ipu vs cpu executor wall time: MNIST CNN training step", "[.][ipu-ben
       best_cpu = std::min(best_cpu, time([&](uint64_t s) { ref.run({x, y}, s_cpu, s); }));
       best_ipu = std::min(best_ipu, time([&](uint64_t s) { exe->run({x, y}, s_ipu, s); }));
     }
-    WARN("batch " << batch << ": cpu executor " << best_cpu * 1e3 << " ms/step, ipu executor " << best_ipu * 1e3
-                  << " ms/step, ratio " << best_ipu / best_cpu << "; simulated "
+    WARN("batch " << batch << ": cpu executor " << best_cpu * 1e3 << " ms/step, ipu executor "
+                  << best_ipu * 1e3 << " ms/step, ratio " << best_ipu / best_cpu << "; simulated "
                   << exe->plan().cycles.simulated_seconds * 1e6 << " us/step on ipu2");
     std::ostringstream os;
     exe->print_profile_summary(os, static_cast<double>(batch));

@@ -39,8 +39,10 @@ datasets::MnistSplit synthetic_digits(int64_t count, uint64_t seed) {
     for (int y = 0; y < 28; ++y)
       for (int x = 0; x < 28; ++x) {
         const bool on = y >= r0 && y < r0 + 6 && x >= c0 && x < c0 + 6;
-        const int noise = static_cast<int>(rs.uniform(static_cast<uint64_t>(i * 784 + y * 28 + x)) * 60);
-        s.images[static_cast<size_t>(i * 784 + y * 28 + x)] = static_cast<uint8_t>(on ? 255 - noise : noise);
+        const int noise =
+            static_cast<int>(rs.uniform(static_cast<uint64_t>(i * 784 + y * 28 + x)) * 60);
+        s.images[static_cast<size_t>(i * 784 + y * 28 + x)] =
+            static_cast<uint8_t>(on ? 255 - noise : noise);
       }
   }
   return s;
@@ -57,10 +59,12 @@ void write_idx(const fs::path& images, const fs::path& labels, const datasets::M
   be32(fi, static_cast<uint32_t>(s.count));
   be32(fi, 28);
   be32(fi, 28);
-  fi.write(reinterpret_cast<const char*>(s.images.data()), static_cast<std::streamsize>(s.images.size()));
+  fi.write(reinterpret_cast<const char*>(s.images.data()),
+           static_cast<std::streamsize>(s.images.size()));
   be32(fl, 2049);
   be32(fl, static_cast<uint32_t>(s.count));
-  fl.write(reinterpret_cast<const char*>(s.labels.data()), static_cast<std::streamsize>(s.labels.size()));
+  fl.write(reinterpret_cast<const char*>(s.labels.data()),
+           static_cast<std::streamsize>(s.labels.size()));
 }
 
 std::string run(const std::string& cmd, int* status) {
@@ -93,7 +97,8 @@ TEST_CASE("mnist example: the tutorial's network", "[mnist_example]") {
 
   models::MnistCnnWithLoss wrapped(net);
   const std::string repr = wrapped->to_string();
-  CHECK_THAT(repr, Catch::StartsWith("TrainingModelWithLoss(\n  (model): Network(\n    (layer1): Block("));
+  CHECK_THAT(
+      repr, Catch::StartsWith("TrainingModelWithLoss(\n  (model): Network(\n    (layer1): Block("));
   CHECK_THAT(repr, Catch::Contains("(softmax): Softmax(dim=1)"));
 }
 
@@ -129,36 +134,41 @@ TEST_CASE("mnist example: a few SGD steps on synthetic digits lower the loss", "
   }
 }
 
-TEST_CASE("mnist example: ipuml-mnist trains, checkpoints, resumes and reports accuracy", "[mnist_example]") {
+TEST_CASE("mnist example: ipuml-mnist trains, checkpoints, resumes and reports accuracy",
+          "[mnist_example]") {
   const fs::path exe = fs::path(IPUML_BINARY_DIR) / "examples" / "mnist" / "ipuml-mnist";
   if (!fs::exists(exe)) {
     WARN("ipuml-mnist not built, skipping (" << exe << ")");
     return;
   }
   static std::atomic<int> counter{0};
-  const fs::path dir = fs::temp_directory_path() /
-                       ("ipuml_test_mnist_ex_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  const fs::path dir =
+      fs::temp_directory_path() /
+      ("ipuml_test_mnist_ex_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  write_idx(dir / "train-images-idx3-ubyte", dir / "train-labels-idx1-ubyte", synthetic_digits(400, 5));
-  write_idx(dir / "t10k-images-idx3-ubyte", dir / "t10k-labels-idx1-ubyte", synthetic_digits(100, 6));
+  write_idx(dir / "train-images-idx3-ubyte", dir / "train-labels-idx1-ubyte",
+            synthetic_digits(400, 5));
+  write_idx(dir / "t10k-images-idx3-ubyte", dir / "t10k-labels-idx1-ubyte",
+            synthetic_digits(100, 6));
   const std::string ck = (dir / "ck.h5").string();
-  const std::string base = exe.string() + " --data-dir " + dir.string() +
-                           " --batch-size 8 --device-iterations 5 --test-batch-size 20 --threads 2 --checkpoint " + ck;
+  const std::string base =
+      exe.string() + " --data-dir " + dir.string() +
+      " --batch-size 8 --device-iterations 5 --test-batch-size 20 --threads 2 --checkpoint " + ck;
 
   int status = 0;
   std::string out = run(base + " --epochs 2", &status);
   INFO(out);
   CHECK(status == 0);
   CHECK_THAT(out, Catch::Contains("Network(") && Catch::Contains("Epoch 1/2: loss") &&
-                      Catch::Contains("Epoch 2/2: loss") && Catch::Contains("Accuracy on test set: ") &&
-                      Catch::Contains("Wall time: "));
+                      Catch::Contains("Epoch 2/2: loss") &&
+                      Catch::Contains("Accuracy on test set: ") && Catch::Contains("Wall time: "));
   CHECK(fs::exists(ck));
 
   out = run(base + " --epochs 3", &status);
   CHECK(status == 0);
-  CHECK_THAT(out, Catch::Contains("Resumed from " + ck + " after epoch 2") && Catch::Contains("Epoch 3/3") &&
-                      !Catch::Contains("Epoch 1/3"));
+  CHECK_THAT(out, Catch::Contains("Resumed from " + ck + " after epoch 2") &&
+                      Catch::Contains("Epoch 3/3") && !Catch::Contains("Epoch 1/3"));
 
   out = run(exe.string() + " --batch-size 0", &status);
   CHECK(status != 0);

@@ -35,16 +35,21 @@ struct EnvGuard {
   std::optional<std::string> old;
   EnvGuard(std::string n, const std::optional<std::string>& value) : name(std::move(n)) {
     if (const char* v = std::getenv(name.c_str())) old = v;
-    if (value) ::setenv(name.c_str(), value->c_str(), 1);
-    else ::unsetenv(name.c_str());
+    if (value)
+      ::setenv(name.c_str(), value->c_str(), 1);
+    else
+      ::unsetenv(name.c_str());
   }
   ~EnvGuard() {
-    if (old) ::setenv(name.c_str(), old->c_str(), 1);
-    else ::unsetenv(name.c_str());
+    if (old)
+      ::setenv(name.c_str(), old->c_str(), 1);
+    else
+      ::unsetenv(name.c_str());
   }
 };
 
-std::vector<uint8_t> idx_bytes(uint32_t magic, const std::vector<uint32_t>& dims, const std::vector<uint8_t>& payload) {
+std::vector<uint8_t> idx_bytes(uint32_t magic, const std::vector<uint32_t>& dims,
+                               const std::vector<uint8_t>& payload) {
   std::vector<uint8_t> out;
   auto put = [&](uint32_t v) {
     for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<uint8_t>(v >> shift));
@@ -63,7 +68,8 @@ void write_file(const std::string& path, const std::vector<uint8_t>& bytes, bool
     gzclose(f);
   } else {
     std::ofstream out(path, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
   }
 }
 
@@ -78,7 +84,9 @@ std::vector<uint8_t> image_payload(int count = kCount) {
   return px;
 }
 
-std::vector<uint8_t> images_file(int count = kCount) { return idx_bytes(2051, {uint32_t(count), 28, 28}, image_payload(count)); }
+std::vector<uint8_t> images_file(int count = kCount) {
+  return idx_bytes(2051, {uint32_t(count), 28, 28}, image_payload(count));
+}
 std::vector<uint8_t> labels_file(const std::vector<uint8_t>& labels = kLabels) {
   return idx_bytes(2049, {uint32_t(labels.size())}, labels);
 }
@@ -86,8 +94,12 @@ std::vector<uint8_t> labels_file(const std::vector<uint8_t>& labels = kLabels) {
 // Writes a complete small data set under `dir` with the standard names.
 void write_split(const fs::path& dir, bool train, bool gz) {
   const std::string suffix = gz ? ".gz" : "";
-  write_file((dir / ((train ? "train" : "t10k") + std::string("-images-idx3-ubyte") + suffix)).string(), images_file(), gz);
-  write_file((dir / ((train ? "train" : "t10k") + std::string("-labels-idx1-ubyte") + suffix)).string(), labels_file(), gz);
+  write_file(
+      (dir / ((train ? "train" : "t10k") + std::string("-images-idx3-ubyte") + suffix)).string(),
+      images_file(), gz);
+  write_file(
+      (dir / ((train ? "train" : "t10k") + std::string("-labels-idx1-ubyte") + suffix)).string(),
+      labels_file(), gz);
 }
 
 std::string error_of(const std::function<void()>& fn) {
@@ -146,7 +158,8 @@ TEST_CASE("mnist malformed files give errors naming the file", "[mnist]") {
 
   SECTION("wrong magic") {
     auto msg = images_error(idx_bytes(2049, {kCount, 28, 28}, image_payload()));
-    CHECK_THAT(msg, Catch::Contains(img) && Catch::Contains("magic number 2049") && Catch::Contains("expected 2051"));
+    CHECK_THAT(msg, Catch::Contains(img) && Catch::Contains("magic number 2049") &&
+                        Catch::Contains("expected 2051"));
     msg = images_error({'P', 'K', 3, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0});
     CHECK_THAT(msg, Catch::Contains(img) && Catch::Contains("magic"));
   }
@@ -154,7 +167,8 @@ TEST_CASE("mnist malformed files give errors naming the file", "[mnist]") {
     auto bytes = images_file();
     bytes.resize(bytes.size() - 100);
     auto msg = images_error(bytes);
-    CHECK_THAT(msg, Catch::Contains(img) && Catch::Contains("truncated") && Catch::Contains("3920"));
+    CHECK_THAT(msg,
+               Catch::Contains(img) && Catch::Contains("truncated") && Catch::Contains("3920"));
     CHECK_THAT(images_error(bytes, true), Catch::Contains(img) && Catch::Contains("truncated"));
   }
   SECTION("truncated header") {
@@ -168,7 +182,8 @@ TEST_CASE("mnist malformed files give errors naming the file", "[mnist]") {
     bytes.push_back(0);
     auto msg = images_error(bytes);
     CHECK_THAT(msg, Catch::Contains(img) && Catch::Contains("trailing bytes"));
-    CHECK_THAT(images_error(bytes, true), Catch::Contains(img) && Catch::Contains("trailing bytes"));
+    CHECK_THAT(images_error(bytes, true),
+               Catch::Contains(img) && Catch::Contains("trailing bytes"));
   }
   SECTION("implausible header") {
     auto msg = images_error(idx_bytes(2051, {0xFFFFFFFFu, 0xFFFFFFFFu, 28}, {}));
@@ -208,12 +223,15 @@ TEST_CASE("mnist missing data says how to fetch it and where it looked", "[mnist
   EnvGuard data("IPUML_DATA_DIR", dir.file("data"));
   EnvGuard xdg("XDG_CACHE_HOME", dir.file("xdg"));
   auto msg = error_of([&] { ipuml::datasets::load_mnist(dir.path.string(), true); });
-  CHECK_THAT(msg, Catch::Contains("train-images-idx3-ubyte") && Catch::Contains("scripts/fetch-data.sh mnist") &&
+  CHECK_THAT(msg, Catch::Contains("train-images-idx3-ubyte") &&
+                      Catch::Contains("scripts/fetch-data.sh mnist") &&
                       Catch::Contains(dir.path.string()));
 
   msg = error_of([&] { ipuml::datasets::find_mnist_dir(dir.file("hint")); });
-  CHECK_THAT(msg, Catch::Contains("scripts/fetch-data.sh mnist") && Catch::Contains(dir.file("hint")) &&
-                      Catch::Contains(dir.file("data") + "/mnist") && Catch::Contains(dir.file("xdg") + "/ipuml/mnist"));
+  CHECK_THAT(msg, Catch::Contains("scripts/fetch-data.sh mnist") &&
+                      Catch::Contains(dir.file("hint")) &&
+                      Catch::Contains(dir.file("data") + "/mnist") &&
+                      Catch::Contains(dir.file("xdg") + "/ipuml/mnist"));
 
   // Only one split present: not a complete data set.
   fs::create_directories(dir.path / "data" / "mnist");

@@ -9,10 +9,10 @@
 #include "../support/golden.hpp"
 
 using namespace ipuml;
-using nlohmann::json;
 using ipuml::testing::load_golden;
 using ipuml::testing::require_close;
 using ipuml::testing::tensor_from_json;
+using nlohmann::json;
 
 namespace {
 
@@ -25,7 +25,8 @@ const json& golden() {
 struct BlockImpl : nn::Module {
   BlockImpl(int64_t in_channels, int64_t num_filters, int64_t kernel_size, int64_t pool_size)
       : Module("Block") {
-    conv = register_module("conv", nn::Conv2d(nn::Conv2dOptions(in_channels, num_filters, kernel_size)));
+    conv = register_module("conv",
+                           nn::Conv2d(nn::Conv2dOptions(in_channels, num_filters, kernel_size)));
     pool = register_module("pool", nn::MaxPool2d(nn::MaxPool2dOptions(pool_size)));
     relu = register_module("relu", nn::ReLU());
   }
@@ -87,31 +88,55 @@ std::shared_ptr<nn::Module> build_repr_case(const std::string& name) {
       {"identity", [] { return Identity().ptr(); }},
       {"conv1d", [] { return Conv1d(4, 30, 4).ptr(); }},
       {"conv1d_opts",
-       [] { return Conv1d(Conv1dOptions(4, 8, 5).stride(2).padding(1).dilation(3).groups(2).bias(false)).ptr(); }},
+       [] {
+         return Conv1d(
+                    Conv1dOptions(4, 8, 5).stride(2).padding(1).dilation(3).groups(2).bias(false))
+             .ptr();
+       }},
       {"conv2d", [] { return Conv2d(1, 32, 3).ptr(); }},
       {"conv2d_opts",
-       [] { return Conv2d(Conv2dOptions(3, 8, {3, 5}).stride(2).padding({1, 2}).dilation(2).bias(false)).ptr(); }},
+       [] {
+         return Conv2d(
+                    Conv2dOptions(3, 8, {3, 5}).stride(2).padding({1, 2}).dilation(2).bias(false))
+             .ptr();
+       }},
       {"conv2d_groups", [] { return Conv2d(Conv2dOptions(4, 8, 3).padding(1).groups(2)).ptr(); }},
       {"conv2d_same", [] { return Conv2d(Conv2dOptions(1, 2, 4).padding(kSame)).ptr(); }},
       {"conv2d_valid", [] { return Conv2d(Conv2dOptions(1, 2, 3).padding(kValid)).ptr(); }},
       {"maxpool1d", [] { return MaxPool1d(4).ptr(); }},
       {"maxpool1d_opts", [] { return MaxPool1d(MaxPool1dOptions(3).stride(2).padding(1)).ptr(); }},
       {"maxpool2d", [] { return MaxPool2d(2).ptr(); }},
-      {"maxpool2d_opts", [] { return MaxPool2d(MaxPool2dOptions({2, 3}).stride(1).padding(1)).ptr(); }},
+      {"maxpool2d_opts",
+       [] {
+         return MaxPool2d(MaxPool2dOptions({2, 3}).stride(1).padding(1)).ptr();
+       }},
       {"avgpool2d", [] { return AvgPool2d(2).ptr(); }},
       {"avgpool2d_opts",
-       [] { return AvgPool2d(AvgPool2dOptions(3).stride({2, 1}).padding(1).count_include_pad(false)).ptr(); }},
-      {"adaptiveavgpool2d", [] { return AdaptiveAvgPool2d(AdaptiveAvgPool2dOptions({1, 1})).ptr(); }},
+       [] {
+         return AvgPool2d(AvgPool2dOptions(3).stride({2, 1}).padding(1).count_include_pad(false))
+             .ptr();
+       }},
+      {"adaptiveavgpool2d",
+       [] {
+         return AdaptiveAvgPool2d(AdaptiveAvgPool2dOptions({1, 1})).ptr();
+       }},
       {"adaptiveavgpool2d_int", [] { return AdaptiveAvgPool2d(7).ptr(); }},
       {"batchnorm1d", [] { return BatchNorm1d(4320).ptr(); }},
-      {"batchnorm1d_opts", [] { return BatchNorm1d(BatchNormOptions(4320).track_running_stats(false)).ptr(); }},
+      {"batchnorm1d_opts",
+       [] { return BatchNorm1d(BatchNormOptions(4320).track_running_stats(false)).ptr(); }},
       {"batchnorm2d_opts",
-       [] { return BatchNorm2d(BatchNormOptions(16).eps(1e-3).momentum(std::nullopt).affine(false)).ptr(); }},
+       [] {
+         return BatchNorm2d(BatchNormOptions(16).eps(1e-3).momentum(std::nullopt).affine(false))
+             .ptr();
+       }},
       {"groupnorm", [] { return GroupNorm(2, 4).ptr(); }},
-      {"groupnorm_opts", [] { return GroupNorm(GroupNormOptions(4, 8).eps(1e-6).affine(false)).ptr(); }},
+      {"groupnorm_opts",
+       [] { return GroupNorm(GroupNormOptions(4, 8).eps(1e-6).affine(false)).ptr(); }},
       {"layernorm", [] { return LayerNorm(768).ptr(); }},
       {"layernorm_opts",
-       [] { return LayerNorm(LayerNormOptions({3, 4}).eps(1e-3).elementwise_affine(false)).ptr(); }},
+       [] {
+         return LayerNorm(LayerNormOptions({3, 4}).eps(1e-3).elementwise_affine(false)).ptr();
+       }},
       {"embedding", [] { return Embedding(30522, 768).ptr(); }},
       {"embedding_pad", [] { return Embedding(EmbeddingOptions(10, 3).padding_idx(-1)).ptr(); }},
       {"dropout", [] { return Dropout(0.5).ptr(); }},
@@ -128,7 +153,10 @@ std::shared_ptr<nn::Module> build_repr_case(const std::string& name) {
       {"flatten_opts", [] { return Flatten(FlattenOptions().start_dim(0).end_dim(2)).ptr(); }},
       {"crossentropyloss", [] { return CrossEntropyLoss().ptr(); }},
       {"crossentropyloss_opts",
-       [] { return CrossEntropyLoss(CrossEntropyLossOptions().reduction(kSum).label_smoothing(0.1)).ptr(); }},
+       [] {
+         return CrossEntropyLoss(CrossEntropyLossOptions().reduction(kSum).label_smoothing(0.1))
+             .ptr();
+       }},
       {"nllloss", [] { return NLLLoss().ptr(); }},
       {"mseloss", [] { return MSELoss(MSELossOptions().reduction(kNone)).ptr(); }},
       {"sequential",
@@ -188,10 +216,12 @@ TEST_CASE("nn BatchNorm running statistics over steps match PyTorch", "[nn][gold
     const json& o = c.at("options");
     nn::BatchNormOptions opts(o.at("num_features").get<int64_t>());
     if (o.contains("momentum"))
-      opts.momentum(o["momentum"].is_null() ? std::optional<double>() : o["momentum"].get<double>());
+      opts.momentum(o["momentum"].is_null() ? std::optional<double>()
+                                            : o["momentum"].get<double>());
     if (o.contains("eps")) opts.eps(o["eps"].get<double>());
     if (o.contains("affine")) opts.affine(o["affine"].get<bool>());
-    if (o.contains("track_running_stats")) opts.track_running_stats(o["track_running_stats"].get<bool>());
+    if (o.contains("track_running_stats"))
+      opts.track_running_stats(o["track_running_stats"].get<bool>());
     std::shared_ptr<nn::Module> m;
     if (c.at("module") == "BatchNorm2d")
       m = nn::BatchNorm2d(opts).ptr();
@@ -244,13 +274,19 @@ TEST_CASE("nn module forwards with their own logic match PyTorch", "[nn][golden]
     } else if (mod == "AvgPool2d") {
       nn::AvgPool2dOptions opts(ints(o.at("kernel")));
       opts.stride(ints(o.at("stride"))).padding(ints(o.at("padding")));
-      if (o.contains("divisor_override")) opts.divisor_override(o["divisor_override"].get<int64_t>());
-      if (o.contains("count_include_pad")) opts.count_include_pad(o["count_include_pad"].get<bool>());
+      if (o.contains("divisor_override"))
+        opts.divisor_override(o["divisor_override"].get<int64_t>());
+      if (o.contains("count_include_pad"))
+        opts.count_include_pad(o["count_include_pad"].get<bool>());
       m = nn::AvgPool2d(opts).ptr();
     } else if (mod == "MaxPool1d") {
-      m = nn::MaxPool1d(nn::MaxPool1dOptions(ints(o.at("kernel"))).stride(ints(o.at("stride"))).padding(ints(o.at("padding")))).ptr();
+      m = nn::MaxPool1d(nn::MaxPool1dOptions(ints(o.at("kernel")))
+                            .stride(ints(o.at("stride")))
+                            .padding(ints(o.at("padding"))))
+              .ptr();
     } else if (mod == "GroupNorm") {
-      m = nn::GroupNorm(o.at("num_groups").get<int64_t>(), o.at("num_channels").get<int64_t>()).ptr();
+      m = nn::GroupNorm(o.at("num_groups").get<int64_t>(), o.at("num_channels").get<int64_t>())
+              .ptr();
     } else if (mod == "LayerNorm") {
       m = nn::LayerNorm(nn::LayerNormOptions(ints(o.at("normalized_shape")))).ptr();
     } else {

@@ -38,10 +38,12 @@ TEST_CASE("nn::init fan computation and gains follow PyTorch", "[nn][init]") {
   auto [lin_in, lin_out] = nn::init::calculate_fan_in_and_fan_out(zeros({128, 1600}));
   CHECK(lin_in == 1600);
   CHECK(lin_out == 128);
-  CHECK_THROWS_WITH(nn::init::calculate_fan_in_and_fan_out(zeros({5})), Contains("fewer than 2 dimensions"));
+  CHECK_THROWS_WITH(nn::init::calculate_fan_in_and_fan_out(zeros({5})),
+                    Contains("fewer than 2 dimensions"));
   CHECK(nn::init::calculate_gain(nn::init::Nonlinearity::ReLU) == Approx(std::sqrt(2.0)));
   CHECK(nn::init::calculate_gain(nn::init::Nonlinearity::Tanh) == Approx(5.0 / 3.0));
-  CHECK(nn::init::calculate_gain(nn::init::Nonlinearity::LeakyReLU, std::sqrt(5.0)) == Approx(std::sqrt(1.0 / 3.0)));
+  CHECK(nn::init::calculate_gain(nn::init::Nonlinearity::LeakyReLU, std::sqrt(5.0)) ==
+        Approx(std::sqrt(1.0 / 3.0)));
 }
 
 TEST_CASE("nn Linear(1600, 128) default init is U(-1/40, 1/40) for weight and bias", "[nn][init]") {
@@ -136,8 +138,8 @@ TEST_CASE("nn::init initialisers write in place with the requested distribution"
 
 TEST_CASE("nn model init is reproducible under manual_seed and with a Generator", "[nn][init]") {
   auto build = [] {
-    return nn::Sequential(nn::Conv2d(1, 4, 3), nn::ReLU(), nn::Flatten(), nn::Linear(4 * 26 * 26, 10),
-                          nn::Embedding(7, 3));
+    return nn::Sequential(nn::Conv2d(1, 4, 3), nn::ReLU(), nn::Flatten(),
+                          nn::Linear(4 * 26 * 26, 10), nn::Embedding(7, 3));
   };
   manual_seed(42);
   auto a = build();

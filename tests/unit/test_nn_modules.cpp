@@ -31,7 +31,8 @@ TEST_CASE("nn layers forward as their functional op", "[nn]") {
     require_equal(nb(x), F::linear(x, nb->weight));
   }
   SECTION("Conv2d and Conv1d pass stride, padding, dilation and groups") {
-    nn::Conv2d conv(nn::Conv2dOptions(4, 6, {3, 2}).stride({2, 1}).padding(1).dilation({1, 2}).groups(2));
+    nn::Conv2d conv(
+        nn::Conv2dOptions(4, 6, {3, 2}).stride({2, 1}).padding(1).dilation({1, 2}).groups(2));
     Tensor x = randn({2, 4, 9, 8});
     require_equal(conv(x), F::conv2d(x, conv->weight, conv->bias, {2, 1}, {1, 1}, {1, 2}, 2));
     // Unbatched input: [C, H, W] -> [O, H', W'].
@@ -48,7 +49,8 @@ TEST_CASE("nn layers forward as their functional op", "[nn]") {
                   F::max_pool2d(x, {3, 2}, {1, 1}, {1, 0}));
     require_equal(nn::AvgPool2d(nn::AvgPool2dOptions(3).stride(2).padding(1))(x),
                   F::avg_pool2d(x, {3, 3}, {2, 2}, {1, 1}));
-    require_equal(nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions({1, 1}))(x), F::adaptive_avg_pool2d(x, {1, 1}));
+    require_equal(nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions({1, 1}))(x),
+                  F::adaptive_avg_pool2d(x, {1, 1}));
     Tensor s = randn({2, 4, 1600});
     require_equal(nn::MaxPool1d(4)(s), F::max_pool1d(s, 4));
     CHECK(nn::MaxPool1d(4)(s).shape() == Shape{2, 4, 400});
@@ -79,8 +81,9 @@ TEST_CASE("nn layers forward as their functional op", "[nn]") {
 
 TEST_CASE("nn gradients reach every parameter", "[nn]") {
   manual_seed(12);
-  nn::Sequential net(nn::Conv2d(nn::Conv2dOptions(2, 4, 3).padding(1)), nn::BatchNorm2d(4), nn::ReLU(),
-                     nn::MaxPool2d(2), nn::Flatten(), nn::Linear(4 * 3 * 3, 5), nn::LayerNorm(5));
+  nn::Sequential net(nn::Conv2d(nn::Conv2dOptions(2, 4, 3).padding(1)), nn::BatchNorm2d(4),
+                     nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(), nn::Linear(4 * 3 * 3, 5),
+                     nn::LayerNorm(5));
   Tensor x = randn({3, 2, 6, 6});
   Tensor target = from_vector<int64_t>({0, 4, 2}, {3});
   nn::CrossEntropyLoss loss;
@@ -215,8 +218,9 @@ TEST_CASE("nn state_dict keys, load_state_dict round trip and its errors", "[nn]
 
   std::vector<std::string> keys;
   for (auto& [k, v] : a->state_dict()) keys.push_back(k);
-  CHECK(keys == std::vector<std::string>{"layer1.conv.weight", "layer1.conv.bias", "layer1.bn.weight",
-                                         "layer1.bn.bias", "layer1.bn.running_mean", "layer1.bn.running_var",
+  CHECK(keys == std::vector<std::string>{"layer1.conv.weight", "layer1.conv.bias",
+                                         "layer1.bn.weight", "layer1.bn.bias",
+                                         "layer1.bn.running_mean", "layer1.bn.running_var",
                                          "layer1.bn.num_batches_tracked", "fc.weight", "fc.bias"});
 
   Tensor b_weight = b->fc->weight;  // load copies in place: the tensors stay the same objects
@@ -240,7 +244,8 @@ TEST_CASE("nn state_dict keys, load_state_dict round trip and its errors", "[nn]
   nn::StateDict wrong = a->state_dict();
   for (auto& [k, v] : wrong)
     if (k == "fc.weight") v = zeros({3, 4});
-  CHECK_THROWS_WITH(b->load_state_dict(wrong), Contains("'fc.weight' has shape [3, 4]") && Contains("[3, 2]"));
+  CHECK_THROWS_WITH(b->load_state_dict(wrong),
+                    Contains("'fc.weight' has shape [3, 4]") && Contains("[3, 2]"));
 }
 
 TEST_CASE("nn modules reject bad options with messages naming module and values", "[nn]") {
@@ -248,36 +253,56 @@ TEST_CASE("nn modules reject bad options with messages naming module and values"
                     Contains("Conv2d: in_channels=3 must be divisible by groups=2"));
   CHECK_THROWS_WITH(nn::Conv2d(nn::Conv2dOptions(2, 8, 3).stride(2).padding(nn::kSame)),
                     Contains("padding='same' is not supported for strided"));
-  CHECK_THROWS_WITH(nn::Conv1d(nn::Conv1dOptions(2, 8, 0)), Contains("kernel_size, stride and dilation must be positive"));
+  CHECK_THROWS_WITH(nn::Conv1d(nn::Conv1dOptions(2, 8, 0)),
+                    Contains("kernel_size, stride and dilation must be positive"));
   CHECK_THROWS_WITH(nn::Conv2d(nn::Conv2dOptions(1, 2, {3, 3, 3})), Contains("expected 2 values"));
-  CHECK_THROWS_WITH(nn::MaxPool2d(nn::MaxPool2dOptions(2).padding(2)), Contains("MaxPool2d: padding must be between 0 and half"));
-  CHECK_THROWS_WITH(nn::MaxPool2d(nn::MaxPool2dOptions(2).ceil_mode(true)), Contains("ceil_mode=True is not supported"));
-  CHECK_THROWS_WITH(nn::MaxPool1d(nn::MaxPool1dOptions(2).dilation(2)), Contains("MaxPool1d: dilation=[2] is not supported"));
-  CHECK_THROWS_WITH(nn::GroupNorm(3, 8), Contains("GroupNorm: num_channels=8 must be a positive multiple of num_groups=3"));
-  CHECK_THROWS_WITH(nn::Dropout(1.5), Contains("Dropout: probability has to be between 0 and 1, got p=1.5"));
-  CHECK_THROWS_WITH(nn::GELU(nn::GELUOptions().approximate("fast")), Contains("GELU: approximate must be 'none' or 'tanh', got 'fast'"));
-  CHECK_THROWS_WITH(nn::Embedding(nn::EmbeddingOptions(4, 2).padding_idx(4)), Contains("padding_idx=4 must be within num_embeddings=4"));
-  CHECK_THROWS_WITH(nn::CrossEntropyLoss(nn::CrossEntropyLossOptions().label_smoothing(2.0)), Contains("label_smoothing must be in [0, 1]"));
+  CHECK_THROWS_WITH(nn::MaxPool2d(nn::MaxPool2dOptions(2).padding(2)),
+                    Contains("MaxPool2d: padding must be between 0 and half"));
+  CHECK_THROWS_WITH(nn::MaxPool2d(nn::MaxPool2dOptions(2).ceil_mode(true)),
+                    Contains("ceil_mode=True is not supported"));
+  CHECK_THROWS_WITH(nn::MaxPool1d(nn::MaxPool1dOptions(2).dilation(2)),
+                    Contains("MaxPool1d: dilation=[2] is not supported"));
+  CHECK_THROWS_WITH(
+      nn::GroupNorm(3, 8),
+      Contains("GroupNorm: num_channels=8 must be a positive multiple of num_groups=3"));
+  CHECK_THROWS_WITH(nn::Dropout(1.5),
+                    Contains("Dropout: probability has to be between 0 and 1, got p=1.5"));
+  CHECK_THROWS_WITH(nn::GELU(nn::GELUOptions().approximate("fast")),
+                    Contains("GELU: approximate must be 'none' or 'tanh', got 'fast'"));
+  CHECK_THROWS_WITH(nn::Embedding(nn::EmbeddingOptions(4, 2).padding_idx(4)),
+                    Contains("padding_idx=4 must be within num_embeddings=4"));
+  CHECK_THROWS_WITH(nn::CrossEntropyLoss(nn::CrossEntropyLossOptions().label_smoothing(2.0)),
+                    Contains("label_smoothing must be in [0, 1]"));
   CHECK_THROWS_WITH(nn::BatchNorm1d(0), Contains("BatchNorm1d: num_features must be positive"));
 }
 
 TEST_CASE("nn modules reject bad inputs naming what they expected", "[nn]") {
   manual_seed(18);
   nn::Conv2d conv(1, 32, 3);
-  CHECK_THROWS_WITH(conv(randn({8, 3, 28, 28})),
-                    Contains("Conv2d: expected an input with 1 channel(s) (in_channels), got 3 channel(s)") &&
-                        Contains("[8, 3, 28, 28]"));
-  CHECK_THROWS_WITH(conv(randn({28, 28})), Contains("Conv2d: expected a 3-d (unbatched) or 4-d (batched) input, got shape [28, 28]"));
-  CHECK_THROWS_WITH(nn::Conv1d(4, 30, 4)(randn({2, 1600, 4})), Contains("expected an input with 4 channel(s)"));
+  CHECK_THROWS_WITH(
+      conv(randn({8, 3, 28, 28})),
+      Contains("Conv2d: expected an input with 1 channel(s) (in_channels), got 3 channel(s)") &&
+          Contains("[8, 3, 28, 28]"));
+  CHECK_THROWS_WITH(
+      conv(randn({28, 28})),
+      Contains("Conv2d: expected a 3-d (unbatched) or 4-d (batched) input, got shape [28, 28]"));
+  CHECK_THROWS_WITH(nn::Conv1d(4, 30, 4)(randn({2, 1600, 4})),
+                    Contains("expected an input with 4 channel(s)"));
   CHECK_THROWS_WITH(nn::Linear(1600, 128)(randn({8, 1000})),
-                    Contains("Linear: expected an input whose last dimension is in_features=1600, got shape [8, 1000]"));
-  CHECK_THROWS_WITH(nn::BatchNorm2d(4)(randn({2, 4, 5})), Contains("BatchNorm2d: expected a 4-d input"));
-  CHECK_THROWS_WITH(nn::BatchNorm1d(4320)(randn({2, 4000})), Contains("expected an input with 4320 channel(s) (num_features)"));
-  CHECK_THROWS_WITH(nn::LayerNorm(768)(randn({2, 512})), Contains("trailing dimensions are normalized_shape=[768]"));
+                    Contains("Linear: expected an input whose last dimension is in_features=1600, "
+                             "got shape [8, 1000]"));
+  CHECK_THROWS_WITH(nn::BatchNorm2d(4)(randn({2, 4, 5})),
+                    Contains("BatchNorm2d: expected a 4-d input"));
+  CHECK_THROWS_WITH(nn::BatchNorm1d(4320)(randn({2, 4000})),
+                    Contains("expected an input with 4320 channel(s) (num_features)"));
+  CHECK_THROWS_WITH(nn::LayerNorm(768)(randn({2, 512})),
+                    Contains("trailing dimensions are normalized_shape=[768]"));
   CHECK_THROWS_WITH(nn::GroupNorm(2, 4)(randn({2, 6, 3})), Contains("with C=4 (num_channels)"));
-  CHECK_THROWS_WITH(nn::MaxPool2d(2)(randn({4, 4})), Contains("MaxPool2d: expected a 3-d (unbatched) or 4-d (batched) input"));
+  CHECK_THROWS_WITH(nn::MaxPool2d(2)(randn({4, 4})),
+                    Contains("MaxPool2d: expected a 3-d (unbatched) or 4-d (batched) input"));
   nn::Embedding emb(10, 3);
-  CHECK_THROWS_WITH(emb(from_vector<int64_t>({3, 10}, {2})), Contains("Embedding: index 10 is out of range for num_embeddings=10"));
+  CHECK_THROWS_WITH(emb(from_vector<int64_t>({3, 10}, {2})),
+                    Contains("Embedding: index 10 is out of range for num_embeddings=10"));
   CHECK_THROWS_WITH(emb(randn({2})), Contains("Embedding: expected integer indices"));
   CHECK_THROWS_WITH(nn::CrossEntropyLoss()(randn({4})), Contains("no single-tensor forward"));
   CHECK_THROWS_WITH(nn::Linear{nullptr}(randn({2})), Contains("empty module holder"));

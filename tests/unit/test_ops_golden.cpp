@@ -12,7 +12,9 @@ using Ts = std::vector<Tensor>;
 namespace {
 
 std::vector<int64_t> ints(const json& j) { return j.get<std::vector<int64_t>>(); }
-std::vector<int64_t> dims_or_all(const json& j) { return j.is_null() ? std::vector<int64_t>{} : ints(j); }
+std::vector<int64_t> dims_or_all(const json& j) {
+  return j.is_null() ? std::vector<int64_t>{} : ints(j);
+}
 
 using OpFn = std::function<Ts(const json&, const Ts&)>;
 
@@ -23,7 +25,8 @@ const std::map<std::string, OpFn>& ops() {
       {"mul", [](auto&, auto& x) { return Ts{mul(x[0], x[1])}; }},
       {"div", [](auto&, auto& x) { return Ts{div(x[0], x[1])}; }},
       {"pow", [](auto&, auto& x) { return Ts{pow(x[0], x[1])}; }},
-      {"pow_scalar", [](auto& a, auto& x) { return Ts{pow(x[0], a["exponent"].template get<double>())}; }},
+      {"pow_scalar",
+       [](auto& a, auto& x) { return Ts{pow(x[0], a["exponent"].template get<double>())}; }},
       {"maximum", [](auto&, auto& x) { return Ts{maximum(x[0], x[1])}; }},
       {"minimum", [](auto&, auto& x) { return Ts{minimum(x[0], x[1])}; }},
       {"neg", [](auto&, auto& x) { return Ts{neg(x[0])}; }},
@@ -35,70 +38,172 @@ const std::map<std::string, OpFn>& ops() {
       {"tanh", [](auto&, auto& x) { return Ts{tanh(x[0])}; }},
       {"sigmoid", [](auto&, auto& x) { return Ts{sigmoid(x[0])}; }},
       {"relu", [](auto&, auto& x) { return Ts{relu(x[0])}; }},
-      {"gelu", [](auto& a, auto& x) { return Ts{gelu(x[0], a["approximate"].template get<std::string>())}; }},
-      {"sum", [](auto& a, auto& x) { return Ts{sum(x[0], dims_or_all(a["dims"]), a["keepdim"].template get<bool>())}; }},
-      {"mean", [](auto& a, auto& x) { return Ts{mean(x[0], dims_or_all(a["dims"]), a["keepdim"].template get<bool>())}; }},
-      {"amax", [](auto& a, auto& x) { return Ts{amax(x[0], ints(a["dims"]), a["keepdim"].template get<bool>())}; }},
-      {"amin", [](auto& a, auto& x) { return Ts{amin(x[0], ints(a["dims"]), a["keepdim"].template get<bool>())}; }},
-      {"max_dim", [](auto& a, auto& x) { auto [v, i] = max(x[0], a["dim"].template get<int64_t>(), a["keepdim"].template get<bool>()); return Ts{v, i}; }},
-      {"min_dim", [](auto& a, auto& x) { auto [v, i] = min(x[0], a["dim"].template get<int64_t>(), a["keepdim"].template get<bool>()); return Ts{v, i}; }},
-      {"argmax", [](auto& a, auto& x) { return Ts{argmax(x[0], a["dim"].template get<int64_t>(), a["keepdim"].template get<bool>())}; }},
-      {"argmin", [](auto& a, auto& x) { return Ts{argmin(x[0], a["dim"].template get<int64_t>(), a["keepdim"].template get<bool>())}; }},
-      {"var", [](auto& a, auto& x) { return Ts{var(x[0], dims_or_all(a["dims"]), a["correction"].template get<int64_t>(), a["keepdim"].template get<bool>())}; }},
+      {"gelu",
+       [](auto& a, auto& x) {
+         return Ts{gelu(x[0], a["approximate"].template get<std::string>())};
+       }},
+      {"sum",
+       [](auto& a, auto& x) {
+         return Ts{sum(x[0], dims_or_all(a["dims"]), a["keepdim"].template get<bool>())};
+       }},
+      {"mean",
+       [](auto& a, auto& x) {
+         return Ts{mean(x[0], dims_or_all(a["dims"]), a["keepdim"].template get<bool>())};
+       }},
+      {"amax",
+       [](auto& a, auto& x) {
+         return Ts{amax(x[0], ints(a["dims"]), a["keepdim"].template get<bool>())};
+       }},
+      {"amin",
+       [](auto& a, auto& x) {
+         return Ts{amin(x[0], ints(a["dims"]), a["keepdim"].template get<bool>())};
+       }},
+      {"max_dim",
+       [](auto& a, auto& x) {
+         auto [v, i] =
+             max(x[0], a["dim"].template get<int64_t>(), a["keepdim"].template get<bool>());
+         return Ts{v, i};
+       }},
+      {"min_dim",
+       [](auto& a, auto& x) {
+         auto [v, i] =
+             min(x[0], a["dim"].template get<int64_t>(), a["keepdim"].template get<bool>());
+         return Ts{v, i};
+       }},
+      {"argmax",
+       [](auto& a, auto& x) {
+         return Ts{
+             argmax(x[0], a["dim"].template get<int64_t>(), a["keepdim"].template get<bool>())};
+       }},
+      {"argmin",
+       [](auto& a, auto& x) {
+         return Ts{
+             argmin(x[0], a["dim"].template get<int64_t>(), a["keepdim"].template get<bool>())};
+       }},
+      {"var",
+       [](auto& a, auto& x) {
+         return Ts{var(x[0], dims_or_all(a["dims"]), a["correction"].template get<int64_t>(),
+                       a["keepdim"].template get<bool>())};
+       }},
       {"matmul", [](auto&, auto& x) { return Ts{matmul(x[0], x[1])}; }},
-      {"linear", [](auto&, auto& x) { return Ts{linear(x[0], x[1], x.size() > 2 ? x[2] : Tensor())}; }},
-      {"conv2d", [](auto& a, auto& x) {
-         return Ts{conv2d(x[0], x[1], x.size() > 2 ? x[2] : Tensor(), ints(a["stride"]), ints(a["padding"]),
-                          ints(a["dilation"]), a["groups"].template get<int64_t>())};
+      {"linear",
+       [](auto&, auto& x) { return Ts{linear(x[0], x[1], x.size() > 2 ? x[2] : Tensor())}; }},
+      {"conv2d",
+       [](auto& a, auto& x) {
+         return Ts{conv2d(x[0], x[1], x.size() > 2 ? x[2] : Tensor(), ints(a["stride"]),
+                          ints(a["padding"]), ints(a["dilation"]),
+                          a["groups"].template get<int64_t>())};
        }},
-      {"conv1d", [](auto& a, auto& x) {
-         return Ts{conv1d(x[0], x[1], x.size() > 2 ? x[2] : Tensor(), ints(a["stride"])[0], ints(a["padding"])[0],
-                          ints(a["dilation"])[0], a["groups"].template get<int64_t>())};
+      {"conv1d",
+       [](auto& a, auto& x) {
+         return Ts{conv1d(x[0], x[1], x.size() > 2 ? x[2] : Tensor(), ints(a["stride"])[0],
+                          ints(a["padding"])[0], ints(a["dilation"])[0],
+                          a["groups"].template get<int64_t>())};
        }},
-      {"max_pool2d", [](auto& a, auto& x) { return Ts{max_pool2d(x[0], ints(a["kernel_size"]), ints(a["stride"]), ints(a["padding"]))}; }},
-      {"max_pool1d", [](auto& a, auto& x) { return Ts{max_pool1d(x[0], ints(a["kernel_size"])[0], ints(a["stride"])[0], ints(a["padding"])[0])}; }},
-      {"avg_pool2d", [](auto& a, auto& x) {
+      {"max_pool2d",
+       [](auto& a, auto& x) {
+         return Ts{max_pool2d(x[0], ints(a["kernel_size"]), ints(a["stride"]), ints(a["padding"]))};
+       }},
+      {"max_pool1d",
+       [](auto& a, auto& x) {
+         return Ts{max_pool1d(x[0], ints(a["kernel_size"])[0], ints(a["stride"])[0],
+                              ints(a["padding"])[0])};
+       }},
+      {"avg_pool2d",
+       [](auto& a, auto& x) {
          return Ts{avg_pool2d(x[0], ints(a["kernel_size"]), ints(a["stride"]), ints(a["padding"]),
                               a["count_include_pad"].template get<bool>())};
        }},
-      {"adaptive_avg_pool2d", [](auto& a, auto& x) { return Ts{adaptive_avg_pool2d(x[0], ints(a["output_size"]))}; }},
-      {"softmax", [](auto& a, auto& x) { return Ts{softmax(x[0], a["dim"].template get<int64_t>())}; }},
-      {"log_softmax", [](auto& a, auto& x) { return Ts{log_softmax(x[0], a["dim"].template get<int64_t>())}; }},
-      {"cross_entropy", [](auto& a, auto& x) {
-         return Ts{cross_entropy(x[0], x[1], reduction_from_name(a["reduction"]), a["label_smoothing"].template get<double>())};
+      {"adaptive_avg_pool2d",
+       [](auto& a, auto& x) { return Ts{adaptive_avg_pool2d(x[0], ints(a["output_size"]))}; }},
+      {"softmax",
+       [](auto& a, auto& x) { return Ts{softmax(x[0], a["dim"].template get<int64_t>())}; }},
+      {"log_softmax",
+       [](auto& a, auto& x) { return Ts{log_softmax(x[0], a["dim"].template get<int64_t>())}; }},
+      {"cross_entropy",
+       [](auto& a, auto& x) {
+         return Ts{cross_entropy(x[0], x[1], reduction_from_name(a["reduction"]),
+                                 a["label_smoothing"].template get<double>())};
        }},
-      {"nll_loss", [](auto& a, auto& x) { return Ts{nll_loss(x[0], x[1], reduction_from_name(a["reduction"]))}; }},
-      {"mse_loss", [](auto& a, auto& x) { return Ts{mse_loss(x[0], x[1], reduction_from_name(a["reduction"]))}; }},
-      {"batch_norm", [](auto& a, auto& x) {
-         Tensor y = batch_norm(x[0], x[3], x[4], x[1], x[2], a["training"].template get<bool>(),
-                               a["momentum"].template get<double>(), a["eps"].template get<double>());
+      {"nll_loss",
+       [](auto& a, auto& x) {
+         return Ts{nll_loss(x[0], x[1], reduction_from_name(a["reduction"]))};
+       }},
+      {"mse_loss",
+       [](auto& a, auto& x) {
+         return Ts{mse_loss(x[0], x[1], reduction_from_name(a["reduction"]))};
+       }},
+      {"batch_norm",
+       [](auto& a, auto& x) {
+         Tensor y =
+             batch_norm(x[0], x[3], x[4], x[1], x[2], a["training"].template get<bool>(),
+                        a["momentum"].template get<double>(), a["eps"].template get<double>());
          return Ts{y, x[3], x[4]};
        }},
-      {"layer_norm", [](auto& a, auto& x) { return Ts{layer_norm(x[0], a["normalized_shape"].template get<Shape>(), x[1], x[2], a["eps"].template get<double>())}; }},
-      {"group_norm", [](auto& a, auto& x) { return Ts{group_norm(x[0], a["num_groups"].template get<int64_t>(), x[1], x[2], a["eps"].template get<double>())}; }},
+      {"layer_norm",
+       [](auto& a, auto& x) {
+         return Ts{layer_norm(x[0], a["normalized_shape"].template get<Shape>(), x[1], x[2],
+                              a["eps"].template get<double>())};
+       }},
+      {"group_norm",
+       [](auto& a, auto& x) {
+         return Ts{group_norm(x[0], a["num_groups"].template get<int64_t>(), x[1], x[2],
+                              a["eps"].template get<double>())};
+       }},
       {"embedding", [](auto&, auto& x) { return Ts{embedding(x[0], x[1])}; }},
       {"cat", [](auto& a, auto& x) { return Ts{cat(x, a["dim"].template get<int64_t>())}; }},
       {"stack", [](auto& a, auto& x) { return Ts{stack(x, a["dim"].template get<int64_t>())}; }},
-      {"split", [](auto& a, auto& x) { return split(x[0], a["split_size"].template get<int64_t>(), a["dim"].template get<int64_t>()); }},
-      {"chunk", [](auto& a, auto& x) { return chunk(x[0], a["chunks"].template get<int64_t>(), a["dim"].template get<int64_t>()); }},
+      {"split",
+       [](auto& a, auto& x) {
+         return split(x[0], a["split_size"].template get<int64_t>(),
+                      a["dim"].template get<int64_t>());
+       }},
+      {"chunk",
+       [](auto& a, auto& x) {
+         return chunk(x[0], a["chunks"].template get<int64_t>(), a["dim"].template get<int64_t>());
+       }},
       {"where", [](auto&, auto& x) { return Ts{where(x[0], x[1], x[2])}; }},
-      {"masked_fill", [](auto& a, auto& x) { return Ts{masked_fill(x[0], x[1], a["value"].template get<double>())}; }},
-      {"index_select", [](auto& a, auto& x) { return Ts{index_select(x[0], a["dim"].template get<int64_t>(), x[1])}; }},
-      {"gather", [](auto& a, auto& x) { return Ts{gather(x[0], a["dim"].template get<int64_t>(), x[1])}; }},
-      {"clamp", [](auto& a, auto& x) {
+      {"masked_fill",
+       [](auto& a, auto& x) {
+         return Ts{masked_fill(x[0], x[1], a["value"].template get<double>())};
+       }},
+      {"index_select",
+       [](auto& a, auto& x) {
+         return Ts{index_select(x[0], a["dim"].template get<int64_t>(), x[1])};
+       }},
+      {"gather",
+       [](auto& a, auto& x) { return Ts{gather(x[0], a["dim"].template get<int64_t>(), x[1])}; }},
+      {"clamp",
+       [](auto& a, auto& x) {
          std::optional<double> lo, hi;
          if (!a["min"].is_null()) lo = a["min"].template get<double>();
          if (!a["max"].is_null()) hi = a["max"].template get<double>();
          return Ts{clamp(x[0], lo, hi)};
        }},
-      {"reshape", [](auto& a, auto& x) { return Ts{x[0].reshape(a["shape"].template get<Shape>())}; }},
+      {"reshape",
+       [](auto& a, auto& x) { return Ts{x[0].reshape(a["shape"].template get<Shape>())}; }},
       {"permute", [](auto& a, auto& x) { return Ts{x[0].permute(ints(a["dims"]))}; }},
-      {"transpose", [](auto& a, auto& x) { return Ts{x[0].transpose(a["dim0"].template get<int64_t>(), a["dim1"].template get<int64_t>())}; }},
-      {"narrow", [](auto& a, auto& x) { return Ts{x[0].narrow(a["dim"].template get<int64_t>(), a["start"].template get<int64_t>(), a["length"].template get<int64_t>())}; }},
-      {"slice", [](auto& a, auto& x) { return Ts{x[0].slice(a["dim"].template get<int64_t>(), a["start"].template get<int64_t>(), a["end"].template get<int64_t>(), a["step"].template get<int64_t>())}; }},
-      {"expand", [](auto& a, auto& x) { return Ts{x[0].expand(a["shape"].template get<Shape>())}; }},
-      {"squeeze", [](auto& a, auto& x) { return Ts{x[0].squeeze(a["dim"].template get<int64_t>())}; }},
-      {"unsqueeze", [](auto& a, auto& x) { return Ts{x[0].unsqueeze(a["dim"].template get<int64_t>())}; }},
+      {"transpose",
+       [](auto& a, auto& x) {
+         return Ts{
+             x[0].transpose(a["dim0"].template get<int64_t>(), a["dim1"].template get<int64_t>())};
+       }},
+      {"narrow",
+       [](auto& a, auto& x) {
+         return Ts{x[0].narrow(a["dim"].template get<int64_t>(), a["start"].template get<int64_t>(),
+                               a["length"].template get<int64_t>())};
+       }},
+      {"slice",
+       [](auto& a, auto& x) {
+         return Ts{x[0].slice(a["dim"].template get<int64_t>(), a["start"].template get<int64_t>(),
+                              a["end"].template get<int64_t>(), a["step"].template get<int64_t>())};
+       }},
+      {"expand",
+       [](auto& a, auto& x) { return Ts{x[0].expand(a["shape"].template get<Shape>())}; }},
+      {"squeeze",
+       [](auto& a, auto& x) { return Ts{x[0].squeeze(a["dim"].template get<int64_t>())}; }},
+      {"unsqueeze",
+       [](auto& a, auto& x) { return Ts{x[0].unsqueeze(a["dim"].template get<int64_t>())}; }},
   };
   return m;
 }
@@ -124,7 +229,8 @@ TEST_CASE("every op matches PyTorch's values and gradients", "[ops][golden]") {
       // Sums over many products carry more float32 rounding than elementwise ops.
       const double atol = 2e-5, rtol = 2e-4;
       for (size_t i = 0; i < outputs.size(); ++i)
-        testing::require_close(outputs[i], c["outputs"][i], atol, rtol, name + " output " + std::to_string(i));
+        testing::require_close(outputs[i], c["outputs"][i], atol, rtol,
+                               name + " output " + std::to_string(i));
 
       Tensor loss;
       for (size_t i = 0; i < outputs.size(); ++i) {

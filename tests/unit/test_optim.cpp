@@ -40,10 +40,11 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& kind,
                                                                  .weight_decay(o.at("weight_decay"))
                                                                  .amsgrad(o.at("amsgrad")));
   if (kind == "LAMB")
-    return std::make_unique<optim::LAMB>(std::move(params), optim::LAMBOptions(o.at("lr"))
-                                                                .betas(betas)
-                                                                .eps(o.at("eps"))
-                                                                .weight_decay(o.at("weight_decay")));
+    return std::make_unique<optim::LAMB>(std::move(params),
+                                         optim::LAMBOptions(o.at("lr"))
+                                             .betas(betas)
+                                             .eps(o.at("eps"))
+                                             .weight_decay(o.at("weight_decay")));
   FAIL("unknown optimizer " << kind);
   return nullptr;
 }
@@ -91,8 +92,10 @@ TEST_CASE("optimizers follow PyTorch's parameter trajectories", "[optim]") {
       for (auto& expect : c.at("steps")) {
         pb.step(*opt);
         ++k;
-        require_close(pb.w, expect.at("w"), 1e-6, 1e-5, name + " w after step " + std::to_string(k));
-        require_close(pb.b, expect.at("b"), 1e-6, 1e-5, name + " b after step " + std::to_string(k));
+        require_close(pb.w, expect.at("w"), 1e-6, 1e-5,
+                      name + " w after step " + std::to_string(k));
+        require_close(pb.b, expect.at("b"), 1e-6, 1e-5,
+                      name + " b after step " + std::to_string(k));
       }
       CHECK(k == 5);
     }
@@ -107,11 +110,13 @@ TEST_CASE("optimizer options chain and are validated", "[optim][errors]") {
   CHECK(o.nesterov());
   CHECK(o.weight_decay() == 1e-4);
 
-  CHECK_THROWS_WITH(optim::SGD({w}, optim::SGDOptions(-0.1)),
-                    Catch::Contains("SGD") && Catch::Contains("lr -0.1") && Catch::Contains(">= 0"));
+  CHECK_THROWS_WITH(optim::SGD({w}, optim::SGDOptions(-0.1)), Catch::Contains("SGD") &&
+                                                                  Catch::Contains("lr -0.1") &&
+                                                                  Catch::Contains(">= 0"));
   CHECK_THROWS_WITH(optim::SGD({w}, optim::SGDOptions(0.1).nesterov(true)),
                     Catch::Contains("nesterov") && Catch::Contains("momentum > 0"));
-  CHECK_THROWS_WITH(optim::SGD({}, optim::SGDOptions(0.1)), Catch::Contains("empty parameter list"));
+  CHECK_THROWS_WITH(optim::SGD({}, optim::SGDOptions(0.1)),
+                    Catch::Contains("empty parameter list"));
   CHECK_THROWS_WITH(optim::SGD({w, w}, optim::SGDOptions(0.1)), Catch::Contains("appears twice"));
   CHECK_THROWS_WITH(optim::Adam({w}, optim::AdamOptions(1e-3).betas({1.0, 0.999})),
                     Catch::Contains("beta1") && Catch::Contains("in [0, 1)"));
@@ -162,7 +167,7 @@ TEST_CASE("parameter groups keep their own options; params without grad are skip
 
 TEST_CASE("optimizer state_dict round trip continues bit for bit", "[optim]") {
   for (const std::string name : {"sgd_momentum0.9_wd0.01", "adam_lr0.01_wd0.1",
-                                  "adamw_lr0.01_wd0.1", "lamb_lr0.01_wd0.01"}) {
+                                 "adamw_lr0.01_wd0.1", "lamb_lr0.01_wd0.01"}) {
     SECTION(name) {
       const Json& c = golden_case(name);
       Problem pa(c);
@@ -196,10 +201,10 @@ TEST_CASE("optimizer state_dict keys are stable and loading checks them", "[opti
   optim::Adam adam({w, b}, optim::AdamOptions(1e-3).amsgrad(true));
   std::vector<std::string> keys;
   for (auto& [k, t] : adam.state_dict()) keys.push_back(k);
-  CHECK(keys == std::vector<std::string>{
-                    "state.0.step", "state.0.exp_avg", "state.0.exp_avg_sq",
-                    "state.0.max_exp_avg_sq", "state.1.step", "state.1.exp_avg",
-                    "state.1.exp_avg_sq", "state.1.max_exp_avg_sq", "group.0.lr"});
+  CHECK(keys == std::vector<std::string>{"state.0.step", "state.0.exp_avg", "state.0.exp_avg_sq",
+                                         "state.0.max_exp_avg_sq", "state.1.step",
+                                         "state.1.exp_avg", "state.1.exp_avg_sq",
+                                         "state.1.max_exp_avg_sq", "group.0.lr"});
 
   optim::SGD sgd({w, b}, optim::SGDOptions(0.1).momentum(0.9));
   keys.clear();
@@ -213,12 +218,13 @@ TEST_CASE("optimizer state_dict keys are stable and loading checks them", "[opti
                     Catch::Contains("missing key 'state.0.momentum_buffer'"));
   nn::StateDict extra = sd;
   extra.emplace_back("state.7.exp_avg", zeros({1}));
-  CHECK_THROWS_WITH(sgd.load_state_dict(extra), Catch::Contains("unexpected key 'state.7.exp_avg'"));
+  CHECK_THROWS_WITH(sgd.load_state_dict(extra),
+                    Catch::Contains("unexpected key 'state.7.exp_avg'"));
   nn::StateDict wrong = sd;
   wrong[1].second = zeros({4});
-  CHECK_THROWS_WITH(sgd.load_state_dict(wrong),
-                    Catch::Contains("'state.1.momentum_buffer' has shape [4]") &&
-                        Catch::Contains("[3]"));
+  CHECK_THROWS_WITH(
+      sgd.load_state_dict(wrong),
+      Catch::Contains("'state.1.momentum_buffer' has shape [4]") && Catch::Contains("[3]"));
   CHECK_THROWS_WITH(sgd.load_state_dict(adam.state_dict()), Catch::Contains("missing key"));
 }
 

@@ -91,9 +91,13 @@ TEST_CASE("ReduceLROnPlateau matches PyTorch on the recorded losses", "[optim]")
 
 TEST_CASE("ReduceLROnPlateau in max mode with an absolute threshold and min_lr", "[optim]") {
   Dummy d(1.0);
-  optim::ReduceLROnPlateau sch(
-      d.opt, optim::ReduceLROnPlateauOptions().mode("max").threshold_mode("abs").threshold(0.1)
-                 .patience(0).factor(0.5).min_lr(0.3));
+  optim::ReduceLROnPlateau sch(d.opt, optim::ReduceLROnPlateauOptions()
+                                          .mode("max")
+                                          .threshold_mode("abs")
+                                          .threshold(0.1)
+                                          .patience(0)
+                                          .factor(0.5)
+                                          .min_lr(0.3));
   sch.step(1.0);  // best 1.0
   CHECK(d.opt.get_lr(0) == 1.0);
   sch.step(1.05);  // not better than 1.0 + 0.1
@@ -108,8 +112,8 @@ TEST_CASE("ReduceLROnPlateau in max mode with an absolute threshold and min_lr",
 
 TEST_CASE("linear warm-up then ReduceLROnPlateau (the Neuron-Inverter schedule)", "[optim]") {
   Dummy d(0.1);
-  optim::LinearWarmupThenPlateau sch(
-      d.opt, 3, optim::ReduceLROnPlateauOptions().factor(0.5).patience(0));
+  optim::LinearWarmupThenPlateau sch(d.opt, 3,
+                                     optim::ReduceLROnPlateauOptions().factor(0.5).patience(0));
   CHECK(d.opt.get_lr(0) == Approx(0.1 * 1 / 3));  // epoch 0
   CHECK(sch.in_warmup());
   // Validation losses of warm-up epochs (0.1 here) must not reach the plateau detector:

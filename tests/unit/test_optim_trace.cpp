@@ -57,7 +57,8 @@ void check_traced_equals_eager(const MakeOpt& make, double clip) {
   Tensor loss_sym = train_step(*opt_t, traced, xi, yi, clip);
   ir::Trace trace = tracer.finish({loss_sym});
   // Tracing computed nothing: parameters and optimizer state are untouched, grads restored.
-  for (size_t i = 0; i < eager.size(); ++i) CHECK(eager[i].to_vector<float>() == traced[i].to_vector<float>());
+  for (size_t i = 0; i < eager.size(); ++i)
+    CHECK(eager[i].to_vector<float>() == traced[i].to_vector<float>());
   const nn::StateDict fresh = opt_e->state_dict();
   const nn::StateDict after_trace = opt_t->state_dict();
   for (size_t i = 0; i < fresh.size(); ++i)
@@ -68,10 +69,12 @@ void check_traced_equals_eager(const MakeOpt& make, double clip) {
   cpu::GraphExecutor exec(trace.graph);
   auto compare = [&](int step) {
     const std::string s = "step " + std::to_string(step);
-    for (size_t i = 0; i < eager.size(); ++i) require_near(traced[i], eager[i], s + " param " + std::to_string(i));
+    for (size_t i = 0; i < eager.size(); ++i)
+      require_near(traced[i], eager[i], s + " param " + std::to_string(i));
     const nn::StateDict se = opt_e->state_dict(), st = opt_t->state_dict();
     REQUIRE(se.size() == st.size());
-    for (size_t i = 0; i < se.size(); ++i) require_near(st[i].second, se[i].second, s + " " + se[i].first);
+    for (size_t i = 0; i < se.size(); ++i)
+      require_near(st[i].second, se[i].second, s + " " + se[i].first);
   };
   for (int step = 1; step <= 3; ++step) {
     Tensor le = train_step(*opt_e, eager, x, y, clip);
@@ -98,11 +101,15 @@ void check_traced_equals_eager(const MakeOpt& make, double clip) {
 
 TEST_CASE("traced Adam step equals eager steps, and follows lr changes", "[optim][graph]") {
   check_traced_equals_eager(
-      [](Ts p) { return std::make_unique<optim::Adam>(std::move(p), optim::AdamOptions(0.05).weight_decay(0.01)); },
+      [](Ts p) {
+        return std::make_unique<optim::Adam>(std::move(p),
+                                             optim::AdamOptions(0.05).weight_decay(0.01));
+      },
       0.0);
 }
 
-TEST_CASE("traced SGD-with-momentum step equals eager steps, and follows lr changes", "[optim][graph]") {
+TEST_CASE("traced SGD-with-momentum step equals eager steps, and follows lr changes",
+          "[optim][graph]") {
   check_traced_equals_eager(
       [](Ts p) {
         return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions(0.2).momentum(0.9));
@@ -110,7 +117,8 @@ TEST_CASE("traced SGD-with-momentum step equals eager steps, and follows lr chan
       0.0);
 }
 
-TEST_CASE("traced steps of the other optimizers, with clipping, equal eager steps", "[optim][graph]") {
+TEST_CASE("traced steps of the other optimizers, with clipping, equal eager steps",
+          "[optim][graph]") {
   SECTION("SGD, dampening and nesterov-free momentum, clipped") {
     check_traced_equals_eager(
         [](Ts p) {
@@ -130,15 +138,16 @@ TEST_CASE("traced steps of the other optimizers, with clipping, equal eager step
   SECTION("AdamW amsgrad, clipped") {
     check_traced_equals_eager(
         [](Ts p) {
-          return std::make_unique<optim::AdamW>(std::move(p),
-                                                optim::AdamWOptions(0.05).weight_decay(0.1).amsgrad(true));
+          return std::make_unique<optim::AdamW>(
+              std::move(p), optim::AdamWOptions(0.05).weight_decay(0.1).amsgrad(true));
         },
         0.5);
   }
   SECTION("LAMB") {
     check_traced_equals_eager(
         [](Ts p) {
-          return std::make_unique<optim::LAMB>(std::move(p), optim::LAMBOptions(0.05).weight_decay(0.01));
+          return std::make_unique<optim::LAMB>(std::move(p),
+                                               optim::LAMBOptions(0.05).weight_decay(0.01));
         },
         0.0);
   }

@@ -10,10 +10,12 @@ TEST_CASE("the README example builds and trains", "[readme]") {
                               nn::Linear(nn::LinearOptions(128, 10)));
   optim::SGD sgd(model->parameters(), optim::SGDOptions(0.05));
   Tensor x = randn({64, 784}), y = randint(0, 10, {64});
-  Tensor loss = cross_entropy(model(x), y);          // eager, on the CPU
-  loss.backward(); sgd.step();
-  auto ipu = trainingModel(model.ptr(), Options().deviceIterations(4).replicationFactor(2), sgd,
-                           [](const Tensor& out, const Tensor& t) { return cross_entropy(out, t); });
+  Tensor loss = cross_entropy(model(x), y);  // eager, on the CPU
+  loss.backward();
+  sgd.step();
+  auto ipu =
+      trainingModel(model.ptr(), Options().deviceIterations(4).replicationFactor(2), sgd,
+                    [](const Tensor& out, const Tensor& t) { return cross_entropy(out, t); });
   Tensor last = ipu(randn({512, 784}), randint(0, 10, {512}));  // traced once, compiled, run
   // --- README ends ---
   CHECK(ipu.micro_batch() == 64);

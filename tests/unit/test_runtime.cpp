@@ -91,7 +91,8 @@ TEST_CASE("device iterations perform that many updates, equal to eager steps", "
   Mlp a = make_model(), b = make_model();
   optim::SGD oa(a->parameters(), optim::SGDOptions(0.05));
   optim::SGD ob(b->parameters(), optim::SGDOptions(0.05));
-  auto ta = trainingModel(a.ptr(), cpu_options().deviceIterations(3).outputMode(OutputMode::All), oa, ce());
+  auto ta = trainingModel(a.ptr(), cpu_options().deviceIterations(3).outputMode(OutputMode::All),
+                          oa, ce());
   Tensor losses = ta(x, y);
   REQUIRE(losses.shape() == Shape{3});
   auto lv = losses.to_vector<float>();
@@ -114,7 +115,8 @@ TEST_CASE("output modes select losses as PopTorch does", "[runtime]") {
   auto run = [&](OutputMode m, int64_t n = 1) {
     Mlp a = make_model();
     optim::SGD o(a->parameters(), optim::SGDOptions(0.0));
-    auto t = trainingModel(a.ptr(), cpu_options().deviceIterations(4).replicationFactor(2).outputMode(m, n), o, ce());
+    auto t = trainingModel(
+        a.ptr(), cpu_options().deviceIterations(4).replicationFactor(2).outputMode(m, n), o, ce());
     return t(x, y);
   };
   Tensor all = run(OutputMode::All);
@@ -140,7 +142,8 @@ TEST_CASE("inference model returns every row's output in order", "[runtime]") {
 }
 
 TEST_CASE("bad options and batches are reported before anything runs", "[runtime][errors]") {
-  CHECK_THROWS_WITH(Options().deviceIterations(0), Catch::Contains("deviceIterations: must be >= 1"));
+  CHECK_THROWS_WITH(Options().deviceIterations(0),
+                    Catch::Contains("deviceIterations: must be >= 1"));
   CHECK_THROWS_WITH(Options().replicationFactor(-1), Catch::Contains("replicationFactor"));
   CHECK_THROWS_WITH(Options().setAvailableMemoryProportion(1.5), Catch::Contains("(0, 1]"));
   Mlp a = make_model();
@@ -154,7 +157,8 @@ TEST_CASE("bad options and batches are reported before anything runs", "[runtime
   CHECK(pipelined.gradient_accumulation() == 1);
 }
 
-TEST_CASE("on the emulated IPU, replication equals a bigger batch and reports simulated time", "[runtime][ipu]") {
+TEST_CASE("on the emulated IPU, replication equals a bigger batch and reports simulated time",
+          "[runtime][ipu]") {
   Generator g(21);
   Tensor x = randn({8, 6}, &g);
   Tensor y = randint(0, 3, {8}, &g);
@@ -176,12 +180,15 @@ TEST_CASE("on the emulated IPU, replication equals a bigger batch and reports si
   CHECK_THAT(summary.str(), Catch::Contains("897.0 MB"));
 }
 
-TEST_CASE("asking for more IPUs than the emulated system has fails before anything runs", "[runtime][ipu][errors]") {
+TEST_CASE("asking for more IPUs than the emulated system has fails before anything runs",
+          "[runtime][ipu][errors]") {
   Mlp a = make_model();
   optim::SGD o(a->parameters(), optim::SGDOptions(0.1));
   auto before = a->parameters()[0].to_vector<float>();
-  auto t = trainingModel(a.ptr(), Options().replicationFactor(8).showCompilationProgressBar(false), o, ce());
-  CHECK_THROWS_WITH(t(randn({16, 6}), randint(0, 3, {16})), Catch::Contains("needs 8 IPUs, but the emulated system has 4"));
+  auto t = trainingModel(a.ptr(), Options().replicationFactor(8).showCompilationProgressBar(false),
+                         o, ce());
+  CHECK_THROWS_WITH(t(randn({16, 6}), randint(0, 3, {16})),
+                    Catch::Contains("needs 8 IPUs, but the emulated system has 4"));
   CHECK(a->parameters()[0].to_vector<float>() == before);
   auto t2 = trainingModel(a.ptr(), Options().target("ipu7"), o, ce());
   CHECK_THROWS_WITH(t2(randn({2, 6}), randint(0, 3, {2})), Catch::Contains("ipu7"));
@@ -189,7 +196,8 @@ TEST_CASE("asking for more IPUs than the emulated system has fails before anythi
   CHECK_THROWS_WITH(t3(randn({2, 6}), randint(0, 3, {2})), Catch::Contains("tiles_per_ipux"));
 }
 
-TEST_CASE("BeginBlock splits a model over IPUs, backward included, with the same numbers", "[runtime][ipu]") {
+TEST_CASE("BeginBlock splits a model over IPUs, backward included, with the same numbers",
+          "[runtime][ipu]") {
   Generator g(31);
   Tensor x = randn({4, 6}, &g);
   Tensor y = randint(0, 3, {4}, &g);

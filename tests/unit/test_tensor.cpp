@@ -28,7 +28,8 @@ TEST_CASE("views share storage; clone does not", "[tensor]") {
 
 TEST_CASE("float16 and bfloat16 round to nearest even", "[tensor][dtype]") {
   // 1 + 2^-11 is halfway between two float16 values: rounds to the even one (1.0).
-  Tensor h = from_vector<float>({1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 65520.0f, 1e-8f}, {4}).to(kFloat16);
+  Tensor h =
+      from_vector<float>({1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 65520.0f, 1e-8f}, {4}).to(kFloat16);
   auto v = h.to_vector<float>();
   CHECK(v[0] == 1.0f);
   CHECK(v[1] == 1.0f + 0x1p-9f);
@@ -38,13 +39,15 @@ TEST_CASE("float16 and bfloat16 round to nearest even", "[tensor][dtype]") {
   auto bv = b.to_vector<float>();
   CHECK(bv[0] == 1.0f);
   CHECK(bv[1] == 3.140625f);
-  CHECK(from_vector<float>({2.7f, -2.7f}, {2}).to(kInt64).to_vector<int64_t>() == std::vector<int64_t>{2, -2});
+  CHECK(from_vector<float>({2.7f, -2.7f}, {2}).to(kInt64).to_vector<int64_t>() ==
+        std::vector<int64_t>{2, -2});
 }
 
 TEST_CASE("printing shows values, shape and dtype", "[tensor]") {
   std::ostringstream os;
   os << from_vector<float>({1, 2, 3, 4}, {2, 2});
-  CHECK(os.str() == "tensor([[1.0000, 2.0000],\n        [3.0000, 4.0000]], shape=[2, 2], dtype=float32)");
+  CHECK(os.str() ==
+        "tensor([[1.0000, 2.0000],\n        [3.0000, 4.0000]], shape=[2, 2], dtype=float32)");
   std::ostringstream os2;
   os2 << arange(3);
   CHECK(os2.str() == "tensor([0, 1, 2], shape=[3], dtype=int64)");
@@ -57,9 +60,11 @@ TEST_CASE("each op family rejects bad input with a clear error", "[tensor][error
   CHECK_THROWS_WITH(a.reshape({5}), Catch::Contains("cannot reshape a tensor of shape [2, 3]"));
   CHECK_THROWS_WITH(sum(a, {2}), Catch::Contains("out of range"));
   CHECK_THROWS_WITH(add(a, ones({2, 3}, kInt64)), Catch::Contains("dtypes differ"));
-  CHECK_THROWS_WITH(conv2d(ones({1, 3, 8, 8}), ones({4, 2, 3, 3})), Catch::Contains("input channels"));
+  CHECK_THROWS_WITH(conv2d(ones({1, 3, 8, 8}), ones({4, 2, 3, 3})),
+                    Catch::Contains("input channels"));
   CHECK_THROWS_WITH(conv2d(ones({1, 1, 2, 2}), ones({1, 1, 3, 3})), Catch::Contains("too small"));
-  CHECK_THROWS_WITH(max_pool2d(ones({1, 1, 1, 1}), {2, 2}), Catch::Contains("smaller than the kernel"));
+  CHECK_THROWS_WITH(max_pool2d(ones({1, 1, 1, 1}), {2, 2}),
+                    Catch::Contains("smaller than the kernel"));
   CHECK_THROWS_WITH(index_select(ones({3, 2}), 0, from_vector<int64_t>({0, 5}, {2})),
                     Catch::Contains("out of range"));
   CHECK_THROWS_WITH(cross_entropy(ones({2, 10}), from_vector<int64_t>({1, 12}, {2})),

@@ -12,7 +12,8 @@
 namespace ipuml::autograd {
 
 IPUML_INLINE std::vector<Tensor> FunctionNode::apply(const std::vector<Tensor>& g) {
-  IPUML_CHECK(fn != nullptr, "backward through ", name, " a second time: its saved tensors were "
+  IPUML_CHECK(fn != nullptr, "backward through ", name,
+              " a second time: its saved tensors were "
               "freed after the first backward (pass retain_graph=true to keep them)");
   return fn(g);
 }
@@ -87,12 +88,15 @@ IPUML_INLINE void run_backward(const std::vector<Tensor>& roots, const std::vect
     const Tensor& r = roots[i];
     IPUML_CHECK(r.defined(), "backward: root ", i, " is undefined");
     Edge e = gradient_edge(r);
-    IPUML_CHECK(e.valid(), "backward: tensor ", i, " does not require grad and has no grad_fn "
+    IPUML_CHECK(e.valid(), "backward: tensor ", i,
+                " does not require grad and has no grad_fn "
                 "(did you forget requires_grad_() on a parameter, or run under NoGradGuard?)");
     Tensor g = grads[i];
     if (!g.defined()) {
-      IPUML_CHECK(r.numel() == 1, "backward: grad can be implicitly created only for scalar "
-                  "outputs; got shape ", shape_str(r.shape()), " (pass a gradient)");
+      IPUML_CHECK(r.numel() == 1,
+                  "backward: grad can be implicitly created only for scalar "
+                  "outputs; got shape ",
+                  shape_str(r.shape()), " (pass a gradient)");
       g = ones_like(r);
     }
     IPUML_CHECK(g.shape() == r.shape(), "backward: gradient of shape ", shape_str(g.shape()),

@@ -57,8 +57,8 @@ inline GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Te
       r.max_abs_error = std::max(r.max_abs_error, err);
       if (err > atol + rtol * std::abs(numeric) && r.ok) {
         r.ok = false;
-        r.message = detail::str("input ", k, " element ", i, ": analytic ", ag[static_cast<size_t>(i)],
-                                " vs numeric ", numeric);
+        r.message = detail::str("input ", k, " element ", i, ": analytic ",
+                                ag[static_cast<size_t>(i)], " vs numeric ", numeric);
       }
     }
   }

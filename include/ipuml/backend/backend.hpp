@@ -19,7 +19,7 @@ struct DeviceInfo {
   std::string name;         // e.g. "cpu", "ipu2"
   std::string description;  // one line for listings
   size_t memory_bytes = 0;
-  int compute_units = 0;    // cores, tiles
+  int compute_units = 0;  // cores, tiles
 };
 
 // A compiled graph, runnable many times with the cpu::GraphExecutor contract.
@@ -28,8 +28,8 @@ class Executable {
   virtual ~Executable() = default;
   // `inputs` feed graph.inputs, `states` are the tensors graph.states are bound to (updated in
   // place at the end of the run), `step` varies random ops between runs.
-  virtual std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<Tensor>& states,
-                                  uint64_t step) = 0;
+  virtual std::vector<Tensor> run(const std::vector<Tensor>& inputs,
+                                  const std::vector<Tensor>& states, uint64_t step) = 0;
   // Backend-specific report (memory, cycles) as JSON text; "{}" when there is none.
   virtual std::string report_json() const { return "{}"; }
   // A short human-readable report (memory, busiest tiles, cycles) for the terminal.
@@ -56,7 +56,8 @@ class Backend {
   virtual std::string name() const = 0;
   virtual std::vector<DeviceInfo> devices() const = 0;
   virtual bool supports(ir::OpKind kind) const = 0;
-  virtual std::unique_ptr<Executable> compile(const ir::Graph& graph, const CompileOptions& options) const = 0;
+  virtual std::unique_ptr<Executable> compile(const ir::Graph& graph,
+                                              const CompileOptions& options) const = 0;
 };
 
 // The registry. Adding a backend is one line: IPUML_REGISTER_BACKEND(MyBackend).
@@ -85,5 +86,6 @@ inline std::shared_ptr<Backend> get_backend(const std::string& name) {
 
 }  // namespace ipuml::backend
 
-#define IPUML_REGISTER_BACKEND(Type) \
-  inline const bool ipuml_backend_registered_##Type = ::ipuml::backend::register_backend(std::make_shared<Type>())
+#define IPUML_REGISTER_BACKEND(Type)                  \
+  inline const bool ipuml_backend_registered_##Type = \
+      ::ipuml::backend::register_backend(std::make_shared<Type>())

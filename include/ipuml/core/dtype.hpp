@@ -23,24 +23,36 @@ inline constexpr DType kBool = DType::Bool;
 
 constexpr size_t dtype_size(DType t) {
   switch (t) {
-    case DType::Float32: return 4;
-    case DType::Float16: return 2;
-    case DType::BFloat16: return 2;
-    case DType::Int32: return 4;
-    case DType::Int64: return 8;
-    case DType::Bool: return 1;
+    case DType::Float32:
+      return 4;
+    case DType::Float16:
+      return 2;
+    case DType::BFloat16:
+      return 2;
+    case DType::Int32:
+      return 4;
+    case DType::Int64:
+      return 8;
+    case DType::Bool:
+      return 1;
   }
   return 0;
 }
 
 constexpr const char* dtype_name(DType t) {
   switch (t) {
-    case DType::Float32: return "float32";
-    case DType::Float16: return "float16";
-    case DType::BFloat16: return "bfloat16";
-    case DType::Int32: return "int32";
-    case DType::Int64: return "int64";
-    case DType::Bool: return "bool";
+    case DType::Float32:
+      return "float32";
+    case DType::Float16:
+      return "float16";
+    case DType::BFloat16:
+      return "bfloat16";
+    case DType::Int32:
+      return "int32";
+    case DType::Int64:
+      return "int64";
+    case DType::Bool:
+      return "bool";
   }
   return "?";
 }
@@ -53,8 +65,8 @@ constexpr bool is_floating(DType t) {
 constexpr bool is_integral(DType t) { return t == DType::Int32 || t == DType::Int64; }
 
 inline DType dtype_from_name(const std::string& s) {
-  for (DType t : {DType::Float32, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64,
-                  DType::Bool})
+  for (DType t :
+       {DType::Float32, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64, DType::Bool})
     if (s == dtype_name(t)) return t;
   fail("unknown dtype '", s, "': expected one of float32, float16, bfloat16, int32, int64, bool");
 }
@@ -64,7 +76,8 @@ inline uint16_t float_to_half_bits(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t abs = x & 0x7fffffffu;
-  if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | (abs > 0x7f800000u ? 0x7e00u : 0x7c00u));
+  if (abs >= 0x7f800000u)
+    return static_cast<uint16_t>(sign | (abs > 0x7f800000u ? 0x7e00u : 0x7c00u));
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf
   if (abs < 0x38800000u) {
     // Subnormal half (or zero): add the magic number so the FPU rounds at the right bit.
@@ -99,7 +112,8 @@ inline float half_bits_to_float(uint16_t h) {
 
 inline uint16_t float_to_bf16_bits(float f) {
   uint32_t x = std::bit_cast<uint32_t>(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
+  if ((x & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
   x += 0x7fffu + ((x >> 16) & 1u);
   return static_cast<uint16_t>(x >> 16);
 }

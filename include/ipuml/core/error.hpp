@@ -46,7 +46,7 @@ template <typename... Args>
 }  // namespace ipuml
 
 // IPUML_CHECK(cond, "op: message parts", ...) throws ipuml::Error when cond is false.
-#define IPUML_CHECK(cond, ...)                           \
-  do {                                                   \
-    if (!(cond)) ::ipuml::fail(__VA_ARGS__);             \
+#define IPUML_CHECK(cond, ...)               \
+  do {                                       \
+    if (!(cond)) ::ipuml::fail(__VA_ARGS__); \
   } while (0)

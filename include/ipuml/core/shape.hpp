@@ -46,8 +46,7 @@ inline Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
     const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     IPUML_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", shape_str(a), " and ",
-                shape_str(b), " cannot be broadcast together (dim ", i, ": ", da, " vs ", db,
-                ")");
+                shape_str(b), " cannot be broadcast together (dim ", i, ": ", da, " vs ", db, ")");
     out[i] = da == 1 ? db : da;
   }
   return out;

@@ -25,15 +25,36 @@ class DataLoaderOptions {
   DataLoaderOptions() = default;
   explicit DataLoaderOptions(int64_t batch_size) : batch_size_(batch_size) {}
 
-  DataLoaderOptions& batch_size(int64_t v) { batch_size_ = v; return *this; }
-  DataLoaderOptions& shuffle(bool v) { shuffle_ = v; return *this; }
-  DataLoaderOptions& seed(uint64_t v) { seed_ = v; return *this; }
-  DataLoaderOptions& drop_last(bool v) { drop_last_ = v; return *this; }
+  DataLoaderOptions& batch_size(int64_t v) {
+    batch_size_ = v;
+    return *this;
+  }
+  DataLoaderOptions& shuffle(bool v) {
+    shuffle_ = v;
+    return *this;
+  }
+  DataLoaderOptions& seed(uint64_t v) {
+    seed_ = v;
+    return *this;
+  }
+  DataLoaderOptions& drop_last(bool v) {
+    drop_last_ = v;
+    return *this;
+  }
   // Batches assembled ahead of the consumer; 0 assembles each batch when it is asked for.
-  DataLoaderOptions& prefetch(int64_t v) { prefetch_ = v; return *this; }
+  DataLoaderOptions& prefetch(int64_t v) {
+    prefetch_ = v;
+    return *this;
+  }
   // Data parallelism: this loader serves replica `rank` of `replicas` (see ReplicaSampler).
-  DataLoaderOptions& replicas(int64_t v) { replicas_ = v; return *this; }
-  DataLoaderOptions& rank(int64_t v) { rank_ = v; return *this; }
+  DataLoaderOptions& replicas(int64_t v) {
+    replicas_ = v;
+    return *this;
+  }
+  DataLoaderOptions& rank(int64_t v) {
+    rank_ = v;
+    return *this;
+  }
 
   int64_t batch_size() const { return batch_size_; }
   bool shuffle() const { return shuffle_; }
@@ -105,8 +126,10 @@ class DataLoader {
     Example& operator*() const { return run_->current; }
     Example* operator->() const { return &run_->current; }
     Iterator& operator++() {
-      if (++run_->index < run_->count) run_->current = run_->batches->take();
-      else run_->batches.reset();  // epoch over: let the workers go now
+      if (++run_->index < run_->count)
+        run_->current = run_->batches->take();
+      else
+        run_->batches.reset();  // epoch over: let the workers go now
       return *this;
     }
     void operator++(int) { ++*this; }
@@ -134,7 +157,8 @@ class DataLoader {
   }
   // With a sampler of one's own (options' shuffle/seed/replicas are then not used).
   DataLoader(D dataset, std::shared_ptr<Sampler> sampler, DataLoaderOptions options)
-      : dataset_(std::make_shared<const D>(std::move(dataset))), options_(options),
+      : dataset_(std::make_shared<const D>(std::move(dataset))),
+        options_(options),
         sampler_(std::move(sampler)) {
     IPUML_CHECK(sampler_ != nullptr, "DataLoader: null sampler");
     check_options();
@@ -150,8 +174,7 @@ class DataLoader {
     const int64_t bs = options_.batch_size();
     const int64_t total = static_cast<int64_t>(indices->size());
     run->batches = std::make_unique<detail::BatchPrefetcher>(
-        run->count, options_.prefetch(),
-        [ds = dataset_, indices, bs, total](int64_t b) {
+        run->count, options_.prefetch(), [ds = dataset_, indices, bs, total](int64_t b) {
           const int64_t first = b * bs;
           const std::span<const int64_t> sel(indices->data() + first,
                                              static_cast<size_t>(std::min(bs, total - first)));

@@ -117,7 +117,9 @@ IPUML_INLINE void copy_row(Tensor& batch, const Tensor& part, int64_t row) {
 }
 
 IPUML_INLINE Tensor stack_field(const std::vector<Example>& samples, bool data) {
-  const auto field = [&](size_t i) -> const Tensor& { return data ? samples[i].data : samples[i].target; };
+  const auto field = [&](size_t i) -> const Tensor& {
+    return data ? samples[i].data : samples[i].target;
+  };
   const char* what = data ? "data" : "target";
   const bool defined = field(0).defined();
   for (size_t i = 0; i < samples.size(); ++i)
@@ -130,7 +132,8 @@ IPUML_INLINE Tensor stack_field(const std::vector<Example>& samples, bool data) 
     IPUML_CHECK(field(i).shape() == first.shape() && field(i).dtype() == first.dtype(),
                 "DataLoader: cannot stack sample ", i, "'s ", what, " (",
                 dtype_name(field(i).dtype()), " ", shape_str(field(i).shape()),
-                ") with sample 0's (", dtype_name(first.dtype()), " ", shape_str(first.shape()), ")");
+                ") with sample 0's (", dtype_name(first.dtype()), " ", shape_str(first.shape()),
+                ")");
   Shape shape = first.shape();
   shape.insert(shape.begin(), static_cast<int64_t>(samples.size()));
   Tensor batch = empty(shape, first.dtype());

@@ -36,7 +36,9 @@ concept Transform = std::copy_constructible<T> && requires(const T& t, Example e
   { t(std::move(e)) } -> std::convertible_to<Example>;
 };
 template <typename T>
-concept BatchableTransform = Transform<T> && requires { requires T::batchable; };
+concept BatchableTransform = Transform<T> && requires {
+  requires T::batchable;
+};
 
 template <Dataset D, Transform T>
 class MapDataset;
@@ -68,14 +70,14 @@ class DatasetBase {
 template <Dataset D, Transform T>
 class MapDataset : public DatasetBase<MapDataset<D, T>> {
  public:
-  MapDataset(D dataset, T transform) : dataset_(std::move(dataset)), transform_(std::move(transform)) {}
+  MapDataset(D dataset, T transform)
+      : dataset_(std::move(dataset)), transform_(std::move(transform)) {}
 
   Example get(int64_t i) const { return transform_(dataset_.get(i)); }
   int64_t size() const { return static_cast<int64_t>(dataset_.size()); }
 
-  Example get_batch(std::span<const int64_t> indices) const
-    requires BatchDataset<D> && BatchableTransform<T>
-  {
+  Example get_batch(std::span<const int64_t> indices) const requires BatchDataset<D> &&
+      BatchableTransform<T> {
     return transform_(dataset_.get_batch(indices));
   }
 

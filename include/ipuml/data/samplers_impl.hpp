@@ -11,7 +11,7 @@
 namespace ipuml::data {
 
 IPUML_INLINE std::vector<int64_t> shuffled_range(int64_t first, int64_t count, uint64_t seed,
-                                                uint64_t stream) {
+                                                 uint64_t stream) {
   std::vector<int64_t> out(static_cast<size_t>(count));
   std::iota(out.begin(), out.end(), first);
   const RandomStream rs{seed, stream};
@@ -48,13 +48,13 @@ IPUML_INLINE std::vector<int64_t> RandomSampler::indices() const {
   return shuffled_range(0, n_, seed_, detail::sampler_stream(epoch_, 0));
 }
 
-IPUML_INLINE ReplicaSampler::ReplicaSampler(int64_t n, int64_t replicas, int64_t rank, uint64_t seed,
-                                            bool shuffle)
+IPUML_INLINE ReplicaSampler::ReplicaSampler(int64_t n, int64_t replicas, int64_t rank,
+                                            uint64_t seed, bool shuffle)
     : n_(n), replicas_(replicas), rank_(rank), shard_(0), seed_(seed), shuffle_(shuffle) {
   IPUML_CHECK(n >= 0, "ReplicaSampler: negative sample count ", n);
   IPUML_CHECK(replicas >= 1, "ReplicaSampler: replicas must be >= 1, got ", replicas);
-  IPUML_CHECK(rank >= 0 && rank < replicas, "ReplicaSampler: rank ", rank,
-              " is out of range for ", replicas, " replicas (expected 0..", replicas - 1, ")");
+  IPUML_CHECK(rank >= 0 && rank < replicas, "ReplicaSampler: rank ", rank, " is out of range for ",
+              replicas, " replicas (expected 0..", replicas - 1, ")");
   shard_ = n / replicas;
 }
 

@@ -11,7 +11,8 @@
 
 namespace ipuml::data::transforms {
 
-IPUML_INLINE Normalize::Normalize(double mean, double stddev) : Normalize(std::vector<double>{mean}, std::vector<double>{stddev}) {}
+IPUML_INLINE Normalize::Normalize(double mean, double stddev)
+    : Normalize(std::vector<double>{mean}, std::vector<double>{stddev}) {}
 
 IPUML_INLINE Normalize::Normalize(std::vector<double> mean, std::vector<double> stddev)
     : mean_(std::move(mean)), std_(std::move(stddev)) {

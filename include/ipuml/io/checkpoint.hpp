@@ -1,5 +1,6 @@
 // Training checkpoints in HDF5: a module's parameters and buffers, an optimizer's state and the
-// step, saved atomically and loaded with every key, shape and dtype checked before anything changes.
+// step, saved atomically and loaded with every key, shape and dtype checked before anything
+// changes.
 #pragma once
 
 #include <ipuml/core/config.hpp>

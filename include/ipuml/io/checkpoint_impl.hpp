@@ -22,12 +22,18 @@ inline constexpr const char* kOptimizerGroup = "optimizer";
 
 inline H5Dtype to_h5(DType t) {
   switch (t) {
-    case DType::Float32: return H5Dtype::float32;
-    case DType::Float16: return H5Dtype::float16;
-    case DType::BFloat16: return H5Dtype::bfloat16;
-    case DType::Int32: return H5Dtype::int32;
-    case DType::Int64: return H5Dtype::int64;
-    case DType::Bool: return H5Dtype::boolean;
+    case DType::Float32:
+      return H5Dtype::float32;
+    case DType::Float16:
+      return H5Dtype::float16;
+    case DType::BFloat16:
+      return H5Dtype::bfloat16;
+    case DType::Int32:
+      return H5Dtype::int32;
+    case DType::Int64:
+      return H5Dtype::int64;
+    case DType::Bool:
+      return H5Dtype::boolean;
   }
   return H5Dtype::other;
 }
@@ -58,13 +64,15 @@ inline void write_state(H5File& f, const std::string& file, const std::string& g
   for (const auto& [key, tensor] : state) {
     const std::string path = group + "/" + key_to_path(file, key);
     // A parent that already exists as a dataset: "a" saved before "a.b".
-    for (size_t pos = path.find('/', group.size() + 1); pos != std::string::npos; pos = path.find('/', pos + 1))
+    for (size_t pos = path.find('/', group.size() + 1); pos != std::string::npos;
+         pos = path.find('/', pos + 1))
       IPUML_CHECK(!f.is_dataset(path.substr(0, pos)), "save_checkpoint '", file, "': key '", key,
-                  "' in /", group, " lies under the key '", path_to_key(path.substr(group.size() + 1, pos - group.size() - 1)),
-                  "'");
+                  "' in /", group, " lies under the key '",
+                  path_to_key(path.substr(group.size() + 1, pos - group.size() - 1)), "'");
     IPUML_CHECK(!f.exists(path), "save_checkpoint '", file, "': key '", key, "' in /", group,
                 " collides with another key (duplicate, or a prefix of another key)");
-    IPUML_CHECK(tensor.defined(), "save_checkpoint '", file, "': '", key, "' is an undefined tensor");
+    IPUML_CHECK(tensor.defined(), "save_checkpoint '", file, "': '", key,
+                "' is an undefined tensor");
     IPUML_CHECK(!tensor.is_symbolic(), "save_checkpoint '", file, "': '", key,
                 "' is symbolic (recorded while tracing) and holds no values");
     const Tensor c = tensor.contiguous();
@@ -75,7 +83,8 @@ inline void write_state(H5File& f, const std::string& file, const std::string& g
 }
 
 // Every dataset under `group`, as (key, path), in saved order.
-inline std::vector<std::pair<std::string, std::string>> list_state(const H5File& f, const std::string& file,
+inline std::vector<std::pair<std::string, std::string>> list_state(const H5File& f,
+                                                                   const std::string& file,
                                                                    const std::string& group) {
   std::vector<std::pair<int64_t, std::pair<std::string, std::string>>> found;
   std::vector<std::string> pending{group};
@@ -89,7 +98,8 @@ inline std::vector<std::pair<std::string, std::string>> list_state(const H5File&
         continue;
       }
       const std::string key = path_to_key(p.substr(group.size() + 1));
-      IPUML_CHECK(f.is_dataset(p), "load_checkpoint '", file, "': /", p, " is neither a group nor a dataset");
+      IPUML_CHECK(f.is_dataset(p), "load_checkpoint '", file, "': /", p,
+                  " is neither a group nor a dataset");
       const int64_t order = f.has_attr(p, "order") ? f.attr_int(p, "order") : int64_t{1} << 62;
       found.push_back({order, {key, p}});
     }
@@ -135,16 +145,18 @@ inline H5File open_checkpoint(const std::string& path) {
   IPUML_CHECK(f.has_attr("/", "ipuml_checkpoint"), "load_checkpoint '", path,
               "': not an ipuml checkpoint (the HDF5 file has no ipuml_checkpoint attribute)");
   const int64_t format = f.attr_int("/", "ipuml_checkpoint");
-  IPUML_CHECK(format == kCheckpointFormat, "load_checkpoint '", path, "': checkpoint format ", format,
-              " is not supported (this build reads format ", kCheckpointFormat, ")");
+  IPUML_CHECK(format == kCheckpointFormat, "load_checkpoint '", path, "': checkpoint format ",
+              format, " is not supported (this build reads format ", kCheckpointFormat, ")");
   IPUML_CHECK(f.is_group(kModelGroup), "load_checkpoint '", path, "': no /", kModelGroup, " group");
   IPUML_CHECK(f.has_attr("/", "step"), "load_checkpoint '", path, "': no step attribute");
   return f;
 }
 
-inline nn::StateDict read_state(const H5File& f, const std::string& path, const std::string& group) {
+inline nn::StateDict read_state(const H5File& f, const std::string& path,
+                                const std::string& group) {
   nn::StateDict out;
-  for (const auto& [key, p] : list_state(f, path, group)) out.emplace_back(key, read_tensor(f, path, key, p));
+  for (const auto& [key, p] : list_state(f, path, group))
+    out.emplace_back(key, read_tensor(f, path, key, p));
   return out;
 }
 
@@ -188,9 +200,11 @@ IPUML_INLINE int64_t load_checkpoint(const std::string& path, nn::Module& module
                 "' (the module has it, the checkpoint does not)");
     Tensor v = ckpt_detail::read_tensor(f, path, key, p);
     IPUML_CHECK(v.dtype() == t.dtype(), "load_checkpoint '", path, "': '", key, "' is ",
-                dtype_name(v.dtype()), " in the checkpoint but ", dtype_name(t.dtype()), " in the module");
+                dtype_name(v.dtype()), " in the checkpoint but ", dtype_name(t.dtype()),
+                " in the module");
     IPUML_CHECK(v.shape() == t.shape(), "load_checkpoint '", path, "': '", key, "' has shape ",
-                shape_str(v.shape()), " in the checkpoint but ", shape_str(t.shape()), " in the module");
+                shape_str(v.shape()), " in the checkpoint but ", shape_str(t.shape()),
+                " in the module");
     loaded.emplace_back(key, std::move(v));
   }
   for (const auto& [key, p] : ckpt_detail::list_state(f, path, root))

@@ -23,7 +23,19 @@ namespace ipuml::io {
 // bfloat16, so it is stored as uint16 tagged with the attribute "ipuml_dtype" = "bfloat16",
 // and bool as uint8 tagged "bool". `other` is anything else found in a foreign file
 // (strings, compounds, ...): it can be listed and inspected but not read as numbers.
-enum class H5Dtype { float32, float64, float16, bfloat16, int8, int32, int64, uint8, uint16, boolean, other };
+enum class H5Dtype {
+  float32,
+  float64,
+  float16,
+  bfloat16,
+  int8,
+  int32,
+  int64,
+  uint8,
+  uint16,
+  boolean,
+  other
+};
 
 const char* dtype_name(H5Dtype dtype);
 size_t dtype_size(H5Dtype dtype);  // bytes per element in memory; 0 for `other`
@@ -32,15 +44,24 @@ size_t dtype_size(H5Dtype dtype);  // bytes per element in memory; 0 for `other`
 // explicitly for half-precision bit patterns).
 template <typename T>
 constexpr H5Dtype h5_dtype_of() {
-  if constexpr (std::is_same_v<T, float>) return H5Dtype::float32;
-  else if constexpr (std::is_same_v<T, double>) return H5Dtype::float64;
-  else if constexpr (std::is_same_v<T, int8_t>) return H5Dtype::int8;
-  else if constexpr (std::is_same_v<T, int32_t>) return H5Dtype::int32;
-  else if constexpr (std::is_same_v<T, int64_t>) return H5Dtype::int64;
-  else if constexpr (std::is_same_v<T, uint8_t>) return H5Dtype::uint8;
-  else if constexpr (std::is_same_v<T, uint16_t>) return H5Dtype::uint16;
-  else if constexpr (std::is_same_v<T, bool>) return H5Dtype::boolean;
-  else static_assert(sizeof(T) == 0, "ipuml::io: no HDF5 dtype for this element type");
+  if constexpr (std::is_same_v<T, float>)
+    return H5Dtype::float32;
+  else if constexpr (std::is_same_v<T, double>)
+    return H5Dtype::float64;
+  else if constexpr (std::is_same_v<T, int8_t>)
+    return H5Dtype::int8;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return H5Dtype::int32;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return H5Dtype::int64;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return H5Dtype::uint8;
+  else if constexpr (std::is_same_v<T, uint16_t>)
+    return H5Dtype::uint16;
+  else if constexpr (std::is_same_v<T, bool>)
+    return H5Dtype::boolean;
+  else
+    static_assert(sizeof(T) == 0, "ipuml::io: no HDF5 dtype for this element type");
 }
 
 struct H5DatasetInfo {
@@ -86,14 +107,17 @@ class H5File {
   // --- datasets ---
   // Writes `data` (numel(shape) elements of dtype_size(dtype) bytes, row-major) as a new
   // dataset, creating missing parent groups and replacing an existing object at that path.
-  void write(const std::string& path, H5Dtype dtype, const std::vector<int64_t>& shape, const void* data);
+  void write(const std::string& path, H5Dtype dtype, const std::vector<int64_t>& shape,
+             const void* data);
   template <typename T>
   void write(const std::string& path, const std::vector<int64_t>& shape, const T* data) {
     write(path, h5_dtype_of<T>(), shape, data);
   }
   template <typename T>
-  void write(const std::string& path, const std::vector<int64_t>& shape, const std::vector<T>& data) {
-    static_assert(!std::is_same_v<T, bool>, "std::vector<bool> is bit-packed: pass a bool* or uint8 data");
+  void write(const std::string& path, const std::vector<int64_t>& shape,
+             const std::vector<T>& data) {
+    static_assert(!std::is_same_v<T, bool>,
+                  "std::vector<bool> is bit-packed: pass a bool* or uint8 data");
     check_count(path, shape, data.size());
     write(path, h5_dtype_of<T>(), shape, data.data());
   }
@@ -102,16 +126,20 @@ class H5File {
   H5DatasetInfo info(const std::string& path) const;
   // Reads the whole dataset into `out`; its dtype must be `dtype` and its shape `shape`,
   // otherwise Error names both.
-  void read(const std::string& path, H5Dtype dtype, const std::vector<int64_t>& shape, void* out) const;
+  void read(const std::string& path, H5Dtype dtype, const std::vector<int64_t>& shape,
+            void* out) const;
   // Reads `count` entries along the first dimension starting at `first`: a slice of a data set
   // that does not fit in memory.
-  void read_rows(const std::string& path, H5Dtype dtype, int64_t first, int64_t count, void* out) const;
+  void read_rows(const std::string& path, H5Dtype dtype, int64_t first, int64_t count,
+                 void* out) const;
   template <typename T>
-  std::vector<T> read_vector(const std::string& path, H5Dtype dtype, std::vector<int64_t>* shape = nullptr) const {
-    static_assert(!std::is_same_v<T, bool>, "std::vector<bool> is bit-packed: read bool data as uint8_t");
+  std::vector<T> read_vector(const std::string& path, H5Dtype dtype,
+                             std::vector<int64_t>* shape = nullptr) const {
+    static_assert(!std::is_same_v<T, bool>,
+                  "std::vector<bool> is bit-packed: read bool data as uint8_t");
     H5DatasetInfo found = describe(path, "read");
-    IPUML_CHECK(sizeof(T) == dtype_size(dtype), "hdf5: read_vector '", path_, ":", path, "': element size ",
-                sizeof(T), " does not fit dtype ", dtype_name(dtype));
+    IPUML_CHECK(sizeof(T) == dtype_size(dtype), "hdf5: read_vector '", path_, ":", path,
+                "': element size ", sizeof(T), " does not fit dtype ", dtype_name(dtype));
     std::vector<T> out(static_cast<size_t>(found.numel()));
     read(path, dtype, found.shape, out.data());
     if (shape) *shape = found.shape;
@@ -136,31 +164,38 @@ class H5File {
   void set_attr(const std::string& object, const std::string& name, T value) {
     set_attr_float(object, name, std::vector<double>{static_cast<double>(value)}, true);
   }
-  void set_attr(const std::string& object, const std::string& name, const std::vector<int64_t>& values) {
+  void set_attr(const std::string& object, const std::string& name,
+                const std::vector<int64_t>& values) {
     set_attr_int(object, name, values, false);
   }
-  void set_attr(const std::string& object, const std::string& name, const std::vector<double>& values) {
+  void set_attr(const std::string& object, const std::string& name,
+                const std::vector<double>& values) {
     set_attr_float(object, name, values, false);
   }
   bool has_attr(const std::string& object, const std::string& name) const;
   std::vector<std::string> attr_names(const std::string& object) const;
   std::string attr_string(const std::string& object, const std::string& name) const;
-  int64_t attr_int(const std::string& object, const std::string& name) const;     // integer attributes only
-  double attr_double(const std::string& object, const std::string& name) const;   // integer or float
+  int64_t attr_int(const std::string& object,
+                   const std::string& name) const;  // integer attributes only
+  double attr_double(const std::string& object, const std::string& name) const;  // integer or float
   std::vector<int64_t> attr_ints(const std::string& object, const std::string& name) const;
   std::vector<double> attr_doubles(const std::string& object, const std::string& name) const;
 
  private:
-  H5DatasetInfo describe(const std::string& path, const char* op) const;  // info() naming the caller's op
-  void set_attr_int(const std::string& object, const std::string& name, const std::vector<int64_t>& v, bool scalar);
-  void set_attr_float(const std::string& object, const std::string& name, const std::vector<double>& v, bool scalar);
+  H5DatasetInfo describe(const std::string& path,
+                         const char* op) const;  // info() naming the caller's op
+  void set_attr_int(const std::string& object, const std::string& name,
+                    const std::vector<int64_t>& v, bool scalar);
+  void set_attr_float(const std::string& object, const std::string& name,
+                      const std::vector<double>& v, bool scalar);
   void check_count(const std::string& path, const std::vector<int64_t>& shape, size_t count) const;
   void check_writable(const char* op, const std::string& path) const;
   std::string where(const std::string& path) const;  // "file:object" for messages
 
   std::string path_;
   Mode mode_ = Mode::read;
-  int64_t id_ = -1;  // the hid_t (int64_t since HDF5 1.10), kept as a plain integer so <hdf5.h> stays private
+  int64_t id_ =
+      -1;  // the hid_t (int64_t since HDF5 1.10), kept as a plain integer so <hdf5.h> stays private
 };
 
 // Saves through a temporary file beside `path` that is renamed over it only after `writer`

@@ -19,7 +19,8 @@
 
 namespace ipuml::io {
 
-static_assert(std::is_same_v<hid_t, int64_t>, "ipuml::io::H5File stores hid_t as int64_t (HDF5 >= 1.10)");
+static_assert(std::is_same_v<hid_t, int64_t>,
+              "ipuml::io::H5File stores hid_t as int64_t (HDF5 >= 1.10)");
 
 namespace h5detail {
 
@@ -110,15 +111,16 @@ inline int64_t numel_of(const std::vector<int64_t>& shape) {
 // (8, 7, 127). h5py builds its float16 the same way, so files interoperate.
 inline H5Handle make_float2(size_t ebits, size_t mbits, size_t ebias) {
   H5Handle t(H5Tcopy(H5T_NATIVE_FLOAT), H5Tclose);
-  if (!t.valid() || H5Tset_fields(t.get(), 15, mbits, ebits, 0, mbits) < 0 || H5Tset_size(t.get(), 2) < 0 ||
-      H5Tset_ebias(t.get(), ebias) < 0)
+  if (!t.valid() || H5Tset_fields(t.get(), 15, mbits, ebits, 0, mbits) < 0 ||
+      H5Tset_size(t.get(), 2) < 0 || H5Tset_ebias(t.get(), ebias) < 0)
     ipuml::fail("hdf5: cannot build a 2-byte float type (HDF5: ", hdf5_error_text(), ")");
   return t;
 }
 
 inline H5Handle string_type_variable() {
   H5Handle t(H5Tcopy(H5T_C_S1), H5Tclose);
-  if (!t.valid() || H5Tset_size(t.get(), H5T_VARIABLE) < 0 || H5Tset_cset(t.get(), H5T_CSET_UTF8) < 0)
+  if (!t.valid() || H5Tset_size(t.get(), H5T_VARIABLE) < 0 ||
+      H5Tset_cset(t.get(), H5T_CSET_UTF8) < 0)
     ipuml::fail("hdf5: cannot build a string type (HDF5: ", hdf5_error_text(), ")");
   return t;
 }
@@ -126,17 +128,28 @@ inline H5Handle string_type_variable() {
 // Storage type for a dtype, and whether it needs the tag attribute.
 inline H5Handle file_type(H5Dtype dtype) {
   switch (dtype) {
-    case H5Dtype::float32: return borrowed(H5T_IEEE_F32LE);
-    case H5Dtype::float64: return borrowed(H5T_IEEE_F64LE);
-    case H5Dtype::float16: return make_float2(5, 10, 15);
-    case H5Dtype::bfloat16: return borrowed(H5T_STD_U16LE);
-    case H5Dtype::int8: return borrowed(H5T_STD_I8LE);
-    case H5Dtype::int32: return borrowed(H5T_STD_I32LE);
-    case H5Dtype::int64: return borrowed(H5T_STD_I64LE);
-    case H5Dtype::uint8: return borrowed(H5T_STD_U8LE);
-    case H5Dtype::uint16: return borrowed(H5T_STD_U16LE);
-    case H5Dtype::boolean: return borrowed(H5T_STD_U8LE);
-    case H5Dtype::other: break;
+    case H5Dtype::float32:
+      return borrowed(H5T_IEEE_F32LE);
+    case H5Dtype::float64:
+      return borrowed(H5T_IEEE_F64LE);
+    case H5Dtype::float16:
+      return make_float2(5, 10, 15);
+    case H5Dtype::bfloat16:
+      return borrowed(H5T_STD_U16LE);
+    case H5Dtype::int8:
+      return borrowed(H5T_STD_I8LE);
+    case H5Dtype::int32:
+      return borrowed(H5T_STD_I32LE);
+    case H5Dtype::int64:
+      return borrowed(H5T_STD_I64LE);
+    case H5Dtype::uint8:
+      return borrowed(H5T_STD_U8LE);
+    case H5Dtype::uint16:
+      return borrowed(H5T_STD_U16LE);
+    case H5Dtype::boolean:
+      return borrowed(H5T_STD_U8LE);
+    case H5Dtype::other:
+      break;
   }
   ipuml::fail("hdf5: dtype 'other' cannot be stored");
 }
@@ -152,18 +165,28 @@ inline const char* tag_of(H5Dtype dtype) {
 inline H5Handle memory_type(H5Dtype dtype, hid_t stored) {
   H5T_class_t cls = stored >= 0 ? H5Tget_class(stored) : H5T_NO_CLASS;
   switch (dtype) {
-    case H5Dtype::float32: return borrowed(H5T_NATIVE_FLOAT);
-    case H5Dtype::float64: return borrowed(H5T_NATIVE_DOUBLE);
-    case H5Dtype::float16: return make_float2(5, 10, 15);
-    case H5Dtype::bfloat16: return cls == H5T_FLOAT ? make_float2(8, 7, 127) : borrowed(H5T_NATIVE_UINT16);
-    case H5Dtype::int8: return borrowed(H5T_NATIVE_INT8);
-    case H5Dtype::int32: return borrowed(H5T_NATIVE_INT32);
-    case H5Dtype::int64: return borrowed(H5T_NATIVE_INT64);
-    case H5Dtype::uint8: return borrowed(H5T_NATIVE_UINT8);
-    case H5Dtype::uint16: return borrowed(H5T_NATIVE_UINT16);
+    case H5Dtype::float32:
+      return borrowed(H5T_NATIVE_FLOAT);
+    case H5Dtype::float64:
+      return borrowed(H5T_NATIVE_DOUBLE);
+    case H5Dtype::float16:
+      return make_float2(5, 10, 15);
+    case H5Dtype::bfloat16:
+      return cls == H5T_FLOAT ? make_float2(8, 7, 127) : borrowed(H5T_NATIVE_UINT16);
+    case H5Dtype::int8:
+      return borrowed(H5T_NATIVE_INT8);
+    case H5Dtype::int32:
+      return borrowed(H5T_NATIVE_INT32);
+    case H5Dtype::int64:
+      return borrowed(H5T_NATIVE_INT64);
+    case H5Dtype::uint8:
+      return borrowed(H5T_NATIVE_UINT8);
+    case H5Dtype::uint16:
+      return borrowed(H5T_NATIVE_UINT16);
     case H5Dtype::boolean:
       return cls == H5T_ENUM ? H5Handle(H5Tcopy(stored), H5Tclose) : borrowed(H5T_NATIVE_UINT8);
-    case H5Dtype::other: break;
+    case H5Dtype::other:
+      break;
   }
   ipuml::fail("hdf5: dtype 'other' cannot be read as numbers");
 }
@@ -189,10 +212,12 @@ inline std::pair<H5Dtype, std::string> classify(hid_t type, const std::string& t
     if (is_signed && size == 1) return {H5Dtype::int8, "int8"};
     if (is_signed && size == 4) return {H5Dtype::int32, "int32"};
     if (is_signed && size == 8) return {H5Dtype::int64, "int64"};
-    if (!is_signed && size == 1) return tag == "bool" ? std::pair{H5Dtype::boolean, std::string("bool")}
-                                                      : std::pair{H5Dtype::uint8, std::string("uint8")};
-    if (!is_signed && size == 2) return tag == "bfloat16" ? std::pair{H5Dtype::bfloat16, std::string("bfloat16")}
-                                                          : std::pair{H5Dtype::uint16, std::string("uint16")};
+    if (!is_signed && size == 1)
+      return tag == "bool" ? std::pair{H5Dtype::boolean, std::string("bool")}
+                           : std::pair{H5Dtype::uint8, std::string("uint8")};
+    if (!is_signed && size == 2)
+      return tag == "bfloat16" ? std::pair{H5Dtype::bfloat16, std::string("bfloat16")}
+                               : std::pair{H5Dtype::uint16, std::string("uint16")};
     return {H5Dtype::other, std::string(is_signed ? "int" : "uint") + std::to_string(8 * size)};
   }
   if (cls == H5T_ENUM && size == 1 && H5Tget_nmembers(type) == 2) {
@@ -205,13 +230,13 @@ inline std::pair<H5Dtype, std::string> classify(hid_t type, const std::string& t
     if (H5Tis_variable_str(type) > 0) return {H5Dtype::other, "string (variable length)"};
     return {H5Dtype::other, "string (fixed length " + std::to_string(size) + ")"};
   }
-  const char* kind = cls == H5T_COMPOUND ? "compound"
-                     : cls == H5T_ARRAY  ? "array"
-                     : cls == H5T_ENUM   ? "enum"
-                     : cls == H5T_VLEN   ? "variable-length sequence"
-                     : cls == H5T_OPAQUE ? "opaque"
+  const char* kind = cls == H5T_COMPOUND    ? "compound"
+                     : cls == H5T_ARRAY     ? "array"
+                     : cls == H5T_ENUM      ? "enum"
+                     : cls == H5T_VLEN      ? "variable-length sequence"
+                     : cls == H5T_OPAQUE    ? "opaque"
                      : cls == H5T_REFERENCE ? "reference"
-                                             : "unknown";
+                                            : "unknown";
   return {H5Dtype::other, bytes + " " + kind};
 }
 
@@ -265,17 +290,28 @@ inline bool has_hdf5_signature(const std::string& path) {
 
 IPUML_INLINE const char* dtype_name(H5Dtype dtype) {
   switch (dtype) {
-    case H5Dtype::float32: return "float32";
-    case H5Dtype::float64: return "float64";
-    case H5Dtype::float16: return "float16";
-    case H5Dtype::bfloat16: return "bfloat16";
-    case H5Dtype::int8: return "int8";
-    case H5Dtype::int32: return "int32";
-    case H5Dtype::int64: return "int64";
-    case H5Dtype::uint8: return "uint8";
-    case H5Dtype::uint16: return "uint16";
-    case H5Dtype::boolean: return "bool";
-    case H5Dtype::other: return "other";
+    case H5Dtype::float32:
+      return "float32";
+    case H5Dtype::float64:
+      return "float64";
+    case H5Dtype::float16:
+      return "float16";
+    case H5Dtype::bfloat16:
+      return "bfloat16";
+    case H5Dtype::int8:
+      return "int8";
+    case H5Dtype::int32:
+      return "int32";
+    case H5Dtype::int64:
+      return "int64";
+    case H5Dtype::uint8:
+      return "uint8";
+    case H5Dtype::uint16:
+      return "uint16";
+    case H5Dtype::boolean:
+      return "bool";
+    case H5Dtype::other:
+      return "other";
   }
   return "invalid";
 }
@@ -283,16 +319,21 @@ IPUML_INLINE const char* dtype_name(H5Dtype dtype) {
 IPUML_INLINE size_t dtype_size(H5Dtype dtype) {
   switch (dtype) {
     case H5Dtype::float64:
-    case H5Dtype::int64: return 8;
+    case H5Dtype::int64:
+      return 8;
     case H5Dtype::float32:
-    case H5Dtype::int32: return 4;
+    case H5Dtype::int32:
+      return 4;
     case H5Dtype::float16:
     case H5Dtype::bfloat16:
-    case H5Dtype::uint16: return 2;
+    case H5Dtype::uint16:
+      return 2;
     case H5Dtype::int8:
     case H5Dtype::uint8:
-    case H5Dtype::boolean: return 1;
-    case H5Dtype::other: return 0;
+    case H5Dtype::boolean:
+      return 1;
+    case H5Dtype::other:
+      return 0;
   }
   return 0;
 }
@@ -310,21 +351,24 @@ IPUML_INLINE H5File::H5File(const std::string& path, Mode mode) : path_(path), m
   H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG);
   if (mode == Mode::truncate) {
     id_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
-    if (id_ < 0) ipuml::fail("hdf5: cannot create '", path, "' (HDF5: ", h5detail::hdf5_error_text(), ")");
+    if (id_ < 0)
+      ipuml::fail("hdf5: cannot create '", path, "' (HDF5: ", h5detail::hdf5_error_text(), ")");
     return;
   }
   std::error_code ec;
   if (!fs::exists(path, ec)) ipuml::fail("hdf5: cannot open '", path, "': no such file");
-  if (fs::is_directory(path, ec)) ipuml::fail("hdf5: cannot open '", path, "': it is a directory, expected an HDF5 file");
+  if (fs::is_directory(path, ec))
+    ipuml::fail("hdf5: cannot open '", path, "': it is a directory, expected an HDF5 file");
   if (!h5detail::has_hdf5_signature(path)) {
     auto size = fs::file_size(path, ec);
-    ipuml::fail("hdf5: cannot open '", path, "': not an HDF5 file (no HDF5 signature in its ", ec ? 0 : size,
-                " bytes; truncated, corrupt or another format)");
+    ipuml::fail("hdf5: cannot open '", path, "': not an HDF5 file (no HDF5 signature in its ",
+                ec ? 0 : size, " bytes; truncated, corrupt or another format)");
   }
   id_ = H5Fopen(path.c_str(), mode == Mode::read ? H5F_ACC_RDONLY : H5F_ACC_RDWR, fapl.get());
   if (id_ < 0)
-    ipuml::fail("hdf5: cannot open '", path, "': the HDF5 file is truncated or corrupt (HDF5: ",
-                h5detail::hdf5_error_text(), ")");
+    ipuml::fail("hdf5: cannot open '", path,
+                "': the HDF5 file is truncated or corrupt (HDF5: ", h5detail::hdf5_error_text(),
+                ")");
 }
 
 IPUML_INLINE H5File::H5File(H5File&& other) noexcept
@@ -355,7 +399,8 @@ IPUML_INLINE void H5File::close() {
   if (id_ < 0) return;
   h5detail::silence_hdf5();
   hid_t id = std::exchange(id_, -1);
-  if (H5Fclose(id) < 0) ipuml::fail("hdf5: close '", path_, "' failed (HDF5: ", h5detail::hdf5_error_text(), ")");
+  if (H5Fclose(id) < 0)
+    ipuml::fail("hdf5: close '", path_, "' failed (HDF5: ", h5detail::hdf5_error_text(), ")");
 }
 
 IPUML_INLINE std::string H5File::where(const std::string& path) const {
@@ -368,9 +413,11 @@ IPUML_INLINE void H5File::check_writable(const char* op, const std::string& path
   IPUML_CHECK(mode_ != Mode::read, "hdf5: ", op, " ", where(path), ": the file is open read-only");
 }
 
-IPUML_INLINE void H5File::check_count(const std::string& path, const std::vector<int64_t>& shape, size_t count) const {
-  IPUML_CHECK(h5detail::numel_of(shape) == static_cast<int64_t>(count), "hdf5: write ", where(path), ": shape ",
-              shape, " holds ", h5detail::numel_of(shape), " elements but ", count, " were given");
+IPUML_INLINE void H5File::check_count(const std::string& path, const std::vector<int64_t>& shape,
+                                      size_t count) const {
+  IPUML_CHECK(h5detail::numel_of(shape) == static_cast<int64_t>(count), "hdf5: write ", where(path),
+              ": shape ", shape, " holds ", h5detail::numel_of(shape), " elements but ", count,
+              " were given");
 }
 
 // --- structure ------------------------------------------------------------------------------
@@ -390,7 +437,8 @@ IPUML_INLINE bool H5File::exists(const std::string& path) const {
       return false;
     }
   }
-  htri_t resolves = H5Oexists_by_name(id_, full.c_str(), H5P_DEFAULT);  // false for dangling soft links
+  htri_t resolves =
+      H5Oexists_by_name(id_, full.c_str(), H5P_DEFAULT);  // false for dangling soft links
   H5Eclear2(H5E_DEFAULT);
   return resolves > 0;
 }
@@ -418,15 +466,17 @@ IPUML_INLINE void H5File::create_group(const std::string& path) {
   check_writable("create_group", path);
   std::string full = h5detail::normalize(path);
   if (exists(full)) {
-    IPUML_CHECK(is_group(full), "hdf5: create_group ", where(path), ": a dataset already has this name");
+    IPUML_CHECK(is_group(full), "hdf5: create_group ", where(path),
+                ": a dataset already has this name");
     return;
   }
   h5detail::H5Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
   H5Pset_create_intermediate_group(lcpl.get(), 1);
-  h5detail::H5Handle g(H5Gcreate2(id_, full.c_str(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  h5detail::H5Handle g(H5Gcreate2(id_, full.c_str(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
+                       H5Gclose);
   if (!g.valid())
-    ipuml::fail("hdf5: create_group ", where(path), " failed (a parent may be a dataset; HDF5: ",
-                h5detail::hdf5_error_text(), ")");
+    ipuml::fail("hdf5: create_group ", where(path),
+                " failed (a parent may be a dataset; HDF5: ", h5detail::hdf5_error_text(), ")");
 }
 
 IPUML_INLINE std::vector<std::string> H5File::list(const std::string& group) const {
@@ -440,10 +490,13 @@ IPUML_INLINE std::vector<std::string> H5File::list(const std::string& group) con
     ipuml::fail("hdf5: list ", where(group), " failed (HDF5: ", h5detail::hdf5_error_text(), ")");
   std::vector<std::string> names;
   for (hsize_t i = 0; i < ginfo.nlinks; ++i) {
-    ssize_t len = H5Lget_name_by_idx(g.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
-    if (len < 0) ipuml::fail("hdf5: list ", where(group), " failed (HDF5: ", h5detail::hdf5_error_text(), ")");
+    ssize_t len =
+        H5Lget_name_by_idx(g.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    if (len < 0)
+      ipuml::fail("hdf5: list ", where(group), " failed (HDF5: ", h5detail::hdf5_error_text(), ")");
     std::string name(static_cast<size_t>(len) + 1, '\0');
-    H5Lget_name_by_idx(g.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT);
+    H5Lget_name_by_idx(g.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(),
+                       H5P_DEFAULT);
     name.resize(static_cast<size_t>(len));
     names.push_back(std::move(name));
   }
@@ -466,8 +519,8 @@ namespace h5detail {
 
 // Opens an existing dataset or fails naming what is there instead (and, for a missing one,
 // what its parent group holds, since the usual cause is a misspelt or renamed key).
-inline H5Handle open_dataset(const H5File& f, hid_t file, const std::string& op, const std::string& where,
-                             const std::string& path) {
+inline H5Handle open_dataset(const H5File& f, hid_t file, const std::string& op,
+                             const std::string& where, const std::string& path) {
   std::string full = normalize(path);
   if (!f.exists(full)) {
     std::string parent = parent_of(full);
@@ -489,8 +542,10 @@ inline H5Handle open_dataset(const H5File& f, hid_t file, const std::string& op,
   H5Handle ds(H5Dopen2(file, full.c_str(), H5P_DEFAULT), H5Dclose);
   if (!ds.valid()) {
     H5Eclear2(H5E_DEFAULT);
-    if (f.is_group(full)) ipuml::fail("hdf5: ", op, " ", where, ": found a group, expected a dataset");
-    ipuml::fail("hdf5: ", op, " ", where, ": cannot open the dataset (corrupt file? HDF5: ", hdf5_error_text(), ")");
+    if (f.is_group(full))
+      ipuml::fail("hdf5: ", op, " ", where, ": found a group, expected a dataset");
+    ipuml::fail("hdf5: ", op, " ", where,
+                ": cannot open the dataset (corrupt file? HDF5: ", hdf5_error_text(), ")");
   }
   return ds;
 }
@@ -504,7 +559,8 @@ inline std::string read_tag(hid_t obj) {
   if (!attr.valid()) return {};
   H5Handle type(H5Aget_type(attr.get()), H5Tclose);
   if (H5Tget_class(type.get()) != H5T_STRING) return {};
-  return read_string_value(type.get(), [&](hid_t mem, void* buf) { return H5Aread(attr.get(), mem, buf); });
+  return read_string_value(type.get(),
+                           [&](hid_t mem, void* buf) { return H5Aread(attr.get(), mem, buf); });
 }
 
 inline std::vector<int64_t> extent(hid_t space) {
@@ -536,30 +592,36 @@ inline H5Handle make_space(const std::vector<int64_t>& shape) {
 
 }  // namespace h5detail
 
-IPUML_INLINE void H5File::write(const std::string& path, H5Dtype dtype, const std::vector<int64_t>& shape,
-                                const void* data) {
+IPUML_INLINE void H5File::write(const std::string& path, H5Dtype dtype,
+                                const std::vector<int64_t>& shape, const void* data) {
   check_writable("write", path);
   std::string full = h5detail::normalize(path);
   IPUML_CHECK(full != "/", "hdf5: write ", where(path), ": a dataset needs a name");
-  IPUML_CHECK(dtype != H5Dtype::other, "hdf5: write ", where(path), ": dtype 'other' cannot be stored");
+  IPUML_CHECK(dtype != H5Dtype::other, "hdf5: write ", where(path),
+              ": dtype 'other' cannot be stored");
   for (int64_t d : shape)
-    IPUML_CHECK(d >= 0, "hdf5: write ", where(path), ": shape ", shape, " has a negative dimension");
+    IPUML_CHECK(d >= 0, "hdf5: write ", where(path), ": shape ", shape,
+                " has a negative dimension");
   int64_t n = h5detail::numel_of(shape);
-  IPUML_CHECK(n == 0 || data != nullptr, "hdf5: write ", where(path), ": no data for shape ", shape);
+  IPUML_CHECK(n == 0 || data != nullptr, "hdf5: write ", where(path), ": no data for shape ",
+              shape);
   if (exists(full)) remove(full);
   h5detail::H5Handle ftype = h5detail::file_type(dtype);
   h5detail::H5Handle mtype = h5detail::memory_type(dtype, ftype.get());
   h5detail::H5Handle space = h5detail::make_space(shape);
   h5detail::H5Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
   H5Pset_create_intermediate_group(lcpl.get(), 1);
-  h5detail::H5Handle ds(H5Dcreate2(id_, full.c_str(), ftype.get(), space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
-                      H5Dclose);
+  h5detail::H5Handle ds(
+      H5Dcreate2(id_, full.c_str(), ftype.get(), space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
+      H5Dclose);
   if (!space.valid() || !ds.valid())
-    ipuml::fail("hdf5: write ", where(path), ": cannot create a ", dtype_name(dtype), " dataset of shape ", shape,
+    ipuml::fail("hdf5: write ", where(path), ": cannot create a ", dtype_name(dtype),
+                " dataset of shape ", shape,
                 " (a parent may be a dataset; HDF5: ", h5detail::hdf5_error_text(), ")");
   if (n > 0 && H5Dwrite(ds.get(), mtype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
     ipuml::fail("hdf5: write ", where(path), " failed (HDF5: ", h5detail::hdf5_error_text(), ")");
-  if (const char* tag = h5detail::tag_of(dtype)) h5detail::write_string_attr(ds.get(), h5detail::kDtypeTag, tag);
+  if (const char* tag = h5detail::tag_of(dtype))
+    h5detail::write_string_attr(ds.get(), h5detail::kDtypeTag, tag);
 }
 
 IPUML_INLINE void H5File::write_string(const std::string& path, const std::string& value) {
@@ -571,14 +633,18 @@ IPUML_INLINE void H5File::write_string(const std::string& path, const std::strin
   h5detail::H5Handle space(H5Screate(H5S_SCALAR), H5Sclose);
   h5detail::H5Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
   H5Pset_create_intermediate_group(lcpl.get(), 1);
-  h5detail::H5Handle ds(H5Dcreate2(id_, full.c_str(), type.get(), space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
-                      H5Dclose);
+  h5detail::H5Handle ds(
+      H5Dcreate2(id_, full.c_str(), type.get(), space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
+      H5Dclose);
   const char* p = value.c_str();
   if (!ds.valid() || H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &p) < 0)
-    ipuml::fail("hdf5: write_string ", where(path), " failed (HDF5: ", h5detail::hdf5_error_text(), ")");
+    ipuml::fail("hdf5: write_string ", where(path), " failed (HDF5: ", h5detail::hdf5_error_text(),
+                ")");
 }
 
-IPUML_INLINE H5DatasetInfo H5File::info(const std::string& path) const { return describe(path, "info"); }
+IPUML_INLINE H5DatasetInfo H5File::info(const std::string& path) const {
+  return describe(path, "info");
+}
 
 IPUML_INLINE H5DatasetInfo H5File::describe(const std::string& path, const char* op) const {
   h5detail::silence_hdf5();
@@ -587,7 +653,8 @@ IPUML_INLINE H5DatasetInfo H5File::describe(const std::string& path, const char*
   h5detail::H5Handle type(H5Dget_type(ds.get()), H5Tclose);
   h5detail::H5Handle space(H5Dget_space(ds.get()), H5Sclose);
   if (!type.valid() || !space.valid())
-    ipuml::fail("hdf5: ", op, " ", where(path), ": cannot read the dataset's type or shape (corrupt file? HDF5: ",
+    ipuml::fail("hdf5: ", op, " ", where(path),
+                ": cannot read the dataset's type or shape (corrupt file? HDF5: ",
                 h5detail::hdf5_error_text(), ")");
   H5DatasetInfo out;
   std::tie(out.dtype, out.type_name) = h5detail::classify(type.get(), h5detail::read_tag(ds.get()));
@@ -595,30 +662,35 @@ IPUML_INLINE H5DatasetInfo H5File::describe(const std::string& path, const char*
   return out;
 }
 
-IPUML_INLINE void H5File::read(const std::string& path, H5Dtype dtype, const std::vector<int64_t>& shape,
-                               void* out) const {
+IPUML_INLINE void H5File::read(const std::string& path, H5Dtype dtype,
+                               const std::vector<int64_t>& shape, void* out) const {
   H5DatasetInfo found = describe(path, "read");
-  IPUML_CHECK(dtype != H5Dtype::other, "hdf5: read ", where(path), ": dtype 'other' cannot be read as numbers");
-  IPUML_CHECK(found.dtype == dtype, "hdf5: read ", where(path), ": found dtype ", found.type_name, ", expected ",
-              dtype_name(dtype));
-  IPUML_CHECK(found.shape == shape, "hdf5: read ", where(path), ": found shape ", found.shape, ", expected ", shape);
+  IPUML_CHECK(dtype != H5Dtype::other, "hdf5: read ", where(path),
+              ": dtype 'other' cannot be read as numbers");
+  IPUML_CHECK(found.dtype == dtype, "hdf5: read ", where(path), ": found dtype ", found.type_name,
+              ", expected ", dtype_name(dtype));
+  IPUML_CHECK(found.shape == shape, "hdf5: read ", where(path), ": found shape ", found.shape,
+              ", expected ", shape);
   if (found.numel() == 0) return;
   IPUML_CHECK(out != nullptr, "hdf5: read ", where(path), ": no output buffer");
   h5detail::H5Handle ds(H5Dopen2(id_, h5detail::normalize(path).c_str(), H5P_DEFAULT), H5Dclose);
   h5detail::H5Handle type(H5Dget_type(ds.get()), H5Tclose);
   h5detail::H5Handle mtype = h5detail::memory_type(dtype, type.get());
   if (H5Dread(ds.get(), mtype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
-    ipuml::fail("hdf5: read ", where(path), " failed (corrupt file? HDF5: ", h5detail::hdf5_error_text(), ")");
+    ipuml::fail("hdf5: read ", where(path),
+                " failed (corrupt file? HDF5: ", h5detail::hdf5_error_text(), ")");
 }
 
-IPUML_INLINE void H5File::read_rows(const std::string& path, H5Dtype dtype, int64_t first, int64_t count,
-                                    void* out) const {
+IPUML_INLINE void H5File::read_rows(const std::string& path, H5Dtype dtype, int64_t first,
+                                    int64_t count, void* out) const {
   H5DatasetInfo found = describe(path, "read_rows");
-  IPUML_CHECK(found.dtype == dtype, "hdf5: read_rows ", where(path), ": found dtype ", found.type_name,
-              ", expected ", dtype_name(dtype));
-  IPUML_CHECK(!found.shape.empty(), "hdf5: read_rows ", where(path), ": the dataset is a scalar, expected rank >= 1");
-  IPUML_CHECK(first >= 0 && count >= 0 && first + count <= found.shape[0], "hdf5: read_rows ", where(path), ": rows [",
-              first, ", ", first + count, ") are outside the ", found.shape[0], " rows of shape ", found.shape);
+  IPUML_CHECK(found.dtype == dtype, "hdf5: read_rows ", where(path), ": found dtype ",
+              found.type_name, ", expected ", dtype_name(dtype));
+  IPUML_CHECK(!found.shape.empty(), "hdf5: read_rows ", where(path),
+              ": the dataset is a scalar, expected rank >= 1");
+  IPUML_CHECK(first >= 0 && count >= 0 && first + count <= found.shape[0], "hdf5: read_rows ",
+              where(path), ": rows [", first, ", ", first + count, ") are outside the ",
+              found.shape[0], " rows of shape ", found.shape);
   if (count == 0 || found.numel() == 0) return;
   IPUML_CHECK(out != nullptr, "hdf5: read_rows ", where(path), ": no output buffer");
   h5detail::H5Handle ds(H5Dopen2(id_, h5detail::normalize(path).c_str(), H5P_DEFAULT), H5Dclose);
@@ -628,10 +700,13 @@ IPUML_INLINE void H5File::read_rows(const std::string& path, H5Dtype dtype, int6
   std::vector<hsize_t> start(found.shape.size(), 0), dims(found.shape.begin(), found.shape.end());
   start[0] = static_cast<hsize_t>(first);
   dims[0] = static_cast<hsize_t>(count);
-  h5detail::H5Handle mspace(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
-  if (H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, dims.data(), nullptr) < 0 ||
+  h5detail::H5Handle mspace(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+                            H5Sclose);
+  if (H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, dims.data(),
+                          nullptr) < 0 ||
       H5Dread(ds.get(), mtype.get(), mspace.get(), fspace.get(), H5P_DEFAULT, out) < 0)
-    ipuml::fail("hdf5: read_rows ", where(path), " failed (corrupt file? HDF5: ", h5detail::hdf5_error_text(), ")");
+    ipuml::fail("hdf5: read_rows ", where(path),
+                " failed (corrupt file? HDF5: ", h5detail::hdf5_error_text(), ")");
 }
 
 IPUML_INLINE std::string H5File::read_string(const std::string& path) const {
@@ -641,16 +716,19 @@ IPUML_INLINE std::string H5File::read_string(const std::string& path) const {
   h5detail::H5Handle space(H5Dget_space(ds.get()), H5Sclose);
   if (H5Tget_class(type.get()) != H5T_STRING)
     ipuml::fail("hdf5: read_string ", where(path), ": found dtype ",
-                h5detail::classify(type.get(), h5detail::read_tag(ds.get())).second, ", expected a string");
-  IPUML_CHECK(H5Sget_simple_extent_npoints(space.get()) == 1, "hdf5: read_string ", where(path), ": found shape ",
-              h5detail::extent(space.get()), ", expected a single string");
+                h5detail::classify(type.get(), h5detail::read_tag(ds.get())).second,
+                ", expected a string");
+  IPUML_CHECK(H5Sget_simple_extent_npoints(space.get()) == 1, "hdf5: read_string ", where(path),
+              ": found shape ", h5detail::extent(space.get()), ", expected a single string");
   bool ok = true;
   std::string s = h5detail::read_string_value(type.get(), [&](hid_t mem, void* buf) {
     herr_t r = H5Dread(ds.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
     ok = r >= 0;
     return r;
   });
-  if (!ok) ipuml::fail("hdf5: read_string ", where(path), " failed (HDF5: ", h5detail::hdf5_error_text(), ")");
+  if (!ok)
+    ipuml::fail("hdf5: read_string ", where(path), " failed (HDF5: ", h5detail::hdf5_error_text(),
+                ")");
   return s;
 }
 
@@ -665,7 +743,8 @@ inline H5Handle open_object(const H5File& f, hid_t file, const char* op, const s
   IPUML_CHECK(f.exists(full), "hdf5: ", op, " ", where, ": no such object");
   H5Handle obj(H5Oopen(file, full.c_str(), H5P_DEFAULT), H5Oclose);
   if (!obj.valid())
-    ipuml::fail("hdf5: ", op, " ", where, ": cannot open the object (HDF5: ", hdf5_error_text(), ")");
+    ipuml::fail("hdf5: ", op, " ", where, ": cannot open the object (HDF5: ", hdf5_error_text(),
+                ")");
   return obj;
 }
 
@@ -678,41 +757,48 @@ inline H5Handle open_attr(const H5File& f, hid_t file, const char* op, const std
   }
   H5Handle attr(H5Aopen(obj.get(), name.c_str(), H5P_DEFAULT), H5Aclose);
   if (!attr.valid())
-    ipuml::fail("hdf5: ", op, " ", where, ": cannot open attribute '", name, "' (HDF5: ", hdf5_error_text(), ")");
+    ipuml::fail("hdf5: ", op, " ", where, ": cannot open attribute '", name,
+                "' (HDF5: ", hdf5_error_text(), ")");
   return attr;
 }
 
 template <typename T>
-std::vector<T> read_numeric_attr(const H5Handle& attr, hid_t mem, bool integers_only, const char* op,
-                                 const std::string& where, const std::string& name) {
+std::vector<T> read_numeric_attr(const H5Handle& attr, hid_t mem, bool integers_only,
+                                 const char* op, const std::string& where,
+                                 const std::string& name) {
   H5Handle type(H5Aget_type(attr.get()), H5Tclose);
   H5T_class_t cls = H5Tget_class(type.get());
   bool ok = cls == H5T_INTEGER || (!integers_only && cls == H5T_FLOAT);
   if (!ok)
-    ipuml::fail("hdf5: ", op, " ", where, ": attribute '", name, "' holds ", classify(type.get(), "").second,
-                ", expected ", integers_only ? "integers" : "numbers");
+    ipuml::fail("hdf5: ", op, " ", where, ": attribute '", name, "' holds ",
+                classify(type.get(), "").second, ", expected ",
+                integers_only ? "integers" : "numbers");
   H5Handle space(H5Aget_space(attr.get()), H5Sclose);
   hssize_t n = H5Sget_simple_extent_npoints(space.get());
   std::vector<T> out(static_cast<size_t>(std::max<hssize_t>(n, 0)));
   if (!out.empty() && H5Aread(attr.get(), mem, out.data()) < 0)
-    ipuml::fail("hdf5: ", op, " ", where, ": cannot read attribute '", name, "' (HDF5: ", hdf5_error_text(), ")");
+    ipuml::fail("hdf5: ", op, " ", where, ": cannot read attribute '", name,
+                "' (HDF5: ", hdf5_error_text(), ")");
   return out;
 }
 
 template <typename T>
-void write_numeric_attr(hid_t obj, const std::string& name, hid_t ftype, hid_t mtype, const std::vector<T>& v,
-                        bool scalar, const std::string& where) {
+void write_numeric_attr(hid_t obj, const std::string& name, hid_t ftype, hid_t mtype,
+                        const std::vector<T>& v, bool scalar, const std::string& where) {
   if (H5Aexists(obj, name.c_str()) > 0) H5Adelete(obj, name.c_str());
   H5Eclear2(H5E_DEFAULT);
   H5Handle space = scalar ? make_space({}) : make_space({static_cast<int64_t>(v.size())});
-  H5Handle attr(H5Acreate2(obj, name.c_str(), ftype, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  H5Handle attr(H5Acreate2(obj, name.c_str(), ftype, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+                H5Aclose);
   if (!attr.valid() || (!v.empty() && H5Awrite(attr.get(), mtype, v.data()) < 0))
-    ipuml::fail("hdf5: set_attr ", where, ": cannot write attribute '", name, "' (HDF5: ", hdf5_error_text(), ")");
+    ipuml::fail("hdf5: set_attr ", where, ": cannot write attribute '", name,
+                "' (HDF5: ", hdf5_error_text(), ")");
 }
 
 }  // namespace h5detail
 
-IPUML_INLINE void H5File::set_attr(const std::string& object, const std::string& name, const std::string& value) {
+IPUML_INLINE void H5File::set_attr(const std::string& object, const std::string& name,
+                                   const std::string& value) {
   check_writable("set_attr", object);
   h5detail::H5Handle obj = h5detail::open_object(*this, id_, "set_attr", where(object), object);
   try {
@@ -726,14 +812,16 @@ IPUML_INLINE void H5File::set_attr_int(const std::string& object, const std::str
                                        const std::vector<int64_t>& v, bool scalar) {
   check_writable("set_attr", object);
   h5detail::H5Handle obj = h5detail::open_object(*this, id_, "set_attr", where(object), object);
-  h5detail::write_numeric_attr(obj.get(), name, H5T_STD_I64LE, H5T_NATIVE_INT64, v, scalar, where(object));
+  h5detail::write_numeric_attr(obj.get(), name, H5T_STD_I64LE, H5T_NATIVE_INT64, v, scalar,
+                               where(object));
 }
 
 IPUML_INLINE void H5File::set_attr_float(const std::string& object, const std::string& name,
                                          const std::vector<double>& v, bool scalar) {
   check_writable("set_attr", object);
   h5detail::H5Handle obj = h5detail::open_object(*this, id_, "set_attr", where(object), object);
-  h5detail::write_numeric_attr(obj.get(), name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, v, scalar, where(object));
+  h5detail::write_numeric_attr(obj.get(), name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, v, scalar,
+                               where(object));
 }
 
 IPUML_INLINE bool H5File::has_attr(const std::string& object, const std::string& name) const {
@@ -752,20 +840,24 @@ IPUML_INLINE std::vector<std::string> H5File::attr_names(const std::string& obje
   };
   hsize_t idx = 0;
   if (H5Aiterate2(obj.get(), H5_INDEX_NAME, H5_ITER_INC, &idx, collect, &names) < 0)
-    ipuml::fail("hdf5: attr_names ", where(object), " failed (HDF5: ", h5detail::hdf5_error_text(), ")");
+    ipuml::fail("hdf5: attr_names ", where(object), " failed (HDF5: ", h5detail::hdf5_error_text(),
+                ")");
   std::sort(names.begin(), names.end());
   return names;
 }
 
-IPUML_INLINE std::string H5File::attr_string(const std::string& object, const std::string& name) const {
-  h5detail::H5Handle attr = h5detail::open_attr(*this, id_, "attr_string", where(object), object, name);
+IPUML_INLINE std::string H5File::attr_string(const std::string& object,
+                                             const std::string& name) const {
+  h5detail::H5Handle attr =
+      h5detail::open_attr(*this, id_, "attr_string", where(object), object, name);
   h5detail::H5Handle type(H5Aget_type(attr.get()), H5Tclose);
   if (H5Tget_class(type.get()) != H5T_STRING)
     ipuml::fail("hdf5: attr_string ", where(object), ": attribute '", name, "' holds ",
                 h5detail::classify(type.get(), "").second, ", expected a string");
   h5detail::H5Handle space(H5Aget_space(attr.get()), H5Sclose);
-  IPUML_CHECK(H5Sget_simple_extent_npoints(space.get()) == 1, "hdf5: attr_string ", where(object), ": attribute '",
-              name, "' has shape ", h5detail::extent(space.get()), ", expected a single string");
+  IPUML_CHECK(H5Sget_simple_extent_npoints(space.get()) == 1, "hdf5: attr_string ", where(object),
+              ": attribute '", name, "' has shape ", h5detail::extent(space.get()),
+              ", expected a single string");
   bool ok = true;
   std::string s = h5detail::read_string_value(type.get(), [&](hid_t mem, void* buf) {
     herr_t r = H5Aread(attr.get(), mem, buf);
@@ -778,35 +870,46 @@ IPUML_INLINE std::string H5File::attr_string(const std::string& object, const st
   return s;
 }
 
-IPUML_INLINE std::vector<int64_t> H5File::attr_ints(const std::string& object, const std::string& name) const {
-  h5detail::H5Handle attr = h5detail::open_attr(*this, id_, "attr_ints", where(object), object, name);
-  return h5detail::read_numeric_attr<int64_t>(attr, H5T_NATIVE_INT64, true, "attr_ints", where(object), name);
+IPUML_INLINE std::vector<int64_t> H5File::attr_ints(const std::string& object,
+                                                    const std::string& name) const {
+  h5detail::H5Handle attr =
+      h5detail::open_attr(*this, id_, "attr_ints", where(object), object, name);
+  return h5detail::read_numeric_attr<int64_t>(attr, H5T_NATIVE_INT64, true, "attr_ints",
+                                              where(object), name);
 }
 
-IPUML_INLINE std::vector<double> H5File::attr_doubles(const std::string& object, const std::string& name) const {
-  h5detail::H5Handle attr = h5detail::open_attr(*this, id_, "attr_doubles", where(object), object, name);
-  return h5detail::read_numeric_attr<double>(attr, H5T_NATIVE_DOUBLE, false, "attr_doubles", where(object), name);
+IPUML_INLINE std::vector<double> H5File::attr_doubles(const std::string& object,
+                                                      const std::string& name) const {
+  h5detail::H5Handle attr =
+      h5detail::open_attr(*this, id_, "attr_doubles", where(object), object, name);
+  return h5detail::read_numeric_attr<double>(attr, H5T_NATIVE_DOUBLE, false, "attr_doubles",
+                                             where(object), name);
 }
 
 IPUML_INLINE int64_t H5File::attr_int(const std::string& object, const std::string& name) const {
-  h5detail::H5Handle attr = h5detail::open_attr(*this, id_, "attr_int", where(object), object, name);
-  auto v = h5detail::read_numeric_attr<int64_t>(attr, H5T_NATIVE_INT64, true, "attr_int", where(object), name);
-  IPUML_CHECK(v.size() == 1, "hdf5: attr_int ", where(object), ": attribute '", name, "' holds ", v.size(),
-              " values, expected one");
+  h5detail::H5Handle attr =
+      h5detail::open_attr(*this, id_, "attr_int", where(object), object, name);
+  auto v = h5detail::read_numeric_attr<int64_t>(attr, H5T_NATIVE_INT64, true, "attr_int",
+                                                where(object), name);
+  IPUML_CHECK(v.size() == 1, "hdf5: attr_int ", where(object), ": attribute '", name, "' holds ",
+              v.size(), " values, expected one");
   return v[0];
 }
 
 IPUML_INLINE double H5File::attr_double(const std::string& object, const std::string& name) const {
-  h5detail::H5Handle attr = h5detail::open_attr(*this, id_, "attr_double", where(object), object, name);
-  auto v = h5detail::read_numeric_attr<double>(attr, H5T_NATIVE_DOUBLE, false, "attr_double", where(object), name);
-  IPUML_CHECK(v.size() == 1, "hdf5: attr_double ", where(object), ": attribute '", name, "' holds ", v.size(),
-              " values, expected one");
+  h5detail::H5Handle attr =
+      h5detail::open_attr(*this, id_, "attr_double", where(object), object, name);
+  auto v = h5detail::read_numeric_attr<double>(attr, H5T_NATIVE_DOUBLE, false, "attr_double",
+                                               where(object), name);
+  IPUML_CHECK(v.size() == 1, "hdf5: attr_double ", where(object), ": attribute '", name, "' holds ",
+              v.size(), " values, expected one");
   return v[0];
 }
 
 // --- atomic save ----------------------------------------------------------------------------
 
-IPUML_INLINE void atomic_write(const std::string& path, const std::function<void(H5File&)>& writer) {
+IPUML_INLINE void atomic_write(const std::string& path,
+                               const std::function<void(H5File&)>& writer) {
   namespace fs = std::filesystem;
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   try {
@@ -830,7 +933,8 @@ IPUML_INLINE void atomic_write(const std::string& path, const std::function<void
   if (ec) {
     std::error_code ignored;
     fs::remove(tmp, ignored);
-    ipuml::fail("hdf5: atomic_write '", path, "': cannot rename '", tmp, "' over it: ", ec.message());
+    ipuml::fail("hdf5: atomic_write '", path, "': cannot rename '", tmp,
+                "' over it: ", ec.message());
   }
   fs::path dir = fs::absolute(fs::path(path), ec).parent_path();
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);

@@ -14,14 +14,15 @@ namespace ipuml::ir {
 
 struct Attrs {
   std::vector<int64_t> dims;  // reduction dims, permutation, cat/softmax/gather dim at dims[0]
-  Shape shape;                // target shape (reshape, expand, full, rand) or a restored input shape
+  Shape shape;  // target shape (reshape, expand, full, rand) or a restored input shape
   std::vector<int64_t> kernel, stride, padding, dilation;  // conv / pool geometry (2-d)
   int64_t groups = 1;
   int64_t start = 0, end = 0, step = 1;  // slice
-  double scalar = 0, scalar2 = 0;        // full value, clamp bounds, pow exponent, arange start/step
+  double scalar = 0, scalar2 = 0;  // full value, clamp bounds, pow exponent, arange start/step
   bool keepdim = false;
-  bool flag = false, flag2 = false;  // matmul trans_a/trans_b; clamp has_min/has_max; count_include_pad
-  int64_t mode = 0;                  // gelu: 0 erf, 1 tanh
+  bool flag = false,
+       flag2 = false;  // matmul trans_a/trans_b; clamp has_min/has_max; count_include_pad
+  int64_t mode = 0;    // gelu: 0 erf, 1 tanh
   DType dtype = DType::Float32;
   uint64_t seed = 0, stream = 0;  // random ops
 

@@ -20,7 +20,7 @@ struct Value {
   ValueKind kind = ValueKind::Op;
   int64_t node = -1;  // producer (Op values)
   int output = 0;
-  std::string name;   // inputs and named state
+  std::string name;  // inputs and named state
 };
 
 struct Node {

@@ -14,9 +14,10 @@ inline void expect_inputs(OpKind k, const std::vector<TensorMeta>& in, size_t lo
 
 inline void expect_float(OpKind k, const TensorMeta& t, const char* what = "input") {
   IPUML_CHECK(t.dtype == DType::Float32, op_name(k), ": expected a float32 ", what, ", got ",
-              dtype_name(t.dtype), is_floating(t.dtype) ? " (float16/bfloat16 are storage types: "
-                                                          "convert with .to(kFloat32))"
-                                                        : "");
+              dtype_name(t.dtype),
+              is_floating(t.dtype) ? " (float16/bfloat16 are storage types: "
+                                     "convert with .to(kFloat32))"
+                                   : "");
 }
 
 inline void expect_rank(OpKind k, const TensorMeta& t, size_t rank, const char* what) {
@@ -73,7 +74,8 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
     case OpKind::RandNormal:
     case OpKind::RandInt: {
       expect_inputs(k, in, 0, 0);
-      for (auto d : a.shape) IPUML_CHECK(d >= 0, name, ": negative size in shape ", shape_str(a.shape));
+      for (auto d : a.shape)
+        IPUML_CHECK(d >= 0, name, ": negative size in shape ", shape_str(a.shape));
       return {{a.shape, a.dtype}};
     }
     case OpKind::Neg:
@@ -141,7 +143,8 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
                   dtype_name(in[0].dtype));
       IPUML_CHECK(in[1].dtype == in[2].dtype, name, ": branches have different dtypes ",
                   dtype_name(in[1].dtype), " and ", dtype_name(in[2].dtype));
-      Shape s = broadcast_shapes(broadcast_shapes(in[0].shape, in[1].shape, name), in[2].shape, name);
+      Shape s =
+          broadcast_shapes(broadcast_shapes(in[0].shape, in[1].shape, name), in[2].shape, name);
       return {{s, in[1].dtype}};
     }
     case OpKind::ReluGrad:
@@ -176,7 +179,8 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
         Shape s = reduce_shape(in[0].shape, a.dims, a.keepdim);
         return {{s, in[0].dtype}, {s, DType::Int64}};
       }
-      return {{reduce_shape(in[0].shape, a.dims, a.dims.empty() ? false : a.keepdim), DType::Int64}};
+      return {
+          {reduce_shape(in[0].shape, a.dims, a.dims.empty() ? false : a.keepdim), DType::Int64}};
     }
     case OpKind::Reshape:
       expect_inputs(k, in, 1, 1);
@@ -198,9 +202,9 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
       IPUML_CHECK(a.dims.size() == 1, name, ": expects one dim");
       check_dims(k, a.dims, in[0].shape.size());
       const int64_t size = in[0].shape[a.dims[0]];
-      IPUML_CHECK(a.step > 0 && a.start >= 0 && a.start <= a.end && a.end <= size,
-                  "slice: range [", a.start, ", ", a.end, ") step ", a.step,
-                  " is invalid for dim ", a.dims[0], " of size ", size);
+      IPUML_CHECK(a.step > 0 && a.start >= 0 && a.start <= a.end && a.end <= size, "slice: range [",
+                  a.start, ", ", a.end, ") step ", a.step, " is invalid for dim ", a.dims[0],
+                  " of size ", size);
       Shape s = in[0].shape;
       s[a.dims[0]] = (a.end - a.start + a.step - 1) / a.step;
       return {{s, in[0].dtype}};
@@ -317,8 +321,8 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
       IPUML_CHECK(w[1] * a.groups == x[1], "conv: weight of shape ", shape_str(w), " expects ",
                   w[1] * a.groups, " input channels, but the input of shape ", shape_str(x),
                   " has ", x[1]);
-      IPUML_CHECK(w[2] == a.kernel[0] && w[3] == a.kernel[1], name, ": weight shape ",
-                  shape_str(w), " disagrees with kernel ", detail::str(a.kernel));
+      IPUML_CHECK(w[2] == a.kernel[0] && w[3] == a.kernel[1], name, ": weight shape ", shape_str(w),
+                  " disagrees with kernel ", detail::str(a.kernel));
       if (in.size() == 3)
         IPUML_CHECK(in[2].shape == Shape{w[0]}, "conv: bias of shape ", shape_str(in[2].shape),
                     ", expected [", w[0], "]");
@@ -398,7 +402,8 @@ IPUML_INLINE double op_flops(OpKind k, const Attrs& a, const std::vector<TensorM
     }
     case OpKind::ConvBackwardWeight: {
       const Shape& dy = in[1].shape;  // x, dy
-      return 2.0 * static_cast<double>(numel(dy)) * static_cast<double>(a.shape[1] * a.shape[2] * a.shape[3]);
+      return 2.0 * static_cast<double>(numel(dy)) *
+             static_cast<double>(a.shape[1] * a.shape[2] * a.shape[3]);
     }
     case OpKind::Sum:
     case OpKind::Amax:

@@ -10,26 +10,28 @@
 namespace ipuml::ir {
 
 // X(name, num_outputs). Inputs are variadic where noted in op_catalogue.hpp.
-#define IPUML_OP_LIST(X)                                                                     \
-  /* creation */                                                                             \
-  X(Full, 1) X(Arange, 1) X(RandUniform, 1) X(RandNormal, 1) X(RandInt, 1)                   \
-  /* elementwise unary */                                                                    \
-  X(Neg, 1) X(Exp, 1) X(Log, 1) X(Sqrt, 1) X(Rsqrt, 1) X(Abs, 1) X(Tanh, 1) X(Sigmoid, 1)    \
-  X(Relu, 1) X(Gelu, 1) X(Sign, 1) X(Clamp, 1) X(Cast, 1) X(PowScalar, 1)                    \
-  /* elementwise binary (broadcasting) */                                                    \
-  X(Add, 1) X(Sub, 1) X(Mul, 1) X(Div, 1) X(Pow, 1) X(Maximum, 1) X(Minimum, 1)              \
-  X(Eq, 1) X(Ne, 1) X(Lt, 1) X(Le, 1) X(Gt, 1) X(Ge, 1) X(LogicalAnd, 1) X(Where, 1)         \
-  /* backward helpers */                                                                     \
-  X(ReluGrad, 1) X(GeluGrad, 1)                                                              \
-  /* reductions */                                                                           \
-  X(Sum, 1) X(Amax, 1) X(Amin, 1) X(MaxDim, 2) X(MinDim, 2) X(ArgMax, 1) X(ArgMin, 1)        \
-  /* data movement */                                                                        \
-  X(Reshape, 1) X(Permute, 1) X(Slice, 1) X(Expand, 1) X(Cat, 1) X(Copy, 1)                  \
-  X(IndexSelect, 1) X(IndexAdd, 1) X(Gather, 1) X(ScatterAdd, 1)                             \
-  /* linear algebra and nn */                                                                \
-  X(MatMul, 1) X(Conv, 1) X(ConvBackwardInput, 1) X(ConvBackwardWeight, 1)                   \
-  X(MaxPool, 2) X(MaxPoolBackward, 1) X(AvgPool, 1) X(AvgPoolBackward, 1)                    \
+// clang-format off
+#define IPUML_OP_LIST(X)                                                                          \
+  /* creation */                                                                                  \
+  X(Full, 1) X(Arange, 1) X(RandUniform, 1) X(RandNormal, 1) X(RandInt, 1)                        \
+  /* elementwise unary */                                                                         \
+  X(Neg, 1) X(Exp, 1) X(Log, 1) X(Sqrt, 1) X(Rsqrt, 1) X(Abs, 1) X(Tanh, 1) X(Sigmoid, 1)         \
+  X(Relu, 1) X(Gelu, 1) X(Sign, 1) X(Clamp, 1) X(Cast, 1) X(PowScalar, 1)                         \
+  /* elementwise binary (broadcasting) */                                                         \
+  X(Add, 1) X(Sub, 1) X(Mul, 1) X(Div, 1) X(Pow, 1) X(Maximum, 1) X(Minimum, 1)                   \
+  X(Eq, 1) X(Ne, 1) X(Lt, 1) X(Le, 1) X(Gt, 1) X(Ge, 1) X(LogicalAnd, 1) X(Where, 1)              \
+  /* backward helpers */                                                                          \
+  X(ReluGrad, 1) X(GeluGrad, 1)                                                                   \
+  /* reductions */                                                                                \
+  X(Sum, 1) X(Amax, 1) X(Amin, 1) X(MaxDim, 2) X(MinDim, 2) X(ArgMax, 1) X(ArgMin, 1)             \
+  /* data movement */                                                                             \
+  X(Reshape, 1) X(Permute, 1) X(Slice, 1) X(Expand, 1) X(Cat, 1) X(Copy, 1)                       \
+  X(IndexSelect, 1) X(IndexAdd, 1) X(Gather, 1) X(ScatterAdd, 1)                                  \
+  /* linear algebra and nn */                                                                     \
+  X(MatMul, 1) X(Conv, 1) X(ConvBackwardInput, 1) X(ConvBackwardWeight, 1)                        \
+  X(MaxPool, 2) X(MaxPoolBackward, 1) X(AvgPool, 1) X(AvgPoolBackward, 1)                         \
   X(AdaptiveAvgPool, 1) X(AdaptiveAvgPoolBackward, 1) X(Softmax, 1) X(LogSoftmax, 1)
+// clang-format on
 
 enum class OpKind : uint16_t {
 #define IPUML_OP_ENUM(name, n) name,

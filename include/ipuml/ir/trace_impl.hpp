@@ -58,7 +58,8 @@ IPUML_INLINE Tensor Tracer::symbolic(int64_t v) {
 
 IPUML_INLINE Tensor Tracer::input(const TensorMeta& meta, const std::string& name) {
   IPUML_CHECK(!finished_, "Tracer::input: the trace is finished");
-  Value v{meta, ValueKind::Input, -1, 0, name.empty() ? "input" + std::to_string(graph_.inputs.size()) : name};
+  Value v{meta, ValueKind::Input, -1, 0,
+          name.empty() ? "input" + std::to_string(graph_.inputs.size()) : name};
   const int64_t id = graph_.add_value(std::move(v));
   graph_.inputs.push_back(id);
   return symbolic(id);

@@ -9,32 +9,32 @@ namespace ipuml::nn::functional {
 using ipuml::Reduction;
 
 // Layers.
-using ipuml::linear;
 using ipuml::conv1d;
 using ipuml::conv2d;
 using ipuml::embedding;
+using ipuml::linear;
 // Pooling.
+using ipuml::adaptive_avg_pool2d;
+using ipuml::avg_pool2d;
 using ipuml::max_pool1d;
 using ipuml::max_pool2d;
-using ipuml::avg_pool2d;
-using ipuml::adaptive_avg_pool2d;
 // Normalisation and regularisation.
 using ipuml::batch_norm;
-using ipuml::layer_norm;
-using ipuml::group_norm;
 using ipuml::dropout;
+using ipuml::group_norm;
+using ipuml::layer_norm;
 // Activations.
-using ipuml::relu;
 using ipuml::gelu;
-using ipuml::tanh;
+using ipuml::log_softmax;
+using ipuml::relu;
 using ipuml::sigmoid;
 using ipuml::softmax;
-using ipuml::log_softmax;
+using ipuml::tanh;
 // Shape.
 using ipuml::flatten;
 // Losses.
 using ipuml::cross_entropy;
-using ipuml::nll_loss;
 using ipuml::mse_loss;
+using ipuml::nll_loss;
 
 }  // namespace ipuml::nn::functional

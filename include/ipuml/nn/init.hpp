@@ -1,5 +1,6 @@
-// nn::init: PyTorch's in-place parameter initialisers (uniform_, kaiming_uniform_, xavier_normal_...).
-// They draw from the default generator (or `gen`), so ipuml::manual_seed makes model init reproducible.
+// nn::init: PyTorch's in-place parameter initialisers (uniform_, kaiming_uniform_,
+// xavier_normal_...). They draw from the default generator (or `gen`), so ipuml::manual_seed makes
+// model init reproducible.
 #pragma once
 
 #include <cmath>
@@ -24,14 +25,18 @@ inline double calculate_gain(Nonlinearity n, std::optional<double> param = std::
     case Nonlinearity::Linear:
     case Nonlinearity::Conv1D:
     case Nonlinearity::Conv2D:
-    case Nonlinearity::Sigmoid: return 1.0;
-    case Nonlinearity::Tanh: return 5.0 / 3.0;
-    case Nonlinearity::ReLU: return std::sqrt(2.0);
+    case Nonlinearity::Sigmoid:
+      return 1.0;
+    case Nonlinearity::Tanh:
+      return 5.0 / 3.0;
+    case Nonlinearity::ReLU:
+      return std::sqrt(2.0);
     case Nonlinearity::LeakyReLU: {
       const double slope = param.value_or(0.01);
       return std::sqrt(2.0 / (1.0 + slope * slope));
     }
-    case Nonlinearity::SELU: return 3.0 / 4.0;
+    case Nonlinearity::SELU:
+      return 3.0 / 4.0;
   }
   return 1.0;
 }
@@ -39,8 +44,10 @@ inline double calculate_gain(Nonlinearity n, std::optional<double> param = std::
 // fan_in = size(1) * receptive field, fan_out = size(0) * receptive field (weights are
 // [out, in, k...]), as PyTorch computes them.
 inline std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Tensor& t) {
-  IPUML_CHECK(t.dim() >= 2, "nn::init: fan in and fan out can not be computed for a tensor with "
-              "fewer than 2 dimensions, got shape ", shape_str(t.shape()));
+  IPUML_CHECK(t.dim() >= 2,
+              "nn::init: fan in and fan out can not be computed for a tensor with "
+              "fewer than 2 dimensions, got shape ",
+              shape_str(t.shape()));
   int64_t receptive = 1;
   for (int64_t d = 2; d < t.dim(); ++d) receptive *= t.size(d);
   return {t.size(1) * receptive, t.size(0) * receptive};
@@ -83,7 +90,8 @@ inline Tensor kaiming_uniform_(Tensor t, double a = 0.0, FanMode mode = FanMode:
                                Nonlinearity nonlinearity = Nonlinearity::LeakyReLU,
                                Generator* gen = nullptr) {
   if (t.numel() == 0) return t;  // PyTorch: initialising a zero-element tensor is a no-op
-  const double std = calculate_gain(nonlinearity, a) / std::sqrt(static_cast<double>(detail::fan(t, mode)));
+  const double std =
+      calculate_gain(nonlinearity, a) / std::sqrt(static_cast<double>(detail::fan(t, mode)));
   const double bound = std::sqrt(3.0) * std;
   return uniform_(std::move(t), -bound, bound, gen);
 }
@@ -92,7 +100,8 @@ inline Tensor kaiming_normal_(Tensor t, double a = 0.0, FanMode mode = FanMode::
                               Nonlinearity nonlinearity = Nonlinearity::LeakyReLU,
                               Generator* gen = nullptr) {
   if (t.numel() == 0) return t;
-  const double std = calculate_gain(nonlinearity, a) / std::sqrt(static_cast<double>(detail::fan(t, mode)));
+  const double std =
+      calculate_gain(nonlinearity, a) / std::sqrt(static_cast<double>(detail::fan(t, mode)));
   return normal_(std::move(t), 0.0, std, gen);
 }
 

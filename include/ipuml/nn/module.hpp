@@ -62,10 +62,10 @@ class Module : public std::enable_shared_from_this<Module> {
   }
   // Holder form: `fc = register_module("fc", Linear(LinearOptions(4, 2)));`.
   template <typename H>
-    requires requires(const H& h) {
-      h.ptr();
-      typename H::ImplType;
-    }
+  requires requires(const H& h) {
+    h.ptr();
+    typename H::ImplType;
+  }
   H register_module(const std::string& name, H holder) {
     register_module(name, holder.ptr());
     return holder;
@@ -199,7 +199,8 @@ class Module : public std::enable_shared_from_this<Module> {
     for (auto& [k, v] : children_)
       IPUML_CHECK(k != name, type_name_, ": a member named '", name, "' already exists");
   }
-  void collect(StateDict& out, const std::string& prefix, bool recurse, bool params, bool bufs) const {
+  void collect(StateDict& out, const std::string& prefix, bool recurse, bool params,
+               bool bufs) const {
     if (params)
       for (auto& [k, v] : params_)
         if (v.defined()) out.emplace_back(prefix + k, v);
@@ -275,8 +276,8 @@ std::ostream& operator<<(std::ostream& os, const ModuleHolder<Impl>& m) {
 }  // namespace ipuml::nn
 
 // Declares `Name` as the holder of `NameImpl`.
-#define IPUML_MODULE(Name)                                 \
-  class Name : public ::ipuml::nn::ModuleHolder<Name##Impl> { \
-   public:                                                 \
+#define IPUML_MODULE(Name)                                     \
+  class Name : public ::ipuml::nn::ModuleHolder<Name##Impl> {  \
+   public:                                                     \
     using ::ipuml::nn::ModuleHolder<Name##Impl>::ModuleHolder; \
   }

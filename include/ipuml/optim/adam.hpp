@@ -28,8 +28,8 @@ inline void check_adam_like(const std::string& who, double lr, const Betas& beta
   check_range(lr >= 0.0, who, "lr", lr, ">= 0");
   check_range(betas.first >= 0.0 && betas.first < 1.0, who, "beta1 (betas.first)", betas.first,
               "in [0, 1)");
-  check_range(betas.second >= 0.0 && betas.second < 1.0, who, "beta2 (betas.second)",
-              betas.second, "in [0, 1)");
+  check_range(betas.second >= 0.0 && betas.second < 1.0, who, "beta2 (betas.second)", betas.second,
+              "in [0, 1)");
   check_range(eps >= 0.0, who, "eps", eps, ">= 0");
   check_range(weight_decay >= 0.0, who, "weight_decay", weight_decay, ">= 0");
 }

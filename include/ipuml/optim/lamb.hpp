@@ -47,8 +47,8 @@ class LAMB : public OptimizerWithOptions<LAMBOptions> {
       if (o.weight_decay() != 0.0) r = add(r, mul(pf, o.weight_decay()));
       const Tensor w_norm = sqrt(sum(mul(pf, pf)));
       const Tensor r_norm = sqrt(sum(mul(r, r)));
-      const Tensor ratio = where(logical_and(gt(w_norm, 0.0), gt(r_norm, 0.0)),
-                                 div(w_norm, r_norm), ones_like(w_norm));
+      const Tensor ratio = where(logical_and(gt(w_norm, 0.0), gt(r_norm, 0.0)), div(w_norm, r_norm),
+                                 ones_like(w_norm));
       detail::add_to_param(p, mul(r, neg(mul(grp.lr, ratio))));
     });
   }

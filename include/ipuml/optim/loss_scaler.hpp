@@ -31,7 +31,8 @@ class LossScaler {
       if (!g.defined()) continue;
       const Tensor gs = mul(g, 1.0 / scale_);
       detail::replace_grad(p, gs);
-      // inf*0 and NaN*0 are NaN, finite*0 is 0: the sum is NaN exactly when something is not finite.
+      // inf*0 and NaN*0 are NaN, finite*0 is 0: the sum is NaN exactly when something is not
+      // finite.
       const Tensor s = sum(mul(cast(gs, kFloat32), 0.0));
       probe = probe.defined() ? add(probe, s) : s;
     }
@@ -44,9 +45,10 @@ class LossScaler {
   // is finite. Returns false, counts and remembers the skip when one is not: the parameters and
   // the optimizer state are left untouched. Eager only (the decision reads the gradients).
   bool step(Optimizer& opt) {
-    IPUML_CHECK(!ir::is_tracing(), "LossScaler.step: deciding to skip a step reads the gradient "
-                                   "values, which a traced graph does not have; trace unscale_() "
-                                   "and opt.step() instead");
+    IPUML_CHECK(!ir::is_tracing(),
+                "LossScaler.step: deciding to skip a step reads the gradient "
+                "values, which a traced graph does not have; trace unscale_() "
+                "and opt.step() instead");
     if (!unscaled_) unscale_(opt);
     unscaled_ = false;
     ++steps_;

@@ -88,8 +88,8 @@ class LambdaLR : public LRScheduler {
  protected:
   void apply_epoch() {
     const double f = factor_(state_.last_epoch);
-    IPUML_CHECK(std::isfinite(f) && f >= 0.0, "LRScheduler: lr factor at step ",
-                state_.last_epoch, " is ", f, " (expected a finite value >= 0)");
+    IPUML_CHECK(std::isfinite(f) && f >= 0.0, "LRScheduler: lr factor at step ", state_.last_epoch,
+                " is ", f, " (expected a finite value >= 0)");
     std::vector<double> lrs;
     for (double b : state_.base_lrs) lrs.push_back(b * f);
     apply(lrs);
@@ -126,8 +126,7 @@ class CosineWithWarmup : public LambdaLR {
 
  private:
   static std::function<double(int64_t)> checked_factor(int64_t warmup, int64_t total) {
-    IPUML_CHECK(warmup >= 0, "CosineWithWarmup: invalid warmup_steps ", warmup,
-                " (expected >= 0)");
+    IPUML_CHECK(warmup >= 0, "CosineWithWarmup: invalid warmup_steps ", warmup, " (expected >= 0)");
     IPUML_CHECK(total > warmup, "CosineWithWarmup: invalid total_steps ", total,
                 " (expected > warmup_steps = ", warmup, ")");
     return [warmup, total](int64_t e) {
@@ -212,7 +211,8 @@ class ReduceLROnPlateau : public LRScheduler {
   bool is_better(double a) const {
     const double best = state_.best;
     const bool rel = o_.threshold_mode() == "rel";
-    if (o_.mode() == "min") return rel ? a < best * (1.0 - o_.threshold()) : a < best - o_.threshold();
+    if (o_.mode() == "min")
+      return rel ? a < best * (1.0 - o_.threshold()) : a < best - o_.threshold();
     return rel ? a > best * (1.0 + o_.threshold()) : a > best + o_.threshold();
   }
   void reduce() {

@@ -16,11 +16,11 @@
 #include <ipuml/tensor/ops.hpp>
 
 // Declares an option with a chaining setter and a getter: `SGDOptions(0.1).momentum(0.9)`.
-#define IPUML_OPTIM_ARG(T, name, def)   \
-  auto& name(T v) {                     \
-    name##_ = std::move(v);             \
-    return *this;                       \
-  }                                     \
+#define IPUML_OPTIM_ARG(T, name, def)       \
+  auto& name(T v) {                         \
+    name##_ = std::move(v);                 \
+    return *this;                           \
+  }                                         \
   const T& name() const { return name##_; } \
   T name##_ = def
 
@@ -257,7 +257,9 @@ class OptimizerWithOptions : public Optimizer {
     for (size_t k = 0; k < g.params.size(); ++k) init_state(g.first_index + k, g.params[k], opts);
   }
   // A new group with the constructor's options.
-  void add_param_group(std::vector<Tensor> params) { add_param_group(std::move(params), defaults_); }
+  void add_param_group(std::vector<Tensor> params) {
+    add_param_group(std::move(params), defaults_);
+  }
 
  protected:
   OptimizerWithOptions(std::string name, const Options& defaults)

@@ -41,8 +41,8 @@ class SGD : public OptimizerWithOptions<SGDOptions> {
           buf.add_(g);
         } else {
           Tensor& count = state_ref(i, "step");
-          buf.copy_(where(eq(count, 0.0), g,
-                          add(mul(buf, o.momentum()), mul(g, 1.0 - o.dampening()))));
+          buf.copy_(
+              where(eq(count, 0.0), g, add(mul(buf, o.momentum()), mul(g, 1.0 - o.dampening()))));
           count.add_(1.0);
         }
         g = o.nesterov() ? add(g, mul(buf, o.momentum())) : buf;

@@ -16,11 +16,16 @@ enum class OutputMode { All, Sum, Final, EveryN, Default };
 
 inline const char* output_mode_name(OutputMode m) {
   switch (m) {
-    case OutputMode::All: return "All";
-    case OutputMode::Sum: return "Sum";
-    case OutputMode::Final: return "Final";
-    case OutputMode::EveryN: return "EveryN";
-    case OutputMode::Default: return "Default";
+    case OutputMode::All:
+      return "All";
+    case OutputMode::Sum:
+      return "Sum";
+    case OutputMode::Final:
+      return "Final";
+    case OutputMode::EveryN:
+      return "EveryN";
+    case OutputMode::Default:
+      return "Default";
   }
   return "?";
 }
@@ -56,8 +61,8 @@ class Options {
     return *this;
   }
   Options& outputMode(OutputMode m, int64_t every_n = 1) {
-    IPUML_CHECK(m != OutputMode::EveryN || every_n >= 1, "Options.outputMode: EveryN needs N >= 1, got ",
-                every_n);
+    IPUML_CHECK(m != OutputMode::EveryN || every_n >= 1,
+                "Options.outputMode: EveryN needs N >= 1, got ", every_n);
     output_mode_ = m;
     output_every_n_ = every_n;
     return *this;
@@ -68,7 +73,8 @@ class Options {
     return *this;
   }
   Options& setAvailableMemoryProportion(double p) {
-    IPUML_CHECK(p > 0.0 && p <= 1.0, "Options.setAvailableMemoryProportion: must be in (0, 1], got ", p);
+    IPUML_CHECK(p > 0.0 && p <= 1.0,
+                "Options.setAvailableMemoryProportion: must be in (0, 1], got ", p);
     available_memory_proportion_ = p;
     return *this;
   }

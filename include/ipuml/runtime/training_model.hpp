@@ -39,7 +39,8 @@ struct RunStats {
 namespace detail {
 // The backend name and compile options the Options select.
 std::string backend_for(const Options& o);
-backend::CompileOptions compile_options_for(const Options& o, int64_t ipus_per_replica, bool training);
+backend::CompileOptions compile_options_for(const Options& o, int64_t ipus_per_replica,
+                                            bool training);
 int64_t ipus_used(const ir::Graph& g);
 }  // namespace detail
 

@@ -64,18 +64,19 @@ inline std::string detail_str_ga(const Options& o) {
 
 inline int64_t split_batch(const Tensor& data, int64_t parts, const char* who, const Options& o,
                            bool training) {
-  IPUML_CHECK(data.dim() >= 1, who, ": expected a batched input, got shape ", shape_str(data.shape()));
+  IPUML_CHECK(data.dim() >= 1, who, ": expected a batched input, got shape ",
+              shape_str(data.shape()));
   const int64_t n = data.shape()[0];
-  IPUML_CHECK(n > 0 && n % parts == 0, who, ": got a batch of ", n, " samples, which does not split ",
-              "into deviceIterations (", o.device_iterations(), ") x replicationFactor (",
-              o.replication_factor(), ")",
-              training ? detail_str_ga(o) : std::string(), " = ", parts,
-              " equal micro-batches; size the DataLoader's batch as Options::combined_batch(micro)");
+  IPUML_CHECK(
+      n > 0 && n % parts == 0, who, ": got a batch of ", n, " samples, which does not split ",
+      "into deviceIterations (", o.device_iterations(), ") x replicationFactor (",
+      o.replication_factor(), ")", training ? detail_str_ga(o) : std::string(), " = ", parts,
+      " equal micro-batches; size the DataLoader's batch as Options::combined_batch(micro)");
   return n / parts;
 }
 
-inline Tensor select_outputs(const std::vector<Tensor>& per_micro, const Options& o, int64_t per_iteration,
-                             OutputMode mode) {
+inline Tensor select_outputs(const std::vector<Tensor>& per_micro, const Options& o,
+                             int64_t per_iteration, OutputMode mode) {
   // per_micro is ordered [deviceIteration][...], per_iteration entries each.
   const int64_t d = o.device_iterations();
   std::vector<Tensor> chosen;
@@ -108,7 +109,10 @@ inline Tensor select_outputs(const std::vector<Tensor>& per_micro, const Options
 
 IPUML_INLINE TrainingModel::TrainingModel(std::shared_ptr<nn::Module> model, Options options,
                                           optim::Optimizer& optimizer, LossFn loss)
-    : model_(std::move(model)), options_(std::move(options)), optimizer_(optimizer), loss_(std::move(loss)) {
+    : model_(std::move(model)),
+      options_(std::move(options)),
+      optimizer_(optimizer),
+      loss_(std::move(loss)) {
   IPUML_CHECK(model_ != nullptr, "trainingModel: the model is null");
   IPUML_CHECK(loss_ != nullptr, "trainingModel: a loss function is required");
   detail::backend_for(options_);  // an unusable backend is reported before anything runs
@@ -120,8 +124,9 @@ IPUML_INLINE void TrainingModel::compile(const Tensor& data, const Tensor& label
   const int64_t parts = o.device_iterations() * r * g;
   micro_batch_ = detail::split_batch(data, parts, "trainingModel", o, true);
   IPUML_CHECK(labels.defined() && labels.dim() >= 1 && labels.shape()[0] == data.shape()[0],
-              "trainingModel: labels of shape ", labels.defined() ? shape_str(labels.shape()) : "undefined",
-              " do not match the ", data.shape()[0], " samples of the data");
+              "trainingModel: labels of shape ",
+              labels.defined() ? shape_str(labels.shape()) : "undefined", " do not match the ",
+              data.shape()[0], " samples of the data");
   data_shape_ = data.shape();
   label_shape_ = labels.shape();
   if (o.has_seed()) manual_seed(o.seed());
@@ -183,7 +188,8 @@ IPUML_INLINE void TrainingModel::compile(const Tensor& data, const Tensor& label
   for (size_t s = 0; s < step_trace_.states.size(); ++s)
     for (size_t i = 0; i < params.size(); ++i)
       if (step_trace_.states[s].same(accumulators_[0][i]))
-        for (int64_t k = 1; k < r; ++k) step_states_[static_cast<size_t>(k)][s] = accumulators_[static_cast<size_t>(k)][i];
+        for (int64_t k = 1; k < r; ++k)
+          step_states_[static_cast<size_t>(k)][s] = accumulators_[static_cast<size_t>(k)][i];
 
   const int64_t ipus = detail::ipus_used(step_trace_.graph);
   detail::check_pipeline(o, ipus, true);
@@ -198,11 +204,12 @@ IPUML_INLINE void TrainingModel::compile(const Tensor& data, const Tensor& label
 IPUML_INLINE Tensor TrainingModel::operator()(const Tensor& data, const Tensor& labels) {
   if (!compiled_) compile(data, labels);
   IPUML_CHECK(data.shape() == data_shape_ && labels.shape() == label_shape_,
-              "trainingModel: this model was compiled for data ", shape_str(data_shape_), " and labels ",
-              shape_str(label_shape_), ", got ", shape_str(data.shape()), " and ", shape_str(labels.shape()),
-              " (a new batch shape needs a new trainingModel)");
+              "trainingModel: this model was compiled for data ", shape_str(data_shape_),
+              " and labels ", shape_str(label_shape_), ", got ", shape_str(data.shape()), " and ",
+              shape_str(labels.shape()), " (a new batch shape needs a new trainingModel)");
   const Options& o = options_;
-  const int64_t d = o.device_iterations(), g = o.gradient_accumulation(), r = o.replication_factor();
+  const int64_t d = o.device_iterations(), g = o.gradient_accumulation(),
+                r = o.replication_factor();
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Tensor> losses;
   double simulated = 0;
@@ -214,21 +221,27 @@ IPUML_INLINE Tensor TrainingModel::operator()(const Tensor& data, const Tensor& 
       for (int64_t rep = 0; rep < r; ++rep, row += micro_batch_) {
         Tensor xb = data.narrow(0, row, micro_batch_);
         Tensor yb = labels.narrow(0, row, micro_batch_);
-        losses.push_back(step_exe_->run({xb, yb}, step_states_[static_cast<size_t>(rep)], run_counter_++)[0]);
+        losses.push_back(
+            step_exe_->run({xb, yb}, step_states_[static_cast<size_t>(rep)], run_counter_++)[0]);
         auto s = step_exe_->simulated_seconds();
-        if (s) slowest = std::max(slowest, *s);  // replicas run side by side on their own IPUs
-        else have_sim = false;
+        if (s)
+          slowest = std::max(slowest, *s);  // replicas run side by side on their own IPUs
+        else
+          have_sim = false;
       }
       simulated += slowest;
     }
     update_exe_->run({}, update_trace_.states, run_counter_++);
     auto s = update_exe_->simulated_seconds();
-    if (s) simulated += *s;
-    else have_sim = false;
+    if (s)
+      simulated += *s;
+    else
+      have_sim = false;
     if (r > 1) simulated += update_exe_->allreduce_seconds(gradient_bytes_, r);
   }
   stats_.samples = data.shape()[0];
-  stats_.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats_.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   stats_.simulated_seconds = have_sim ? std::optional<double>(simulated) : std::nullopt;
   OutputMode mode = o.output_mode() == OutputMode::Default ? OutputMode::Final : o.output_mode();
   return detail::select_outputs(losses, o, g * r, mode);
@@ -246,7 +259,8 @@ IPUML_INLINE InferenceModel::InferenceModel(std::shared_ptr<nn::Module> model, O
 
 IPUML_INLINE void InferenceModel::compile(const Tensor& data) {
   const Options& o = options_;
-  micro_batch_ = detail::split_batch(data, o.device_iterations() * o.replication_factor(), "inferenceModel", o, false);
+  micro_batch_ = detail::split_batch(data, o.device_iterations() * o.replication_factor(),
+                                     "inferenceModel", o, false);
   data_shape_ = data.shape();
   const bool was_training = model_->is_training();
   model_->eval();
@@ -262,7 +276,8 @@ IPUML_INLINE void InferenceModel::compile(const Tensor& data) {
   model_->train(was_training);
   const int64_t ipus = detail::ipus_used(trace_.graph);
   detail::check_pipeline(o, ipus, false);
-  exe_ = backend::get_backend(detail::backend_for(o))->compile(trace_.graph, detail::compile_options_for(o, ipus, false));
+  exe_ = backend::get_backend(detail::backend_for(o))
+             ->compile(trace_.graph, detail::compile_options_for(o, ipus, false));
   compiled_ = true;
 }
 
@@ -277,7 +292,8 @@ IPUML_INLINE Tensor InferenceModel::operator()(const Tensor& data) {
   double simulated = 0;
   bool have_sim = true;
   for (int64_t i = 0; i < parts; ++i) {
-    outs.push_back(exe_->run({data.narrow(0, i * micro_batch_, micro_batch_)}, trace_.states, run_counter_++)[0]);
+    outs.push_back(exe_->run({data.narrow(0, i * micro_batch_, micro_batch_)}, trace_.states,
+                             run_counter_++)[0]);
     auto s = exe_->simulated_seconds();
     if (s) {
       if (i % o.replication_factor() == 0) simulated += *s;  // replicas overlap
@@ -286,12 +302,15 @@ IPUML_INLINE Tensor InferenceModel::operator()(const Tensor& data) {
     }
   }
   stats_.samples = data.shape()[0];
-  stats_.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats_.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   stats_.simulated_seconds = have_sim ? std::optional<double>(simulated) : std::nullopt;
   OutputMode mode = o.output_mode() == OutputMode::Default ? OutputMode::All : o.output_mode();
   return detail::select_outputs(outs, o, o.replication_factor(), mode);
 }
 
-IPUML_INLINE std::string InferenceModel::report_json() const { return exe_ ? exe_->report_json() : "{}"; }
+IPUML_INLINE std::string InferenceModel::report_json() const {
+  return exe_ ? exe_->report_json() : "{}";
+}
 
 }  // namespace ipuml::runtime

@@ -18,7 +18,8 @@ namespace detail {
 
 std::vector<Tensor> dispatch(ir::OpKind kind, const ir::Attrs& attrs,
                              const std::vector<Tensor>& inputs);
-inline Tensor dispatch1(ir::OpKind kind, const ir::Attrs& attrs, const std::vector<Tensor>& inputs) {
+inline Tensor dispatch1(ir::OpKind kind, const ir::Attrs& attrs,
+                        const std::vector<Tensor>& inputs) {
   return dispatch(kind, attrs, inputs)[0];
 }
 

@@ -11,8 +11,7 @@
 namespace ipuml {
 
 IPUML_INLINE Tensor empty(const Shape& shape, DType dtype) {
-  for (auto d : shape)
-    IPUML_CHECK(d >= 0, "empty: negative dimension in shape ", shape_str(shape));
+  for (auto d : shape) IPUML_CHECK(d >= 0, "empty: negative dimension in shape ", shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
@@ -63,8 +62,9 @@ IPUML_INLINE void dispatch_into(Tensor& target, ir::OpKind kind, const ir::Attrs
   IPUML_CHECK(!(autograd::is_grad_enabled() && target.requires_grad() && target.is_leaf()),
               "a leaf tensor that requires grad cannot be modified in place while grad mode is "
               "on; wrap the update in ipuml::NoGradGuard");
-  IPUML_CHECK(!(autograd::is_grad_enabled() && target.grad_fn()),
-              "in-place modification of a tensor that is part of an autograd graph is not supported");
+  IPUML_CHECK(
+      !(autograd::is_grad_enabled() && target.grad_fn()),
+      "in-place modification of a tensor that is part of an autograd graph is not supported");
   const auto metas = ir::infer(kind, attrs, metas_of(inputs));
   IPUML_CHECK(metas[0].shape == target.shape() && metas[0].dtype == target.dtype(),
               ir::op_name(kind), " (in-place): the result has shape ", shape_str(metas[0].shape),
@@ -110,7 +110,8 @@ IPUML_INLINE void dispatch_into(Tensor& target, ir::OpKind kind, const ir::Attrs
     if (i > 0 && contiguous[i].defined() && !contiguous[i].is_symbolic() &&
         contiguous[i].impl()->storage == target.impl()->storage && in[i].data != target.raw_data())
       alias_ok = false;
-  if (!in.empty() && in[0].data != target.raw_data() && contiguous[0].impl()->storage == target.impl()->storage)
+  if (!in.empty() && in[0].data != target.raw_data() &&
+      contiguous[0].impl()->storage == target.impl()->storage)
     alias_ok = false;
   if (!alias_ok) {
     Tensor r = dispatch1(kind, attrs, inputs);

@@ -148,7 +148,8 @@ enum class Reduction { None, Mean, Sum };
 Reduction reduction_from_name(const std::string& name);
 Tensor cross_entropy(const Tensor& logits, const Tensor& target,
                      Reduction reduction = Reduction::Mean, double label_smoothing = 0.0);
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction = Reduction::Mean);
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target,
+                Reduction reduction = Reduction::Mean);
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 
 // ---- operators ------------------------------------------------------------------------------
@@ -198,10 +199,18 @@ std::vector<T> Tensor::to_vector() const {
   for (int64_t i = 0; i < n; ++i) {
     double v = 0;
     switch (c.dtype()) {
-      case DType::Float32: v = static_cast<const float*>(p)[i]; break;
-      case DType::Float16: v = half_bits_to_float(static_cast<const uint16_t*>(p)[i]); break;
-      case DType::BFloat16: v = bf16_bits_to_float(static_cast<const uint16_t*>(p)[i]); break;
-      case DType::Int32: v = static_cast<const int32_t*>(p)[i]; break;
+      case DType::Float32:
+        v = static_cast<const float*>(p)[i];
+        break;
+      case DType::Float16:
+        v = half_bits_to_float(static_cast<const uint16_t*>(p)[i]);
+        break;
+      case DType::BFloat16:
+        v = bf16_bits_to_float(static_cast<const uint16_t*>(p)[i]);
+        break;
+      case DType::Int32:
+        v = static_cast<const int32_t*>(p)[i];
+        break;
       case DType::Int64:
         if constexpr (std::is_integral_v<T>) {
           out[static_cast<size_t>(i)] = static_cast<T>(static_cast<const int64_t*>(p)[i]);
@@ -209,7 +218,9 @@ std::vector<T> Tensor::to_vector() const {
         }
         v = static_cast<double>(static_cast<const int64_t*>(p)[i]);
         break;
-      case DType::Bool: v = static_cast<const uint8_t*>(p)[i]; break;
+      case DType::Bool:
+        v = static_cast<const uint8_t*>(p)[i];
+        break;
     }
     out[static_cast<size_t>(i)] = static_cast<T>(v);
   }

@@ -8,9 +8,9 @@
 
 namespace ipuml::ops_detail {
 
+using autograd::attach;
 using ir::Attrs;
 using ir::OpKind;
-using autograd::attach;
 
 inline Attrs dims_attrs(std::vector<int64_t> dims, bool keepdim = false) {
   Attrs a;

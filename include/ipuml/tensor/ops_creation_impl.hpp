@@ -40,7 +40,8 @@ IPUML_INLINE Tensor arange(double start, double end, double step, DType dtype) {
 }
 
 namespace ops_detail {
-inline Tensor random(OpKind k, const Shape& shape, double p0, double p1, DType dtype, Generator* gen) {
+inline Tensor random(OpKind k, const Shape& shape, double p0, double p1, DType dtype,
+                     Generator* gen) {
   Generator& g = gen ? *gen : default_generator();
   RandomStream s = g.next();
   Attrs a;
@@ -72,7 +73,8 @@ IPUML_INLINE Tensor randint(int64_t low, int64_t high, const Shape& shape, Gener
                             static_cast<double>(high), kInt64, gen);
 }
 
-IPUML_INLINE Tensor from_vector(const std::vector<float>& values, const Shape& shape, DType storage) {
+IPUML_INLINE Tensor from_vector(const std::vector<float>& values, const Shape& shape,
+                                DType storage) {
   return from_vector(values, shape).to(storage);
 }
 

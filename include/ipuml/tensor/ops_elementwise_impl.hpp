@@ -16,7 +16,8 @@ inline Tensor scalar_like(const Tensor& like, double v) {
   return scalar_tensor(v, like.dtype() == kBool ? kFloat32 : like.dtype());
 }
 
-inline Tensor unary_grad(const char* name, const Tensor& x, const Tensor& out, autograd::BackwardFn fn) {
+inline Tensor unary_grad(const char* name, const Tensor& x, const Tensor& out,
+                         autograd::BackwardFn fn) {
   attach({out}, name, {x}, std::move(fn));
   return out;
 }
@@ -28,25 +29,27 @@ using namespace ops_detail;
 IPUML_INLINE Tensor add(const Tensor& a, const Tensor& b, double alpha) {
   if (alpha != 1.0) return add(a, mul(b, alpha));
   Tensor out = binary(OpKind::Add, a, b);
-  attach({out}, "AddBackward", {a, b}, [sa = a.shape(), sb = b.shape()](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{sum_to(g[0], sa), sum_to(g[0], sb)};
-  });
+  attach({out}, "AddBackward", {a, b},
+         [sa = a.shape(), sb = b.shape()](const std::vector<Tensor>& g) {
+           return std::vector<Tensor>{sum_to(g[0], sa), sum_to(g[0], sb)};
+         });
   return out;
 }
 
 IPUML_INLINE Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = binary(OpKind::Sub, a, b);
-  attach({out}, "SubBackward", {a, b}, [sa = a.shape(), sb = b.shape()](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{sum_to(g[0], sa), sum_to(neg(g[0]), sb)};
-  });
+  attach({out}, "SubBackward", {a, b},
+         [sa = a.shape(), sb = b.shape()](const std::vector<Tensor>& g) {
+           return std::vector<Tensor>{sum_to(g[0], sa), sum_to(neg(g[0]), sb)};
+         });
   return out;
 }
 
 IPUML_INLINE Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary(OpKind::Mul, a, b);
   attach({out}, "MulBackward", {a, b},
-         [a = saved(a), b = saved(b), ra = a.requires_grad(), rb = b.requires_grad()](
-             const std::vector<Tensor>& g) {
+         [a = saved(a), b = saved(b), ra = a.requires_grad(),
+          rb = b.requires_grad()](const std::vector<Tensor>& g) {
            return std::vector<Tensor>{ra ? sum_to(mul(g[0], b), a.shape()) : Tensor(),
                                       rb ? sum_to(mul(g[0], a), b.shape()) : Tensor()};
          });
@@ -67,7 +70,8 @@ IPUML_INLINE Tensor div(const Tensor& a, const Tensor& b) {
 IPUML_INLINE Tensor pow(const Tensor& a, const Tensor& b) {
   Tensor out = binary(OpKind::Pow, a, b);
   attach({out}, "PowBackward", {a, b},
-         [a = saved(a), b = saved(b), o = saved(out), rb = b.requires_grad()](const std::vector<Tensor>& g) {
+         [a = saved(a), b = saved(b), o = saved(out),
+          rb = b.requires_grad()](const std::vector<Tensor>& g) {
            Tensor ga = sum_to(mul(g[0], mul(b, pow(a, sub(b, ones_like(b))))), a.shape());
            Tensor gb = rb ? sum_to(mul(g[0], mul(o, log(a))), b.shape()) : Tensor();
            return std::vector<Tensor>{ga, gb};
@@ -87,22 +91,26 @@ IPUML_INLINE Tensor pow(const Tensor& a, double exponent) {
 
 IPUML_INLINE Tensor maximum(const Tensor& a, const Tensor& b) {
   Tensor out = binary(OpKind::Maximum, a, b);
-  attach({out}, "MaximumBackward", {a, b}, [a = saved(a), b = saved(b)](const std::vector<Tensor>& g) {
-    // Ties split the gradient evenly, as PyTorch does.
-    Tensor ma = add(cast(gt(a, b), kFloat32), mul(cast(eq(a, b), kFloat32), 0.5));
-    Tensor mb = sub(ones_like(ma), ma);
-    return std::vector<Tensor>{sum_to(mul(g[0], ma), a.shape()), sum_to(mul(g[0], mb), b.shape())};
-  });
+  attach({out}, "MaximumBackward", {a, b},
+         [a = saved(a), b = saved(b)](const std::vector<Tensor>& g) {
+           // Ties split the gradient evenly, as PyTorch does.
+           Tensor ma = add(cast(gt(a, b), kFloat32), mul(cast(eq(a, b), kFloat32), 0.5));
+           Tensor mb = sub(ones_like(ma), ma);
+           return std::vector<Tensor>{sum_to(mul(g[0], ma), a.shape()),
+                                      sum_to(mul(g[0], mb), b.shape())};
+         });
   return out;
 }
 
 IPUML_INLINE Tensor minimum(const Tensor& a, const Tensor& b) {
   Tensor out = binary(OpKind::Minimum, a, b);
-  attach({out}, "MinimumBackward", {a, b}, [a = saved(a), b = saved(b)](const std::vector<Tensor>& g) {
-    Tensor ma = add(cast(lt(a, b), kFloat32), mul(cast(eq(a, b), kFloat32), 0.5));
-    Tensor mb = sub(ones_like(ma), ma);
-    return std::vector<Tensor>{sum_to(mul(g[0], ma), a.shape()), sum_to(mul(g[0], mb), b.shape())};
-  });
+  attach({out}, "MinimumBackward", {a, b},
+         [a = saved(a), b = saved(b)](const std::vector<Tensor>& g) {
+           Tensor ma = add(cast(lt(a, b), kFloat32), mul(cast(eq(a, b), kFloat32), 0.5));
+           Tensor mb = sub(ones_like(ma), ma);
+           return std::vector<Tensor>{sum_to(mul(g[0], ma), a.shape()),
+                                      sum_to(mul(g[0], mb), b.shape())};
+         });
   return out;
 }
 
@@ -122,10 +130,9 @@ IPUML_INLINE Tensor exp(const Tensor& x) {
   });
 }
 IPUML_INLINE Tensor log(const Tensor& x) {
-  return unary_grad("LogBackward", x, run1(OpKind::Log, {}, {x}),
-                    [x = saved(x)](const std::vector<Tensor>& g) {
-                      return std::vector<Tensor>{div(g[0], x)};
-                    });
+  return unary_grad(
+      "LogBackward", x, run1(OpKind::Log, {}, {x}),
+      [x = saved(x)](const std::vector<Tensor>& g) { return std::vector<Tensor>{div(g[0], x)}; });
 }
 IPUML_INLINE Tensor sqrt(const Tensor& x) {
   Tensor out = run1(OpKind::Sqrt, {}, {x});
@@ -135,9 +142,10 @@ IPUML_INLINE Tensor sqrt(const Tensor& x) {
 }
 IPUML_INLINE Tensor rsqrt(const Tensor& x) {
   Tensor out = run1(OpKind::Rsqrt, {}, {x});
-  return unary_grad("RsqrtBackward", x, out, [x = saved(x), o = saved(out)](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{mul(g[0], mul(div(o, x), -0.5))};
-  });
+  return unary_grad("RsqrtBackward", x, out,
+                    [x = saved(x), o = saved(out)](const std::vector<Tensor>& g) {
+                      return std::vector<Tensor>{mul(g[0], mul(div(o, x), -0.5))};
+                    });
 }
 IPUML_INLINE Tensor abs(const Tensor& x) {
   return unary_grad("AbsBackward", x, run1(OpKind::Abs, {}, {x}),
@@ -176,8 +184,7 @@ IPUML_INLINE Tensor gelu(const Tensor& x, const std::string& approximate) {
 }
 
 IPUML_INLINE Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
-  if (min && max)
-    IPUML_CHECK(*min <= *max, "clamp: min ", *min, " is greater than max ", *max);
+  if (min && max) IPUML_CHECK(*min <= *max, "clamp: min ", *min, " is greater than max ", *max);
   Attrs a;
   a.flag = min.has_value();
   a.flag2 = max.has_value();
@@ -208,15 +215,17 @@ IPUML_INLINE Tensor logical_and(const Tensor& a, const Tensor& b) {
 
 IPUML_INLINE Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Tensor out = run1(OpKind::Where, {}, {cond, a, b});
-  attach({out}, "WhereBackward", {a, b}, [c = saved(cond), sa = a.shape(), sb = b.shape()](const std::vector<Tensor>& g) {
-    Tensor z = zeros_like(g[0]);
-    return std::vector<Tensor>{sum_to(where(c, g[0], z), sa), sum_to(where(c, z, g[0]), sb)};
-  });
+  attach({out}, "WhereBackward", {a, b},
+         [c = saved(cond), sa = a.shape(), sb = b.shape()](const std::vector<Tensor>& g) {
+           Tensor z = zeros_like(g[0]);
+           return std::vector<Tensor>{sum_to(where(c, g[0], z), sa), sum_to(where(c, z, g[0]), sb)};
+         });
   return out;
 }
 
 IPUML_INLINE Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
-  IPUML_CHECK(mask.dtype() == kBool, "masked_fill: mask must be bool, got ", dtype_name(mask.dtype()));
+  IPUML_CHECK(mask.dtype() == kBool, "masked_fill: mask must be bool, got ",
+              dtype_name(mask.dtype()));
   Tensor out = run1(OpKind::Where, {}, {mask, scalar_like(x, value), x});
   IPUML_CHECK(out.shape() == x.shape(), "masked_fill: mask of shape ", shape_str(mask.shape()),
               " does not broadcast to the input's shape ", shape_str(x.shape()));

@@ -24,23 +24,24 @@ inline void strided_copy(const Tensor& src, void* dst) {
   const int64_t rows = n / inner;
   const char* base = static_cast<const char*>(src.raw_data());
   char* out = static_cast<char*>(dst);
-  parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      int64_t off = 0, rem = r;
-      for (int64_t d = rank - 2; d >= 0; --d) {
-        off += (rem % shape[d]) * st[d];
-        rem /= shape[d];
-      }
-      const char* s = base + off * es;
-      char* o = out + r * inner * es;
-      if (inner_stride == 1) {
-        std::memcpy(o, s, static_cast<size_t>(inner * es));
-      } else {
-        for (int64_t i = 0; i < inner; ++i)
-          std::memcpy(o + i * es, s + i * inner_stride * es, static_cast<size_t>(es));
-      }
-    }
-  });
+  parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)),
+               [&](int64_t r0, int64_t r1) {
+                 for (int64_t r = r0; r < r1; ++r) {
+                   int64_t off = 0, rem = r;
+                   for (int64_t d = rank - 2; d >= 0; --d) {
+                     off += (rem % shape[d]) * st[d];
+                     rem /= shape[d];
+                   }
+                   const char* s = base + off * es;
+                   char* o = out + r * inner * es;
+                   if (inner_stride == 1) {
+                     std::memcpy(o, s, static_cast<size_t>(inner * es));
+                   } else {
+                     for (int64_t i = 0; i < inner; ++i)
+                       std::memcpy(o + i * es, s + i * inner_stride * es, static_cast<size_t>(es));
+                   }
+                 }
+               });
 }
 
 inline Shape resolve_shape(const Shape& shape, int64_t n, const Shape& from) {
@@ -120,9 +121,8 @@ IPUML_INLINE Tensor permute(const Tensor& x, const std::vector<int64_t>& dims_in
   }
   std::vector<int64_t> inv(dims.size());
   for (size_t i = 0; i < dims.size(); ++i) inv[dims[i]] = static_cast<int64_t>(i);
-  attach({out}, "PermuteBackward", {x}, [inv](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{permute(g[0], inv)};
-  });
+  attach({out}, "PermuteBackward", {x},
+         [inv](const std::vector<Tensor>& g) { return std::vector<Tensor>{permute(g[0], inv)}; });
   return out;
 }
 
@@ -163,13 +163,14 @@ IPUML_INLINE Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t e
     st[dim] *= step;
     out = make_view(x, s, st, off);
   }
-  attach({out}, "SliceBackward", {x}, [s = x.shape(), dim, start, end, step](const std::vector<Tensor>& g) {
-    Attrs a = dims_attrs({dim});
-    a.shape = s;
-    Tensor index = arange(static_cast<double>(start), static_cast<double>(end),
-                          static_cast<double>(step), kInt64);
-    return std::vector<Tensor>{run1(OpKind::IndexAdd, a, {index, g[0]})};
-  });
+  attach({out}, "SliceBackward", {x},
+         [s = x.shape(), dim, start, end, step](const std::vector<Tensor>& g) {
+           Attrs a = dims_attrs({dim});
+           a.shape = s;
+           Tensor index = arange(static_cast<double>(start), static_cast<double>(end),
+                                 static_cast<double>(step), kInt64);
+           return std::vector<Tensor>{run1(OpKind::IndexAdd, a, {index, g[0]})};
+         });
   return out;
 }
 
@@ -189,7 +190,8 @@ IPUML_INLINE Tensor expand(const Tensor& x, const Shape& shape_in) {
   const size_t off = shape.size() - x.shape().size();
   for (size_t i = 0; i < shape.size(); ++i)
     if (shape[i] == -1) {
-      IPUML_CHECK(i >= off, "expand: -1 is not allowed for a new leading dim in ", shape_str(shape_in));
+      IPUML_CHECK(i >= off, "expand: -1 is not allowed for a new leading dim in ",
+                  shape_str(shape_in));
       shape[i] = x.shape()[i - off];
     }
   if (shape == x.shape()) return x;
@@ -200,7 +202,13 @@ IPUML_INLINE Tensor expand(const Tensor& x, const Shape& shape_in) {
     out = run1(OpKind::Expand, a, {x});
     out.impl()->is_view = true;
   } else {
-    ir::infer(OpKind::Expand, [&] { Attrs a; a.shape = shape; return a; }(), {{x.shape(), x.dtype()}});
+    ir::infer(OpKind::Expand,
+              [&] {
+                Attrs a;
+                a.shape = shape;
+                return a;
+              }(),
+              {{x.shape(), x.dtype()}});
     Strides st(shape.size(), 0);
     for (size_t i = 0; i < x.shape().size(); ++i)
       st[off + i] = x.shape()[i] == 1 && shape[off + i] != 1 ? 0 : x.strides()[i];
@@ -232,7 +240,8 @@ IPUML_INLINE Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim)
   if (x.dim() == 0) return reshape(x, {1});
   start_dim = wrap_dim(start_dim, x.dim(), "flatten");
   end_dim = wrap_dim(end_dim, x.dim(), "flatten");
-  IPUML_CHECK(start_dim <= end_dim, "flatten: start_dim ", start_dim, " is after end_dim ", end_dim);
+  IPUML_CHECK(start_dim <= end_dim, "flatten: start_dim ", start_dim, " is after end_dim ",
+              end_dim);
   Shape s(x.shape().begin(), x.shape().begin() + start_dim);
   int64_t m = 1;
   for (int64_t i = start_dim; i <= end_dim; ++i) m *= x.shape()[i];
@@ -293,22 +302,24 @@ IPUML_INLINE std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t 
 IPUML_INLINE Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   dim = wrap_dim(dim, x.dim(), "index_select");
   Tensor out = run1(OpKind::IndexSelect, dims_attrs({dim}), {x, index});
-  attach({out}, "IndexSelectBackward", {x}, [s = x.shape(), dim, idx = saved(index)](const std::vector<Tensor>& g) {
-    Attrs a = dims_attrs({dim});
-    a.shape = s;
-    return std::vector<Tensor>{run1(OpKind::IndexAdd, a, {idx, g[0]})};
-  });
+  attach({out}, "IndexSelectBackward", {x},
+         [s = x.shape(), dim, idx = saved(index)](const std::vector<Tensor>& g) {
+           Attrs a = dims_attrs({dim});
+           a.shape = s;
+           return std::vector<Tensor>{run1(OpKind::IndexAdd, a, {idx, g[0]})};
+         });
   return out;
 }
 
 IPUML_INLINE Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   dim = wrap_dim(dim, x.dim(), "gather");
   Tensor out = run1(OpKind::Gather, dims_attrs({dim}), {x, index});
-  attach({out}, "GatherBackward", {x}, [s = x.shape(), dim, idx = saved(index)](const std::vector<Tensor>& g) {
-    Attrs a = dims_attrs({dim});
-    a.shape = s;
-    return std::vector<Tensor>{run1(OpKind::ScatterAdd, a, {idx, g[0]})};
-  });
+  attach({out}, "GatherBackward", {x},
+         [s = x.shape(), dim, idx = saved(index)](const std::vector<Tensor>& g) {
+           Attrs a = dims_attrs({dim});
+           a.shape = s;
+           return std::vector<Tensor>{run1(OpKind::ScatterAdd, a, {idx, g[0]})};
+         });
   return out;
 }
 

@@ -14,12 +14,14 @@ inline Tensor matmul_raw(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   at.flag2 = tb;
   Tensor out = run1(OpKind::MatMul, at, {a, b});
   attach({out}, "MatMulBackward", {a, b},
-         [a = saved(a), b = saved(b), ta, tb, ra = a.requires_grad(), rb = b.requires_grad()](
-             const std::vector<Tensor>& gs) {
+         [a = saved(a), b = saved(b), ta, tb, ra = a.requires_grad(),
+          rb = b.requires_grad()](const std::vector<Tensor>& gs) {
            const Tensor& g = gs[0];
            Tensor ga, gb;
-           if (ra) ga = sum_to(ta ? matmul_raw(b, g, tb, true) : matmul_raw(g, b, false, !tb), a.shape());
-           if (rb) gb = sum_to(tb ? matmul_raw(g, a, true, ta) : matmul_raw(a, g, !ta, false), b.shape());
+           if (ra)
+             ga = sum_to(ta ? matmul_raw(b, g, tb, true) : matmul_raw(g, b, false, !tb), a.shape());
+           if (rb)
+             gb = sum_to(tb ? matmul_raw(g, a, true, ta) : matmul_raw(a, g, !ta, false), b.shape());
            return std::vector<Tensor>{ga, gb};
          });
   return out;
@@ -33,7 +35,8 @@ inline std::pair<Tensor, bool> untranspose(const Tensor& t) {
   return {t, false};
 }
 
-inline std::vector<int64_t> pair_of(const std::vector<int64_t>& v, const char* op, const char* what) {
+inline std::vector<int64_t> pair_of(const std::vector<int64_t>& v, const char* op,
+                                    const char* what) {
   IPUML_CHECK(v.size() == 1 || v.size() == 2, op, ": ", what, " must have 1 or 2 values, got ",
               detail::str(v));
   return v.size() == 1 ? std::vector<int64_t>{v[0], v[0]} : v;
@@ -47,9 +50,12 @@ inline Shape channel_shape(const Tensor& x) {
 
 inline Tensor reduce(const Tensor& loss, Reduction r) {
   switch (r) {
-    case Reduction::None: return loss;
-    case Reduction::Sum: return sum(loss);
-    case Reduction::Mean: return mean(loss);
+    case Reduction::None:
+      return loss;
+    case Reduction::Sum:
+      return sum(loss);
+    case Reduction::Mean:
+      return mean(loss);
   }
   return loss;
 }
@@ -60,8 +66,9 @@ IPUML_INLINE Tensor matmul(const Tensor& a, const Tensor& b) {
   IPUML_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: operands must have at least 1 dim, got ",
               shape_str(a.shape()), " and ", shape_str(b.shape()));
   if (a.dim() == 1 && b.dim() == 1) {
-    IPUML_CHECK(a.shape() == b.shape(), "matmul: 1-d operands differ in size: ",
-                shape_str(a.shape()), " and ", shape_str(b.shape()));
+    IPUML_CHECK(a.shape() == b.shape(),
+                "matmul: 1-d operands differ in size: ", shape_str(a.shape()), " and ",
+                shape_str(b.shape()));
     return reshape(matmul_raw(unsqueeze(a, 0), unsqueeze(b, 1), false, false), {});
   }
   if (a.dim() == 1) return squeeze(matmul(unsqueeze(a, 0), b), -2);
@@ -72,7 +79,8 @@ IPUML_INLINE Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 IPUML_INLINE Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  IPUML_CHECK(weight.dim() == 2, "linear: weight must be 2-d [out, in], got ", shape_str(weight.shape()));
+  IPUML_CHECK(weight.dim() == 2, "linear: weight must be 2-d [out, in], got ",
+              shape_str(weight.shape()));
   IPUML_CHECK(x.dim() >= 1 && x.shape().back() == weight.shape()[1], "linear: input of shape ",
               shape_str(x.shape()), " does not match weight of shape ", shape_str(weight.shape()),
               " (expected the last input dim to be ", weight.shape()[1], ")");
@@ -91,7 +99,8 @@ IPUML_INLINE Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& 
 IPUML_INLINE Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
                            std::vector<int64_t> stride, std::vector<int64_t> padding,
                            std::vector<int64_t> dilation, int64_t groups) {
-  IPUML_CHECK(x.dim() == 4, "conv2d: expected a 4-d input [N, C, H, W], got shape ", shape_str(x.shape()));
+  IPUML_CHECK(x.dim() == 4, "conv2d: expected a 4-d input [N, C, H, W], got shape ",
+              shape_str(x.shape()));
   IPUML_CHECK(weight.dim() == 4, "conv2d: expected a 4-d weight [O, C/groups, kH, kW], got shape ",
               shape_str(weight.shape()));
   Attrs a;
@@ -104,8 +113,8 @@ IPUML_INLINE Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& 
   if (bias.defined()) in.push_back(bias);
   Tensor out = run1(OpKind::Conv, a, in);
   attach({out}, "ConvolutionBackward", in,
-         [x = saved(x), w = saved(weight), a, has_bias = bias.defined(),
-          rx = x.requires_grad(), rw = weight.requires_grad()](const std::vector<Tensor>& g) {
+         [x = saved(x), w = saved(weight), a, has_bias = bias.defined(), rx = x.requires_grad(),
+          rw = weight.requires_grad()](const std::vector<Tensor>& g) {
            std::vector<Tensor> r(has_bias ? 3 : 2);
            Attrs ai = a;
            if (rx) {
@@ -122,9 +131,10 @@ IPUML_INLINE Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& 
   return out;
 }
 
-IPUML_INLINE Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride,
-                           int64_t padding, int64_t dilation, int64_t groups) {
-  IPUML_CHECK(x.dim() == 3, "conv1d: expected a 3-d input [N, C, L], got shape ", shape_str(x.shape()));
+IPUML_INLINE Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                           int64_t stride, int64_t padding, int64_t dilation, int64_t groups) {
+  IPUML_CHECK(x.dim() == 3, "conv1d: expected a 3-d input [N, C, L], got shape ",
+              shape_str(x.shape()));
   IPUML_CHECK(weight.dim() == 3, "conv1d: expected a 3-d weight [O, C/groups, k], got shape ",
               shape_str(weight.shape()));
   Tensor y = conv2d(unsqueeze(x, 2), unsqueeze(weight, 2), bias, {1, stride}, {0, padding},
@@ -132,30 +142,36 @@ IPUML_INLINE Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& 
   return squeeze(y, 2);
 }
 
-IPUML_INLINE Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
-                               std::vector<int64_t> padding) {
-  IPUML_CHECK(x.dim() == 4, "max_pool2d: expected a 4-d input [N, C, H, W], got shape ", shape_str(x.shape()));
+IPUML_INLINE Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel,
+                               std::vector<int64_t> stride, std::vector<int64_t> padding) {
+  IPUML_CHECK(x.dim() == 4, "max_pool2d: expected a 4-d input [N, C, H, W], got shape ",
+              shape_str(x.shape()));
   Attrs a;
   a.kernel = pair_of(kernel, "max_pool2d", "kernel_size");
   a.stride = stride.empty() ? a.kernel : pair_of(stride, "max_pool2d", "stride");
   a.padding = pair_of(padding, "max_pool2d", "padding");
   auto outs = detail::dispatch(OpKind::MaxPool, a, {x});
-  attach({outs[0]}, "MaxPool2DBackward", {x}, [idx = outs[1], s = x.shape()](const std::vector<Tensor>& g) {
-    Attrs b;
-    b.shape = s;
-    return std::vector<Tensor>{run1(OpKind::MaxPoolBackward, b, {g[0], idx})};
-  });
+  attach({outs[0]}, "MaxPool2DBackward", {x},
+         [idx = outs[1], s = x.shape()](const std::vector<Tensor>& g) {
+           Attrs b;
+           b.shape = s;
+           return std::vector<Tensor>{run1(OpKind::MaxPoolBackward, b, {g[0], idx})};
+         });
   return outs[0];
 }
 
 IPUML_INLINE Tensor max_pool1d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {
-  IPUML_CHECK(x.dim() == 3, "max_pool1d: expected a 3-d input [N, C, L], got shape ", shape_str(x.shape()));
-  return squeeze(max_pool2d(unsqueeze(x, 2), {1, kernel}, {1, stride ? stride : kernel}, {0, padding}), 2);
+  IPUML_CHECK(x.dim() == 3, "max_pool1d: expected a 3-d input [N, C, L], got shape ",
+              shape_str(x.shape()));
+  return squeeze(
+      max_pool2d(unsqueeze(x, 2), {1, kernel}, {1, stride ? stride : kernel}, {0, padding}), 2);
 }
 
-IPUML_INLINE Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride,
-                               std::vector<int64_t> padding, bool count_include_pad) {
-  IPUML_CHECK(x.dim() == 4, "avg_pool2d: expected a 4-d input [N, C, H, W], got shape ", shape_str(x.shape()));
+IPUML_INLINE Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel,
+                               std::vector<int64_t> stride, std::vector<int64_t> padding,
+                               bool count_include_pad) {
+  IPUML_CHECK(x.dim() == 4, "avg_pool2d: expected a 4-d input [N, C, H, W], got shape ",
+              shape_str(x.shape()));
   Attrs a;
   a.kernel = pair_of(kernel, "avg_pool2d", "kernel_size");
   a.stride = stride.empty() ? a.kernel : pair_of(stride, "avg_pool2d", "stride");
@@ -210,9 +226,9 @@ IPUML_INLINE Tensor dropout(const Tensor& x, double p, bool training, Generator*
   return mul(x, mul(keep, 1.0 / (1.0 - p)));
 }
 
-IPUML_INLINE Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
-                               const Tensor& weight, const Tensor& bias, bool training,
-                               double momentum, double eps) {
+IPUML_INLINE Tensor batch_norm(const Tensor& x, const Tensor& running_mean,
+                               const Tensor& running_var, const Tensor& weight, const Tensor& bias,
+                               bool training, double momentum, double eps) {
   IPUML_CHECK(x.dim() >= 2, "batch_norm: expected an input of rank >= 2 [N, C, ...], got shape ",
               shape_str(x.shape()));
   const int64_t c = x.shape()[1];
@@ -227,8 +243,10 @@ IPUML_INLINE Tensor batch_norm(const Tensor& x, const Tensor& running_mean, cons
   Tensor y;
   if (training || !running_mean.defined()) {
     const int64_t n = x.numel() / std::max<int64_t>(c, 1);
-    IPUML_CHECK(n > 1 || !training, "batch_norm: expected more than 1 value per channel when "
-                "training, got input of shape ", shape_str(x.shape()));
+    IPUML_CHECK(n > 1 || !training,
+                "batch_norm: expected more than 1 value per channel when "
+                "training, got input of shape ",
+                shape_str(x.shape()));
     Tensor mu = mean(x, dims, true);
     Tensor v = var(x, dims, 0, true);
     y = mul(sub(x, mu), rsqrt(add(v, eps)));
@@ -238,7 +256,8 @@ IPUML_INLINE Tensor batch_norm(const Tensor& x, const Tensor& running_mean, cons
       Tensor rv = running_var;
       rm.mul_(1.0 - momentum).add_(mul(reshape(mu.detach(), {c}), momentum));
       rv.mul_(1.0 - momentum)
-          .add_(mul(reshape(v.detach(), {c}), momentum * static_cast<double>(n) / static_cast<double>(n - 1)));
+          .add_(mul(reshape(v.detach(), {c}),
+                    momentum * static_cast<double>(n) / static_cast<double>(n - 1)));
     }
   } else {
     y = mul(sub(x, reshape(running_mean, cs)), rsqrt(add(reshape(running_var, cs), eps)));
@@ -251,10 +270,10 @@ IPUML_INLINE Tensor batch_norm(const Tensor& x, const Tensor& running_mean, cons
 IPUML_INLINE Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                                const Tensor& bias, double eps) {
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
-  IPUML_CHECK(k >= 1 && x.dim() >= k &&
-                  Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
-              "layer_norm: input of shape ", shape_str(x.shape()),
-              " does not end with normalized_shape ", shape_str(normalized_shape));
+  IPUML_CHECK(
+      k >= 1 && x.dim() >= k && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
+      "layer_norm: input of shape ", shape_str(x.shape()), " does not end with normalized_shape ",
+      shape_str(normalized_shape));
   for (const Tensor* t : {&weight, &bias})
     if (t->defined())
       IPUML_CHECK(t->shape() == normalized_shape, "layer_norm: weight/bias of shape ",
@@ -333,8 +352,9 @@ IPUML_INLINE Tensor cross_entropy(const Tensor& logits, const Tensor& target, Re
 }
 
 IPUML_INLINE Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
-  IPUML_CHECK(input.shape() == target.shape(), "mse_loss: input of shape ", shape_str(input.shape()),
-              " and target of shape ", shape_str(target.shape()), " differ (expected equal shapes)");
+  IPUML_CHECK(input.shape() == target.shape(), "mse_loss: input of shape ",
+              shape_str(input.shape()), " and target of shape ", shape_str(target.shape()),
+              " differ (expected equal shapes)");
   Tensor d = sub(input, target);
   return reduce(mul(d, d), reduction);
 }

@@ -22,7 +22,8 @@ inline Shape keepdim_shape(const Shape& s, const std::vector<int64_t>& dims) {
 }
 
 // Broadcasts a reduced gradient back over the reduced dims.
-inline Tensor expand_back(const Tensor& g, const Shape& in_shape, const std::vector<int64_t>& dims) {
+inline Tensor expand_back(const Tensor& g, const Shape& in_shape,
+                          const std::vector<int64_t>& dims) {
   return expand(reshape(g, keepdim_shape(in_shape, dims)), in_shape);
 }
 
@@ -47,8 +48,8 @@ IPUML_INLINE Tensor sum(const Tensor& x, std::vector<int64_t> dims, bool keepdim
 IPUML_INLINE Tensor mean(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
   dims = wrap_dims(std::move(dims), x.dim(), "mean");
   const int64_t n = reduced_count(x.shape(), dims);
-  return mul(sum(x, dims, keepdim), n > 0 ? 1.0 / static_cast<double>(n)
-                                          : std::numeric_limits<double>::quiet_NaN());
+  return mul(sum(x, dims, keepdim),
+             n > 0 ? 1.0 / static_cast<double>(n) : std::numeric_limits<double>::quiet_NaN());
 }
 
 namespace ops_detail {
@@ -69,14 +70,12 @@ inline std::pair<Tensor, Tensor> extreme_dim(OpKind k, const char* name, const T
                                              int64_t dim, bool keepdim) {
   dim = wrap_dim(dim, x.dim(), name);
   auto outs = detail::dispatch(k, dims_attrs({dim}, keepdim), {x});
-  attach({outs[0]}, name, {x},
-         [idx = outs[1], s = x.shape(), dim](const std::vector<Tensor>& g) {
-           const Shape ks = keepdim_shape(s, {dim});
-           Attrs a = dims_attrs({dim});
-           a.shape = s;
-           return std::vector<Tensor>{
-               run1(OpKind::ScatterAdd, a, {reshape(idx, ks), reshape(g[0], ks)})};
-         });
+  attach({outs[0]}, name, {x}, [idx = outs[1], s = x.shape(), dim](const std::vector<Tensor>& g) {
+    const Shape ks = keepdim_shape(s, {dim});
+    Attrs a = dims_attrs({dim});
+    a.shape = s;
+    return std::vector<Tensor>{run1(OpKind::ScatterAdd, a, {reshape(idx, ks), reshape(g[0], ks)})};
+  });
   return {outs[0], outs[1]};
 }
 }  // namespace ops_detail
@@ -105,7 +104,8 @@ IPUML_INLINE Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool kee
   return run1(OpKind::ArgMin, dims_attrs(dims, keepdim), {x});
 }
 
-IPUML_INLINE Tensor var(const Tensor& x, std::vector<int64_t> dims, int64_t correction, bool keepdim) {
+IPUML_INLINE Tensor var(const Tensor& x, std::vector<int64_t> dims, int64_t correction,
+                        bool keepdim) {
   dims = wrap_dims(std::move(dims), x.dim(), "var");
   const int64_t n = reduced_count(x.shape(), dims);
   Tensor d = sub(x, mean(x, dims, true));

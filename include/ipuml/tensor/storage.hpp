@@ -65,7 +65,8 @@ class HostAllocator {
 
 class Storage {
  public:
-  explicit Storage(size_t nbytes) : nbytes_(nbytes), data_(HostAllocator::instance().allocate(nbytes)) {}
+  explicit Storage(size_t nbytes)
+      : nbytes_(nbytes), data_(HostAllocator::instance().allocate(nbytes)) {}
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   ~Storage() { HostAllocator::instance().release(data_, nbytes_); }

@@ -44,15 +44,25 @@ struct TensorImpl {
 template <typename T>
 constexpr DType dtype_of();
 template <>
-constexpr DType dtype_of<float>() { return DType::Float32; }
+constexpr DType dtype_of<float>() {
+  return DType::Float32;
+}
 template <>
-constexpr DType dtype_of<int32_t>() { return DType::Int32; }
+constexpr DType dtype_of<int32_t>() {
+  return DType::Int32;
+}
 template <>
-constexpr DType dtype_of<int64_t>() { return DType::Int64; }
+constexpr DType dtype_of<int64_t>() {
+  return DType::Int64;
+}
 template <>
-constexpr DType dtype_of<bool>() { return DType::Bool; }
+constexpr DType dtype_of<bool>() {
+  return DType::Bool;
+}
 template <>
-constexpr DType dtype_of<uint16_t>() { return DType::Float16; }
+constexpr DType dtype_of<uint16_t>() {
+  return DType::Float16;
+}
 
 class Tensor {
  public:
@@ -93,10 +103,10 @@ class Tensor {
   }
   template <typename T>
   T* data_ptr() const {
-    IPUML_CHECK(dtype_of<T>() == dtype() ||
-                    (dtype() == DType::BFloat16 && dtype_of<T>() == DType::Float16),
-                "data_ptr: tensor has dtype ", dtype_name(dtype()), ", asked for ",
-                dtype_name(dtype_of<T>()));
+    IPUML_CHECK(
+        dtype_of<T>() == dtype() || (dtype() == DType::BFloat16 && dtype_of<T>() == DType::Float16),
+        "data_ptr: tensor has dtype ", dtype_name(dtype()), ", asked for ",
+        dtype_name(dtype_of<T>()));
     return static_cast<T*>(raw_data());
   }
   // The values as a flat row-major vector (converts float16/bfloat16 to float).

@@ -9,8 +9,10 @@
 namespace ipuml {
 
 IPUML_INLINE Tensor& Tensor::requires_grad_(bool on) {
-  IPUML_CHECK(!on || is_floating(dtype()), "requires_grad: only floating-point tensors can require "
-              "gradients, this one is ", dtype_name(dtype()));
+  IPUML_CHECK(!on || is_floating(dtype()),
+              "requires_grad: only floating-point tensors can require "
+              "gradients, this one is ",
+              dtype_name(dtype()));
   IPUML_CHECK(is_leaf() || on, "requires_grad_(false) on a non-leaf tensor; use detach()");
   checked().requires_grad = on;
   return *this;
@@ -50,20 +52,27 @@ IPUML_INLINE Tensor Tensor::detach() const {
 
 IPUML_INLINE Tensor Tensor::to(DType t) const { return cast(*this, t); }
 IPUML_INLINE Tensor Tensor::reshape(const Shape& s) const { return ipuml::reshape(*this, s); }
-IPUML_INLINE Tensor Tensor::permute(const std::vector<int64_t>& d) const { return ipuml::permute(*this, d); }
-IPUML_INLINE Tensor Tensor::transpose(int64_t a, int64_t b) const { return ipuml::transpose(*this, a, b); }
+IPUML_INLINE Tensor Tensor::permute(const std::vector<int64_t>& d) const {
+  return ipuml::permute(*this, d);
+}
+IPUML_INLINE Tensor Tensor::transpose(int64_t a, int64_t b) const {
+  return ipuml::transpose(*this, a, b);
+}
 IPUML_INLINE Tensor Tensor::t() const {
   IPUML_CHECK(dim() <= 2, "t: expects a tensor with <= 2 dims, got shape ", shape_str(shape()));
   return dim() < 2 ? *this : ipuml::transpose(*this, 0, 1);
 }
-IPUML_INLINE Tensor Tensor::narrow(int64_t d, int64_t s, int64_t l) const { return ipuml::narrow(*this, d, s, l); }
+IPUML_INLINE Tensor Tensor::narrow(int64_t d, int64_t s, int64_t l) const {
+  return ipuml::narrow(*this, d, s, l);
+}
 IPUML_INLINE Tensor Tensor::slice(int64_t d, int64_t s, int64_t e, int64_t st) const {
   return ipuml::slice(*this, d, s, e, st);
 }
 IPUML_INLINE Tensor Tensor::select(int64_t d, int64_t i) const {
   d = wrap_dim(d, dim(), "select");
   const int64_t n = shape()[d];
-  IPUML_CHECK(i >= -n && i < n, "select: index ", i, " is out of range for dim ", d, " of size ", n);
+  IPUML_CHECK(i >= -n && i < n, "select: index ", i, " is out of range for dim ", d, " of size ",
+              n);
   if (i < 0) i += n;
   return ipuml::squeeze(ipuml::slice(*this, d, i, i + 1), d);
 }
@@ -76,10 +85,18 @@ IPUML_INLINE Tensor Tensor::squeeze() const {
   return ipuml::reshape(*this, s);
 }
 IPUML_INLINE Tensor Tensor::unsqueeze(int64_t d) const { return ipuml::unsqueeze(*this, d); }
-IPUML_INLINE Tensor Tensor::flatten(int64_t a, int64_t b) const { return ipuml::flatten(*this, a, b); }
-IPUML_INLINE Tensor Tensor::sum(std::vector<int64_t> d, bool k) const { return ipuml::sum(*this, std::move(d), k); }
-IPUML_INLINE Tensor Tensor::mean(std::vector<int64_t> d, bool k) const { return ipuml::mean(*this, std::move(d), k); }
-IPUML_INLINE Tensor Tensor::amax(std::vector<int64_t> d, bool k) const { return ipuml::amax(*this, std::move(d), k); }
+IPUML_INLINE Tensor Tensor::flatten(int64_t a, int64_t b) const {
+  return ipuml::flatten(*this, a, b);
+}
+IPUML_INLINE Tensor Tensor::sum(std::vector<int64_t> d, bool k) const {
+  return ipuml::sum(*this, std::move(d), k);
+}
+IPUML_INLINE Tensor Tensor::mean(std::vector<int64_t> d, bool k) const {
+  return ipuml::mean(*this, std::move(d), k);
+}
+IPUML_INLINE Tensor Tensor::amax(std::vector<int64_t> d, bool k) const {
+  return ipuml::amax(*this, std::move(d), k);
+}
 IPUML_INLINE Tensor Tensor::argmax(int64_t d, bool k) const { return ipuml::argmax(*this, d, k); }
 IPUML_INLINE Tensor Tensor::exp() const { return ipuml::exp(*this); }
 IPUML_INLINE Tensor Tensor::log() const { return ipuml::log(*this); }
@@ -128,7 +145,8 @@ IPUML_INLINE Tensor& Tensor::fill_(double v) {
 IPUML_INLINE std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "tensor(undefined)";
   if (t.is_symbolic())
-    return os << "tensor(<symbolic>, shape=" << shape_str(t.shape()) << ", dtype=" << t.dtype() << ")";
+    return os << "tensor(<symbolic>, shape=" << shape_str(t.shape()) << ", dtype=" << t.dtype()
+              << ")";
   const auto v = t.to_vector<double>();
   const Shape& s = t.shape();
   std::ostringstream out;
@@ -155,15 +173,19 @@ IPUML_INLINE std::ostream& operator<<(std::ostream& os, const Tensor& t) {
       if (n > limit && i == limit / 2) {
         out << "...";
         i = n - limit / 2 - 1;
-        if (d + 1 < s.size()) out << ",\n" << std::string(8 + d, ' ');
-        else out << ", ";
+        if (d + 1 < s.size())
+          out << ",\n" << std::string(8 + d, ' ');
+        else
+          out << ", ";
         continue;
       }
       rec(d + 1, off + i * stride);
       if (i + 1 < n) {
         out << ',';
-        if (d + 1 < s.size()) out << '\n' << std::string(8 + d, ' ');
-        else out << ' ';
+        if (d + 1 < s.size())
+          out << '\n' << std::string(8 + d, ' ');
+        else
+          out << ' ';
       }
     }
     out << ']';

@@ -72,7 +72,8 @@ IPUML_MODULE(Softmax);
 
 class LogSoftmaxImpl : public Module {
  public:
-  explicit LogSoftmaxImpl(const LogSoftmaxOptions& options_) : Module("LogSoftmax"), options(options_) {}
+  explicit LogSoftmaxImpl(const LogSoftmaxOptions& options_)
+      : Module("LogSoftmax"), options(options_) {}
   explicit LogSoftmaxImpl(int64_t dim) : LogSoftmaxImpl(LogSoftmaxOptions(dim)) {}
   Tensor forward(const Tensor& x) override { return log_softmax(x, options.dim()); }
   std::string extra_repr() const override { return "dim=" + std::to_string(options.dim()); }

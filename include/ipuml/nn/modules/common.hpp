@@ -16,20 +16,20 @@
 
 // Declares an option `name` of type T with a chaining setter `name(v)` and a getter `name()`,
 // so each option is named once: `IPUML_ARG(double, eps) = 1e-5;`.
-#define IPUML_ARG(T, name)                                    \
- public:                                                      \
-  auto name(const T& new_##name)->decltype(*this) {           \
-    this->name##_ = new_##name;                               \
-    return *this;                                             \
-  }                                                           \
-  auto name(T&& new_##name)->decltype(*this) {                \
-    this->name##_ = std::move(new_##name);                    \
-    return *this;                                             \
-  }                                                           \
-  const T& name() const noexcept { return this->name##_; }    \
-  T& name() noexcept { return this->name##_; }                \
-                                                              \
- private:                                                     \
+#define IPUML_ARG(T, name)                                 \
+ public:                                                   \
+  auto name(const T& new_##name)->decltype(*this) {        \
+    this->name##_ = new_##name;                            \
+    return *this;                                          \
+  }                                                        \
+  auto name(T&& new_##name)->decltype(*this) {             \
+    this->name##_ = std::move(new_##name);                 \
+    return *this;                                          \
+  }                                                        \
+  const T& name() const noexcept { return this->name##_; } \
+  T& name() noexcept { return this->name##_; }             \
+                                                           \
+ private:                                                  \
   T name##_
 
 namespace ipuml::nn {

@@ -16,7 +16,8 @@ namespace detail {
 template <typename M>
 concept ModuleLike = requires(const M& m) {
   { m.ptr() } -> std::convertible_to<std::shared_ptr<Module>>;
-} || std::is_convertible_v<M, std::shared_ptr<Module>>;
+}
+|| std::is_convertible_v<M, std::shared_ptr<Module>>;
 
 template <ModuleLike M>
 std::shared_ptr<Module> as_module(const M& m) {
@@ -39,7 +40,8 @@ class ModuleListBase : public Module {
   bool is_empty() const { return size() == 0; }
 
   std::shared_ptr<Module> ptr(size_t i) const {
-    IPUML_CHECK(i < size(), type_name(), ": index ", i, " is out of range for ", size(), " modules");
+    IPUML_CHECK(i < size(), type_name(), ": index ", i, " is out of range for ", size(),
+                " modules");
     return named_children()[i].second;
   }
   std::shared_ptr<Module> operator[](size_t i) const { return ptr(i); }

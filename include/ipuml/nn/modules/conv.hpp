@@ -24,7 +24,8 @@ struct ConvOptions {
   ConvOptions(int64_t in_channels, int64_t out_channels, ExpandingArray<D> kernel_size)
       : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
 
-  // Written out (not IPUML_ARG) so both `.padding(1)`, `.padding({1, 2})` and `.padding(kSame)` work.
+  // Written out (not IPUML_ARG) so both `.padding(1)`, `.padding({1, 2})` and `.padding(kSame)`
+  // work.
   ConvOptions& padding(ExpandingArray<D> p) {
     padding_ = p;
     return *this;
@@ -57,8 +58,10 @@ class ConvNdImpl : public Module {
  public:
   ConvNdImpl(const ConvOptions<D>& options_, const char* name) : Module(name), options(options_) {
     const auto& o = options;
-    IPUML_CHECK(o.in_channels() > 0 && o.out_channels() > 0, name, ": in_channels and "
-                "out_channels must be positive, got ", o.in_channels(), " and ", o.out_channels());
+    IPUML_CHECK(o.in_channels() > 0 && o.out_channels() > 0, name,
+                ": in_channels and "
+                "out_channels must be positive, got ",
+                o.in_channels(), " and ", o.out_channels());
     IPUML_CHECK(o.groups() > 0, name, ": groups must be positive, got ", o.groups());
     IPUML_CHECK(o.in_channels() % o.groups() == 0, name, ": in_channels=", o.in_channels(),
                 " must be divisible by groups=", o.groups());
@@ -67,15 +70,17 @@ class ConvNdImpl : public Module {
     for (size_t i = 0; i < D; ++i) {
       IPUML_CHECK(o.kernel_size()[i] > 0 && o.stride()[i] > 0 && o.dilation()[i] > 0, name,
                   ": kernel_size, stride and dilation must be positive, got kernel_size=",
-                  o.kernel_size().vec(), ", stride=", o.stride().vec(), ", dilation=",
-                  o.dilation().vec());
+                  o.kernel_size().vec(), ", stride=", o.stride().vec(),
+                  ", dilation=", o.dilation().vec());
     }
     if (auto* p = std::get_if<ExpandingArray<D>>(&o.padding())) {
       for (size_t i = 0; i < D; ++i)
         IPUML_CHECK((*p)[i] >= 0, name, ": padding must be non-negative, got ", p->vec());
     } else if (std::get<PaddingKind>(o.padding()) == PaddingKind::Same) {
-      IPUML_CHECK(o.stride().all_equal(1), name, ": padding='same' is not supported for strided "
-                  "convolutions (stride=", o.stride().vec(), ")");
+      IPUML_CHECK(o.stride().all_equal(1), name,
+                  ": padding='same' is not supported for strided "
+                  "convolutions (stride=",
+                  o.stride().vec(), ")");
     }
     Shape wshape{o.out_channels(), o.in_channels() / o.groups()};
     for (size_t i = 0; i < D; ++i) wshape.push_back(o.kernel_size()[i]);
@@ -105,7 +110,7 @@ class ConvNdImpl : public Module {
       if (!p->all_equal(0)) s += ", padding=" + repr::py_tuple(p->vec());
     } else {
       s += std::get<PaddingKind>(o.padding()) == PaddingKind::Same ? ", padding=same"
-                                                                    : ", padding=valid";
+                                                                   : ", padding=valid";
     }
     if (!o.dilation().all_equal(1)) s += ", dilation=" + repr::py_tuple(o.dilation().vec());
     if (o.groups() != 1) s += ", groups=" + std::to_string(o.groups());

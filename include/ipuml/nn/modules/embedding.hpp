@@ -23,10 +23,13 @@ struct EmbeddingOptions {
 
 class EmbeddingImpl : public Module {
  public:
-  explicit EmbeddingImpl(const EmbeddingOptions& options_) : Module("Embedding"), options(options_) {
+  explicit EmbeddingImpl(const EmbeddingOptions& options_)
+      : Module("Embedding"), options(options_) {
     const int64_t n = options.num_embeddings();
-    IPUML_CHECK(n > 0 && options.embedding_dim() > 0, "Embedding: num_embeddings and embedding_dim "
-                "must be positive, got ", n, " and ", options.embedding_dim());
+    IPUML_CHECK(n > 0 && options.embedding_dim() > 0,
+                "Embedding: num_embeddings and embedding_dim "
+                "must be positive, got ",
+                n, " and ", options.embedding_dim());
     if (auto& p = options.padding_idx()) {
       IPUML_CHECK(*p >= -n && *p < n, "Embedding: padding_idx=", *p,
                   " must be within num_embeddings=", n);
@@ -59,13 +62,15 @@ class EmbeddingImpl : public Module {
     if (!p || !weight.requires_grad() || !autograd::is_grad_enabled()) return out;
     // Same values, but the padding row's lookups reach the weight only through a detached copy,
     // so that row gets no gradient (PyTorch's padding_idx contract).
-    Tensor keep = unsqueeze(cast(ne(indices, full_like(indices, static_cast<double>(*p))), out.dtype()), -1);
-    return add(mul(out, keep), mul(embedding(weight.detach(), indices), sub(ones_like(keep), keep)));
+    Tensor keep =
+        unsqueeze(cast(ne(indices, full_like(indices, static_cast<double>(*p))), out.dtype()), -1);
+    return add(mul(out, keep),
+               mul(embedding(weight.detach(), indices), sub(ones_like(keep), keep)));
   }
 
   std::string extra_repr() const override {
-    std::string s = std::to_string(options.num_embeddings()) + ", " +
-                    std::to_string(options.embedding_dim());
+    std::string s =
+        std::to_string(options.num_embeddings()) + ", " + std::to_string(options.embedding_dim());
     if (options.padding_idx()) s += ", padding_idx=" + std::to_string(*options.padding_idx());
     return s;
   }

@@ -16,8 +16,11 @@ struct FlattenOptions {
 
 class FlattenImpl : public Module {
  public:
-  explicit FlattenImpl(const FlattenOptions& options_ = {}) : Module("Flatten"), options(options_) {}
-  Tensor forward(const Tensor& x) override { return flatten(x, options.start_dim(), options.end_dim()); }
+  explicit FlattenImpl(const FlattenOptions& options_ = {})
+      : Module("Flatten"), options(options_) {}
+  Tensor forward(const Tensor& x) override {
+    return flatten(x, options.start_dim(), options.end_dim());
+  }
   std::string extra_repr() const override {
     return "start_dim=" + std::to_string(options.start_dim()) +
            ", end_dim=" + std::to_string(options.end_dim());

@@ -45,9 +45,10 @@ class LinearImpl : public Module {
   }
 
   Tensor forward(const Tensor& x) override {
-    IPUML_CHECK(x.dim() >= 1 && x.size(-1) == options.in_features(), "Linear: expected an input "
-                "whose last dimension is in_features=", options.in_features(), ", got shape ",
-                shape_str(x.shape()));
+    IPUML_CHECK(x.dim() >= 1 && x.size(-1) == options.in_features(),
+                "Linear: expected an input "
+                "whose last dimension is in_features=",
+                options.in_features(), ", got shape ", shape_str(x.shape()));
     return linear(x, weight, bias);
   }
 

@@ -42,7 +42,8 @@ struct NLLLossOptions {
 
 class NLLLossImpl : public Module {
  public:
-  explicit NLLLossImpl(const NLLLossOptions& options_ = {}) : Module("NLLLoss"), options(options_) {}
+  explicit NLLLossImpl(const NLLLossOptions& options_ = {})
+      : Module("NLLLoss"), options(options_) {}
   using Module::forward;
   Tensor forward(const Tensor& input, const Tensor& target) {
     return nll_loss(input, target, options.reduction());
@@ -57,7 +58,8 @@ struct MSELossOptions {
 
 class MSELossImpl : public Module {
  public:
-  explicit MSELossImpl(const MSELossOptions& options_ = {}) : Module("MSELoss"), options(options_) {}
+  explicit MSELossImpl(const MSELossOptions& options_ = {})
+      : Module("MSELoss"), options(options_) {}
   using Module::forward;
   Tensor forward(const Tensor& input, const Tensor& target) {
     return mse_loss(input, target, options.reduction());

@@ -27,7 +27,8 @@ namespace detail {
 
 class BatchNormImplBase : public Module {
  public:
-  BatchNormImplBase(const BatchNormOptions& options_, const char* name) : Module(name), options(options_) {
+  BatchNormImplBase(const BatchNormOptions& options_, const char* name)
+      : Module(name), options(options_) {
     IPUML_CHECK(options.num_features() > 0, name, ": num_features must be positive, got ",
                 options.num_features());
     IPUML_CHECK(options.eps() > 0.0, name, ": eps must be positive, got ", options.eps());
@@ -100,12 +101,15 @@ class BatchNormImplBase : public Module {
 class BatchNorm1dImpl : public detail::BatchNormImplBase {
  public:
   explicit BatchNorm1dImpl(const BatchNormOptions& o) : BatchNormImplBase(o, "BatchNorm1d") {}
-  explicit BatchNorm1dImpl(int64_t num_features) : BatchNorm1dImpl(BatchNormOptions(num_features)) {}
+  explicit BatchNorm1dImpl(int64_t num_features)
+      : BatchNorm1dImpl(BatchNormOptions(num_features)) {}
 
  protected:
   void check_input_dim(const Tensor& x) const override {
-    IPUML_CHECK(x.dim() == 2 || x.dim() == 3, "BatchNorm1d: expected a 2-d [N, C] or 3-d [N, C, L] "
-                "input, got shape ", shape_str(x.shape()));
+    IPUML_CHECK(x.dim() == 2 || x.dim() == 3,
+                "BatchNorm1d: expected a 2-d [N, C] or 3-d [N, C, L] "
+                "input, got shape ",
+                shape_str(x.shape()));
   }
 };
 IPUML_MODULE(BatchNorm1d);
@@ -113,7 +117,8 @@ IPUML_MODULE(BatchNorm1d);
 class BatchNorm2dImpl : public detail::BatchNormImplBase {
  public:
   explicit BatchNorm2dImpl(const BatchNormOptions& o) : BatchNormImplBase(o, "BatchNorm2d") {}
-  explicit BatchNorm2dImpl(int64_t num_features) : BatchNorm2dImpl(BatchNormOptions(num_features)) {}
+  explicit BatchNorm2dImpl(int64_t num_features)
+      : BatchNorm2dImpl(BatchNormOptions(num_features)) {}
 
  protected:
   void check_input_dim(const Tensor& x) const override {
@@ -134,7 +139,8 @@ struct GroupNormOptions {
 
 class GroupNormImpl : public Module {
  public:
-  explicit GroupNormImpl(const GroupNormOptions& options_) : Module("GroupNorm"), options(options_) {
+  explicit GroupNormImpl(const GroupNormOptions& options_)
+      : Module("GroupNorm"), options(options_) {
     IPUML_CHECK(options.num_groups() > 0 && options.num_channels() > 0 &&
                     options.num_channels() % options.num_groups() == 0,
                 "GroupNorm: num_channels=", options.num_channels(),
@@ -148,9 +154,10 @@ class GroupNormImpl : public Module {
       : GroupNormImpl(GroupNormOptions(num_groups, num_channels)) {}
 
   Tensor forward(const Tensor& x) override {
-    IPUML_CHECK(x.dim() >= 2 && x.size(1) == options.num_channels(), "GroupNorm: expected an input "
-                "[N, C, ...] with C=", options.num_channels(), " (num_channels), got shape ",
-                shape_str(x.shape()));
+    IPUML_CHECK(x.dim() >= 2 && x.size(1) == options.num_channels(),
+                "GroupNorm: expected an input "
+                "[N, C, ...] with C=",
+                options.num_channels(), " (num_channels), got shape ", shape_str(x.shape()));
     return group_norm(x, options.num_groups(), weight, bias, options.eps());
   }
   std::string extra_repr() const override {
@@ -173,7 +180,8 @@ struct LayerNormOptions {
 
 class LayerNormImpl : public Module {
  public:
-  explicit LayerNormImpl(const LayerNormOptions& options_) : Module("LayerNorm"), options(options_) {
+  explicit LayerNormImpl(const LayerNormOptions& options_)
+      : Module("LayerNorm"), options(options_) {
     const Shape& s = options.normalized_shape();
     IPUML_CHECK(!s.empty(), "LayerNorm: normalized_shape must not be empty");
     for (int64_t d : s)
@@ -183,7 +191,8 @@ class LayerNormImpl : public Module {
       bias = register_parameter("bias", zeros(s));
     }
   }
-  explicit LayerNormImpl(Shape normalized_shape) : LayerNormImpl(LayerNormOptions(std::move(normalized_shape))) {}
+  explicit LayerNormImpl(Shape normalized_shape)
+      : LayerNormImpl(LayerNormOptions(std::move(normalized_shape))) {}
   explicit LayerNormImpl(int64_t normalized_size) : LayerNormImpl(Shape{normalized_size}) {}
 
   Tensor forward(const Tensor& x) override {

@@ -25,11 +25,14 @@ template <size_t D>
 void check_pool_args(const std::string& who, const ExpandingArray<D>& kernel,
                      const ExpandingArray<D>& stride, const ExpandingArray<D>& padding) {
   for (size_t i = 0; i < D; ++i) {
-    IPUML_CHECK(kernel[i] > 0 && stride[i] > 0, who, ": kernel_size and stride must be positive, "
-                "got kernel_size=", kernel.vec(), ", stride=", stride.vec());
-    IPUML_CHECK(padding[i] >= 0 && 2 * padding[i] <= kernel[i], who, ": padding must be between 0 "
-                "and half the kernel size, got padding=", padding.vec(), " for kernel_size=",
-                kernel.vec());
+    IPUML_CHECK(kernel[i] > 0 && stride[i] > 0, who,
+                ": kernel_size and stride must be positive, "
+                "got kernel_size=",
+                kernel.vec(), ", stride=", stride.vec());
+    IPUML_CHECK(padding[i] >= 0 && 2 * padding[i] <= kernel[i], who,
+                ": padding must be between 0 "
+                "and half the kernel size, got padding=",
+                padding.vec(), " for kernel_size=", kernel.vec());
   }
 }
 
@@ -61,7 +64,8 @@ namespace detail {
 template <size_t D>
 class MaxPoolNdImpl : public Module {
  public:
-  MaxPoolNdImpl(const MaxPoolOptions<D>& options_, const char* name) : Module(name), options(options_) {
+  MaxPoolNdImpl(const MaxPoolOptions<D>& options_, const char* name)
+      : Module(name), options(options_) {
     check_pool_args<D>(name, options.kernel_size(), options.stride(), options.padding());
     IPUML_CHECK(options.dilation().all_equal(1), name, ": dilation=", options.dilation().vec(),
                 " is not supported (only 1)");
@@ -81,7 +85,8 @@ class MaxPoolNdImpl : public Module {
 class MaxPool1dImpl : public detail::MaxPoolNdImpl<1> {
  public:
   explicit MaxPool1dImpl(const MaxPool1dOptions& o) : MaxPoolNdImpl<1>(o, "MaxPool1d") {}
-  explicit MaxPool1dImpl(ExpandingArray<1> kernel_size) : MaxPool1dImpl(MaxPool1dOptions(kernel_size)) {}
+  explicit MaxPool1dImpl(ExpandingArray<1> kernel_size)
+      : MaxPool1dImpl(MaxPool1dOptions(kernel_size)) {}
   Tensor forward(const Tensor& x) override {
     return detail::with_batch_dim("MaxPool1d", x, 3, [&](const Tensor& b) {
       return max_pool1d(b, options.kernel_size()[0], options.stride()[0], options.padding()[0]);
@@ -93,7 +98,8 @@ IPUML_MODULE(MaxPool1d);
 class MaxPool2dImpl : public detail::MaxPoolNdImpl<2> {
  public:
   explicit MaxPool2dImpl(const MaxPool2dOptions& o) : MaxPoolNdImpl<2>(o, "MaxPool2d") {}
-  explicit MaxPool2dImpl(ExpandingArray<2> kernel_size) : MaxPool2dImpl(MaxPool2dOptions(kernel_size)) {}
+  explicit MaxPool2dImpl(ExpandingArray<2> kernel_size)
+      : MaxPool2dImpl(MaxPool2dOptions(kernel_size)) {}
   Tensor forward(const Tensor& x) override {
     return detail::with_batch_dim("MaxPool2d", x, 4, [&](const Tensor& b) {
       return max_pool2d(b, options.kernel_size().vec(), options.stride().vec(),
@@ -126,13 +132,16 @@ struct AvgPool2dOptions {
 
 class AvgPool2dImpl : public Module {
  public:
-  explicit AvgPool2dImpl(const AvgPool2dOptions& options_) : Module("AvgPool2d"), options(options_) {
-    detail::check_pool_args<2>("AvgPool2d", options.kernel_size(), options.stride(), options.padding());
+  explicit AvgPool2dImpl(const AvgPool2dOptions& options_)
+      : Module("AvgPool2d"), options(options_) {
+    detail::check_pool_args<2>("AvgPool2d", options.kernel_size(), options.stride(),
+                               options.padding());
     IPUML_CHECK(!options.ceil_mode(), "AvgPool2d: ceil_mode=True is not supported");
     IPUML_CHECK(!options.divisor_override() || *options.divisor_override() != 0,
                 "AvgPool2d: divisor_override must be non-zero");
   }
-  explicit AvgPool2dImpl(ExpandingArray<2> kernel_size) : AvgPool2dImpl(AvgPool2dOptions(kernel_size)) {}
+  explicit AvgPool2dImpl(ExpandingArray<2> kernel_size)
+      : AvgPool2dImpl(AvgPool2dOptions(kernel_size)) {}
 
   Tensor forward(const Tensor& x) override {
     return detail::with_batch_dim("AvgPool2d", x, 4, [&](const Tensor& b) {
@@ -166,7 +175,8 @@ class AdaptiveAvgPool2dImpl : public Module {
   explicit AdaptiveAvgPool2dImpl(const AdaptiveAvgPool2dOptions& options_)
       : Module("AdaptiveAvgPool2d"), options(options_) {
     IPUML_CHECK(options.output_size()[0] > 0 && options.output_size()[1] > 0,
-                "AdaptiveAvgPool2d: output_size must be positive, got ", options.output_size().vec());
+                "AdaptiveAvgPool2d: output_size must be positive, got ",
+                options.output_size().vec());
   }
   explicit AdaptiveAvgPool2dImpl(ExpandingArray<2> output_size)
       : AdaptiveAvgPool2dImpl(AdaptiveAvgPool2dOptions(output_size)) {}
