@@ -131,6 +131,24 @@ EpochStats train_epoch(models::MnistCnnWithLoss& model, optim::Optimizer& optimi
   return st;
 }
 
+// The execution options the flags ask for; also what sizes the training DataLoader's batches.
+Options make_options(const Config& cfg) {
+  Options opts;
+  opts.deviceIterations(cfg.device_iterations)
+      .replicationFactor(cfg.replication_factor)
+      .randomSeed(cfg.seed)
+      .useIpuModel(cfg.device == "ipu")
+      .target(cfg.target);
+  opts.Training.gradientAccumulation(cfg.gradient_accumulation);
+  for (auto& o : cfg.target_overrides) {
+    const auto eq_at = o.find('=');
+    IPUML_CHECK(eq_at != std::string::npos, "ipuml-mnist: --set expects field=value, got '", o,
+                "'");
+    opts.setTargetOption(o.substr(0, eq_at), o.substr(eq_at + 1));
+  }
+  return opts;
+}
+
 struct CompiledStats : EpochStats {
   double simulated_seconds = 0;
 };
@@ -295,14 +313,13 @@ int main(int argc, char** argv) {
     // As poptorch.DataLoader: a training host batch carries every device iteration's
     // micro-batch, and incomplete host batches are dropped.
     data::DataLoader train_loader(
-        train_set,
-        data::DataLoaderOptions()
-            .batch_size(cfg.batch_size * cfg.device_iterations *
-                        (compiled ? cfg.replication_factor * cfg.gradient_accumulation : 1))
-            .shuffle(true)
-            .seed(cfg.seed)
-            .drop_last(true)
-            .prefetch(cfg.prefetch));
+        train_set, data::DataLoaderOptions()
+                       .batch_size(compiled ? make_options(cfg).combined_batch(cfg.batch_size)
+                                            : cfg.batch_size * cfg.device_iterations)
+                       .shuffle(true)
+                       .seed(cfg.seed)
+                       .drop_last(true)
+                       .prefetch(cfg.prefetch));
     data::DataLoader test_loader(
         test_set, data::DataLoaderOptions().batch_size(cfg.test_batch_size).prefetch(cfg.prefetch));
     IPUML_CHECK(train_loader.size() > 0, "ipuml-mnist: batch-size x device-iterations = ",
@@ -328,19 +345,7 @@ int main(int argc, char** argv) {
     Progress progress;
     if (compiled) {
       // PopTorch's execution options; BeginBlock spreads the blocks over --ipus IPUs.
-      Options opts;
-      opts.deviceIterations(cfg.device_iterations)
-          .replicationFactor(cfg.replication_factor)
-          .randomSeed(cfg.seed)
-          .useIpuModel(cfg.device == "ipu")
-          .target(cfg.target);
-      opts.Training.gradientAccumulation(cfg.gradient_accumulation);
-      for (auto& o : cfg.target_overrides) {
-        const auto eq_at = o.find('=');
-        IPUML_CHECK(eq_at != std::string::npos, "ipuml-mnist: --set expects field=value, got '", o,
-                    "'");
-        opts.setTargetOption(o.substr(0, eq_at), o.substr(eq_at + 1));
-      }
+      const Options opts = make_options(cfg);
       if (cfg.ipus >= 2) runtime::BeginBlock(net->layer2, 1);
       if (cfg.ipus >= 3) runtime::BeginBlock(net->layer3, 2);
       if (cfg.ipus >= 4) runtime::BeginBlock(net->layer4, 3);
