@@ -22,46 +22,8 @@ inline bool overlaps(const void* a, size_t na, const void* b, size_t nb) {
 // exactly in[0] (same bytes, same shape).
 inline bool alias_safe(ir::OpKind k) {
   using K = ir::OpKind;
-  switch (k) {
-    case K::Neg:
-    case K::Exp:
-    case K::Log:
-    case K::Sqrt:
-    case K::Rsqrt:
-    case K::Abs:
-    case K::Tanh:
-    case K::Sigmoid:
-    case K::Relu:
-    case K::Gelu:
-    case K::Sign:
-    case K::Clamp:
-    case K::Cast:
-    case K::PowScalar:
-    case K::Add:
-    case K::Sub:
-    case K::Mul:
-    case K::Div:
-    case K::Pow:
-    case K::Maximum:
-    case K::Minimum:
-    case K::Eq:
-    case K::Ne:
-    case K::Lt:
-    case K::Le:
-    case K::Gt:
-    case K::Ge:
-    case K::LogicalAnd:
-    case K::Where:
-    case K::ReluGrad:
-    case K::GeluGrad:
-    case K::Copy:
-    case K::Reshape:
-    case K::Softmax:
-    case K::LogSoftmax:
-      return true;
-    default:
-      return false;
-  }
+  return ir::is_elementwise_unary(k) || ir::is_elementwise_broadcasting(k) || k == K::ReluGrad ||
+         k == K::GeluGrad || k == K::Reshape || k == K::Softmax || k == K::LogSoftmax;
 }
 
 }  // namespace kdetail

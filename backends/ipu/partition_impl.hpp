@@ -33,53 +33,9 @@ namespace pdetail {
 using K = ir::OpKind;
 
 inline bool is_unary_like(K k) {
-  switch (k) {
-    case K::Neg:
-    case K::Exp:
-    case K::Log:
-    case K::Sqrt:
-    case K::Rsqrt:
-    case K::Abs:
-    case K::Tanh:
-    case K::Sigmoid:
-    case K::Relu:
-    case K::Gelu:
-    case K::Sign:
-    case K::Clamp:
-    case K::Cast:
-    case K::PowScalar:
-    case K::Copy:
-    case K::Reshape:
-    case K::ReluGrad:
-    case K::GeluGrad:
-      return true;
-    default:
-      return false;
-  }
+  return ir::is_elementwise_unary(k) || k == K::Reshape || k == K::ReluGrad || k == K::GeluGrad;
 }
-inline bool is_broadcasting(K k) {
-  switch (k) {
-    case K::Add:
-    case K::Sub:
-    case K::Mul:
-    case K::Div:
-    case K::Pow:
-    case K::Maximum:
-    case K::Minimum:
-    case K::Eq:
-    case K::Ne:
-    case K::Lt:
-    case K::Le:
-    case K::Gt:
-    case K::Ge:
-    case K::LogicalAnd:
-    case K::Where:
-    case K::Expand:
-      return true;
-    default:
-      return false;
-  }
-}
+inline bool is_broadcasting(K k) { return ir::is_elementwise_broadcasting(k) || k == K::Expand; }
 
 // The dim of `in` that lines up with output dim d under broadcasting, or -1 if it broadcasts.
 inline int aligned_dim(const Shape& in, const Shape& out, int d) {

@@ -64,6 +64,54 @@ inline int op_num_outputs(OpKind k) {
   }
 }
 
+// Elementwise ops of one input (output element i depends on input element i only).
+inline bool is_elementwise_unary(OpKind k) {
+  switch (k) {
+    case OpKind::Neg:
+    case OpKind::Exp:
+    case OpKind::Log:
+    case OpKind::Sqrt:
+    case OpKind::Rsqrt:
+    case OpKind::Abs:
+    case OpKind::Tanh:
+    case OpKind::Sigmoid:
+    case OpKind::Relu:
+    case OpKind::Gelu:
+    case OpKind::Sign:
+    case OpKind::Clamp:
+    case OpKind::Cast:
+    case OpKind::PowScalar:
+    case OpKind::Copy:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Elementwise ops over NumPy-broadcast inputs.
+inline bool is_elementwise_broadcasting(OpKind k) {
+  switch (k) {
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Mul:
+    case OpKind::Div:
+    case OpKind::Pow:
+    case OpKind::Maximum:
+    case OpKind::Minimum:
+    case OpKind::Eq:
+    case OpKind::Ne:
+    case OpKind::Lt:
+    case OpKind::Le:
+    case OpKind::Gt:
+    case OpKind::Ge:
+    case OpKind::LogicalAnd:
+    case OpKind::Where:
+      return true;
+    default:
+      return false;
+  }
+}
+
 inline OpKind op_from_name(const std::string& s) {
   for (int i = 0; i < static_cast<int>(OpKind::Count); ++i)
     if (s == op_name(static_cast<OpKind>(i))) return static_cast<OpKind>(i);
