@@ -188,17 +188,19 @@ CompiledStats train_epoch_compiled(runtime::TrainingModel& tm, Loader& loader, c
   return st;
 }
 
-// Accuracy through a compiled inference model (PopTorch's inferenceModel for the test set).
-template <typename Loader>
-double evaluate_compiled(runtime::InferenceModel& im, Loader& loader, const Config& cfg,
-                         Progress& progress) {
+// Percentage of correct predictions of `predict` (images -> class probabilities) over the
+// test loader; stops at a short last batch when `full_batches_only` (a compiled model has one
+// batch shape).
+template <typename Loader, typename Predict>
+double accuracy(Loader& loader, const Config& cfg, Progress& progress, bool full_batches_only,
+                Predict&& predict) {
   int64_t correct = 0, total = 0, b = 0;
   const int64_t batches =
       cfg.max_batches > 0 ? std::min(cfg.max_batches, loader.size()) : loader.size();
   for (auto& batch : loader) {
     if (b == batches) break;
-    if (batch.data.size(0) != cfg.test_batch_size) break;  // a compiled model has one batch shape
-    const Tensor pred = argmax(im(batch.data), 1);
+    if (full_batches_only && batch.data.size(0) != cfg.test_batch_size) break;
+    const Tensor pred = argmax(predict(batch.data), 1);
     correct += sum(eq(pred, batch.target).to(kInt64)).template item<int64_t>();
     total += batch.data.size(0);
     ++b;
@@ -208,24 +210,19 @@ double evaluate_compiled(runtime::InferenceModel& im, Loader& loader, const Conf
   return total ? 100.0 * double(correct) / double(total) : 0.0;
 }
 
-// Percentage of correct predictions on the test loader (the network in eval mode, no grad).
+// PopTorch's inferenceModel for the test set.
+template <typename Loader>
+double evaluate_compiled(runtime::InferenceModel& im, Loader& loader, const Config& cfg,
+                         Progress& progress) {
+  return accuracy(loader, cfg, progress, true, [&](const Tensor& x) { return im(x); });
+}
+
+// The network in eval mode, no grad.
 template <typename Loader>
 double evaluate(models::MnistCnn& net, Loader& loader, const Config& cfg, Progress& progress) {
   net->eval();
   NoGradGuard ng;
-  int64_t correct = 0, total = 0, b = 0;
-  const int64_t batches =
-      cfg.max_batches > 0 ? std::min(cfg.max_batches, loader.size()) : loader.size();
-  for (auto& batch : loader) {
-    if (b == batches) break;
-    const Tensor pred = argmax(net(batch.data), 1);
-    correct += sum(eq(pred, batch.target).to(kInt64)).template item<int64_t>();
-    total += batch.data.size(0);
-    ++b;
-    progress.update("Evaluating [", b, "/", batches, "]");
-  }
-  progress.done();
-  return total ? 100.0 * double(correct) / double(total) : 0.0;
+  return accuracy(loader, cfg, progress, false, [&](const Tensor& x) { return net(x); });
 }
 
 }  // namespace

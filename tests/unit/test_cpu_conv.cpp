@@ -4,6 +4,8 @@
 #include <ipuml/core/error.hpp>
 
 #include <catch2/catch.hpp>
+
+#include "../support/cpu_isa.hpp"
 #include <tbb/global_control.h>
 
 #include <cmath>
@@ -15,27 +17,12 @@
 
 namespace {
 
+using ipuml::testing::IsaGuard;
+using ipuml::testing::random_floats;
+using ipuml::testing::supported_isas;
+
 using ipuml::cpu::Conv2dParams;
 using ipuml::cpu::Isa;
-
-struct IsaGuard {
-  Isa saved = ipuml::cpu::active_isa();
-  ~IsaGuard() { ipuml::cpu::set_gemm_isa(saved); }
-};
-
-std::vector<Isa> supported_isas() {
-  std::vector<Isa> out;
-  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512})
-    if (static_cast<int>(isa) <= static_cast<int>(ipuml::cpu::detected_isa())) out.push_back(isa);
-  return out;
-}
-
-std::vector<float> random_floats(size_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
 
 Conv2dParams make(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t c_out, int64_t kh,
                   int64_t kw, int64_t stride = 1, int64_t pad = 0, int64_t dil = 1,

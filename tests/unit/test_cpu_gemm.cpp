@@ -4,6 +4,8 @@
 #include <ipuml/core/error.hpp>
 
 #include <catch2/catch.hpp>
+
+#include "../support/cpu_isa.hpp"
 #include <tbb/global_control.h>
 
 #include <cmath>
@@ -16,27 +18,11 @@
 
 namespace {
 
+using ipuml::testing::IsaGuard;
+using ipuml::testing::random_floats;
+using ipuml::testing::supported_isas;
+
 using ipuml::cpu::Isa;
-
-// Restores the ISA that was active before a test forced another.
-struct IsaGuard {
-  Isa saved = ipuml::cpu::active_isa();
-  ~IsaGuard() { ipuml::cpu::set_gemm_isa(saved); }
-};
-
-std::vector<Isa> supported_isas() {
-  std::vector<Isa> out;
-  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512})
-    if (static_cast<int>(isa) <= static_cast<int>(ipuml::cpu::detected_isa())) out.push_back(isa);
-  return out;
-}
-
-std::vector<float> random_floats(size_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
 
 struct Case {
   bool ta, tb;
