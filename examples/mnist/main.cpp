@@ -86,6 +86,11 @@ class Progress {
   size_t last_ = 0;
 };
 
+// Host batches an epoch or evaluation uses: all of them, or --max-batches.
+int64_t batch_limit(const Config& cfg, int64_t available) {
+  return cfg.max_batches > 0 ? std::min(cfg.max_batches, available) : available;
+}
+
 struct EpochStats {
   double mean_loss = 0;
   int64_t samples = 0;
@@ -102,8 +107,7 @@ EpochStats train_epoch(models::MnistCnnWithLoss& model, optim::Optimizer& optimi
   EpochStats st;
   double loss_sum = 0;
   const auto t0 = Clock::now();
-  const int64_t batches =
-      cfg.max_batches > 0 ? std::min(cfg.max_batches, loader.size()) : loader.size();
+  const int64_t batches = batch_limit(cfg, loader.size());
   int64_t b = 0;
   for (auto& batch : loader) {
     if (b == batches) break;
@@ -162,8 +166,7 @@ CompiledStats train_epoch_compiled(runtime::TrainingModel& tm, Loader& loader, c
   double loss_sum = 0;
   int64_t loss_count = 0;
   const auto t0 = Clock::now();
-  const int64_t batches =
-      cfg.max_batches > 0 ? std::min(cfg.max_batches, loader.size()) : loader.size();
+  const int64_t batches = batch_limit(cfg, loader.size());
   int64_t b = 0;
   for (auto& batch : loader) {
     if (b == batches) break;
@@ -195,8 +198,7 @@ template <typename Loader, typename Predict>
 double accuracy(Loader& loader, const Config& cfg, Progress& progress, bool full_batches_only,
                 Predict&& predict) {
   int64_t correct = 0, total = 0, b = 0;
-  const int64_t batches =
-      cfg.max_batches > 0 ? std::min(cfg.max_batches, loader.size()) : loader.size();
+  const int64_t batches = batch_limit(cfg, loader.size());
   for (auto& batch : loader) {
     if (b == batches) break;
     if (full_batches_only && batch.data.size(0) != cfg.test_batch_size) break;
