@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 namespace ipuml::cpu {
@@ -163,10 +164,149 @@ inline void col2im_add(const Conv2dParams& p, int64_t oh, int64_t ow, const floa
       }
 }
 
-inline bool is_pointwise(const Conv2dParams& p) {
-  return p.kh == 1 && p.kw == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 &&
-         p.pad_w == 0;
+// ---------------------------------------------------------------- stride-1 "wide" GEMMs
+// A stride-1 convolution computed on the padded input's full row pitch wp: output column
+// q = oy * wp + ox (ox < wp, "wide") meets tap (c, ky, kx) at xp[c][ky * dil_h * wp + kx * dil_w +
+// q], so every row of the implicit im2col matrix is one contiguous run of the (padded) image and
+// packs with plain copies. The columns ox >= ow are computed and dropped (cost wp / ow); q stops at
+// the last real output, (oh - 1) * wp + ow, so no read leaves the padded image.
+struct WideGeom {
+  int64_t c, h, w;         // input channels (of one group) and size, unpadded
+  int64_t ph, pw;          // padding
+  int64_t kh, kw, dh, dw;  // kernel and dilation
+  int64_t hp() const { return h + 2 * ph; }
+  int64_t wp() const { return w + 2 * pw; }
+  int64_t oh() const { return hp() - dh * (kh - 1); }
+  int64_t ow() const { return wp() - dw * (kw - 1); }
+  int64_t plane() const { return hp() * wp(); }
+  int64_t cols() const { return (oh() - 1) * wp() + ow(); }  // wide columns
+  int64_t k() const { return c * kh * kw; }
+  bool padded() const { return ph != 0 || pw != 0; }
+  // Offset of tap krow = (c, ky, kx) from the wide column in a padded image.
+  int64_t tap(int64_t krow) const {
+    const int64_t khw = kh * kw, ch = krow / khw, r = krow % khw;
+    return ch * plane() + (r / kw) * dh * wp() + (r % kw) * dw;
+  }
+};
+
+// Copies channels x h x w into channels x hp x wp with zero borders.
+inline void pad_image(const WideGeom& g, int64_t channels, const float* src, float* dst) {
+  const int64_t wp = g.wp();
+  for (int64_t ch = 0; ch < channels; ++ch) {
+    float* d = dst + ch * g.plane();
+    std::fill(d, d + g.ph * wp, 0.0f);
+    for (int64_t y = 0; y < g.h; ++y) {
+      float* row = d + (g.ph + y) * wp;
+      std::fill(row, row + g.pw, 0.0f);
+      std::memcpy(row + g.pw, src + (ch * g.h + y) * g.w, sizeof(float) * size_t(g.w));
+      std::fill(row + g.pw + g.w, row + wp, 0.0f);
+    }
+    std::fill(d + (g.ph + g.h) * wp, d + g.plane(), 0.0f);
+  }
 }
+
+// B(krow, q) of a wide forward GEMM over one padded image.
+struct PackWideB {
+  const float* xp;
+  const WideGeom* g;
+  void operator()(float* dst, int64_t j0, int nr, int w, int64_t p0, int64_t kc) const {
+    for (int64_t q = 0; q < kc; ++q) {
+      const float* src = xp + g->tap(p0 + q) + j0;
+      float* d = dst + q * w;
+      // Fixed-size copies of full panels inline into vector moves; a memcpy call per 32 floats
+      // cost a quarter of the GEMM.
+      if (nr == 32 && w == 32) {
+        std::memcpy(d, src, 32 * sizeof(float));
+      } else if (nr == 16 && w == 16) {
+        std::memcpy(d, src, 16 * sizeof(float));
+      } else {
+        for (int j = 0; j < nr; ++j) d[j] = src[j];
+        for (int j = nr; j < w; ++j) d[j] = 0.0f;
+      }
+    }
+  }
+};
+
+// y (m x oh x ow) = A (m x K, prepacked) x wide im2col of one image (g.c x h x w); y rows start
+// filled with `init` per row (beta 1) when it is given. xp_scratch holds the padded image.
+inline void wide_conv_image(const GemmConfig& cfg, const WideGeom& g, const PrepackedA& a,
+                            int64_t m, const float* x, const float* init, float* y, bool inner) {
+  const int64_t oh = g.oh(), ow = g.ow(), wp = g.wp(), cols = g.cols();
+  const float* xp = x;
+  std::optional<ScratchLease> padded;
+  if (g.padded()) {
+    padded.emplace(kScratchConv, size_t(g.c * g.plane()));
+    pad_image(g, g.c, x, padded->get());
+    xp = padded->get();
+  }
+  // When the wide columns are the real ones (no horizontal halo) C is y itself.
+  const bool direct = wp == ow;
+  std::optional<ScratchLease> out;
+  float* c = y;
+  if (!direct) {
+    out.emplace(kScratchConvOut, size_t(m * cols));
+    c = out->get();
+  }
+  const int64_t ldc = direct ? oh * ow : cols;
+  float beta = 0.0f;
+  if (init != nullptr) {
+    for (int64_t o = 0; o < m; ++o) std::fill(c + o * ldc, c + o * ldc + cols, init[o]);
+    beta = 1.0f;
+  }
+  run_gemm(cfg, m, cols, g.k(), 1.0f, a, PackWideB{xp, &g}, beta, c, ldc, inner);
+  if (!direct)
+    for (int64_t o = 0; o < m; ++o)
+      for (int64_t oy = 0; oy < oh; ++oy)
+        std::memcpy(y + (o * oh + oy) * ow, c + o * cols + oy * wp, sizeof(float) * size_t(ow));
+}
+
+// A(o, q) of the wide weight-gradient GEMM: q = image * cols + wide column; rows of dyw.
+struct PackWideDyA {
+  const float* dyw;  // n x m x cols, zero in the dropped columns
+  int64_t m, cols;
+  void operator()(float* dst, int64_t i0, int mr, int64_t q0, int64_t kc) const {
+    const float* rows[kMaxTransposeRows];
+    for (int64_t q = q0; q < q0 + kc;) {
+      const int64_t img = q / cols, col = q % cols, len = std::min(q0 + kc - q, cols - col);
+      for (int i = 0; i < mr; ++i) rows[i] = dyw + (img * m + i0 + i) * cols + col;
+      transpose_rows(dst + (q - q0) * mr, mr, rows, mr, len);
+      q += len;
+    }
+  }
+};
+
+// B(q, krow) of the wide weight-gradient GEMM: the padded input tap krow at wide column q.
+struct PackWideXB {
+  const float* xp;  // image 0 of this group, padded when g->padded()
+  int64_t img_stride;
+  const WideGeom* g;
+  void operator()(float* dst, int64_t j0, int nr, int w, int64_t q0, int64_t kc) const {
+    const int64_t cols = g->cols();
+    const float* rows[kMaxTransposeRows];
+    for (int64_t q = q0; q < q0 + kc;) {
+      const int64_t img = q / cols, col = q % cols, len = std::min(q0 + kc - q, cols - col);
+      for (int j = 0; j < nr; ++j) rows[j] = xp + img * img_stride + g->tap(j0 + j) + col;
+      transpose_rows(dst + (q - q0) * w, w, rows, nr, len);
+      q += len;
+    }
+    if (nr < w)
+      for (int64_t q = 0; q < kc; ++q)
+        for (int j = nr; j < w; ++j) dst[q * w + j] = 0.0f;
+  }
+};
+
+// A(c, (o, ky, kx)) = w[o][c][kh - 1 - ky][kw - 1 - kx]: the input gradient of a stride-1
+// convolution is a stride-1 convolution of dy with the flipped, transposed kernel.
+struct PackFlippedA {
+  const float* w;  // this group's weights: cog x cig x kh x kw
+  int64_t cig, khw;
+  void operator()(float* dst, int64_t i0, int mr, int64_t p0, int64_t kc) const {
+    for (int64_t q = 0; q < kc; ++q) {
+      const int64_t krow = p0 + q, o = krow / khw, r = khw - 1 - krow % khw;
+      for (int i = 0; i < mr; ++i) dst[q * mr + i] = w[(o * cig + i0 + i) * khw + r];
+    }
+  }
+};
 
 }  // namespace detail
 
@@ -198,6 +338,23 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
   // Whole images per task when there are enough of them; otherwise parallel inside the GEMM.
   const bool outer = threads > 1 && tasks > 1;
   const bool inner = tasks < 2 * threads;
+  if (p.stride_h == 1 && p.stride_w == 1) {
+    const detail::WideGeom wg{cig, p.h, p.w, p.pad_h, p.pad_w, p.kh, p.kw, p.dil_h, p.dil_w};
+    const size_t per_group = detail::prepacked_a_size(cfg, cog, K);
+    detail::ScratchLease packed(detail::kScratchPrepack, per_group * size_t(G));
+    std::vector<detail::PrepackedA> a;
+    for (int64_t g = 0; g < G; ++g)
+      a.push_back(detail::prepack_a(cfg, cog, K, detail::PackRowMajorA{w + g * cog * K, K},
+                                    packed.get() + size_t(g) * per_group));
+    detail::for_each_index(outer, tasks, [&](int64_t t) {
+      const int64_t img = t / G, g = t % G;
+      detail::wide_conv_image(cfg, wg, a[size_t(g)], cog, x + (img * p.c_in + g * cig) * p.h * p.w,
+                              bias != nullptr ? bias + g * cog : nullptr,
+                              y + (img * p.c_out + g * cog) * P, inner);
+    });
+    return;
+  }
+  // Strided: implicit im2col, packed from the image tap by tap.
   detail::for_each_index(outer, tasks, [&](int64_t t) {
     const int64_t img = t / G, g = t % G;
     const float* xg = x + (img * p.c_in + g * cig) * p.h * p.w;
@@ -207,13 +364,8 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
       for (int64_t o = 0; o < cog; ++o) std::fill(yg + o * P, yg + (o + 1) * P, bias[g * cog + o]);
       beta = 1.0f;
     }
-    const detail::PackRowMajorA pack_w{w + g * cog * K, K};
-    if (detail::is_pointwise(p))
-      detail::run_gemm(cfg, cog, P, K, 1.0f, pack_w, detail::PackRowMajorB{xg, P}, beta, yg, P,
-                       inner);
-    else
-      detail::run_gemm(cfg, cog, P, K, 1.0f, pack_w, detail::PackIm2colB{xg, &p, ow}, beta, yg, P,
-                       inner);
+    detail::run_gemm(cfg, cog, P, K, 1.0f, detail::PackRowMajorA{w + g * cog * K, K},
+                     detail::PackIm2colB{xg, &p, ow}, beta, yg, P, inner);
   });
 }
 
@@ -227,7 +379,29 @@ IPUML_INLINE void conv2d_backward_input(const Conv2dParams& p, const float* dy, 
   const int64_t tasks = p.n * G;
   const bool outer = threads > 1 && tasks > 1;
   const bool inner = tasks < 2 * threads;
-  const bool pointwise = detail::is_pointwise(p);
+  // Few input channels make the flipped GEMM's m = c_in / groups too short for the micro-tiles;
+  // the column matrix (m = c_in / groups x taps) keeps them busy.
+  if (p.stride_h == 1 && p.stride_w == 1 && p.pad_h <= (p.kh - 1) * p.dil_h &&
+      p.pad_w <= (p.kw - 1) * p.dil_w && cig >= 8) {
+    // dx = dy (padded by the kernel extent less the padding) convolved with the flipped kernel.
+    const detail::WideGeom wg{
+        cog,  oh,      ow,     (p.kh - 1) * p.dil_h - p.pad_h, (p.kw - 1) * p.dil_w - p.pad_w, p.kh,
+        p.kw, p.dil_h, p.dil_w};
+    const int64_t khw = p.kh * p.kw, Kd = cog * khw;
+    const size_t per_group = detail::prepacked_a_size(cfg, cig, Kd);
+    detail::ScratchLease packed(detail::kScratchPrepack, per_group * size_t(G));
+    std::vector<detail::PrepackedA> a;
+    for (int64_t g = 0; g < G; ++g)
+      a.push_back(detail::prepack_a(cfg, cig, Kd, detail::PackFlippedA{w + g * cog * K, cig, khw},
+                                    packed.get() + size_t(g) * per_group));
+    detail::for_each_index(outer, tasks, [&](int64_t t) {
+      const int64_t img = t / G, g = t % G;
+      detail::wide_conv_image(cfg, wg, a[size_t(g)], cig, dy + (img * p.c_out + g * cog) * P,
+                              nullptr, dx + (img * p.c_in + g * cig) * HW, inner);
+    });
+    return;
+  }
+  // Strided, padded past the kernel or few channels: column matrix, scatter-added onto dx.
   detail::for_each_index(outer, tasks, [&](int64_t t) {
     const int64_t img = t / G, g = t % G;
     const float* dyg = dy + (img * p.c_out + g * cog) * P;
@@ -235,10 +409,6 @@ IPUML_INLINE void conv2d_backward_input(const Conv2dParams& p, const float* dy, 
     // dcol (K x P) = W_g^T (K x cog) * dy_g (cog x P)
     const detail::PackColMajorA pack_wt{w + g * cog * K, K};
     const detail::PackRowMajorB pack_dy{dyg, P};
-    if (pointwise) {
-      detail::run_gemm(cfg, K, P, cog, 1.0f, pack_wt, pack_dy, 0.0f, dxg, P, inner);
-      return;
-    }
     detail::ScratchLease col(detail::kScratchConv, size_t(K * P));
     detail::run_gemm(cfg, K, P, cog, 1.0f, pack_wt, pack_dy, 0.0f, col.get(), P, inner);
     std::fill(dxg, dxg + cig * HW, 0.0f);
@@ -257,6 +427,39 @@ IPUML_INLINE void conv2d_backward_weight(const Conv2dParams& p, const float* x, 
   // the reduction, so the summation order is fixed.
   const bool outer = threads > 1 && G > 1;
   const bool inner = G < 2 * threads;
+  if (p.stride_h == 1 && p.stride_w == 1) {
+    const detail::WideGeom wg{cig, p.h, p.w, p.pad_h, p.pad_w, p.kh, p.kw, p.dil_h, p.dil_w};
+    const int64_t cols = wg.cols(), wp = wg.wp(), plane = wg.plane();
+    const bool par = threads > 1;
+    detail::for_each_index(outer, G, [&](int64_t g) {
+      // dy in wide form (zeros in the dropped columns, so they add nothing) ...
+      detail::ScratchLease dyw(detail::kScratchWide, size_t(p.n * cog * cols));
+      detail::for_each_index(par, p.n * cog, [&](int64_t row) {
+        const int64_t img = row / cog, o = row % cog;
+        const float* src = dy + (img * p.c_out + g * cog + o) * P;
+        float* d = dyw.get() + row * cols;
+        for (int64_t oy = 0; oy < oh; ++oy) {
+          std::memcpy(d + oy * wp, src + oy * ow, sizeof(float) * size_t(ow));
+          if (oy + 1 < oh) std::fill(d + oy * wp + ow, d + (oy + 1) * wp, 0.0f);
+        }
+      });
+      // ... and the input, padded when the convolution pads.
+      const float* xs = x + g * cig * p.h * p.w;
+      int64_t img_stride = p.c_in * p.h * p.w;
+      std::optional<detail::ScratchLease> xpad;
+      if (wg.padded()) {
+        xpad.emplace(detail::kScratchConv, size_t(p.n * cig * plane));
+        detail::for_each_index(par, p.n, [&](int64_t img) {
+          detail::pad_image(wg, cig, xs + img * img_stride, xpad->get() + img * cig * plane);
+        });
+        xs = xpad->get();
+        img_stride = cig * plane;
+      }
+      detail::run_gemm(cfg, cog, K, p.n * cols, 1.0f, detail::PackWideDyA{dyw.get(), cog, cols},
+                       detail::PackWideXB{xs, img_stride, &wg}, 0.0f, dw + g * cog * K, K, inner);
+    });
+    return;
+  }
   detail::for_each_index(outer, G, [&](int64_t g) {
     const detail::PackDyA pack_dy{dy + g * cog * P, p.c_out * P, P};
     const detail::PackIm2colTB pack_x{x + g * cig * p.h * p.w, &p, oh, ow};

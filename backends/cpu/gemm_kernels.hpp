@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -31,8 +32,9 @@ using MicroKernel = void (*)(int64_t kc, const float* pa, const float* pb, float
 constexpr int kMaxMr = 14;
 constexpr int kMaxNv = 2;
 
-// Blocking of one ISA path. kc is part of the numerical result (it fixes where partial sums are
-// rounded into C), so it depends on the ISA only, never on the thread count or the problem split.
+// Blocking of one ISA path. The k blocking is part of the numerical result (it fixes where
+// partial sums are rounded into C), so it depends on the ISA and k only (kc caps it; see
+// block_depth), never on the thread count or the problem split.
 struct GemmConfig {
   int mr;  // rows of a full micro-tile
   int vw;  // floats per vector; B panels are padded to a multiple of it
@@ -241,6 +243,7 @@ inline AlignedPtr aligned_floats(size_t n) {
 // private allocation instead.
 class ScratchLease {
  public:
+  static constexpr int kSlots = 6;
   ScratchLease(int slot, size_t n) {
     Slot& s = slots()[slot];
     if (!s.busy) {
@@ -271,7 +274,7 @@ class ScratchLease {
     bool busy = false;
   };
   static Slot* slots() {
-    thread_local Slot s[3];
+    thread_local Slot s[kSlots];
     return s;
   }
   Slot* slot_ = nullptr;
@@ -279,7 +282,15 @@ class ScratchLease {
   float* ptr_ = nullptr;
 };
 
-enum ScratchSlot { kScratchA = 0, kScratchB = 1, kScratchConv = 2 };
+// Slots of ScratchLease: one per buffer that can be alive at the same time on one thread.
+enum ScratchSlot {
+  kScratchA = 0,        // run_gemm: a task's packed A block
+  kScratchB = 1,        // run_gemm: the packed B panels of one kc block
+  kScratchConv = 2,     // conv: a column matrix or one padded image
+  kScratchConvOut = 3,  // conv: one image's wide output
+  kScratchPrepack = 4,  // conv: the prepacked weights of one call
+  kScratchWide = 5,     // conv: the batch's wide gradient / padded input for dW
+};
 
 // Parallelism visible to this call: the arena's size capped by any tbb::global_control. Only the
 // work split depends on it, never the arithmetic.
@@ -308,6 +319,22 @@ void for_each_index(bool parallel, int64_t count, const F& body) {
       tbb::simple_partitioner());
 }
 
+// Rows of the micro-tiles for an m-row product: the config's mr, lowered so the tiles come out
+// even (m = 32 as 11 + 11 + 10, not 14 + 14 + 4, whose last tile wastes most of its FMAs). Each C
+// element's arithmetic does not depend on the tile it falls in, so neither do the results.
+inline int tile_rows(const GemmConfig& cfg, int64_t m) {
+  const int64_t tiles = ceil_div(std::max<int64_t>(m, 1), cfg.mr);
+  return int(ceil_div(std::max<int64_t>(m, 1), tiles));
+}
+
+// Depth of the k blocks for a k-deep product: at most the config's kc, in blocks of equal depth
+// (k = 288 as 144 + 144, not 256 + 32, whose short block pays a full C round trip for little).
+// It depends on k and the ISA only, never on the thread count, so it fixes the rounding.
+inline int64_t block_depth(const GemmConfig& cfg, int64_t k) {
+  const int64_t blocks = ceil_div(std::max<int64_t>(k, 1), cfg.kc);
+  return round_up(ceil_div(std::max<int64_t>(k, 1), blocks), 4);
+}
+
 // Below this many flops a call runs on the calling thread: spawning would cost more than it saves.
 constexpr double kParallelFlops = 4.0e5;
 
@@ -332,7 +359,7 @@ void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alph
     }
     return;
   }
-  const int mr = cfg.mr, nr_full = cfg.nr();
+  const int mr = tile_rows(cfg, m), nr_full = cfg.nr();
   const int threads = allow_parallel ? available_threads() : 1;
   const bool parallel = threads > 1 && 2.0 * double(m) * double(n) * double(k) >= kParallelFlops;
 
@@ -355,12 +382,12 @@ void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alph
     }
     const int64_t chunk_panels = ceil_div(panels, n_chunks);
     n_chunks = ceil_div(panels, chunk_panels);
-    const int64_t kc_max = std::min(cfg.kc, k);
+    const int64_t kc_blk = block_depth(cfg, k), kc_max = std::min(kc_blk, k);
     ScratchLease b_lease(kScratchB, size_t(panels * nr_full * kc_max));
     float* pb_all = b_lease.get();
 
-    for (int64_t pc = 0; pc < k; pc += cfg.kc) {
-      const int64_t kc = std::min(cfg.kc, k - pc);
+    for (int64_t pc = 0; pc < k; pc += kc_blk) {
+      const int64_t kc = std::min(kc_blk, k - pc);
       const float beta_eff = pc == 0 ? beta : 1.0f;
       for_each_index(parallel && panels >= 8, panels, [&](int64_t jp) {
         const int64_t j0 = jp * nr_full;
@@ -373,11 +400,18 @@ void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alph
         const int64_t i0 = ib * mc;
         if (i0 >= m) return;
         const int64_t mcur = std::min(mc, m - i0);
-        ScratchLease a_lease(kScratchA, size_t(round_up(mcur, mr) * kc));
-        float* pa = a_lease.get();
-        for (int64_t ir = 0; ir < mcur; ir += mr) {
-          const int rows = int(std::min<int64_t>(mr, mcur - ir));
-          pack_a(pa + ir * kc, i0 + ir, rows, pc, kc);
+        const float* pa = nullptr;
+        std::optional<ScratchLease> a_lease;
+        if constexpr (requires { pack_a.block(i0, pc); }) {
+          pa = pack_a.block(i0, pc);  // packed once for the whole call
+        } else {
+          a_lease.emplace(kScratchA, size_t(round_up(mcur, mr) * kc));
+          float* dst = a_lease->get();
+          for (int64_t ir = 0; ir < mcur; ir += mr) {
+            const int rows = int(std::min<int64_t>(mr, mcur - ir));
+            pack_a(dst + ir * kc, i0 + ir, rows, pc, kc);
+          }
+          pa = dst;
         }
         const int64_t jp_end = std::min(panels, (jb + 1) * chunk_panels);
         for (int64_t jp = jb * chunk_panels; jp < jp_end; ++jp) {
@@ -396,39 +430,15 @@ void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alph
   }
 }
 
-// dst[p * dst_stride + i] = src[i * src_stride + p] for i < rows, p < cols: the transposing
-// copy behind row-major A and transposed B packing. 4x4 SSE blocks (baseline on x86-64) run
-// several times faster than the scalar loop, which packing-bound small products feel.
+// dst[p * dst_stride + i] = src[i * src_stride + p] for i < rows (<= kMaxTransposeRows),
+// p < cols: the transposing copy behind row-major A and transposed B packing.
+void transpose_rows(float* dst, int64_t width, const float* const* rows, int nrows, int64_t len);
+constexpr int kMaxTransposeRows = 64;
 inline void transpose_copy(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
                            int rows, int64_t cols) {
-  int i = 0;
-#ifdef IPUML_CPU_X86
-  for (; i + 4 <= rows; i += 4) {
-    const float* s0 = src + i * src_stride;
-    const float* s1 = s0 + src_stride;
-    const float* s2 = s1 + src_stride;
-    const float* s3 = s2 + src_stride;
-    int64_t p = 0;
-    for (; p + 4 <= cols; p += 4) {
-      __m128 r0 = _mm_loadu_ps(s0 + p), r1 = _mm_loadu_ps(s1 + p);
-      __m128 r2 = _mm_loadu_ps(s2 + p), r3 = _mm_loadu_ps(s3 + p);
-      _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-      float* d = dst + p * dst_stride + i;
-      _mm_storeu_ps(d, r0);
-      _mm_storeu_ps(d + dst_stride, r1);
-      _mm_storeu_ps(d + 2 * dst_stride, r2);
-      _mm_storeu_ps(d + 3 * dst_stride, r3);
-    }
-    for (; p < cols; ++p) {
-      float* d = dst + p * dst_stride + i;
-      d[0] = s0[p], d[1] = s1[p], d[2] = s2[p], d[3] = s3[p];
-    }
-  }
-#endif
-  for (; i < rows; ++i) {
-    const float* s = src + i * src_stride;
-    for (int64_t p = 0; p < cols; ++p) dst[p * dst_stride + i] = s[p];
-  }
+  const float* ptr[kMaxTransposeRows];
+  for (int i = 0; i < rows; ++i) ptr[i] = src + i * src_stride;
+  transpose_rows(dst, dst_stride, ptr, rows, cols);
 }
 
 // Packers for plain strided matrices, shared by sgemm and conv.
@@ -466,5 +476,62 @@ struct PackColMajorB {  // B(p, j) = b[j * ldb + p]
       for (int j = nr; j < w; ++j) dst[p * w + j] = 0.0f;
   }
 };
+
+// A packed once for every block run_gemm will ask for: an A operand shared by many GEMMs of one
+// call (a convolution's weights, used by every image) is packed once instead of once per image.
+// Layout: kc block after kc block; inside one, row tile after row tile, each kc x rows.
+struct PrepackedA {
+  const float* data;
+  int64_t m_pad, k, kc_full;  // m rounded up to the micro-tile rows; k; the config's kc
+  const float* block(int64_t i0, int64_t pc) const {
+    return data + pc * m_pad + i0 * std::min(kc_full, k - pc);
+  }
+};
+
+template <class PackA>
+PrepackedA prepack_a(const GemmConfig& cfg, int64_t m, int64_t k, const PackA& pack_a, float* buf) {
+  const int mr = tile_rows(cfg, m);
+  const int64_t m_pad = round_up(m, mr);
+  const int64_t kc_blk = block_depth(cfg, k);
+  for (int64_t pc = 0; pc < k; pc += kc_blk) {
+    const int64_t kc = std::min(kc_blk, k - pc);
+    for (int64_t i0 = 0; i0 < m; i0 += mr)
+      pack_a(buf + pc * m_pad + i0 * kc, i0, int(std::min<int64_t>(mr, m - i0)), pc, kc);
+  }
+  return PrepackedA{buf, m_pad, k, kc_blk};
+}
+inline size_t prepacked_a_size(const GemmConfig& cfg, int64_t m, int64_t k) {
+  return size_t(round_up(m, tile_rows(cfg, m)) * k);
+}
+
+// dst[p * width + i] = rows[i][p] for i < nrows, p < len: the transposing copy behind every
+// packer, whose rows need not be evenly strided (convolution taps). 4 x 4 SSE blocks (baseline
+// on x86-64) run several times faster than the scalar loop, which packing-bound products feel.
+inline void transpose_rows(float* dst, int64_t width, const float* const* rows, int nrows,
+                           int64_t len) {
+  int i = 0;
+#ifdef IPUML_CPU_X86
+  for (; i + 4 <= nrows; i += 4) {
+    const float *s0 = rows[i], *s1 = rows[i + 1], *s2 = rows[i + 2], *s3 = rows[i + 3];
+    int64_t p = 0;
+    for (; p + 4 <= len; p += 4) {
+      __m128 r0 = _mm_loadu_ps(s0 + p), r1 = _mm_loadu_ps(s1 + p);
+      __m128 r2 = _mm_loadu_ps(s2 + p), r3 = _mm_loadu_ps(s3 + p);
+      _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+      float* d = dst + p * width + i;
+      _mm_storeu_ps(d, r0);
+      _mm_storeu_ps(d + width, r1);
+      _mm_storeu_ps(d + 2 * width, r2);
+      _mm_storeu_ps(d + 3 * width, r3);
+    }
+    for (; p < len; ++p) {
+      float* d = dst + p * width + i;
+      d[0] = s0[p], d[1] = s1[p], d[2] = s2[p], d[3] = s3[p];
+    }
+  }
+#endif
+  for (; i < nrows; ++i)
+    for (int64_t p = 0; p < len; ++p) dst[p * width + i] = rows[i][p];
+}
 
 }  // namespace ipuml::cpu::detail

@@ -62,6 +62,13 @@ std::vector<Conv2dParams> shapes() {
   Conv2dParams asym = make(2, 4, 7, 15, 5, 2, 3);
   asym.stride_h = 2, asym.stride_w = 1, asym.pad_h = 1, asym.pad_w = 2, asym.dil_w = 2;
   v.push_back(asym);
+  // Stride 1 with unequal padding and dilation per axis (the wide-GEMM path) ...
+  Conv2dParams wide = make(2, 3, 9, 12, 5, 3, 2);
+  wide.pad_h = 2, wide.pad_w = 1, wide.dil_h = 2;
+  v.push_back(wide);
+  v.push_back(make(1, 3, 6, 7, 4, 3, 3, 1, 3));   // ... padding past the kernel extent
+  v.push_back(make(2, 5, 6, 5, 3, 1, 1, 1, 1));   // ... a padded 1x1
+  v.push_back(make(1, 2, 3, 40, 3, 3, 3, 1, 1));  // ... rows wider than a panel
   return v;
 }
 

@@ -134,14 +134,18 @@ IPUML_INLINE void TrainingModel::compile(const Tensor& data, const Tensor& label
   const std::vector<Tensor> params = optimizer_.parameters();
   gradient_bytes_ = 0;
   for (auto& p : params) gradient_bytes_ += static_cast<size_t>(p.numel()) * dtype_size(p.dtype());
-  accumulators_.assign(static_cast<size_t>(r), {});
+  // One replica without accumulation needs no accumulators: the step graph runs the optimizer
+  // itself, as PopTorch's single training graph does, and there is no update graph.
+  const bool fused = r == 1 && g == 1;
+  accumulators_.assign(fused ? 0 : static_cast<size_t>(r), {});
   {
     NoGradGuard ng;
     for (auto& acc : accumulators_)
       for (auto& p : params) acc.push_back(zeros(p.shape(), p.dtype()));
   }
 
-  // The micro-step: forward, loss, backward, gradients added into replica 0's accumulators.
+  // The micro-step: forward, loss, backward, then either the optimizer step (fused) or the
+  // gradients added into replica 0's accumulators.
   model_->train();
   {
     ir::Tracer tracer;
@@ -158,14 +162,18 @@ IPUML_INLINE void TrainingModel::compile(const Tensor& data, const Tensor& label
     loss.backward();
     {
       NoGradGuard ng;
-      for (size_t i = 0; i < params.size(); ++i)
-        if (params[i].grad().defined()) accumulators_[0][i].add_(params[i].grad());
+      if (fused) {
+        optimizer_.step();
+      } else {
+        for (size_t i = 0; i < params.size(); ++i)
+          if (params[i].grad().defined()) accumulators_[0][i].add_(params[i].grad());
+      }
     }
     optimizer_.zero_grad();
     step_trace_ = tracer.finish({loss.reshape({})});
   }
   // The update: average the replicas' accumulated gradients, step, clear the accumulators.
-  {
+  if (!fused) {
     ir::Tracer tracer;
     for (auto& [name, t] : model_->named_parameters()) tracer.name_state(t, name);
     NoGradGuard ng;
@@ -185,7 +193,7 @@ IPUML_INLINE void TrainingModel::compile(const Tensor& data, const Tensor& label
   }
   // Replica k runs the same step graph bound to its own accumulators.
   step_states_.assign(static_cast<size_t>(r), step_trace_.states);
-  for (size_t s = 0; s < step_trace_.states.size(); ++s)
+  for (size_t s = 0; s < step_trace_.states.size() && !fused; ++s)
     for (size_t i = 0; i < params.size(); ++i)
       if (step_trace_.states[s].same(accumulators_[0][i]))
         for (int64_t k = 1; k < r; ++k)
@@ -197,7 +205,7 @@ IPUML_INLINE void TrainingModel::compile(const Tensor& data, const Tensor& label
   step_exe_ = be->compile(step_trace_.graph, detail::compile_options_for(o, ipus, true));
   auto update_opts = detail::compile_options_for(o, ipus, true);
   if (!update_opts.empty()) update_opts["progress"] = "0";
-  update_exe_ = be->compile(update_trace_.graph, update_opts);
+  if (!fused) update_exe_ = be->compile(update_trace_.graph, update_opts);
   compiled_ = true;
 }
 
@@ -231,6 +239,7 @@ IPUML_INLINE Tensor TrainingModel::operator()(const Tensor& data, const Tensor& 
       }
       simulated += slowest;
     }
+    if (!update_exe_) continue;  // the step graph ran the optimizer itself
     update_exe_->run({}, update_trace_.states, run_counter_++);
     auto s = update_exe_->simulated_seconds();
     if (s)
