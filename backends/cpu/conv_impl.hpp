@@ -295,6 +295,147 @@ struct PackWideXB {
   }
 };
 
+// ---------------------------------------------------------------- small-K weight gradient
+// With few taps (MNIST conv1: 9, Neuron-Inverter conv1d: 16) the weight-gradient GEMM is
+// packing-bound: every reduction element is packed and used by a handful of FMAs. Here each
+// dW[o][t] is a dot product of dy's rows with the input rows tap t meets, vectorised along the
+// row (the last vector of a row is a partial one, zero-filled): lane l sums the row elements
+// l mod width of every row of every image in order, then the lanes add in order. The split
+// over output channels never changes that order, so results hold across thread counts.
+constexpr int kDotTaps = 9;  // taps per register tile
+
+struct DotWgradArgs {
+  const float* dy;  // this group's dy of image 0; rows of ow, planes of oh x ow
+  const float* xs;  // this group's (padded) input of image 0; rows of wp
+  int64_t n, m, oh, ow, wp, dy_img_stride, x_img_stride, k;
+  const int64_t* taps;  // k offsets into a padded input image
+  float* dw;            // m x k
+};
+
+template <class Ops, int TO>
+__attribute__((always_inline)) inline void dot_wgrad_body(const DotWgradArgs& a, int64_t o0,
+                                                          int64_t o1) {
+  using V = typename Ops::V;
+  constexpr int VW = Ops::width;
+  const int64_t P = a.oh * a.ow;
+  for (int64_t o = o0; o < o1; o += TO) {
+    const int64_t no = std::min<int64_t>(TO, o1 - o);
+    for (int64_t t0 = 0; t0 < a.k; t0 += kDotTaps) {
+      const int64_t nt = std::min<int64_t>(kDotTaps, a.k - t0);
+      int64_t off[kDotTaps];
+      for (int t = 0; t < kDotTaps; ++t) off[t] = a.taps[t0 + std::min<int64_t>(t, nt - 1)];
+      V acc[TO][kDotTaps];
+      for (int r = 0; r < TO; ++r)
+        for (int t = 0; t < kDotTaps; ++t) Ops::zero(acc[r][t]);
+      for (int64_t img = 0; img < a.n; ++img)
+        for (int64_t oy = 0; oy < a.oh; ++oy) {
+          const float* d[TO];
+          for (int r = 0; r < TO; ++r)
+            d[r] =
+                a.dy + img * a.dy_img_stride + (o + std::min<int64_t>(r, no - 1)) * P + oy * a.ow;
+          const float* xr = a.xs + img * a.x_img_stride + oy * a.wp;
+          // One code path for full and partial vectors (a masked load), so the accumulators
+          // stay in registers.
+          for (int64_t q = 0; q < a.ow; q += VW) {
+            typename Ops::Mask mk;
+            Ops::mask(mk, std::min<int64_t>(VW, a.ow - q));
+            V dv[TO];
+#pragma GCC unroll 4
+            for (int r = 0; r < TO; ++r) Ops::load(dv[r], d[r] + q, mk);
+#pragma GCC unroll 9
+            for (int t = 0; t < kDotTaps; ++t) {
+              V xv;
+              Ops::load(xv, xr + off[t] + q, mk);
+#pragma GCC unroll 4
+              for (int r = 0; r < TO; ++r) Ops::fma(acc[r][t], dv[r], xv);
+            }
+          }
+        }
+      for (int r = 0; r < no; ++r)
+        for (int t = 0; t < nt; ++t) {
+          float lanes[VW];
+          Ops::store(lanes, acc[r][t]);
+          float sum = 0.0f;
+          for (int l = 0; l < VW; ++l) sum += lanes[l];
+          a.dw[(o + r) * a.k + t0 + t] = sum;
+        }
+    }
+  }
+}
+
+// The vector operations per ISA; vectors go by reference (returning AVX vectors from a function
+// compiled without AVX would change the ABI).
+struct DotOpsGeneric {
+  typedef float V __attribute__((vector_size(16)));
+  using Mask = int64_t;  // valid lanes
+  static constexpr int width = 4;
+  static void zero(V& v) { v = V{0, 0, 0, 0}; }
+  static void mask(Mask& m, int64_t len) { m = len; }
+  static void load(V& v, const float* p, Mask len) {
+    if (len == width) {
+      std::memcpy(&v, p, sizeof(v));
+      return;
+    }
+    float tmp[width] = {};
+    std::memcpy(tmp, p, sizeof(float) * size_t(len));
+    std::memcpy(&v, tmp, sizeof(v));
+  }
+  static void store(float* p, const V& v) { std::memcpy(p, &v, sizeof(v)); }
+  static void fma(V& acc, const V& x, const V& y) { acc += x * y; }
+};
+inline void dot_wgrad_generic(const DotWgradArgs& a, int64_t o0, int64_t o1) {
+  dot_wgrad_body<DotOpsGeneric, 1>(a, o0, o1);
+}
+
+#ifdef IPUML_CPU_X86
+#define IPUML_AVX2 __attribute__((target("avx2,fma")))
+struct DotOpsAvx2 {
+  using V = __m256;
+  using Mask = __m256i;
+  static constexpr int width = 8;
+  IPUML_AVX2 static void zero(V& v) { v = _mm256_setzero_ps(); }
+  IPUML_AVX2 static void mask(Mask& m, int64_t len) {
+    m = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(len)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  IPUML_AVX2 static void load(V& v, const float* p, const Mask& m) { v = _mm256_maskload_ps(p, m); }
+  IPUML_AVX2 static void store(float* p, const V& v) { _mm256_storeu_ps(p, v); }
+  IPUML_AVX2 static void fma(V& acc, const V& x, const V& y) { acc = _mm256_fmadd_ps(x, y, acc); }
+};
+#undef IPUML_AVX2
+__attribute__((target("avx2,fma"))) inline void dot_wgrad_avx2(const DotWgradArgs& a, int64_t o0,
+                                                               int64_t o1) {
+  dot_wgrad_body<DotOpsAvx2, 1>(a, o0, o1);
+}
+#define IPUML_AVX512 __attribute__((target("avx512f")))
+struct DotOpsAvx512 {
+  using V = __m512;
+  using Mask = __mmask16;
+  static constexpr int width = 16;
+  IPUML_AVX512 static void zero(V& v) { v = _mm512_setzero_ps(); }
+  IPUML_AVX512 static void mask(Mask& m, int64_t len) { m = __mmask16((1u << len) - 1u); }
+  IPUML_AVX512 static void load(V& v, const float* p, Mask m) { v = _mm512_maskz_loadu_ps(m, p); }
+  IPUML_AVX512 static void store(float* p, const V& v) { _mm512_storeu_ps(p, v); }
+  IPUML_AVX512 static void fma(V& acc, const V& x, const V& y) { acc = _mm512_fmadd_ps(x, y, acc); }
+};
+#undef IPUML_AVX512
+__attribute__((target("avx512f"))) inline void dot_wgrad_avx512(const DotWgradArgs& a, int64_t o0,
+                                                                int64_t o1) {
+  dot_wgrad_body<DotOpsAvx512, 2>(a, o0, o1);
+}
+#endif
+
+// dW (m x k) for one group, split over blocks of output channels.
+inline void dot_wgrad(const DotWgradArgs& a, bool parallel) {
+  void (*fn)(const DotWgradArgs&, int64_t, int64_t) = dot_wgrad_generic;
+#ifdef IPUML_CPU_X86
+  if (active_isa() == Isa::avx512) fn = dot_wgrad_avx512;
+  if (active_isa() == Isa::avx2) fn = dot_wgrad_avx2;
+#endif
+  constexpr int64_t kBlock = 4;  // output channels per task (a multiple of every TO)
+  for_each_index(parallel, ceil_div(a.m, kBlock),
+                 [&](int64_t b) { fn(a, b * kBlock, std::min(a.m, (b + 1) * kBlock)); });
+}
+
 // A(c, (o, ky, kx)) = w[o][c][kh - 1 - ky][kw - 1 - kx]: the input gradient of a stride-1
 // convolution is a stride-1 convolution of dy with the flipped, transposed kernel.
 struct PackFlippedA {
@@ -432,18 +573,7 @@ IPUML_INLINE void conv2d_backward_weight(const Conv2dParams& p, const float* x, 
     const int64_t cols = wg.cols(), wp = wg.wp(), plane = wg.plane();
     const bool par = threads > 1;
     detail::for_each_index(outer, G, [&](int64_t g) {
-      // dy in wide form (zeros in the dropped columns, so they add nothing) ...
-      detail::ScratchLease dyw(detail::kScratchWide, size_t(p.n * cog * cols));
-      detail::for_each_index(par, p.n * cog, [&](int64_t row) {
-        const int64_t img = row / cog, o = row % cog;
-        const float* src = dy + (img * p.c_out + g * cog + o) * P;
-        float* d = dyw.get() + row * cols;
-        for (int64_t oy = 0; oy < oh; ++oy) {
-          std::memcpy(d + oy * wp, src + oy * ow, sizeof(float) * size_t(ow));
-          if (oy + 1 < oh) std::fill(d + oy * wp + ow, d + (oy + 1) * wp, 0.0f);
-        }
-      });
-      // ... and the input, padded when the convolution pads.
+      // The input, padded when the convolution pads ...
       const float* xs = x + g * cig * p.h * p.w;
       int64_t img_stride = p.c_in * p.h * p.w;
       std::optional<detail::ScratchLease> xpad;
@@ -455,6 +585,25 @@ IPUML_INLINE void conv2d_backward_weight(const Conv2dParams& p, const float* x, 
         xs = xpad->get();
         img_stride = cig * plane;
       }
+      if (K <= 2 * detail::kDotTaps) {
+        std::vector<int64_t> taps(static_cast<size_t>(K));
+        for (int64_t t = 0; t < K; ++t) taps[static_cast<size_t>(t)] = wg.tap(t);
+        detail::dot_wgrad({dy + g * cog * P, xs, p.n, cog, oh, ow, wp, p.c_out * P, img_stride, K,
+                           taps.data(), dw + g * cog * K},
+                          inner && par);
+        return;
+      }
+      // ... and dy in wide form (zeros in the dropped columns, so they add nothing).
+      detail::ScratchLease dyw(detail::kScratchWide, size_t(p.n * cog * cols));
+      detail::for_each_index(par, p.n * cog, [&](int64_t row) {
+        const int64_t img = row / cog, o = row % cog;
+        const float* src = dy + (img * p.c_out + g * cog + o) * P;
+        float* d = dyw.get() + row * cols;
+        for (int64_t oy = 0; oy < oh; ++oy) {
+          std::memcpy(d + oy * wp, src + oy * ow, sizeof(float) * size_t(ow));
+          if (oy + 1 < oh) std::fill(d + oy * wp + ow, d + (oy + 1) * wp, 0.0f);
+        }
+      });
       detail::run_gemm(cfg, cog, K, p.n * cols, 1.0f, detail::PackWideDyA{dyw.get(), cog, cols},
                        detail::PackWideXB{xs, img_stride, &wg}, 0.0f, dw + g * cog * K, K, inner);
     });

@@ -220,6 +220,41 @@ void extreme(const ReduceView<T>& v, T* y) {
   });
 }
 
+// A reduction over the first and last dims of [a, b, c] (ignoring size-1 dims), such as a
+// convolution's bias gradient over N, H and W of NCHW: sets a, b, c when `dims` is one.
+inline bool outer_inner_split(const Shape& s, const std::vector<int64_t>& dims, int64_t& a,
+                              int64_t& b, int64_t& c) {
+  std::vector<bool> red(s.size(), false);
+  for (auto d : dims) {
+    if (d < 0 || d >= static_cast<int64_t>(s.size())) return false;
+    red[static_cast<size_t>(d)] = true;
+  }
+  int64_t part[3] = {1, 1, 1};
+  int stage = 0;  // 0: leading reduced dims, 1: kept dims, 2: trailing reduced dims
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == 1) continue;
+    const int want = red[i] ? (stage == 0 ? 0 : 2) : 1;
+    if (want < stage) return false;
+    stage = want;
+    part[stage] *= s[i];
+  }
+  a = part[0], b = part[1], c = part[2];
+  return stage == 2 && a > 1 && b > 1;
+}
+
+// Sums [a, b, c] over a and c without permuting: per b, each of the a rows is pairwise-summed
+// and the row sums are added in double, in order.
+inline void sum_outer_inner(const float* x, int64_t a, int64_t b, int64_t c, float* y) {
+  parallel_items(b, a * c, [&](int64_t b0, int64_t b1) {
+    for (int64_t j = b0; j < b1; ++j) {
+      double acc = 0.0;
+      for (int64_t i = 0; i < a; ++i)
+        acc += static_cast<double>(pairwise_sum(x + (i * b + j) * c, c));
+      y[j] = static_cast<float>(acc);
+    }
+  });
+}
+
 // float16/bfloat16 inputs are widened to float32, reduced, and the result narrowed back.
 inline void k_sum(const ir::Attrs& a, const ConstBuffer& in, const MutableBuffer& o) {
   const DType t = in.meta.dtype;
@@ -227,6 +262,9 @@ inline void k_sum(const ir::Attrs& a, const ConstBuffer& in, const MutableBuffer
   switch (t) {
     case DType::Float32: {
       IPUML_CHECK(o.meta.dtype == DType::Float32, "sum: float32 input needs a float32 output");
+      int64_t sa = 0, sb = 0, sc = 0;
+      if (outer_inner_split(s, a.dims, sa, sb, sc))
+        return sum_outer_inner(in_ptr<float>(in), sa, sb, sc, out_ptr<float>(o));
       return sum_float(reduce_view("sum", in_ptr<float>(in), s, a.dims), out_ptr<float>(o));
     }
     case DType::Float16:
