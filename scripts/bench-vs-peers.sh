@@ -28,7 +28,7 @@ ratio() { awk -v a="$2" -v b="$3" -v n="$1" 'BEGIN { printf "%s ipuml=%.1f peer=
 field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p" | head -1; }
 
 echo "# $(lscpu | sed -n 's/Model name:[ ]*//p'), $(nproc) cores; OpenBLAS core type ${coretype:-default}"
-sizes=$([[ $quick == 1 ]] && echo "256 1024" || echo "256 1024 2048")
+sizes=$([[ $quick == 1 ]] && echo "64 256 1024" || echo "64 256 1024 2048")
 for t in 1 2; do
   for n in $sizes; do
     ours=$("$build/benchmarks/bench_sgemm" --threads "$t" --seconds "$secs" "$n" | field gflops)

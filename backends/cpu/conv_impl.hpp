@@ -187,6 +187,12 @@ struct WideGeom {
     const int64_t khw = kh * kw, ch = krow / khw, r = krow % khw;
     return ch * plane() + (r / kw) * dh * wp() + (r % kw) * dw;
   }
+  // Every tap's offset: the packers look them up (four divisions per row cost more than the copy).
+  std::vector<int64_t> taps() const {
+    std::vector<int64_t> t(static_cast<size_t>(k()));
+    for (int64_t i = 0; i < k(); ++i) t[static_cast<size_t>(i)] = tap(i);
+    return t;
+  }
 };
 
 // Copies channels x h x w into channels x hp x wp with zero borders.
@@ -208,10 +214,10 @@ inline void pad_image(const WideGeom& g, int64_t channels, const float* src, flo
 // B(krow, q) of a wide forward GEMM over one padded image.
 struct PackWideB {
   const float* xp;
-  const WideGeom* g;
+  const int64_t* taps;
   void operator()(float* dst, int64_t j0, int nr, int w, int64_t p0, int64_t kc) const {
     for (int64_t q = 0; q < kc; ++q) {
-      const float* src = xp + g->tap(p0 + q) + j0;
+      const float* src = xp + taps[p0 + q] + j0;
       float* d = dst + q * w;
       // Fixed-size copies of full panels inline into vector moves; a memcpy call per 32 floats
       // cost a quarter of the GEMM.
@@ -229,8 +235,9 @@ struct PackWideB {
 
 // y (m x oh x ow) = A (m x K, prepacked) x wide im2col of one image (g.c x h x w); y rows start
 // filled with `init` per row (beta 1) when it is given. xp_scratch holds the padded image.
-inline void wide_conv_image(const GemmConfig& cfg, const WideGeom& g, const PrepackedA& a,
-                            int64_t m, const float* x, const float* init, float* y, bool inner) {
+inline void wide_conv_image(const GemmConfig& cfg, const WideGeom& g, const int64_t* taps,
+                            const PrepackedA& a, int64_t m, const float* x, const float* init,
+                            float* y, bool inner) {
   const int64_t oh = g.oh(), ow = g.ow(), wp = g.wp(), cols = g.cols();
   const float* xp = x;
   std::optional<ScratchLease> padded;
@@ -253,7 +260,7 @@ inline void wide_conv_image(const GemmConfig& cfg, const WideGeom& g, const Prep
     for (int64_t o = 0; o < m; ++o) std::fill(c + o * ldc, c + o * ldc + cols, init[o]);
     beta = 1.0f;
   }
-  run_gemm(cfg, m, cols, g.k(), 1.0f, a, PackWideB{xp, &g}, beta, c, ldc, inner);
+  run_gemm(cfg, m, cols, g.k(), 1.0f, a, PackWideB{xp, taps}, beta, c, ldc, inner);
   if (!direct)
     for (int64_t o = 0; o < m; ++o)
       for (int64_t oy = 0; oy < oh; ++oy)
@@ -280,12 +287,13 @@ struct PackWideXB {
   const float* xp;  // image 0 of this group, padded when g->padded()
   int64_t img_stride;
   const WideGeom* g;
+  const int64_t* taps;
   void operator()(float* dst, int64_t j0, int nr, int w, int64_t q0, int64_t kc) const {
     const int64_t cols = g->cols();
     const float* rows[kMaxTransposeRows];
     for (int64_t q = q0; q < q0 + kc;) {
       const int64_t img = q / cols, col = q % cols, len = std::min(q0 + kc - q, cols - col);
-      for (int j = 0; j < nr; ++j) rows[j] = xp + img * img_stride + g->tap(j0 + j) + col;
+      for (int j = 0; j < nr; ++j) rows[j] = xp + img * img_stride + taps[j0 + j] + col;
       transpose_rows(dst + (q - q0) * w, w, rows, nr, len);
       q += len;
     }
@@ -481,6 +489,7 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
   const bool inner = tasks < 2 * threads;
   if (p.stride_h == 1 && p.stride_w == 1) {
     const detail::WideGeom wg{cig, p.h, p.w, p.pad_h, p.pad_w, p.kh, p.kw, p.dil_h, p.dil_w};
+    const std::vector<int64_t> taps = wg.taps();
     const size_t per_group = detail::prepacked_a_size(cfg, cog, K);
     detail::ScratchLease packed(detail::kScratchPrepack, per_group * size_t(G));
     std::vector<detail::PrepackedA> a;
@@ -489,9 +498,9 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
                                     packed.get() + size_t(g) * per_group));
     detail::for_each_index(outer, tasks, [&](int64_t t) {
       const int64_t img = t / G, g = t % G;
-      detail::wide_conv_image(cfg, wg, a[size_t(g)], cog, x + (img * p.c_in + g * cig) * p.h * p.w,
-                              bias != nullptr ? bias + g * cog : nullptr,
-                              y + (img * p.c_out + g * cog) * P, inner);
+      detail::wide_conv_image(
+          cfg, wg, taps.data(), a[size_t(g)], cog, x + (img * p.c_in + g * cig) * p.h * p.w,
+          bias != nullptr ? bias + g * cog : nullptr, y + (img * p.c_out + g * cog) * P, inner);
     });
     return;
   }
@@ -528,6 +537,7 @@ IPUML_INLINE void conv2d_backward_input(const Conv2dParams& p, const float* dy, 
     const detail::WideGeom wg{
         cog,  oh,      ow,     (p.kh - 1) * p.dil_h - p.pad_h, (p.kw - 1) * p.dil_w - p.pad_w, p.kh,
         p.kw, p.dil_h, p.dil_w};
+    const std::vector<int64_t> taps = wg.taps();
     const int64_t khw = p.kh * p.kw, Kd = cog * khw;
     const size_t per_group = detail::prepacked_a_size(cfg, cig, Kd);
     detail::ScratchLease packed(detail::kScratchPrepack, per_group * size_t(G));
@@ -537,8 +547,9 @@ IPUML_INLINE void conv2d_backward_input(const Conv2dParams& p, const float* dy, 
                                     packed.get() + size_t(g) * per_group));
     detail::for_each_index(outer, tasks, [&](int64_t t) {
       const int64_t img = t / G, g = t % G;
-      detail::wide_conv_image(cfg, wg, a[size_t(g)], cig, dy + (img * p.c_out + g * cog) * P,
-                              nullptr, dx + (img * p.c_in + g * cig) * HW, inner);
+      detail::wide_conv_image(cfg, wg, taps.data(), a[size_t(g)], cig,
+                              dy + (img * p.c_out + g * cog) * P, nullptr,
+                              dx + (img * p.c_in + g * cig) * HW, inner);
     });
     return;
   }
@@ -570,6 +581,7 @@ IPUML_INLINE void conv2d_backward_weight(const Conv2dParams& p, const float* x, 
   const bool inner = G < 2 * threads;
   if (p.stride_h == 1 && p.stride_w == 1) {
     const detail::WideGeom wg{cig, p.h, p.w, p.pad_h, p.pad_w, p.kh, p.kw, p.dil_h, p.dil_w};
+    const std::vector<int64_t> taps = wg.taps();
     const int64_t cols = wg.cols(), wp = wg.wp(), plane = wg.plane();
     const bool par = threads > 1;
     detail::for_each_index(outer, G, [&](int64_t g) {
@@ -586,8 +598,6 @@ IPUML_INLINE void conv2d_backward_weight(const Conv2dParams& p, const float* x, 
         img_stride = cig * plane;
       }
       if (K <= 2 * detail::kDotTaps) {
-        std::vector<int64_t> taps(static_cast<size_t>(K));
-        for (int64_t t = 0; t < K; ++t) taps[static_cast<size_t>(t)] = wg.tap(t);
         detail::dot_wgrad({dy + g * cog * P, xs, p.n, cog, oh, ow, wp, p.c_out * P, img_stride, K,
                            taps.data(), dw + g * cog * K},
                           inner && par);
@@ -605,7 +615,8 @@ IPUML_INLINE void conv2d_backward_weight(const Conv2dParams& p, const float* x, 
         }
       });
       detail::run_gemm(cfg, cog, K, p.n * cols, 1.0f, detail::PackWideDyA{dyw.get(), cog, cols},
-                       detail::PackWideXB{xs, img_stride, &wg}, 0.0f, dw + g * cog * K, K, inner);
+                       detail::PackWideXB{xs, img_stride, &wg, taps.data()}, 0.0f, dw + g * cog * K,
+                       K, inner);
     });
     return;
   }
