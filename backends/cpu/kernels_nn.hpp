@@ -3,8 +3,12 @@
 #pragma once
 
 #include <ipuml/backends/cpu/conv.hpp>
+#include <ipuml/backends/cpu/cpu_features.hpp>
 #include <ipuml/backends/cpu/gemm.hpp>
 #include <ipuml/backends/cpu/kernels_common.hpp>
+
+#include <atomic>
+#include <utility>
 
 namespace ipuml::cpu::kdetail {
 
@@ -163,6 +167,208 @@ inline PoolGeom pool_geom(const char* op, const ir::Attrs& a, const Shape& x, co
   return g;
 }
 
+// ---- max pooling ----------------------------------------------------------------------------
+// The rule for every output: the first NaN of its window in row-major order when there is one
+// (NaN wins and sticks), else the first maximum (ties go to the earlier element); the index is
+// r * w + c within the plane. A window of -inf values keeps -inf and its first element's index.
+// Every path applies the one comparison `take = !(v <= best) & (best == best)` in row-major window
+// order, so all of them (and every thread count: work is split over planes) give the same bits.
+
+// One output, scalar: edge columns clipped by padding, short rows, planes too big for int32 lanes.
+inline void maxpool_one(const PoolGeom& g, const float* xp, int64_t i, int64_t j, float* yp,
+                        int64_t* ip) {
+  const int64_t h0 = std::max<int64_t>(0, i * g.sh - g.ph);
+  const int64_t h1 = std::min(g.h, i * g.sh - g.ph + g.kh);
+  const int64_t w0 = std::max<int64_t>(0, j * g.sw - g.pw);
+  const int64_t w1 = std::min(g.w, j * g.sw - g.pw + g.kw);
+  float best = -std::numeric_limits<float>::infinity();
+  int64_t bi = h0 * g.w + w0;
+  for (int64_t r = h0; r < h1; ++r)
+    for (int64_t c = w0; c < w1; ++c) {
+      const float v = xp[r * g.w + c];
+      const bool take = !(v <= best) & (best == best);
+      best = take ? v : best;
+      bi = take ? r * g.w + c : bi;
+    }
+  yp[i * g.ow + j] = best;
+  ip[i * g.ow + j] = bi;
+}
+
+// GCC/Clang vector extensions: V floats, their int32 lane masks and in-plane indices, and the
+// int64 indices written out.
+template <int V>
+struct PoolVec {
+  typedef float F __attribute__((vector_size(4 * V)));
+  typedef int32_t I __attribute__((vector_size(4 * V)));
+  typedef int64_t L __attribute__((vector_size(8 * V)));
+};
+
+// U vectors of V outputs of one row, columns js[u] .. js[u] + V - 1, every window inside the row
+// (rows h0 .. h1 - 1 of it). The window taps are the outer loops, the V columns one vector op:
+// loads at stride SW (0: g.sw at run time), compare and select with no branch. U > 1 interleaves
+// independent dependency chains.
+template <int V, int U, int SW, int... Ls>
+inline __attribute__((always_inline)) void maxpool_vectors(const PoolGeom& g, const float* xp,
+                                                           int64_t h0, int64_t h1,
+                                                           const int64_t* js, float* yr,
+                                                           int64_t* ir,
+                                                           std::integer_sequence<int, Ls...>) {
+  using F = typename PoolVec<V>::F;
+  using I = typename PoolVec<V>::I;
+  using L = typename PoolVec<V>::L;
+  const int64_t sw = SW > 0 ? SW : g.sw;
+  const I lane = I{Ls...} * static_cast<int32_t>(sw);  // column offsets of the V windows
+  F best[U];
+  I bi[U];
+  int64_t col0[U];
+  for (int u = 0; u < U; ++u) {
+    col0[u] = js[u] * sw - g.pw;
+    best[u] = F{} - std::numeric_limits<float>::infinity();
+    bi[u] = lane + static_cast<int32_t>(h0 * g.w + col0[u]);
+  }
+  for (int64_t r = h0; r < h1; ++r)
+    for (int64_t c = 0; c < g.kw; ++c)
+      for (int u = 0; u < U; ++u) {
+        const int64_t at = r * g.w + col0[u] + c;
+        const float* src = xp + at;
+        F v;
+        if constexpr (SW == 1) {
+          std::memcpy(&v, src, sizeof v);
+        } else if constexpr (SW == 2) {
+          // src[0], src[2], .. src[2V - 2] from two loads, the second ending at src[2V - 2] so
+          // that nothing past the last window is read.
+          F lo, hi;
+          std::memcpy(&lo, src, sizeof lo);
+          std::memcpy(&hi, src + V - 1, sizeof hi);
+#if defined(__clang__)
+          v = __builtin_shufflevector(lo, hi, (Ls < V / 2 ? 2 * Ls : 2 * Ls + 1)...);
+#else
+          v = __builtin_shuffle(lo, hi, I{(Ls < V / 2 ? 2 * Ls : 2 * Ls + 1)...});
+#endif
+        } else {
+          float t[V];
+          for (int l = 0; l < V; ++l) t[l] = src[l * sw];
+          std::memcpy(&v, t, sizeof v);
+        }
+        // keep == !take: best stays when v <= best or best is NaN.
+        const I keep = (v <= best[u]) | (best[u] != best[u]);
+        best[u] = keep ? best[u] : v;
+        bi[u] = keep ? bi[u] : lane + static_cast<int32_t>(at);
+      }
+  for (int u = 0; u < U; ++u) {
+    std::memcpy(yr + js[u], &best[u], sizeof(F));
+    const L wide = __builtin_convertvector(bi[u], L);
+    std::memcpy(ir + js[u], &wide, sizeof(L));
+  }
+}
+
+// Output columns [jlo, jhi) of row i, all windows inside the row: pairs of V-wide vectors, the
+// last vector ending at jhi (overlapping the one before it: those outputs are computed twice, the
+// same way); rows narrower than V take V / 2, then scalar code below 4.
+template <int V, int SW>
+inline __attribute__((always_inline)) void maxpool_row(const PoolGeom& g, const float* xp,
+                                                       int64_t i, int64_t h0, int64_t h1,
+                                                       int64_t jlo, int64_t jhi, float* yp,
+                                                       int64_t* ip) {
+  if (jhi - jlo < V) {
+    if constexpr (V > 4) {
+      maxpool_row<V / 2, SW>(g, xp, i, h0, h1, jlo, jhi, yp, ip);
+    } else {
+      for (int64_t j = jlo; j < jhi; ++j) maxpool_one(g, xp, i, j, yp, ip);
+    }
+    return;
+  }
+  constexpr auto lanes = std::make_integer_sequence<int, V>{};
+  float* yr = yp + i * g.ow;
+  int64_t* ir = ip + i * g.ow;
+  int64_t j = jlo;
+  for (; jhi - j >= 2 * V; j += 2 * V) {
+    const int64_t js[2] = {j, j + V};
+    maxpool_vectors<V, 2, SW>(g, xp, h0, h1, js, yr, ir, lanes);
+  }
+  if (jhi - j > V) {
+    const int64_t js[2] = {j, jhi - V};
+    maxpool_vectors<V, 2, SW>(g, xp, h0, h1, js, yr, ir, lanes);
+  } else if (j < jhi) {
+    const int64_t js[1] = {jhi - V};
+    maxpool_vectors<V, 1, SW>(g, xp, h0, h1, js, yr, ir, lanes);
+  }
+}
+
+template <int V, int SW>
+inline __attribute__((always_inline)) void maxpool_planes_sw(const PoolGeom& g, const float* x,
+                                                             float* y, int64_t* ix, int64_t p0,
+                                                             int64_t p1) {
+  // Columns whose window is not clipped by padding: [jlo, jhi).
+  const int64_t jlo = std::min(g.ow, (g.pw + g.sw - 1) / g.sw);
+  const int64_t jhi =
+      std::max(jlo, g.w + g.pw < g.kw ? 0 : std::min(g.ow, (g.w + g.pw - g.kw) / g.sw + 1));
+  for (int64_t pl = p0; pl < p1; ++pl) {
+    const float* xp = x + pl * g.h * g.w;
+    float* yp = y + pl * g.oh * g.ow;
+    int64_t* ip = ix + pl * g.oh * g.ow;
+    for (int64_t i = 0; i < g.oh; ++i) {
+      const int64_t h0 = std::max<int64_t>(0, i * g.sh - g.ph);
+      const int64_t h1 = std::min(g.h, i * g.sh - g.ph + g.kh);
+      for (int64_t j = 0; j < jlo; ++j) maxpool_one(g, xp, i, j, yp, ip);
+      maxpool_row<V, SW>(g, xp, i, h0, h1, jlo, jhi, yp, ip);
+      for (int64_t j = jhi; j < g.ow; ++j) maxpool_one(g, xp, i, j, yp, ip);
+    }
+  }
+}
+
+template <int V>
+inline __attribute__((always_inline)) void maxpool_planes(const PoolGeom& g, const float* x,
+                                                          float* y, int64_t* ix, int64_t p0,
+                                                          int64_t p1) {
+  if (g.sw == 1) return maxpool_planes_sw<V, 1>(g, x, y, ix, p0, p1);
+  if (g.sw == 2) return maxpool_planes_sw<V, 2>(g, x, y, ix, p0, p1);
+  maxpool_planes_sw<V, 0>(g, x, y, ix, p0, p1);
+}
+
+// One body per instruction set. g is taken by value: the int64 index stores could otherwise alias
+// it and force the geometry to be reloaded in the loops. The AVX-512 path is 8 floats wide too:
+// GCC scalarises 16-wide vector-extension compares in a body not itself compiled for AVX-512, and
+// rows of pooled feature maps are short anyway.
+using MaxPoolPlanesFn = void (*)(PoolGeom, const float*, float*, int64_t*, int64_t, int64_t);
+
+#if defined(__x86_64__) || defined(__i386__)
+__attribute__((target("avx512f"))) inline void maxpool_planes_avx512(PoolGeom g, const float* x,
+                                                                     float* y, int64_t* ix,
+                                                                     int64_t p0, int64_t p1) {
+  maxpool_planes<8>(g, x, y, ix, p0, p1);
+}
+__attribute__((target("avx2,fma"))) inline void maxpool_planes_avx2(PoolGeom g, const float* x,
+                                                                    float* y, int64_t* ix,
+                                                                    int64_t p0, int64_t p1) {
+  maxpool_planes<8>(g, x, y, ix, p0, p1);
+}
+#endif
+inline void maxpool_planes_generic(PoolGeom g, const float* x, float* y, int64_t* ix, int64_t p0,
+                                   int64_t p1) {
+  maxpool_planes<4>(g, x, y, ix, p0, p1);
+}
+inline void maxpool_planes_scalar(PoolGeom g, const float* x, float* y, int64_t* ix, int64_t p0,
+                                  int64_t p1) {
+  for (int64_t pl = p0; pl < p1; ++pl)
+    for (int64_t i = 0; i < g.oh; ++i)
+      for (int64_t j = 0; j < g.ow; ++j)
+        maxpool_one(g, x + pl * g.h * g.w, i, j, y + pl * g.oh * g.ow, ix + pl * g.oh * g.ow);
+}
+
+inline MaxPoolPlanesFn maxpool_planes_for(const PoolGeom& g, Isa isa) {
+  // The vector paths keep indices in int32 lanes: every window start must fit.
+  const int64_t rows = std::max(g.h, (g.oh - 1) * g.sh + 1);
+  if (rows * g.w > std::numeric_limits<int32_t>::max()) return maxpool_planes_scalar;
+#if defined(__x86_64__) || defined(__i386__)
+  if (isa == Isa::avx512) return maxpool_planes_avx512;
+  if (isa == Isa::avx2) return maxpool_planes_avx2;
+#else
+  (void)isa;
+#endif
+  return maxpool_planes_generic;
+}
+
 inline void k_maxpool(const ir::Attrs& a, const ConstBuffer& in,
                       const std::vector<MutableBuffer>& out) {
   IPUML_CHECK(
@@ -172,38 +378,9 @@ inline void k_maxpool(const ir::Attrs& a, const ConstBuffer& in,
   const float* x = in_ptr<float>(in);
   float* y = out_ptr<float>(out[0]);
   int64_t* ix = out_ptr<int64_t>(out[1]);
-  parallel_items(g.planes, g.oh * g.ow * g.kh * g.kw, [&, g](int64_t p0, int64_t p1) {
-    // g is copied into the lambda: the int64 index stores could alias a captured reference and
-    // force every geometry field to be reloaded in the inner loop.
-    for (int64_t pl = p0; pl < p1; ++pl) {
-      const float* xp = x + pl * g.h * g.w;
-      float* yp = y + pl * g.oh * g.ow;
-      int64_t* ip = ix + pl * g.oh * g.ow;
-      for (int64_t i = 0; i < g.oh; ++i) {
-        const int64_t h0 = std::max<int64_t>(0, i * g.sh - g.ph);
-        const int64_t h1 = std::min(g.h, i * g.sh - g.ph + g.kh);
-        for (int64_t j = 0; j < g.ow; ++j) {
-          const int64_t w0 = std::max<int64_t>(0, j * g.sw - g.pw);
-          const int64_t w1 = std::min(g.w, j * g.sw - g.pw + g.kw);
-          float best = -std::numeric_limits<float>::infinity();
-          int64_t bi = h0 * g.w + w0;
-          for (int64_t r = h0; r < h1; ++r)
-            for (int64_t c = w0; c < w1; ++c) {
-              const float v = xp[r * g.w + c];
-              // NaN wins and sticks (later values never beat a NaN), first max wins ties:
-              // take v when it is greater or NaN, unless best is already NaN. Two comparisons
-              // and selects, no branch: on real data the comparison is a coin toss, and the
-              // three-comparison form was compiled into byte spills that stalled the loop.
-              const bool take = !(v <= best) & (best == best);
-              best = take ? v : best;
-              bi = take ? r * g.w + c : bi;
-            }
-          yp[i * g.ow + j] = best;
-          ip[i * g.ow + j] = bi;
-        }
-      }
-    }
-  });
+  const MaxPoolPlanesFn fn = maxpool_planes_for(g, active_isa());
+  parallel_items(g.planes, g.oh * g.ow * g.kh * g.kw,
+                 [=](int64_t p0, int64_t p1) { fn(g, x, y, ix, p0, p1); });
 }
 
 inline void k_maxpool_backward(const ir::Attrs&, const ConstBuffer& dy, const ConstBuffer& idx,
@@ -220,19 +397,31 @@ inline void k_maxpool_backward(const ir::Attrs&, const ConstBuffer& dy, const Co
   const int64_t planes = xs[0] * xs[1], hw = xs[2] * xs[3], ohw = ys[2] * ys[3];
   const float* g = in_ptr<float>(dy);
   const int64_t* ix = in_ptr<int64_t>(idx);
-  for (int64_t i = 0; i < planes * ohw; ++i)
-    IPUML_CHECK(ix[i] >= 0 && ix[i] < hw, op, ": index ", ix[i], " is out of range for a plane of ",
-                hw, " elements");
   float* dx = out_ptr<float>(o);
+  // Each plane's indices are checked (one branch-free pass over data the scatter then reads from
+  // cache) before that plane is written: a bad index never writes out of bounds. The error is
+  // raised after the loop, naming the first bad index, whatever the thread count.
+  std::atomic<bool> bad{false};
   parallel_items(planes, hw + ohw, [&](int64_t p0, int64_t p1) {
     for (int64_t pl = p0; pl < p1; ++pl) {
-      float* d = dx + pl * hw;
-      std::fill(d, d + hw, 0.0f);
       const float* gp = g + pl * ohw;
       const int64_t* ip = ix + pl * ohw;
+      bool out_of_range = false;
+      for (int64_t j = 0; j < ohw; ++j)
+        out_of_range |= static_cast<uint64_t>(ip[j]) >= static_cast<uint64_t>(hw);
+      if (out_of_range) {
+        bad.store(true, std::memory_order_relaxed);
+        continue;
+      }
+      float* d = dx + pl * hw;
+      std::fill(d, d + hw, 0.0f);
       for (int64_t j = 0; j < ohw; ++j) d[ip[j]] += gp[j];
     }
   });
+  if (bad.load())
+    for (int64_t i = 0; i < planes * ohw; ++i)
+      IPUML_CHECK(ix[i] >= 0 && ix[i] < hw, op, ": index ", ix[i],
+                  " is out of range for a plane of ", hw, " elements");
 }
 
 // PyTorch's avg_pool2d window and divisor for output (i, j).
