@@ -336,7 +336,7 @@ inline int64_t block_depth(const GemmConfig& cfg, int64_t k) {
 }
 
 // Below this many flops a call runs on the calling thread: spawning would cost more than it saves.
-constexpr double kParallelFlops = 4.0e5;
+constexpr double kParallelFlops = 2.0e6;
 
 // The blocked GEMM. C (m x n, row stride ldc) = alpha * A B + beta * C where A and B are only
 // seen through their packers:
@@ -507,10 +507,47 @@ inline size_t prepacked_a_size(const GemmConfig& cfg, int64_t m, int64_t k) {
 // dst[p * width + i] = rows[i][p] for i < nrows, p < len: the transposing copy behind every
 // packer, whose rows need not be evenly strided (convolution taps). 4 x 4 SSE blocks (baseline
 // on x86-64) run several times faster than the scalar loop, which packing-bound products feel.
+#ifdef IPUML_CPU_X86
+// 8 x 8 blocks with AVX: a third fewer instructions per float than the SSE path. Returns the
+// number of rows it did (a multiple of 8); the caller finishes the rest.
+__attribute__((target("avx2"))) inline int transpose_rows_avx(float* dst, int64_t width,
+                                                              const float* const* rows, int nrows,
+                                                              int64_t len) {
+  int i = 0;
+  for (; i + 8 <= nrows; i += 8) {
+    int64_t p = 0;
+    for (; p + 8 <= len; p += 8) {
+      __m256 r[8], t[8], u[8];
+      for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(rows[i + k] + p);
+      for (int k = 0; k < 8; k += 2) {
+        t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+        t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+      }
+      for (int k = 0; k < 8; k += 4) {
+        u[k] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2));
+      }
+      float* d = dst + p * width + i;
+      for (int k = 0; k < 4; ++k) {
+        _mm256_storeu_ps(d + k * width, _mm256_permute2f128_ps(u[k], u[k + 4], 0x20));
+        _mm256_storeu_ps(d + (k + 4) * width, _mm256_permute2f128_ps(u[k], u[k + 4], 0x31));
+      }
+    }
+    for (; p < len; ++p)
+      for (int k = 0; k < 8; ++k) dst[p * width + i + k] = rows[i + k][p];
+  }
+  return i;
+}
+#endif
+
 inline void transpose_rows(float* dst, int64_t width, const float* const* rows, int nrows,
                            int64_t len) {
   int i = 0;
 #ifdef IPUML_CPU_X86
+  if (nrows >= 8 && active_isa() != Isa::generic)
+    i = transpose_rows_avx(dst, width, rows, nrows, len);
   for (; i + 4 <= nrows; i += 4) {
     const float *s0 = rows[i], *s1 = rows[i + 1], *s2 = rows[i + 2], *s3 = rows[i + 3];
     int64_t p = 0;
