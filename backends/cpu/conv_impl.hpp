@@ -233,6 +233,47 @@ struct PackWideB {
   }
 };
 
+// C (m x n) = A (prepacked) x B + beta C where B(krow, q) = xp[taps[krow] + q]: the wide GEMM
+// with full panels read in place by the tap kernels (nothing to pack) and only the last, partial
+// panel packed. Blocks of k run in order around a split over panels, so results do not depend on
+// the thread count.
+inline void run_wide_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k,
+                          const PrepackedA& a, const float* xp, const int64_t* taps, float beta,
+                          float* c, int64_t ldc, bool allow_parallel) {
+  const int mr = tile_rows(cfg, m), nr_full = cfg.nr();
+  const int64_t kc_blk = block_depth(cfg, k), panels = ceil_div(n, nr_full);
+  const bool parallel = allow_parallel && available_threads() > 1 &&
+                        2.0 * double(m) * double(n) * double(k) >= kParallelFlops;
+  constexpr int64_t kPanelsPerTask = 4;
+  for (int64_t pc = 0; pc < k; pc += kc_blk) {
+    const int64_t kc = std::min(kc_blk, k - pc);
+    const float beta_eff = pc == 0 ? beta : 1.0f;
+    for_each_index(parallel, ceil_div(panels, kPanelsPerTask), [&](int64_t task) {
+      const int64_t jp_end = std::min(panels, (task + 1) * kPanelsPerTask);
+      for (int64_t jp = task * kPanelsPerTask; jp < jp_end; ++jp) {
+        const int64_t j0 = jp * nr_full;
+        const int nr = int(std::min<int64_t>(nr_full, n - j0));
+        const int nv = int(ceil_div(nr, cfg.vw));
+        std::optional<ScratchLease> packed;
+        if (nr < nr_full) {
+          const int w = int(round_up(nr, cfg.vw));
+          packed.emplace(kScratchB, size_t(kc * w));
+          PackWideB{xp, taps}(packed->get(), j0, nr, w, pc, kc);
+        }
+        for (int64_t ir = 0; ir < m; ir += mr) {
+          const int rows = int(std::min<int64_t>(mr, m - ir));
+          const float* pa = a.block(ir, pc);
+          float* ct = c + ir * ldc + j0;
+          if (packed)
+            cfg.kern[rows][nv](kc, pa, packed->get(), ct, ldc, nr, 1.0f, beta_eff);
+          else
+            cfg.kern_taps[rows][nv](kc, pa, xp + j0, taps + pc, ct, ldc, nr, 1.0f, beta_eff);
+        }
+      }
+    });
+  }
+}
+
 // y (m x oh x ow) = A (m x K, prepacked) x wide im2col of one image (g.c x h x w); y rows start
 // filled with `init` per row (beta 1) when it is given. xp_scratch holds the padded image.
 inline void wide_conv_image(const GemmConfig& cfg, const WideGeom& g, const int64_t* taps,
@@ -260,7 +301,7 @@ inline void wide_conv_image(const GemmConfig& cfg, const WideGeom& g, const int6
     for (int64_t o = 0; o < m; ++o) std::fill(c + o * ldc, c + o * ldc + cols, init[o]);
     beta = 1.0f;
   }
-  run_gemm(cfg, m, cols, g.k(), 1.0f, a, PackWideB{xp, taps}, beta, c, ldc, inner);
+  run_wide_gemm(cfg, m, cols, g.k(), a, xp, taps, beta, c, ldc, inner);
   if (!direct)
     for (int64_t o = 0; o < m; ++o)
       for (int64_t oy = 0; oy < oh; ++oy)

@@ -28,6 +28,24 @@ namespace ipuml::cpu::detail {
 // B panel: kc x width, width values per k, zero-padded past nr.
 using MicroKernel = void (*)(int64_t kc, const float* pa, const float* pb, float* c, int64_t ldc,
                              int nr, float alpha, float beta);
+// The same product with B row p read in place at base + taps[p] (full-width panels only): the
+// stride-1 convolution's input rows, unpacked.
+using TapKernel = void (*)(int64_t kc, const float* pa, const float* base, const int64_t* taps,
+                           float* c, int64_t ldc, int nr, float alpha, float beta);
+
+// Where a micro-kernel finds row p of its B panel.
+struct PackedRows {
+  const float* pb;
+  int64_t width;
+  const float* row(int64_t p) const { return pb + p * width; }
+  const float* ahead(int64_t p) const { return pb + (p + 8) * width; }  // to prefetch
+};
+struct TapRows {
+  const float* base;
+  const int64_t* taps;
+  const float* row(int64_t p) const { return base + taps[p]; }
+  const float* ahead(int64_t) const { return nullptr; }  // rows are already in cache
+};
 
 constexpr int kMaxMr = 14;
 constexpr int kMaxNv = 2;
@@ -40,7 +58,8 @@ struct GemmConfig {
   int vw;  // floats per vector; B panels are padded to a multiple of it
   int nv;  // vectors per micro-tile row (nr = vw * nv)
   int64_t kc, mc, nc;
-  MicroKernel kern[kMaxMr + 1][kMaxNv + 1];  // [rows][vectors]
+  MicroKernel kern[kMaxMr + 1][kMaxNv + 1];     // [rows][vectors]
+  TapKernel kern_taps[kMaxMr + 1][kMaxNv + 1];  // [rows][vectors]
   int nr() const { return vw * nv; }
 };
 
@@ -49,14 +68,14 @@ struct GemmConfig {
 // (Plain scalar loops here got vectorised across k with shuffles and ran 10x slower.)
 typedef float GenericVec __attribute__((vector_size(16)));
 
-template <int MR>
-void kernel_generic(int64_t kc, const float* pa, const float* pb, float* c, int64_t ldc, int nr,
-                    float alpha, float beta) {
+template <int MR, class Rows>
+void kernel_generic_rows(int64_t kc, const float* pa, const Rows& rows, float* c, int64_t ldc,
+                         int nr, float alpha, float beta) {
   constexpr int NR = 16, NV = NR / 4;
   GenericVec acc[MR][NV] = {};
   for (int64_t p = 0; p < kc; ++p) {
     GenericVec b[NV];
-    std::memcpy(b, pb + p * NR, sizeof(b));
+    std::memcpy(b, rows.row(p), sizeof(b));
 #pragma GCC unroll 4
     for (int i = 0; i < MR; ++i) {
       const float a = pa[p * MR + i];
@@ -75,14 +94,24 @@ void kernel_generic(int64_t kc, const float* pa, const float* pb, float* c, int6
     }
   }
 }
+template <int MR>
+void kernel_generic(int64_t kc, const float* pa, const float* pb, float* c, int64_t ldc, int nr,
+                    float alpha, float beta) {
+  kernel_generic_rows<MR>(kc, pa, PackedRows{pb, 16}, c, ldc, nr, alpha, beta);
+}
+template <int MR>
+void kernel_generic_taps(int64_t kc, const float* pa, const float* base, const int64_t* taps,
+                         float* c, int64_t ldc, int nr, float alpha, float beta) {
+  kernel_generic_rows<MR>(kc, pa, TapRows{base, taps}, c, ldc, nr, alpha, beta);
+}
 
 #ifdef IPUML_CPU_X86
 // ---------------------------------------------------------------- AVX2 + FMA micro-kernel
 // 6 x 16 tile: 12 accumulators + 2 B vectors + 1 broadcast fit the 16 ymm registers.
-template <int MR, int NV>
-__attribute__((target("avx2,fma"))) void kernel_avx2(int64_t kc, const float* pa, const float* pb,
-                                                     float* c, int64_t ldc, int nr, float alpha,
-                                                     float beta) {
+template <int MR, int NV, class Rows>
+__attribute__((target("avx2,fma"), always_inline)) inline void kernel_avx2_rows(
+    int64_t kc, const float* pa, const Rows& rows, float* c, int64_t ldc, int nr, float alpha,
+    float beta) {
   constexpr int W = 8 * NV;
   __m256 acc[MR][NV];
 #pragma GCC unroll 8
@@ -92,7 +121,7 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(int64_t kc, const float* pa
   for (int64_t p = 0; p < kc; ++p) {
     __m256 b[NV];
 #pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v) b[v] = _mm256_loadu_ps(pb + p * W + 8 * v);
+    for (int v = 0; v < NV; ++v) b[v] = _mm256_loadu_ps(rows.row(p) + 8 * v);
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       const __m256 a = _mm256_broadcast_ss(pa + p * MR + i);
@@ -123,14 +152,27 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(int64_t kc, const float* pa
   }
 }
 
+template <int MR, int NV>
+__attribute__((target("avx2,fma"))) void kernel_avx2(int64_t kc, const float* pa, const float* pb,
+                                                     float* c, int64_t ldc, int nr, float alpha,
+                                                     float beta) {
+  kernel_avx2_rows<MR, NV>(kc, pa, PackedRows{pb, 8 * NV}, c, ldc, nr, alpha, beta);
+}
+template <int MR, int NV>
+__attribute__((target("avx2,fma"))) void kernel_avx2_taps(int64_t kc, const float* pa,
+                                                          const float* base, const int64_t* taps,
+                                                          float* c, int64_t ldc, int nr,
+                                                          float alpha, float beta) {
+  kernel_avx2_rows<MR, NV>(kc, pa, TapRows{base, taps}, c, ldc, nr, alpha, beta);
+}
+
 // ---------------------------------------------------------------- AVX-512 micro-kernel
 // 14 x 32 tile: 28 accumulators + 2 B vectors + 1 broadcast of the 32 zmm registers; the
 // broadcasts fold into the FMAs as memory operands, so loads stay under the two-per-cycle limit.
-template <int MR, int NV>
-__attribute__((target("avx512f"))) void kernel_avx512(int64_t kc, const float* pa, const float* pb,
-                                                      float* c, int64_t ldc, int nr, float alpha,
-                                                      float beta) {
-  constexpr int W = 16 * NV;
+template <int MR, int NV, class Rows>
+__attribute__((target("avx512f"), always_inline)) inline void kernel_avx512_rows(
+    int64_t kc, const float* pa, const Rows& rows, float* c, int64_t ldc, int nr, float alpha,
+    float beta) {
   __m512 acc[MR][NV];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
@@ -139,8 +181,9 @@ __attribute__((target("avx512f"))) void kernel_avx512(int64_t kc, const float* p
   for (int64_t p = 0; p < kc; ++p) {
     __m512 b[NV];
 #pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_ps(pb + p * W + 16 * v);
-    _mm_prefetch(reinterpret_cast<const char*>(pb + (p + 8) * W), _MM_HINT_T0);
+    for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_ps(rows.row(p) + 16 * v);
+    if (const float* next = rows.ahead(p))
+      _mm_prefetch(reinterpret_cast<const char*>(next), _MM_HINT_T0);
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       const __m512 a = _mm512_set1_ps(pa[p * MR + i]);
@@ -168,15 +211,32 @@ __attribute__((target("avx512f"))) void kernel_avx512(int64_t kc, const float* p
     }
   }
 }
+template <int MR, int NV>
+__attribute__((target("avx512f"))) void kernel_avx512(int64_t kc, const float* pa, const float* pb,
+                                                      float* c, int64_t ldc, int nr, float alpha,
+                                                      float beta) {
+  kernel_avx512_rows<MR, NV>(kc, pa, PackedRows{pb, 16 * NV}, c, ldc, nr, alpha, beta);
+}
+template <int MR, int NV>
+__attribute__((target("avx512f"))) void kernel_avx512_taps(int64_t kc, const float* pa,
+                                                           const float* base, const int64_t* taps,
+                                                           float* c, int64_t ldc, int nr,
+                                                           float alpha, float beta) {
+  kernel_avx512_rows<MR, NV>(kc, pa, TapRows{base, taps}, c, ldc, nr, alpha, beta);
+}
 #endif  // IPUML_CPU_X86
 
 inline const GemmConfig& generic_config() {
   static const GemmConfig cfg = [] {
-    GemmConfig g{4, 16, 1, 256, 128, 4096, {}};
+    GemmConfig g{4, 16, 1, 256, 128, 4096, {}, {}};
     g.kern[1][1] = kernel_generic<1>;
     g.kern[2][1] = kernel_generic<2>;
     g.kern[3][1] = kernel_generic<3>;
     g.kern[4][1] = kernel_generic<4>;
+    g.kern_taps[1][1] = kernel_generic_taps<1>;
+    g.kern_taps[2][1] = kernel_generic_taps<2>;
+    g.kern_taps[3][1] = kernel_generic_taps<3>;
+    g.kern_taps[4][1] = kernel_generic_taps<4>;
     return g;
   }();
   return cfg;
@@ -188,6 +248,8 @@ void fill_avx2(GemmConfig& g) {
   if constexpr (MR > 0) {
     g.kern[MR][1] = kernel_avx2<MR, 1>;
     g.kern[MR][2] = kernel_avx2<MR, 2>;
+    g.kern_taps[MR][1] = kernel_avx2_taps<MR, 1>;
+    g.kern_taps[MR][2] = kernel_avx2_taps<MR, 2>;
     fill_avx2<MR - 1>(g);
   }
 }
@@ -196,12 +258,14 @@ void fill_avx512(GemmConfig& g) {
   if constexpr (MR > 0) {
     g.kern[MR][1] = kernel_avx512<MR, 1>;
     g.kern[MR][2] = kernel_avx512<MR, 2>;
+    g.kern_taps[MR][1] = kernel_avx512_taps<MR, 1>;
+    g.kern_taps[MR][2] = kernel_avx512_taps<MR, 2>;
     fill_avx512<MR - 1>(g);
   }
 }
 inline const GemmConfig& avx2_config() {
   static const GemmConfig cfg = [] {
-    GemmConfig g{6, 8, 2, 256, 120, 4096, {}};
+    GemmConfig g{6, 8, 2, 256, 120, 4096, {}, {}};
     fill_avx2<6>(g);
     return g;
   }();
@@ -209,7 +273,7 @@ inline const GemmConfig& avx2_config() {
 }
 inline const GemmConfig& avx512_config() {
   static const GemmConfig cfg = [] {
-    GemmConfig g{14, 16, 2, 256, 168, 4096, {}};
+    GemmConfig g{14, 16, 2, 256, 168, 4096, {}, {}};
     fill_avx512<14>(g);
     return g;
   }();
