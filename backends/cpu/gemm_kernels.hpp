@@ -427,6 +427,53 @@ void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alph
   const int threads = allow_parallel ? available_threads() : 1;
   const bool parallel = threads > 1 && 2.0 * double(m) * double(n) * double(k) >= kParallelFlops;
 
+  const int64_t kc_blk = block_depth(cfg, k);
+  // A deep reduction under a small C (a weight gradient: m x n of a layer's weights, k over the
+  // batch's pixels) gives every k block too little work to fork and join for. Each task then
+  // owns a piece of C and runs all k blocks itself, packing what it needs; every C element still
+  // sees the same k blocks in the same order through the same micro-kernel.
+  if (parallel && n <= cfg.nc && k >= 8 * kc_blk && m <= cfg.mc) {
+    const int64_t panels = ceil_div(n, nr_full), tiles = ceil_div(m, mr), want = 2 * threads;
+    const int64_t n_chunks = std::min(panels, want);
+    const int64_t m_chunks = std::min(tiles, ceil_div(want, n_chunks));
+    const int64_t chunk_panels = ceil_div(panels, n_chunks),
+                  chunk_tiles = ceil_div(tiles, m_chunks);
+    for_each_index(true, m_chunks * n_chunks, [&](int64_t task) {
+      const int64_t i0 = (task / n_chunks) * chunk_tiles * mr;
+      const int64_t jp0 = (task % n_chunks) * chunk_panels;
+      const int64_t jp1 = std::min(panels, jp0 + chunk_panels);
+      if (i0 >= m || jp0 >= jp1) return;
+      const int64_t mcur = std::min(chunk_tiles * mr, m - i0);
+      ScratchLease a_lease(kScratchA, size_t(round_up(mcur, mr) * kc_blk));
+      ScratchLease b_lease(kScratchB, size_t((jp1 - jp0) * nr_full * kc_blk));
+      float *pa = a_lease.get(), *pb_all = b_lease.get();
+      for (int64_t pc = 0; pc < k; pc += kc_blk) {
+        const int64_t kc = std::min(kc_blk, k - pc);
+        const float beta_eff = pc == 0 ? beta : 1.0f;
+        const float* pa_blk = pa;
+        if constexpr (requires { pack_a.block(i0, pc); }) {
+          pa_blk = pack_a.block(i0, pc);
+        } else {
+          for (int64_t ir = 0; ir < mcur; ir += mr)
+            pack_a(pa + ir * kc, i0 + ir, int(std::min<int64_t>(mr, mcur - ir)), pc, kc);
+        }
+        for (int64_t jp = jp0; jp < jp1; ++jp) {
+          const int64_t j0 = jp * nr_full;
+          const int nr = int(std::min<int64_t>(nr_full, n - j0));
+          const int nv = int(ceil_div(nr, cfg.vw));
+          float* pb = pb_all + (jp - jp0) * nr_full * kc;
+          pack_b(pb, j0, nr, int(round_up(nr, cfg.vw)), pc, kc);
+          for (int64_t ir = 0; ir < mcur; ir += mr) {
+            const int rows = int(std::min<int64_t>(mr, mcur - ir));
+            cfg.kern[rows][nv](kc, pa_blk + ir * kc, pb, c + (i0 + ir) * ldc + j0, ldc, nr, alpha,
+                               beta_eff);
+          }
+        }
+      }
+    });
+    return;
+  }
+
   // Spread m evenly over the row blocks so the last block is not a sliver.
   int64_t m_blocks = ceil_div(m, cfg.mc);
   // Several row blocks per thread let the scheduler even out blocks of unequal size.
@@ -446,7 +493,7 @@ void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alph
     }
     const int64_t chunk_panels = ceil_div(panels, n_chunks);
     n_chunks = ceil_div(panels, chunk_panels);
-    const int64_t kc_blk = block_depth(cfg, k), kc_max = std::min(kc_blk, k);
+    const int64_t kc_max = std::min(kc_blk, k);
     ScratchLease b_lease(kScratchB, size_t(panels * nr_full * kc_max));
     float* pb_all = b_lease.get();
 

@@ -90,6 +90,7 @@ TEST_CASE("sgemm matches the reference on every ISA, transpose and odd shape", "
       cases.push_back({ta == 1, tb == 1, 700, 1, 257, 1.0f, 0.5f, 0});
       cases.push_back({ta == 1, tb == 1, 37, 45, 1, -1.0f, 0.0f, 2});
       cases.push_back({ta == 1, tb == 1, 8, 128, 1600, 1.0f, 0.0f, 0});
+      cases.push_back({ta == 1, tb == 1, 40, 70, 3000, 1.0f, 0.5f, 0});  // deep k
     }
   for (const Case& cs : cases) {
     INFO("ta=" << cs.ta << " tb=" << cs.tb << " m=" << cs.m << " n=" << cs.n << " k=" << cs.k
@@ -150,7 +151,8 @@ TEST_CASE("sgemm gives the same bits with 1 and 2 threads", "[gemm]") {
   for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{333, 290, 700},
                          {8, 128, 1600},
                          {1200, 40, 300},
-                         {50, 5000, 64}}) {
+                         {50, 5000, 64},
+                         {45, 300, 4000}}) {  // deep k under a small C: tasks own C pieces
     auto a = random_floats(size_t(m * k), rng), b = random_floats(size_t(k * n), rng);
     std::vector<float> c1(size_t(m * n)), c2(size_t(m * n));
     {
