@@ -14,7 +14,6 @@
 #include <cstring>
 #include <memory>
 #include <new>
-#include <optional>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -450,13 +449,8 @@ void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alph
       for (int64_t pc = 0; pc < k; pc += kc_blk) {
         const int64_t kc = std::min(kc_blk, k - pc);
         const float beta_eff = pc == 0 ? beta : 1.0f;
-        const float* pa_blk = pa;
-        if constexpr (requires { pack_a.block(i0, pc); }) {
-          pa_blk = pack_a.block(i0, pc);
-        } else {
-          for (int64_t ir = 0; ir < mcur; ir += mr)
-            pack_a(pa + ir * kc, i0 + ir, int(std::min<int64_t>(mr, mcur - ir)), pc, kc);
-        }
+        for (int64_t ir = 0; ir < mcur; ir += mr)
+          pack_a(pa + ir * kc, i0 + ir, int(std::min<int64_t>(mr, mcur - ir)), pc, kc);
         for (int64_t jp = jp0; jp < jp1; ++jp) {
           const int64_t j0 = jp * nr_full;
           const int nr = int(std::min<int64_t>(nr_full, n - j0));
@@ -465,7 +459,7 @@ void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alph
           pack_b(pb, j0, nr, int(round_up(nr, cfg.vw)), pc, kc);
           for (int64_t ir = 0; ir < mcur; ir += mr) {
             const int rows = int(std::min<int64_t>(mr, mcur - ir));
-            cfg.kern[rows][nv](kc, pa_blk + ir * kc, pb, c + (i0 + ir) * ldc + j0, ldc, nr, alpha,
+            cfg.kern[rows][nv](kc, pa + ir * kc, pb, c + (i0 + ir) * ldc + j0, ldc, nr, alpha,
                                beta_eff);
           }
         }
@@ -511,18 +505,11 @@ void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alph
         const int64_t i0 = ib * mc;
         if (i0 >= m) return;
         const int64_t mcur = std::min(mc, m - i0);
-        const float* pa = nullptr;
-        std::optional<ScratchLease> a_lease;
-        if constexpr (requires { pack_a.block(i0, pc); }) {
-          pa = pack_a.block(i0, pc);  // packed once for the whole call
-        } else {
-          a_lease.emplace(kScratchA, size_t(round_up(mcur, mr) * kc));
-          float* dst = a_lease->get();
-          for (int64_t ir = 0; ir < mcur; ir += mr) {
-            const int rows = int(std::min<int64_t>(mr, mcur - ir));
-            pack_a(dst + ir * kc, i0 + ir, rows, pc, kc);
-          }
-          pa = dst;
+        ScratchLease a_lease(kScratchA, size_t(round_up(mcur, mr) * kc));
+        float* pa = a_lease.get();
+        for (int64_t ir = 0; ir < mcur; ir += mr) {
+          const int rows = int(std::min<int64_t>(mr, mcur - ir));
+          pack_a(pa + ir * kc, i0 + ir, rows, pc, kc);
         }
         const int64_t jp_end = std::min(panels, (jb + 1) * chunk_panels);
         for (int64_t jp = jb * chunk_panels; jp < jp_end; ++jp) {
@@ -588,8 +575,8 @@ struct PackColMajorB {  // B(p, j) = b[j * ldb + p]
   }
 };
 
-// A packed once for every block run_gemm will ask for: an A operand shared by many GEMMs of one
-// call (a convolution's weights, used by every image) is packed once instead of once per image.
+// A packed once for every block of a product: an A operand shared by many products of one call
+// (a convolution's weights, used by every image in run_wide_gemm) is packed once, not per image.
 // Layout: kc block after kc block; inside one, row tile after row tile, each kc x rows.
 struct PrepackedA {
   const float* data;
