@@ -1,7 +1,6 @@
 // Convolution forward + backward (input and weight gradients) through ipuml's ops at the
 // model zoo's layer shapes; prints "ipuml conv layer=NAME threads=T ms=X" per layer.
 // Usage: bench_conv [--threads T] [--seconds S]
-#include <chrono>
 #include <cstdio>
 
 #include <CLI/CLI.hpp>
@@ -9,6 +8,7 @@
 #include <ipuml/ipuml.hpp>
 
 #include "conv_layers.hpp"
+#include "timing.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"ipuml convolution benchmark"};
@@ -31,16 +31,10 @@ int main(int argc, char** argv) {
                          : conv2d(x, w, Tensor(), {l.stride, l.stride}, {l.pad, l.pad});
       y.backward(ones_like(y));
     };
-    step();
-    int reps = 0;
-    const auto t0 = std::chrono::steady_clock::now();
-    double elapsed = 0;
-    do {
-      step();
-      ++reps;
-      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    } while (elapsed < seconds);
-    std::printf("ipuml conv layer=%s threads=%d ms=%.3f\n", l.name, threads, 1e3 * elapsed / reps);
+    int64_t reps = 0;
+    const double elapsed = time_repeated(step, seconds, reps);
+    std::printf("ipuml conv layer=%s threads=%d ms=%.3f\n", l.name, threads,
+                1e3 * elapsed / static_cast<double>(reps));
   }
   return 0;
 }

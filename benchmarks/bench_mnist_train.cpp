@@ -3,7 +3,6 @@
 // Prints "ipuml mnist_cnn train batch=B threads=T mode=M samples_per_s=X" for mode eager and
 // graph (CPU executor), and ipu (the IPU emulator) when that backend is registered.
 // Usage: bench_mnist_train [--batch B] [--threads T] [--seconds S] [--modes eager,graph,ipu]
-#include <chrono>
 #include <cstdio>
 #include <functional>
 
@@ -12,22 +11,7 @@
 #include <ipuml/ipuml.hpp>
 #include <ipuml/models/mnist_cnn.hpp>
 
-namespace {
-
-double timed(const std::function<void()>& step, double seconds, int64_t& reps) {
-  step();  // warm-up (and compilation for the graph modes)
-  reps = 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  double elapsed = 0;
-  do {
-    step();
-    ++reps;
-    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  } while (elapsed < seconds);
-  return elapsed;
-}
-
-}  // namespace
+#include "timing.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"ipuml MNIST CNN training throughput"};
@@ -64,7 +48,7 @@ int main(int argc, char** argv) {
       step = [&] { (*tm)(x, y); };
     }
     int64_t reps = 0;
-    const double elapsed = timed(step, seconds, reps);
+    const double elapsed = time_repeated(step, seconds, reps);
     std::printf("ipuml mnist_cnn train batch=%lld threads=%d mode=%s samples_per_s=%.1f\n",
                 static_cast<long long>(batch), threads, mode.c_str(),
                 static_cast<double>(reps * batch) / elapsed);
