@@ -504,6 +504,95 @@ struct PackFlippedA {
   }
 };
 
+// dst[p] = sum over t < ntaps, in order, of z[zoff[t] + p] for p < len: the gather that sums
+// the taps of a wide column matrix back onto the input (see wide_col2im_image). Each element's
+// sum runs in the same order on every path, so the results are the same bits on every ISA.
+using TapSumFn = void (*)(float*, const float*, const int64_t*, int64_t, int64_t);
+inline void tap_sum_generic(float* dst, const float* z, const int64_t* zoff, int64_t ntaps,
+                            int64_t len) {
+  for (int64_t p = 0; p < len; ++p) dst[p] = z[zoff[0] + p];
+  for (int64_t t = 1; t < ntaps; ++t)
+    for (int64_t p = 0; p < len; ++p) dst[p] += z[zoff[t] + p];
+}
+#ifdef IPUML_CPU_X86
+__attribute__((target("avx2"))) inline void tap_sum_avx(float* dst, const float* z,
+                                                        const int64_t* zoff, int64_t ntaps,
+                                                        int64_t len) {
+  int64_t p = 0;
+  for (; p + 16 <= len; p += 16) {
+    __m256 a0 = _mm256_loadu_ps(z + zoff[0] + p), a1 = _mm256_loadu_ps(z + zoff[0] + p + 8);
+    for (int64_t t = 1; t < ntaps; ++t) {
+      a0 = _mm256_add_ps(a0, _mm256_loadu_ps(z + zoff[t] + p));
+      a1 = _mm256_add_ps(a1, _mm256_loadu_ps(z + zoff[t] + p + 8));
+    }
+    _mm256_storeu_ps(dst + p, a0);
+    _mm256_storeu_ps(dst + p + 8, a1);
+  }
+  for (; p + 8 <= len; p += 8) {
+    __m256 a = _mm256_loadu_ps(z + zoff[0] + p);
+    for (int64_t t = 1; t < ntaps; ++t) a = _mm256_add_ps(a, _mm256_loadu_ps(z + zoff[t] + p));
+    _mm256_storeu_ps(dst + p, a);
+  }
+  if (p < len) tap_sum_generic(dst + p, z + p, zoff, ntaps, len - p);
+}
+#endif
+inline TapSumFn tap_sum_for(Isa isa) {
+#ifdef IPUML_CPU_X86
+  if (isa != Isa::generic) return tap_sum_avx;
+#else
+  (void)isa;
+#endif
+  return tap_sum_generic;
+}
+
+// The input gradient of one image and group of a stride-1 convolution as a GEMM and a gather,
+// both on the padded input's row pitch wp. With dy laid out wide (dyw[o][oy * wp + ox], zero for
+// ox >= ow), Z = W^T dyw has a row per (channel c, tap t), and the padded dx at position p of
+// channel c is the sum over taps of Z[(c, t)][p - offset of t]: contiguous runs, summed in
+// registers. Z's rows carry zero margins as wide as the largest tap offset, so the runs need no
+// bounds, and dyw's dropped columns are zero, so they add nothing. Unlike the flipped-kernel GEMM
+// this multiplies nothing by dy's zero border, which an unpadded convolution's gradient is mostly
+// made of (MNIST conv2: 11 x 11 outputs padded to 15 x 15).
+// dy_rows[o] = o * g.cols(): B(o, q) = dyw[dy_rows[o] + q] for the tap kernels.
+inline void wide_col2im_image(const GemmConfig& cfg, const WideGeom& g, const PrepackedA& a,
+                              int64_t cog, const int64_t* dy_rows, const float* dy, float* dx,
+                              bool inner) {
+  const int64_t oh = g.oh(), ow = g.ow(), wp = g.wp(), cols = g.cols(), khw = g.kh * g.kw;
+  ScratchLease dyw(kScratchConv, size_t(cog * cols));
+  for (int64_t o = 0; o < cog; ++o) {
+    float* d = dyw.get() + o * cols;
+    for (int64_t oy = 0; oy < oh; ++oy) {
+      copy_row(d + oy * wp, dy + (o * oh + oy) * ow, ow);
+      if (oy + 1 < oh) std::fill(d + oy * wp + ow, d + (oy + 1) * wp, 0.0f);
+    }
+  }
+  const int64_t m = g.c * khw, margin = g.tap(khw - 1), ldz = cols + 2 * margin;
+  ScratchLease z(kScratchConvOut, size_t(m * ldz));
+  for (int64_t r = 0; r < m; ++r) {
+    std::fill(z.get() + r * ldz, z.get() + r * ldz + margin, 0.0f);
+    std::fill(z.get() + r * ldz + margin + cols, z.get() + (r + 1) * ldz, 0.0f);
+  }
+  run_wide_gemm(cfg, m, cols, cog, a, dyw.get(), dy_rows, 0.0f, z.get() + margin, ldz, inner);
+  int64_t zoff_stack[64];
+  std::vector<int64_t> zoff_heap;
+  int64_t* zoff = zoff_stack;
+  if (khw > 64) {
+    zoff_heap.resize(size_t(khw));
+    zoff = zoff_heap.data();
+  }
+  for (int64_t t = 0; t < khw; ++t) zoff[t] = t * ldz + margin - g.tap(t);
+  const TapSumFn sum = tap_sum_for(active_isa());
+  for (int64_t c = 0; c < g.c; ++c) {
+    const float* zc = z.get() + c * khw * ldz;
+    if (!g.padded()) {
+      sum(dx + c * g.plane(), zc, zoff, khw, g.plane());
+      continue;
+    }
+    for (int64_t y = 0; y < g.h; ++y)
+      sum(dx + (c * g.h + y) * g.w, zc + (g.ph + y) * wp + g.pw, zoff, khw, g.w);
+  }
+}
+
 }  // namespace detail
 
 IPUML_INLINE void check_conv2d_params(const char* op, const Conv2dParams& p) {
@@ -576,31 +665,51 @@ IPUML_INLINE void conv2d_backward_input(const Conv2dParams& p, const float* dy, 
   const int64_t tasks = p.n * G;
   const bool outer = threads > 1 && tasks > 1;
   const bool inner = tasks < 2 * threads;
-  // Few input channels make the flipped GEMM's m = c_in / groups too short for the micro-tiles;
-  // the column matrix (m = c_in / groups x taps) keeps them busy.
-  if (p.stride_h == 1 && p.stride_w == 1 && p.pad_h <= (p.kh - 1) * p.dil_h &&
-      p.pad_w <= (p.kw - 1) * p.dil_w && cig >= 8) {
-    // dx = dy (padded by the kernel extent less the padding) convolved with the flipped kernel.
-    const detail::WideGeom wg{
+  if (p.stride_h == 1 && p.stride_w == 1) {
+    const int64_t khw = p.kh * p.kw;
+    // Two stride-1 forms (see wide_col2im_image): the flipped-kernel GEMM over dy padded by the
+    // kernel extent less the padding, and a GEMM onto the input's taps plus a scatter-add. Both
+    // compute wasted columns; the flipped form also multiplies the zero border of dy, and its
+    // m = c_in / groups is too short for the micro-tiles under 8 channels. The cheaper runs, by
+    // multiply-adds (the scatter-add and its copies counted as 8 per element).
+    const detail::WideGeom wx{cig, p.h, p.w, p.pad_h, p.pad_w, p.kh, p.kw, p.dil_h, p.dil_w};
+    const detail::WideGeom wf{
         cog,  oh,      ow,     (p.kh - 1) * p.dil_h - p.pad_h, (p.kw - 1) * p.dil_w - p.pad_w, p.kh,
         p.kw, p.dil_h, p.dil_w};
-    const std::vector<int64_t> taps = wg.taps();
-    const int64_t khw = p.kh * p.kw, Kd = cog * khw;
-    const size_t per_group = detail::prepacked_a_size(cfg, cig, Kd);
+    const bool flipped_ok =
+        p.pad_h <= (p.kh - 1) * p.dil_h && p.pad_w <= (p.kw - 1) * p.dil_w && cig >= 8;
+    const double flipped_cost = double(cig) * double(cog * khw) * double(wf.cols());
+    const double col2im_cost = double(cig * khw) * double(wx.cols()) * double(cog + 8);
+    const detail::WideGeom& wg = flipped_ok && flipped_cost <= col2im_cost ? wf : wx;
+    const bool flipped = &wg == &wf;
+    // A: the flipped, transposed kernel (cig x cog * khw) or W^T (cig * khw x cog).
+    const int64_t am = flipped ? cig : cig * khw, ak = flipped ? cog * khw : cog;
+    const size_t per_group = detail::prepacked_a_size(cfg, am, ak);
     detail::ScratchLease packed(detail::kScratchPrepack, per_group * size_t(G));
     std::vector<detail::PrepackedA> a;
-    for (int64_t g = 0; g < G; ++g)
-      a.push_back(detail::prepack_a(cfg, cig, Kd, detail::PackFlippedA{w + g * cog * K, cig, khw},
-                                    packed.get() + size_t(g) * per_group));
+    for (int64_t g = 0; g < G; ++g) {
+      float* buf = packed.get() + size_t(g) * per_group;
+      a.push_back(
+          flipped
+              ? detail::prepack_a(cfg, am, ak, detail::PackFlippedA{w + g * cog * K, cig, khw}, buf)
+              : detail::prepack_a(cfg, am, ak, detail::PackColMajorA{w + g * cog * K, K}, buf));
+    }
+    // The B rows: the flipped form's taps into padded dy, or the rows of the wide dy.
+    std::vector<int64_t> taps = flipped ? wg.taps() : std::vector<int64_t>(size_t(cog));
+    if (!flipped)
+      for (int64_t o = 0; o < cog; ++o) taps[size_t(o)] = o * wx.cols();
     detail::for_each_index(outer, tasks, [&](int64_t t) {
       const int64_t img = t / G, g = t % G;
-      detail::wide_conv_image(cfg, wg, taps.data(), a[size_t(g)], cig,
-                              dy + (img * p.c_out + g * cog) * P, nullptr,
-                              dx + (img * p.c_in + g * cig) * HW, inner);
+      const float* dyg = dy + (img * p.c_out + g * cog) * P;
+      float* dxg = dx + (img * p.c_in + g * cig) * HW;
+      if (flipped)
+        detail::wide_conv_image(cfg, wg, taps.data(), a[size_t(g)], cig, dyg, nullptr, dxg, inner);
+      else
+        detail::wide_col2im_image(cfg, wg, a[size_t(g)], cog, taps.data(), dyg, dxg, inner);
     });
     return;
   }
-  // Strided, padded past the kernel or few channels: column matrix, scatter-added onto dx.
+  // Strided: column matrix, scatter-added onto dx.
   detail::for_each_index(outer, tasks, [&](int64_t t) {
     const int64_t img = t / G, g = t % G;
     const float* dyg = dy + (img * p.c_out + g * cog) * P;

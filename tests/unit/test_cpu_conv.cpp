@@ -168,7 +168,7 @@ TEST_CASE("conv2d gives the same bits with 1 and 2 threads", "[conv]") {
   for (const Conv2dParams& p :
        {make(4, 16, 20, 20, 24, 3, 3, 1, 1), make(1, 32, 30, 30, 64, 3, 3, 1, 1),
         make(3, 4, 1, 400, 30, 1, 4), make(2, 8, 15, 15, 8, 3, 3, 2, 1, 1, 2),
-        make(1, 64, 14, 14, 32, 1, 1)}) {
+        make(1, 64, 14, 14, 32, 1, 1), make(8, 32, 13, 13, 64, 3, 3)}) {
     INFO(describe(p));
     auto x = random_floats(x_size(p), rng), w = random_floats(w_size(p), rng);
     auto bias = random_floats(size_t(p.c_out), rng), dy = random_floats(y_size(p), rng);
