@@ -593,6 +593,46 @@ inline void wide_col2im_image(const GemmConfig& cfg, const WideGeom& g, const Pr
   }
 }
 
+// Chunks of images that the weight gradient's reduction splits into: a power of two (threads
+// come in even numbers), at most one per image and 16 in all, each at least 512 reduction columns
+// deep. It depends on the shape only, never on the thread count.
+inline int64_t wgrad_chunks(int64_t images, int64_t per_image) {
+  constexpr int64_t kMinDepth = 512, kMaxChunks = 16;
+  int64_t chunks = 1;
+  while (2 * chunks <= std::min(images, kMaxChunks) && 2 * chunks * kMinDepth <= images * per_image)
+    chunks *= 2;
+  return chunks;
+}
+
+// dW (m x K) of one group over nimg images of a stride-1 convolution: the wide GEMM of dy (laid
+// out wide, zero in the dropped columns, so they add nothing) with the (padded) input's taps.
+inline void wide_wgrad_chunk(const GemmConfig& cfg, const WideGeom& g, const int64_t* taps,
+                             int64_t nimg, int64_t x_img_stride, int64_t m, int64_t dy_img_stride,
+                             const float* x, const float* dy, float* dw, bool inner) {
+  const int64_t oh = g.oh(), ow = g.ow(), wp = g.wp(), cols = g.cols();
+  const float* xs = x;
+  int64_t img_stride = x_img_stride;
+  std::optional<ScratchLease> xpad;
+  if (g.padded()) {
+    xpad.emplace(kScratchConv, size_t(nimg * g.c * g.plane()));
+    for (int64_t img = 0; img < nimg; ++img)
+      pad_image(g, g.c, x + img * x_img_stride, xpad->get() + img * g.c * g.plane());
+    xs = xpad->get();
+    img_stride = g.c * g.plane();
+  }
+  ScratchLease dyw(kScratchConvOut, size_t(nimg * m * cols));
+  for (int64_t row = 0; row < nimg * m; ++row) {
+    const float* src = dy + (row / m) * dy_img_stride + (row % m) * oh * ow;
+    float* d = dyw.get() + row * cols;
+    for (int64_t oy = 0; oy < oh; ++oy) {
+      copy_row(d + oy * wp, src + oy * ow, ow);
+      if (oy + 1 < oh) std::fill(d + oy * wp + ow, d + (oy + 1) * wp, 0.0f);
+    }
+  }
+  run_gemm(cfg, m, g.k(), nimg * cols, 1.0f, PackWideDyA{dyw.get(), m, cols},
+           PackWideXB{xs, img_stride, &g, taps}, 0.0f, dw, g.k(), inner);
+}
+
 }  // namespace detail
 
 IPUML_INLINE void check_conv2d_params(const char* op, const Conv2dParams& p) {
@@ -728,59 +768,61 @@ IPUML_INLINE void conv2d_backward_weight(const Conv2dParams& p, const float* x, 
                                          float* dw) {
   check_conv2d_params("conv2d_backward_weight", p);
   const int64_t G = p.groups, cig = p.c_in / G, cog = p.c_out / G, oh = p.out_h(), ow = p.out_w();
-  const int64_t P = oh * ow, K = cig * p.kh * p.kw;
+  const int64_t P = oh * ow, K = cig * p.kh * p.kw, HW = p.h * p.w;
   const detail::GemmConfig& cfg = detail::config_for(active_isa());
   const int threads = detail::available_threads();
-  // One GEMM per group whose reduction runs over every (image, pixel): the driver never splits
-  // the reduction, so the summation order is fixed.
-  const bool outer = threads > 1 && G > 1;
-  const bool inner = G < 2 * threads;
-  if (p.stride_h == 1 && p.stride_w == 1) {
-    const detail::WideGeom wg{cig, p.h, p.w, p.pad_h, p.pad_w, p.kh, p.kw, p.dil_h, p.dil_w};
-    const std::vector<int64_t> taps = wg.taps();
-    const int64_t cols = wg.cols(), wp = wg.wp(), plane = wg.plane();
-    const bool par = threads > 1;
+  const bool stride1 = p.stride_h == 1 && p.stride_w == 1;
+  const detail::WideGeom wg{cig, p.h, p.w, p.pad_h, p.pad_w, p.kh, p.kw, p.dil_h, p.dil_w};
+  const std::vector<int64_t> taps = stride1 ? wg.taps() : std::vector<int64_t>();
+  if (stride1 && K <= 2 * detail::kDotTaps) {
+    const bool outer = threads > 1 && G > 1, inner = G<2 * threads, par = threads> 1;
     detail::for_each_index(outer, G, [&](int64_t g) {
-      // The input, padded when the convolution pads ...
-      const float* xs = x + g * cig * p.h * p.w;
-      int64_t img_stride = p.c_in * p.h * p.w;
+      const float* xs = x + g * cig * HW;
+      int64_t img_stride = p.c_in * HW;
       std::optional<detail::ScratchLease> xpad;
       if (wg.padded()) {
-        xpad.emplace(detail::kScratchConv, size_t(p.n * cig * plane));
+        xpad.emplace(detail::kScratchConv, size_t(p.n * cig * wg.plane()));
         detail::for_each_index(par, p.n, [&](int64_t img) {
-          detail::pad_image(wg, cig, xs + img * img_stride, xpad->get() + img * cig * plane);
+          detail::pad_image(wg, cig, xs + img * img_stride, xpad->get() + img * cig * wg.plane());
         });
         xs = xpad->get();
-        img_stride = cig * plane;
+        img_stride = cig * wg.plane();
       }
-      if (K <= 2 * detail::kDotTaps) {
-        detail::dot_wgrad({dy + g * cog * P, xs, p.n, cog, oh, ow, wp, p.c_out * P, img_stride, K,
-                           taps.data(), dw + g * cog * K},
-                          inner && par);
-        return;
-      }
-      // ... and dy in wide form (zeros in the dropped columns, so they add nothing).
-      detail::ScratchLease dyw(detail::kScratchWide, size_t(p.n * cog * cols));
-      detail::for_each_index(par, p.n * cog, [&](int64_t row) {
-        const int64_t img = row / cog, o = row % cog;
-        const float* src = dy + (img * p.c_out + g * cog + o) * P;
-        float* d = dyw.get() + row * cols;
-        for (int64_t oy = 0; oy < oh; ++oy) {
-          detail::copy_row(d + oy * wp, src + oy * ow, ow);
-          if (oy + 1 < oh) std::fill(d + oy * wp + ow, d + (oy + 1) * wp, 0.0f);
-        }
-      });
-      detail::run_gemm(cfg, cog, K, p.n * cols, 1.0f, detail::PackWideDyA{dyw.get(), cog, cols},
-                       detail::PackWideXB{xs, img_stride, &wg, taps.data()}, 0.0f, dw + g * cog * K,
-                       K, inner);
+      detail::dot_wgrad({dy + g * cog * P, xs, p.n, cog, oh, ow, wg.wp(), p.c_out * P, img_stride,
+                         K, taps.data(), dw + g * cog * K},
+                        inner && par);
     });
     return;
   }
-  detail::for_each_index(outer, G, [&](int64_t g) {
-    const detail::PackDyA pack_dy{dy + g * cog * P, p.c_out * P, P};
-    const detail::PackIm2colTB pack_x{x + g * cig * p.h * p.w, &p, oh, ow};
-    detail::run_gemm(cfg, cog, K, p.n * P, 1.0f, pack_dy, pack_x, 0.0f, dw + g * cog * K, K, inner);
+  // The reduction over (image, pixel) runs in chunks of whole images fixed by the shape alone,
+  // each a GEMM into its own partial dW, and the partials add up in chunk order: the split over
+  // threads (chunks and groups) never changes the sum.
+  const int64_t chunks = detail::wgrad_chunks(p.n, stride1 ? wg.cols() : P);
+  const int64_t tasks = G * chunks, wsize = cog * K;
+  const bool outer = threads > 1 && tasks > 1, inner = tasks < 2 * threads;
+  std::optional<detail::ScratchLease> partial;
+  if (chunks > 1) partial.emplace(detail::kScratchWide, size_t(G * (chunks - 1) * wsize));
+  detail::for_each_index(outer, tasks, [&](int64_t t) {
+    const int64_t g = t / chunks, ch = t % chunks;
+    const int64_t img0 = ch * p.n / chunks, nimg = (ch + 1) * p.n / chunks - img0;
+    float* out = ch == 0 ? dw + g * wsize : partial->get() + (g * (chunks - 1) + ch - 1) * wsize;
+    const float* xg = x + (img0 * p.c_in + g * cig) * HW;
+    const float* dyg = dy + (img0 * p.c_out + g * cog) * P;
+    if (stride1)
+      detail::wide_wgrad_chunk(cfg, wg, taps.data(), nimg, p.c_in * HW, cog, p.c_out * P, xg, dyg,
+                               out, inner);
+    else
+      detail::run_gemm(cfg, cog, K, nimg * P, 1.0f, detail::PackDyA{dyg, p.c_out * P, P},
+                       detail::PackIm2colTB{xg, &p, oh, ow}, 0.0f, out, K, inner);
   });
+  if (chunks > 1)
+    detail::for_each_index(threads > 1 && G > 1, G, [&](int64_t g) {
+      float* d = dw + g * wsize;
+      for (int64_t ch = 1; ch < chunks; ++ch) {
+        const float* s = partial->get() + (g * (chunks - 1) + ch - 1) * wsize;
+        for (int64_t i = 0; i < wsize; ++i) d[i] += s[i];
+      }
+    });
 }
 
 IPUML_INLINE void conv2d_backward_bias(const Conv2dParams& p, const float* dy, float* db) {
