@@ -406,13 +406,16 @@ __attribute__((always_inline)) inline void dot_wgrad_body(const DotWgradArgs& a,
             }
           }
         }
-      for (int r = 0; r < no; ++r)
-        for (int t = 0; t < nt; ++t) {
+        // Fixed bounds, unrolled: a variable index into acc would keep it in memory, not registers.
+#pragma GCC unroll 4
+      for (int r = 0; r < TO; ++r)
+#pragma GCC unroll 9
+        for (int t = 0; t < kDotTaps; ++t) {
           float lanes[VW];
           Ops::store(lanes, acc[r][t]);
           float sum = 0.0f;
           for (int l = 0; l < VW; ++l) sum += lanes[l];
-          a.dw[(o + r) * a.k + t0 + t] = sum;
+          if (r < no && t < nt) a.dw[(o + r) * a.k + t0 + t] = sum;
         }
     }
   }
