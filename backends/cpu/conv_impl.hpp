@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ipuml/backends/cpu/conv.hpp>
+#include <ipuml/backends/cpu/conv_direct.hpp>
 #include <ipuml/backends/cpu/gemm_kernels.hpp>
 #include <ipuml/core/error.hpp>
 
@@ -312,6 +313,24 @@ inline void wide_conv_image(const GemmConfig& cfg, const WideGeom& g, const int6
     for (int64_t o = 0; o < m; ++o)
       for (int64_t oy = 0; oy < oh; ++oy)
         copy_row(y + (o * oh + oy) * ow, c + o * cols + oy * wp, ow);
+}
+
+// Whether the direct pixel kernels (conv_direct.hpp) take a stride-1 convolution with reduction
+// depth k: they need AVX-512, and a deep enough reduction to pay for the transposed write.
+inline bool use_pixel_kernels(int64_t k) { return active_isa() == Isa::avx512 && k >= 32; }
+
+// One image's output (m x oh x ow) through the pixel kernels, padding the input first if needed.
+inline void pixel_conv_padded(const WideGeom& g, const int64_t* taps, const float* pw, int64_t m,
+                              const float* x, const float* bias, float* y, bool inner) {
+  const float* xp = x;
+  std::optional<ScratchLease> padded;
+  if (g.padded()) {
+    // Slack past the plane: a tile's broadcasts never leave it, but keep reads in bounds anyway.
+    padded.emplace(kScratchConv, size_t(g.c * g.plane()));
+    pad_image(g, g.c, x, padded->get());
+    xp = padded->get();
+  }
+  pixel_conv_image(m, g.k(), g.oh(), g.ow(), g.wp(), taps, pw, xp, bias, y, inner);
 }
 
 // A(o, q) of the wide weight-gradient GEMM: q = image * cols + wide column; rows of dyw.
@@ -669,6 +688,21 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
   if (p.stride_h == 1 && p.stride_w == 1) {
     const detail::WideGeom wg{cig, p.h, p.w, p.pad_h, p.pad_w, p.kh, p.kw, p.dil_h, p.dil_w};
     const std::vector<int64_t> taps = wg.taps();
+    if (detail::use_pixel_kernels(K)) {
+      const size_t per_group = detail::pixel_packed_size(cog, K);
+      detail::ScratchLease packed(detail::kScratchPrepack, per_group * size_t(G));
+      for (int64_t g = 0; g < G; ++g)
+        detail::pack_pixel_weights(cog, K, w + g * cog * K, K,
+                                   packed.get() + size_t(g) * per_group);
+      detail::for_each_index(outer, tasks, [&](int64_t t) {
+        const int64_t img = t / G, g = t % G;
+        detail::pixel_conv_padded(wg, taps.data(), packed.get() + size_t(g) * per_group, cog,
+                                  x + (img * p.c_in + g * cig) * p.h * p.w,
+                                  bias != nullptr ? bias + g * cog : nullptr,
+                                  y + (img * p.c_out + g * cog) * P, inner);
+      });
+      return;
+    }
     const size_t per_group = detail::prepacked_a_size(cfg, cog, K);
     detail::ScratchLease packed(detail::kScratchPrepack, per_group * size_t(G));
     std::vector<detail::PrepackedA> a;
@@ -725,6 +759,21 @@ IPUML_INLINE void conv2d_backward_input(const Conv2dParams& p, const float* dy, 
     const double col2im_cost = double(cig * khw) * double(wx.cols()) * double(cog + 8);
     const detail::WideGeom& wg = flipped_ok && flipped_cost <= col2im_cost ? wf : wx;
     const bool flipped = &wg == &wf;
+    if (flipped && detail::use_pixel_kernels(cog * khw)) {
+      const std::vector<int64_t> taps = wf.taps();
+      const size_t per_group = detail::pixel_packed_size(cig, cog * khw);
+      detail::ScratchLease packed(detail::kScratchPrepack, per_group * size_t(G));
+      for (int64_t g = 0; g < G; ++g)
+        detail::pack_pixel_weights_flipped(cog, cig, khw, w + g * cog * K,
+                                           packed.get() + size_t(g) * per_group);
+      detail::for_each_index(outer, tasks, [&](int64_t t) {
+        const int64_t img = t / G, g = t % G;
+        detail::pixel_conv_padded(wf, taps.data(), packed.get() + size_t(g) * per_group, cig,
+                                  dy + (img * p.c_out + g * cog) * P, nullptr,
+                                  dx + (img * p.c_in + g * cig) * HW, inner);
+      });
+      return;
+    }
     // A: the flipped, transposed kernel (cig x cog * khw) or W^T (cig * khw x cog).
     const int64_t am = flipped ? cig : cig * khw, ak = flipped ? cog * khw : cog;
     const size_t per_group = detail::prepacked_a_size(cfg, am, ak);

@@ -69,6 +69,11 @@ std::vector<Conv2dParams> shapes() {
   v.push_back(make(1, 3, 6, 7, 4, 3, 3, 1, 3));   // ... padding past the kernel extent
   v.push_back(make(2, 5, 6, 5, 3, 1, 1, 1, 1));   // ... a padded 1x1
   v.push_back(make(1, 2, 3, 40, 3, 3, 3, 1, 1));  // ... rows wider than a panel
+  // Deep enough for the direct pixel kernels (AVX-512): a partial channel panel and rows split
+  // into several tiles, groups, and a 1x1.
+  v.push_back(make(2, 35, 9, 30, 37, 3, 3, 1, 1));
+  v.push_back(make(1, 16, 7, 7, 12, 3, 3, 1, 1, 1, 2));
+  v.push_back(make(1, 40, 6, 6, 20, 1, 1));
   return v;
 }
 

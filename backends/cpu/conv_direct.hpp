@@ -1,0 +1,149 @@
+// Internal to the CPU backend: direct convolution on AVX-512 for stride-1 convolutions. A
+// micro-tile is a piece of one output row (up to 14 pixels) x 32 output channels: the pixels are
+// broadcast straight from the (padded) image at each tap, the weights come prepacked 32 output
+// channels wide, and the whole reduction runs in registers before the tile is written, transposed,
+// into the NCHW output. Unlike the wide GEMM (conv_impl.hpp) it computes no dropped columns and
+// makes no round trips through C, which is what the 3x3 layers of ResNet-50 and MNIST's conv2 spend
+// their time on there. Not a public API.
+#pragma once
+
+#include <ipuml/backends/cpu/gemm_kernels.hpp>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace ipuml::cpu::detail {
+
+constexpr int kPixelMr = 14;     // pixels per tile at most
+constexpr int kPixelWidth = 32;  // output channels per tile (two 16-float vectors)
+
+// y[j * ldy + i] = bias[j] + sum over p < k of x[taps[p] + i] * pw[p * 32 + j] for the tile's MR
+// pixels i and its nr <= 32 channels j (bias may be null). Each output's sum runs in order over p
+// in one register, whatever the tiling, so results do not depend on the thread count.
+using PixelKernel = void (*)(int64_t k, const float* x, const int64_t* taps, const float* pw,
+                             float* y, int64_t ldy, int nr, const float* bias);
+
+#ifdef IPUML_CPU_X86
+template <int MR>
+__attribute__((target("avx512f"))) void pixel_kernel_avx512(int64_t k, const float* x,
+                                                            const int64_t* taps, const float* pw,
+                                                            float* y, int64_t ldy, int nr,
+                                                            const float* bias) {
+  __m512 acc[MR][2];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < k; ++p) {
+    const float* xr = x + taps[p];
+    const __m512 b0 = _mm512_load_ps(pw + p * kPixelWidth);
+    const __m512 b1 = _mm512_load_ps(pw + p * kPixelWidth + 16);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m512 a = _mm512_set1_ps(xr[i]);
+      acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
+    }
+  }
+  // Transpose through a small buffer: channel j's MR pixels are one contiguous run of y.
+  alignas(64) float t[MR][kPixelWidth];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    _mm512_store_ps(t[i], acc[i][0]);
+    _mm512_store_ps(t[i] + 16, acc[i][1]);
+  }
+  for (int j = 0; j < nr; ++j) {
+    const float b = bias != nullptr ? bias[j] : 0.0f;
+    float* yr = y + j * ldy;
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) yr[i] = t[i][j] + b;
+  }
+}
+
+template <int MR>
+void fill_pixel_kernels(PixelKernel* table) {
+  if constexpr (MR > 0) {
+    table[MR] = pixel_kernel_avx512<MR>;
+    fill_pixel_kernels<MR - 1>(table);
+  }
+}
+
+inline const PixelKernel* pixel_kernels_avx512() {
+  static const auto table = [] {
+    struct Table {
+      PixelKernel k[kPixelMr + 1] = {};
+    } t;
+    fill_pixel_kernels<kPixelMr>(t.k);
+    return t;
+  }();
+  return table.k;
+}
+#endif
+
+// Weights packed for the pixel kernels: panels of 32 output channels, each k x 32 (zero past the
+// last channel), 64-byte aligned.
+inline size_t pixel_packed_size(int64_t m, int64_t k) {
+  return size_t(ceil_div(m, kPixelWidth) * kPixelWidth * k);
+}
+
+// Panel of row-major weights (m x k, row stride ld): dst[p * 32 + j] = w[(o0 + j) * ld + p].
+inline void pack_pixel_weights(int64_t m, int64_t k, const float* w, int64_t ld, float* dst) {
+  for (int64_t o0 = 0; o0 < m; o0 += kPixelWidth) {
+    const int nr = int(std::min<int64_t>(kPixelWidth, m - o0));
+    float* d = dst + o0 * k;
+    const float* rows[kPixelWidth];
+    for (int j = 0; j < nr; ++j) rows[j] = w + (o0 + j) * ld;
+    transpose_rows(d, kPixelWidth, rows, nr, k);
+    if (nr < kPixelWidth)
+      for (int64_t p = 0; p < k; ++p) std::fill(d + p * kPixelWidth + nr, d + (p + 1) * kPixelWidth, 0.0f);
+  }
+}
+
+// Panel of the flipped, transposed kernel that a stride-1 input gradient convolves dy with:
+// row p = (o, r) and channel j = c hold w[o][c][khw - 1 - r] (w: cog x cig x khw).
+inline void pack_pixel_weights_flipped(int64_t cog, int64_t cig, int64_t khw, const float* w,
+                                       float* dst) {
+  const int64_t k = cog * khw;
+  for (int64_t c0 = 0; c0 < cig; c0 += kPixelWidth) {
+    const int nr = int(std::min<int64_t>(kPixelWidth, cig - c0));
+    float* d = dst + c0 * k;
+    for (int64_t o = 0; o < cog; ++o)
+      for (int64_t r = 0; r < khw; ++r) {
+        float* row = d + (o * khw + r) * kPixelWidth;
+        const float* src = w + (o * cig + c0) * khw + khw - 1 - r;
+        for (int j = 0; j < nr; ++j) row[j] = src[j * khw];
+        std::fill(row + nr, row + kPixelWidth, 0.0f);
+      }
+  }
+}
+
+// y (m channels x oh x ow) of one image from its padded input xp (rows of wp floats) through
+// prepacked weights pw (pixel_packed_size(m, k)); taps[p] is input row p's offset from a pixel.
+// Output rows split into even tiles of at most 14 pixels; tasks take a panel of 32 channels and
+// a band of rows.
+inline void pixel_conv_image(int64_t m, int64_t k, int64_t oh, int64_t ow, int64_t wp,
+                             const int64_t* taps, const float* pw, const float* xp,
+                             const float* bias, float* y, bool parallel) {
+#ifdef IPUML_CPU_X86
+  const PixelKernel* kern = pixel_kernels_avx512();
+  const int64_t tiles = ceil_div(ow, kPixelMr), mr = ceil_div(ow, tiles);
+  const int64_t panels = ceil_div(m, kPixelWidth), plane = oh * ow;
+  const int64_t band = std::max<int64_t>(1, ceil_div(oh, 4));
+  const int64_t bands = ceil_div(oh, band);
+  for_each_index(parallel, panels * bands, [&](int64_t task) {
+    const int64_t pn = task / bands, oy0 = (task % bands) * band;
+    const int64_t o0 = pn * kPixelWidth;
+    const int nr = int(std::min<int64_t>(kPixelWidth, m - o0));
+    const float* w = pw + o0 * k;
+    const float* b = bias != nullptr ? bias + o0 : nullptr;
+    for (int64_t oy = oy0; oy < std::min(oh, oy0 + band); ++oy)
+      for (int64_t ox = 0; ox < ow; ox += mr) {
+        const int rows = int(std::min(mr, ow - ox));
+        kern[rows](k, xp + oy * wp + ox, taps, w, y + o0 * plane + oy * ow + ox, plane, nr, b);
+      }
+  });
+#else
+  (void)m, (void)k, (void)oh, (void)ow, (void)wp, (void)taps, (void)pw, (void)xp, (void)bias;
+  (void)y, (void)parallel;
+#endif
+}
+
+}  // namespace ipuml::cpu::detail
