@@ -66,6 +66,68 @@ void fill_pixel_kernels(PixelKernel* table) {
   }
 }
 
+// Weight-gradient tile: c (MR x 32, in and out) += the sum over `rows` output rows of `ow`
+// pixels of x[taps[i] + row * wp + ox] * dyt[(row * ow + ox) * 32 + j] for reduction rows i
+// (krow) and output channels j. dyt is dy pixel-major, 32 channels per pixel. The sums run in
+// registers, in pixel order.
+using WgradPixelKernel = void (*)(const float* x, const int64_t* taps, int64_t rows, int64_t wp,
+                                  int64_t ow, const float* dyt, float* c);
+
+constexpr int kWgradMr = 8;  // krows per tile: 8 row pointers fit the general registers
+
+template <int MR>
+__attribute__((target("avx512f"))) void wgrad_pixel_kernel_avx512(const float* x,
+                                                                  const int64_t* taps, int64_t rows,
+                                                                  int64_t wp, int64_t ow,
+                                                                  const float* dyt, float* c) {
+  __m512 acc[MR][2];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    acc[i][0] = _mm512_load_ps(c + i * kPixelWidth);
+    acc[i][1] = _mm512_load_ps(c + i * kPixelWidth + 16);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr[MR];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) xr[i] = x + taps[i] + r * wp;
+    const float* d = dyt + r * ow * kPixelWidth;
+    for (int64_t ox = 0; ox < ow; ++ox) {
+      const __m512 b0 = _mm512_load_ps(d + ox * kPixelWidth);
+      const __m512 b1 = _mm512_load_ps(d + ox * kPixelWidth + 16);
+#pragma GCC unroll 8
+      for (int i = 0; i < MR; ++i) {
+        const __m512 a = _mm512_set1_ps(xr[i][ox]);
+        acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
+        acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    _mm512_store_ps(c + i * kPixelWidth, acc[i][0]);
+    _mm512_store_ps(c + i * kPixelWidth + 16, acc[i][1]);
+  }
+}
+
+template <int MR>
+void fill_wgrad_kernels(WgradPixelKernel* table) {
+  if constexpr (MR > 0) {
+    table[MR] = wgrad_pixel_kernel_avx512<MR>;
+    fill_wgrad_kernels<MR - 1>(table);
+  }
+}
+
+inline const WgradPixelKernel* wgrad_kernels_avx512() {
+  static const auto table = [] {
+    struct Table {
+      WgradPixelKernel k[kWgradMr + 1] = {};
+    } t;
+    fill_wgrad_kernels<kWgradMr>(t.k);
+    return t;
+  }();
+  return table.k;
+}
+
 inline const PixelKernel* pixel_kernels_avx512() {
   static const auto table = [] {
     struct Table {
@@ -93,7 +155,8 @@ inline void pack_pixel_weights(int64_t m, int64_t k, const float* w, int64_t ld,
     for (int j = 0; j < nr; ++j) rows[j] = w + (o0 + j) * ld;
     transpose_rows(d, kPixelWidth, rows, nr, k);
     if (nr < kPixelWidth)
-      for (int64_t p = 0; p < k; ++p) std::fill(d + p * kPixelWidth + nr, d + (p + 1) * kPixelWidth, 0.0f);
+      for (int64_t p = 0; p < k; ++p)
+        std::fill(d + p * kPixelWidth + nr, d + (p + 1) * kPixelWidth, 0.0f);
   }
 }
 
@@ -143,6 +206,50 @@ inline void pixel_conv_image(int64_t m, int64_t k, int64_t oh, int64_t ow, int64
 #else
   (void)m, (void)k, (void)oh, (void)ow, (void)wp, (void)taps, (void)pw, (void)xp, (void)bias;
   (void)y, (void)parallel;
+#endif
+}
+
+// dW (m x k) += the weight gradient of one image: x is its padded input (rows of wp), taps[p]
+// the offset of reduction row p from an output pixel, dy its output gradient (m x oh x ow).
+// cbuf holds dW transposed and panelled ([panel][p][32], 64-byte aligned) across calls; dyt is
+// scratch for pixel_packed_size(m, oh * ow) floats. Tasks take reduction-row tiles of a band of
+// output rows; every dW element sums its pixels in order, whatever the split.
+inline void pixel_wgrad_image(int64_t m, int64_t k, int64_t oh, int64_t ow, int64_t wp,
+                              const int64_t* taps, const float* x, const float* dy, float* dyt,
+                              float* cbuf, bool parallel) {
+#ifdef IPUML_CPU_X86
+  const int64_t P = oh * ow, panels = ceil_div(m, kPixelWidth);
+  for (int64_t pn = 0; pn < panels; ++pn) {
+    const int64_t o0 = pn * kPixelWidth;
+    const int nr = int(std::min<int64_t>(kPixelWidth, m - o0));
+    const float* rows[kPixelWidth];
+    for (int j = 0; j < nr; ++j) rows[j] = dy + (o0 + j) * P;
+    float* d = dyt + o0 * P;
+    transpose_rows(d, kPixelWidth, rows, nr, P);
+    if (nr < kPixelWidth)
+      for (int64_t q = 0; q < P; ++q)
+        std::fill(d + q * kPixelWidth + nr, d + (q + 1) * kPixelWidth, 0.0f);
+  }
+  const WgradPixelKernel* kern = wgrad_kernels_avx512();
+  // Bands of output rows whose dy panel (32 channels) stays in L1 across the tiles.
+  const int64_t band = std::max<int64_t>(1, 256 / ow);
+  const int64_t ktiles = ceil_div(k, kWgradMr), tiles = panels * ktiles;
+  const int64_t tasks = parallel ? std::min<int64_t>(tiles, 4 * available_threads()) : 1;
+  for (int64_t oy0 = 0; oy0 < oh; oy0 += band) {
+    const int64_t nrows = std::min(band, oh - oy0);
+    for_each_index(parallel, tasks, [&](int64_t task) {
+      for (int64_t t = task * tiles / tasks; t < (task + 1) * tiles / tasks; ++t) {
+        const int64_t pn = t / ktiles, p0 = (t % ktiles) * kWgradMr;
+        const int rows_k = int(std::min<int64_t>(kWgradMr, k - p0));
+        kern[rows_k](x + oy0 * wp, taps + p0, nrows, wp, ow,
+                     dyt + (pn * kPixelWidth * P) + oy0 * ow * kPixelWidth,
+                     cbuf + (pn * k + p0) * kPixelWidth);
+      }
+    });
+  }
+#else
+  (void)m, (void)k, (void)oh, (void)ow, (void)wp, (void)taps, (void)x, (void)dy, (void)dyt;
+  (void)cbuf, (void)parallel;
 #endif
 }
 

@@ -626,6 +626,33 @@ inline int64_t wgrad_chunks(int64_t images, int64_t per_image) {
   return chunks;
 }
 
+// dW (m x K) of one group over nimg images of a stride-1 convolution through the pixel kernels
+// (conv_direct.hpp): images in order, each padded if needed and its dy transposed once.
+inline void pixel_wgrad_chunk(const WideGeom& g, const int64_t* taps, int64_t nimg,
+                              int64_t x_img_stride, int64_t m, int64_t dy_img_stride,
+                              const float* x, const float* dy, float* dw, bool inner) {
+  const int64_t K = g.k(), P = g.oh() * g.ow();
+  const size_t csize = pixel_packed_size(m, K);
+  ScratchLease cbuf(kScratchA, csize);
+  std::fill(cbuf.get(), cbuf.get() + csize, 0.0f);
+  ScratchLease dyt(kScratchConvOut, pixel_packed_size(m, P));
+  std::optional<ScratchLease> padded;
+  if (g.padded()) padded.emplace(kScratchConv, size_t(g.c * g.plane()));
+  for (int64_t img = 0; img < nimg; ++img) {
+    const float* xp = x + img * x_img_stride;
+    if (padded) {
+      pad_image(g, g.c, xp, padded->get());
+      xp = padded->get();
+    }
+    pixel_wgrad_image(m, K, g.oh(), g.ow(), g.wp(), taps, xp, dy + img * dy_img_stride, dyt.get(),
+                      cbuf.get(), inner);
+  }
+  for (int64_t o = 0; o < m; ++o) {
+    const float* src = cbuf.get() + (o / kPixelWidth) * K * kPixelWidth + o % kPixelWidth;
+    for (int64_t p = 0; p < K; ++p) dw[o * K + p] = src[p * kPixelWidth];
+  }
+}
+
 // dW (m x K) of one group over nimg images of a stride-1 convolution: the wide GEMM of dy (laid
 // out wide, zero in the dropped columns, so they add nothing) with the (padded) input's taps.
 inline void wide_wgrad_chunk(const GemmConfig& cfg, const WideGeom& g, const int64_t* taps,
@@ -860,7 +887,10 @@ IPUML_INLINE void conv2d_backward_weight(const Conv2dParams& p, const float* x, 
     float* out = ch == 0 ? dw + g * wsize : partial->get() + (g * (chunks - 1) + ch - 1) * wsize;
     const float* xg = x + (img0 * p.c_in + g * cig) * HW;
     const float* dyg = dy + (img0 * p.c_out + g * cog) * P;
-    if (stride1)
+    if (stride1 && detail::use_pixel_kernels(K))
+      detail::pixel_wgrad_chunk(wg, taps.data(), nimg, p.c_in * HW, cog, p.c_out * P, xg, dyg, out,
+                                inner);
+    else if (stride1)
       detail::wide_wgrad_chunk(cfg, wg, taps.data(), nimg, p.c_in * HW, cog, p.c_out * P, xg, dyg,
                                out, inner);
     else
