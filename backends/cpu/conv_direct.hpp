@@ -24,6 +24,41 @@ using PixelKernel = void (*)(int64_t k, const float* x, const int64_t* taps, con
                              float* y, int64_t ldy, int nr, const float* bias);
 
 #ifdef IPUML_CPU_X86
+// GCC 12 flags the undefined pass-through operand inside the AVX-512 shuffle intrinsics.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// r[j] = column j of the 16 x 16 matrix whose rows were r[0..15].
+__attribute__((target("avx512f"), always_inline)) inline void transpose16_avx512(__m512* r) {
+  __m512 t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // r[4i + j], 128-bit chunk k: column 4k + j of rows 4i .. 4i + 3.
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    t[j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
+    t[4 + j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);
+    t[8 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+    t[12 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+    r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xDD);
+    r[4 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88);
+    r[12 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xDD);
+  }
+}
+
 template <int MR>
 __attribute__((target("avx512f"))) void pixel_kernel_avx512(int64_t k, const float* x,
                                                             const int64_t* taps, const float* pw,
@@ -43,20 +78,26 @@ __attribute__((target("avx512f"))) void pixel_kernel_avx512(int64_t k, const flo
       acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
     }
   }
-  // Transpose through a small buffer: channel j's MR pixels are one contiguous run of y.
-  alignas(64) float t[MR][kPixelWidth];
+  // Transposed in registers, 16 x 16 at a time: channel j's MR pixels are one run of y.
+  const __mmask16 lanes = __mmask16((1u << MR) - 1u);
+#pragma GCC unroll 2
+  for (int v = 0; v < 2; ++v) {
+    if (16 * v >= nr) break;
+    __m512 r[16];
 #pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i) {
-    _mm512_store_ps(t[i], acc[i][0]);
-    _mm512_store_ps(t[i] + 16, acc[i][1]);
-  }
-  for (int j = 0; j < nr; ++j) {
-    const float b = bias != nullptr ? bias[j] : 0.0f;
-    float* yr = y + j * ldy;
+    for (int i = 0; i < 16; ++i) r[i] = i < MR ? acc[i < MR ? i : 0][v] : _mm512_setzero_ps();
+    transpose16_avx512(r);
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) yr[i] = t[i][j] + b;
+    for (int j = 0; j < 16; ++j) {
+      const int ch = 16 * v + j;
+      if (ch >= nr) break;
+      const __m512 out = bias != nullptr ? _mm512_add_ps(r[j], _mm512_set1_ps(bias[ch])) : r[j];
+      _mm512_mask_storeu_ps(y + ch * ldy, lanes, out);
+    }
   }
 }
+
+#pragma GCC diagnostic pop
 
 template <int MR>
 void fill_pixel_kernels(PixelKernel* table) {
@@ -178,6 +219,19 @@ inline void pack_pixel_weights_flipped(int64_t cog, int64_t cig, int64_t khw, co
   }
 }
 
+// Panel of a column-major operand (row r, depth p at w[p * ld + r], m rows): dst[p * 32 + j] =
+// w[p * ld + r0 + j], the layout the input gradient's W^T takes.
+inline void pack_pixel_weights_t(int64_t m, int64_t k, const float* w, int64_t ld, float* dst) {
+  for (int64_t r0 = 0; r0 < m; r0 += kPixelWidth) {
+    const int nr = int(std::min<int64_t>(kPixelWidth, m - r0));
+    float* d = dst + r0 * k;
+    for (int64_t p = 0; p < k; ++p) {
+      std::copy(w + p * ld + r0, w + p * ld + r0 + nr, d + p * kPixelWidth);
+      std::fill(d + p * kPixelWidth + nr, d + (p + 1) * kPixelWidth, 0.0f);
+    }
+  }
+}
+
 // y (m channels x oh x ow) of one image from its padded input xp (rows of wp floats) through
 // prepacked weights pw (pixel_packed_size(m, k)); taps[p] is input row p's offset from a pixel.
 // Output rows split into even tiles of at most 14 pixels; tasks take a panel of 32 channels and
@@ -252,5 +306,49 @@ inline void pixel_wgrad_image(int64_t m, int64_t k, int64_t oh, int64_t ow, int6
   (void)cbuf, (void)parallel;
 #endif
 }
+
+#ifdef IPUML_CPU_X86
+constexpr int64_t kMaxGatherKw = 16;  // kernel widths the gather takes
+
+// Geometry of a stride-1 input gradient's gather (see tap_gather_avx512).
+struct GatherGeom {
+  int64_t c, h, w, oh, ow, kh, kw, dh, dw, ph, pw;
+};
+
+// dx (c x h x w) from Z, whose row (c, t) holds tap t = (ky, kx)'s products at the oh x ow
+// outputs: dx[c][iy][ix] = sum over taps, in order, of Z[(c, t)][oy * ow + ox] where oy = iy +
+// ph - ky * dh and ox = ix + pw - kx * dw fall inside the output. One 16-float piece of a dx row
+// at a time: each tap adds one masked load (lanes outside the output read nothing).
+__attribute__((target("avx512f"))) inline void tap_gather_avx512(const GatherGeom& g,
+                                                                 const float* z, float* dx) {
+  const int64_t khw = g.kh * g.kw, P = g.oh * g.ow;
+  for (int64_t ix0 = 0; ix0 < g.w; ix0 += 16) {
+    const int64_t lanes = std::min<int64_t>(16, g.w - ix0);
+    // Per kx: the lanes whose output column falls inside the row, and where they read.
+    __mmask16 mask[kMaxGatherKw];
+    int64_t off[kMaxGatherKw];
+    for (int64_t kx = 0; kx < g.kw; ++kx) {
+      const int64_t ox0 = ix0 + g.pw - kx * g.dw;
+      const int64_t lo = std::max<int64_t>(0, -ox0), hi = std::min(lanes, g.ow - ox0);
+      mask[kx] = hi <= lo ? __mmask16(0) : __mmask16(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+      off[kx] = kx * P + ox0;
+    }
+    const __mmask16 store = __mmask16((1u << lanes) - 1u);
+    for (int64_t c = 0; c < g.c; ++c)
+      for (int64_t iy = 0; iy < g.h; ++iy) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t ky = 0; ky < g.kh; ++ky) {
+          const int64_t oy = iy + g.ph - ky * g.dh;
+          if (oy < 0 || oy >= g.oh) continue;
+          const float* base = z + (c * khw + ky * g.kw) * P + oy * g.ow;
+          // Masked-off lanes (outside the output row) are never read.
+          for (int64_t kx = 0; kx < g.kw; ++kx)
+            acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(mask[kx], base + off[kx]));
+        }
+        _mm512_mask_storeu_ps(dx + (c * g.h + iy) * g.w + ix0, store, acc);
+      }
+  }
+}
+#endif
 
 }  // namespace ipuml::cpu::detail

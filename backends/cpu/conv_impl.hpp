@@ -784,6 +784,32 @@ IPUML_INLINE void conv2d_backward_input(const Conv2dParams& p, const float* dy, 
         p.pad_h <= (p.kh - 1) * p.dil_h && p.pad_w <= (p.kw - 1) * p.dil_w && cig >= 8;
     const double flipped_cost = double(cig) * double(cog * khw) * double(wf.cols());
     const double col2im_cost = double(cig * khw) * double(wx.cols()) * double(cog + 8);
+    // With AVX-512 and a small enough column matrix, the GEMM onto the taps runs on the pixel
+    // kernels over the real outputs only, and a masked gather sums the taps: no wasted products.
+    const int64_t zsize = cig * khw * P;
+#ifdef IPUML_CPU_X86
+    if (detail::use_pixel_kernels(cog) && zsize <= (int64_t(1) << 18) &&
+        p.kw <= detail::kMaxGatherKw) {
+      const size_t per_group = detail::pixel_packed_size(cig * khw, cog);
+      detail::ScratchLease packed(detail::kScratchPrepack, per_group * size_t(G));
+      for (int64_t g = 0; g < G; ++g)
+        detail::pack_pixel_weights_t(cig * khw, cog, w + g * cog * K, K,
+                                     packed.get() + size_t(g) * per_group);
+      std::vector<int64_t> rows(static_cast<size_t>(cog));
+      for (int64_t o = 0; o < cog; ++o) rows[size_t(o)] = o * P;
+      const detail::GatherGeom gg{cig,  p.h,     p.w,     oh,      ow,     p.kh,
+                                  p.kw, p.dil_h, p.dil_w, p.pad_h, p.pad_w};
+      detail::for_each_index(outer, tasks, [&](int64_t t) {
+        const int64_t img = t / G, g = t % G;
+        detail::ScratchLease z(detail::kScratchConvOut, size_t(zsize));
+        detail::pixel_conv_image(cig * khw, cog, 1, P, P, rows.data(),
+                                 packed.get() + size_t(g) * per_group,
+                                 dy + (img * p.c_out + g * cog) * P, nullptr, z.get(), inner);
+        detail::tap_gather_avx512(gg, z.get(), dx + (img * p.c_in + g * cig) * HW);
+      });
+      return;
+    }
+#endif
     const detail::WideGeom& wg = flipped_ok && flipped_cost <= col2im_cost ? wf : wx;
     const bool flipped = &wg == &wf;
     if (flipped && detail::use_pixel_kernels(cog * khw)) {
