@@ -315,9 +315,14 @@ inline void wide_conv_image(const GemmConfig& cfg, const WideGeom& g, const int6
         copy_row(y + (o * oh + oy) * ow, c + o * cols + oy * wp, ow);
 }
 
-// Whether the direct pixel kernels (conv_direct.hpp) take a stride-1 convolution with reduction
-// depth k: they need AVX-512, and a deep enough reduction to pay for the transposed write.
-inline bool use_pixel_kernels(int64_t k) { return active_isa() == Isa::avx512 && k >= 32; }
+// Whether the direct pixel kernels (conv_direct.hpp) take a stride-1 product with reduction
+// depth k over `taps` taps per channel: they need AVX-512 and a deep enough reduction to pay for
+// the transposed write. A forward tile reads every reduction row from a different place; with
+// one tap per channel those are as many channel planes (and pages) as the reduction is deep, and
+// the wide GEMM, which wastes no columns on a 1x1 anyway, is faster there.
+inline bool use_pixel_kernels(int64_t k, int64_t taps = 9) {
+  return active_isa() == Isa::avx512 && k >= 32 && taps > 1;
+}
 
 // One image's output (m x oh x ow) through the pixel kernels, padding the input first if needed.
 inline void pixel_conv_padded(const WideGeom& g, const int64_t* taps, const float* pw, int64_t m,
@@ -715,7 +720,7 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
   if (p.stride_h == 1 && p.stride_w == 1) {
     const detail::WideGeom wg{cig, p.h, p.w, p.pad_h, p.pad_w, p.kh, p.kw, p.dil_h, p.dil_w};
     const std::vector<int64_t> taps = wg.taps();
-    if (detail::use_pixel_kernels(K)) {
+    if (detail::use_pixel_kernels(K, p.kh * p.kw)) {
       const size_t per_group = detail::pixel_packed_size(cog, K);
       detail::ScratchLease packed(detail::kScratchPrepack, per_group * size_t(G));
       for (int64_t g = 0; g < G; ++g)
@@ -788,7 +793,7 @@ IPUML_INLINE void conv2d_backward_input(const Conv2dParams& p, const float* dy, 
     // kernels over the real outputs only, and a masked gather sums the taps: no wasted products.
     const int64_t zsize = cig * khw * P;
 #ifdef IPUML_CPU_X86
-    if (detail::use_pixel_kernels(cog) && zsize <= (int64_t(1) << 18) &&
+    if (detail::use_pixel_kernels(cog, khw) && zsize <= (int64_t(1) << 18) &&
         p.kw <= detail::kMaxGatherKw) {
       const size_t per_group = detail::pixel_packed_size(cig * khw, cog);
       detail::ScratchLease packed(detail::kScratchPrepack, per_group * size_t(G));
@@ -812,7 +817,7 @@ IPUML_INLINE void conv2d_backward_input(const Conv2dParams& p, const float* dy, 
 #endif
     const detail::WideGeom& wg = flipped_ok && flipped_cost <= col2im_cost ? wf : wx;
     const bool flipped = &wg == &wf;
-    if (flipped && detail::use_pixel_kernels(cog * khw)) {
+    if (flipped && detail::use_pixel_kernels(cog * khw, khw)) {
       const std::vector<int64_t> taps = wf.taps();
       const size_t per_group = detail::pixel_packed_size(cig, cog * khw);
       detail::ScratchLease packed(detail::kScratchPrepack, per_group * size_t(G));
