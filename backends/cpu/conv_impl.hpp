@@ -321,7 +321,7 @@ inline void wide_conv_image(const GemmConfig& cfg, const WideGeom& g, const int6
 // one tap per channel those are as many channel planes (and pages) as the reduction is deep, and
 // the wide GEMM, which wastes no columns on a 1x1 anyway, is faster there.
 inline bool use_pixel_kernels(int64_t k, int64_t taps = 9) {
-  return active_isa() == Isa::avx512 && k >= 32 && taps > 1;
+  return active_isa() == Isa::avx512 && k >= 8 && taps > 1;
 }
 
 // One image's output (m x oh x ow) through the pixel kernels, padding the input first if needed.
