@@ -71,6 +71,8 @@ __attribute__((target("avx512f"))) void pixel_kernel_avx512(int64_t k, const flo
     const float* xr = x + taps[p];
     const __m512 b0 = _mm512_load_ps(pw + p * kPixelWidth);
     const __m512 b1 = _mm512_load_ps(pw + p * kPixelWidth + 16);
+    _mm_prefetch(reinterpret_cast<const char*>(pw + (p + 8) * kPixelWidth), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(pw + (p + 8) * kPixelWidth + 16), _MM_HINT_T0);
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       const __m512 a = _mm512_set1_ps(xr[i]);
