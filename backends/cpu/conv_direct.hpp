@@ -190,8 +190,10 @@ inline size_t pixel_packed_size(int64_t m, int64_t k) {
 }
 
 // Panel of row-major weights (m x k, row stride ld): dst[p * 32 + j] = w[(o0 + j) * ld + p].
-inline void pack_pixel_weights(int64_t m, int64_t k, const float* w, int64_t ld, float* dst) {
-  for (int64_t o0 = 0; o0 < m; o0 += kPixelWidth) {
+inline void pack_pixel_weights(int64_t m, int64_t k, const float* w, int64_t ld, float* dst,
+                               bool parallel) {
+  for_each_index(parallel, ceil_div(m, kPixelWidth), [&](int64_t panel) {
+    const int64_t o0 = panel * kPixelWidth;
     const int nr = int(std::min<int64_t>(kPixelWidth, m - o0));
     float* d = dst + o0 * k;
     const float* rows[kPixelWidth];
@@ -200,15 +202,16 @@ inline void pack_pixel_weights(int64_t m, int64_t k, const float* w, int64_t ld,
     if (nr < kPixelWidth)
       for (int64_t p = 0; p < k; ++p)
         std::fill(d + p * kPixelWidth + nr, d + (p + 1) * kPixelWidth, 0.0f);
-  }
+  });
 }
 
 // Panel of the flipped, transposed kernel that a stride-1 input gradient convolves dy with:
 // row p = (o, r) and channel j = c hold w[o][c][khw - 1 - r] (w: cog x cig x khw).
 inline void pack_pixel_weights_flipped(int64_t cog, int64_t cig, int64_t khw, const float* w,
-                                       float* dst) {
+                                       float* dst, bool parallel) {
   const int64_t k = cog * khw;
-  for (int64_t c0 = 0; c0 < cig; c0 += kPixelWidth) {
+  for_each_index(parallel, ceil_div(cig, kPixelWidth), [&](int64_t panel) {
+    const int64_t c0 = panel * kPixelWidth;
     const int nr = int(std::min<int64_t>(kPixelWidth, cig - c0));
     float* d = dst + c0 * k;
     for (int64_t o = 0; o < cog; ++o)
@@ -218,20 +221,22 @@ inline void pack_pixel_weights_flipped(int64_t cog, int64_t cig, int64_t khw, co
         for (int j = 0; j < nr; ++j) row[j] = src[j * khw];
         std::fill(row + nr, row + kPixelWidth, 0.0f);
       }
-  }
+  });
 }
 
 // Panel of a column-major operand (row r, depth p at w[p * ld + r], m rows): dst[p * 32 + j] =
 // w[p * ld + r0 + j], the layout the input gradient's W^T takes.
-inline void pack_pixel_weights_t(int64_t m, int64_t k, const float* w, int64_t ld, float* dst) {
-  for (int64_t r0 = 0; r0 < m; r0 += kPixelWidth) {
+inline void pack_pixel_weights_t(int64_t m, int64_t k, const float* w, int64_t ld, float* dst,
+                                 bool parallel) {
+  for_each_index(parallel, ceil_div(m, kPixelWidth), [&](int64_t panel) {
+    const int64_t r0 = panel * kPixelWidth;
     const int nr = int(std::min<int64_t>(kPixelWidth, m - r0));
     float* d = dst + r0 * k;
     for (int64_t p = 0; p < k; ++p) {
       std::copy(w + p * ld + r0, w + p * ld + r0 + nr, d + p * kPixelWidth);
       std::fill(d + p * kPixelWidth + nr, d + (p + 1) * kPixelWidth, 0.0f);
     }
-  }
+  });
 }
 
 // y (m channels x oh x ow) of one image from its padded input xp (rows of wp floats) through
@@ -275,7 +280,7 @@ inline void pixel_wgrad_image(int64_t m, int64_t k, int64_t oh, int64_t ow, int6
                               float* cbuf, bool parallel) {
 #ifdef IPUML_CPU_X86
   const int64_t P = oh * ow, panels = ceil_div(m, kPixelWidth);
-  for (int64_t pn = 0; pn < panels; ++pn) {
+  for_each_index(parallel, panels, [&](int64_t pn) {
     const int64_t o0 = pn * kPixelWidth;
     const int nr = int(std::min<int64_t>(kPixelWidth, m - o0));
     const float* rows[kPixelWidth];
@@ -285,7 +290,7 @@ inline void pixel_wgrad_image(int64_t m, int64_t k, int64_t oh, int64_t ow, int6
     if (nr < kPixelWidth)
       for (int64_t q = 0; q < P; ++q)
         std::fill(d + q * kPixelWidth + nr, d + (q + 1) * kPixelWidth, 0.0f);
-  }
+  });
   const WgradPixelKernel* kern = wgrad_kernels_avx512();
   // Bands of output rows whose dy panel (32 channels) stays in L1 across the tiles.
   const int64_t band = std::max<int64_t>(1, 256 / ow);

@@ -218,6 +218,16 @@ inline void pad_image(const WideGeom& g, int64_t channels, const float* src, flo
   }
 }
 
+// x itself or, when the convolution pads, its padded copy in scratch that `lease` holds (and
+// reuses on the next call with the same lease).
+inline const float* padded_image(const WideGeom& g, const float* x,
+                                 std::optional<ScratchLease>& lease) {
+  if (!g.padded()) return x;
+  if (!lease) lease.emplace(kScratchConv, size_t(g.c * g.plane()));
+  pad_image(g, g.c, x, lease->get());
+  return lease->get();
+}
+
 // B(krow, q) of a wide forward GEMM over one padded image.
 struct PackWideB {
   const float* xp;
@@ -282,18 +292,13 @@ inline void run_wide_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k
 }
 
 // y (m x oh x ow) = A (m x K, prepacked) x wide im2col of one image (g.c x h x w); y rows start
-// filled with `init` per row (beta 1) when it is given. xp_scratch holds the padded image.
+// filled with `init` per row (beta 1) when it is given.
 inline void wide_conv_image(const GemmConfig& cfg, const WideGeom& g, const int64_t* taps,
                             const PrepackedA& a, int64_t m, const float* x, const float* init,
                             float* y, bool inner) {
   const int64_t oh = g.oh(), ow = g.ow(), wp = g.wp(), cols = g.cols();
-  const float* xp = x;
   std::optional<ScratchLease> padded;
-  if (g.padded()) {
-    padded.emplace(kScratchConv, size_t(g.c * g.plane()));
-    pad_image(g, g.c, x, padded->get());
-    xp = padded->get();
-  }
+  const float* xp = padded_image(g, x, padded);
   // When the wide columns are the real ones (no horizontal halo) C is y itself.
   const bool direct = wp == ow;
   std::optional<ScratchLease> out;
@@ -327,14 +332,8 @@ inline bool use_pixel_kernels(int64_t k, int64_t taps = 9) {
 // One image's output (m x oh x ow) through the pixel kernels, padding the input first if needed.
 inline void pixel_conv_padded(const WideGeom& g, const int64_t* taps, const float* pw, int64_t m,
                               const float* x, const float* bias, float* y, bool inner) {
-  const float* xp = x;
   std::optional<ScratchLease> padded;
-  if (g.padded()) {
-    // Slack past the plane: a tile's broadcasts never leave it, but keep reads in bounds anyway.
-    padded.emplace(kScratchConv, size_t(g.c * g.plane()));
-    pad_image(g, g.c, x, padded->get());
-    xp = padded->get();
-  }
+  const float* xp = padded_image(g, x, padded);
   pixel_conv_image(m, g.k(), g.oh(), g.ow(), g.wp(), taps, pw, xp, bias, y, inner);
 }
 
@@ -642,20 +641,15 @@ inline void pixel_wgrad_chunk(const WideGeom& g, const int64_t* taps, int64_t ni
   std::fill(cbuf.get(), cbuf.get() + csize, 0.0f);
   ScratchLease dyt(kScratchConvOut, pixel_packed_size(m, P));
   std::optional<ScratchLease> padded;
-  if (g.padded()) padded.emplace(kScratchConv, size_t(g.c * g.plane()));
   for (int64_t img = 0; img < nimg; ++img) {
-    const float* xp = x + img * x_img_stride;
-    if (padded) {
-      pad_image(g, g.c, xp, padded->get());
-      xp = padded->get();
-    }
+    const float* xp = padded_image(g, x + img * x_img_stride, padded);
     pixel_wgrad_image(m, K, g.oh(), g.ow(), g.wp(), taps, xp, dy + img * dy_img_stride, dyt.get(),
                       cbuf.get(), inner);
   }
-  for (int64_t o = 0; o < m; ++o) {
+  for_each_index(inner, m, [&](int64_t o) {
     const float* src = cbuf.get() + (o / kPixelWidth) * K * kPixelWidth + o % kPixelWidth;
     for (int64_t p = 0; p < K; ++p) dw[o * K + p] = src[p * kPixelWidth];
-  }
+  });
 }
 
 // dW (m x K) of one group over nimg images of a stride-1 convolution: the wide GEMM of dy (laid
@@ -724,8 +718,8 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
       const size_t per_group = detail::pixel_packed_size(cog, K);
       detail::ScratchLease packed(detail::kScratchPrepack, per_group * size_t(G));
       for (int64_t g = 0; g < G; ++g)
-        detail::pack_pixel_weights(cog, K, w + g * cog * K, K,
-                                   packed.get() + size_t(g) * per_group);
+        detail::pack_pixel_weights(cog, K, w + g * cog * K, K, packed.get() + size_t(g) * per_group,
+                                   threads > 1);
       detail::for_each_index(outer, tasks, [&](int64_t t) {
         const int64_t img = t / G, g = t % G;
         detail::pixel_conv_padded(wg, taps.data(), packed.get() + size_t(g) * per_group, cog,
@@ -799,7 +793,7 @@ IPUML_INLINE void conv2d_backward_input(const Conv2dParams& p, const float* dy, 
       detail::ScratchLease packed(detail::kScratchPrepack, per_group * size_t(G));
       for (int64_t g = 0; g < G; ++g)
         detail::pack_pixel_weights_t(cig * khw, cog, w + g * cog * K, K,
-                                     packed.get() + size_t(g) * per_group);
+                                     packed.get() + size_t(g) * per_group, threads > 1);
       std::vector<int64_t> rows(static_cast<size_t>(cog));
       for (int64_t o = 0; o < cog; ++o) rows[size_t(o)] = o * P;
       const detail::GatherGeom gg{cig,  p.h,     p.w,     oh,      ow,     p.kh,
@@ -823,7 +817,7 @@ IPUML_INLINE void conv2d_backward_input(const Conv2dParams& p, const float* dy, 
       detail::ScratchLease packed(detail::kScratchPrepack, per_group * size_t(G));
       for (int64_t g = 0; g < G; ++g)
         detail::pack_pixel_weights_flipped(cog, cig, khw, w + g * cog * K,
-                                           packed.get() + size_t(g) * per_group);
+                                           packed.get() + size_t(g) * per_group, threads > 1);
       detail::for_each_index(outer, tasks, [&](int64_t t) {
         const int64_t img = t / G, g = t % G;
         detail::pixel_conv_padded(wf, taps.data(), packed.get() + size_t(g) * per_group, cig,
