@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ipuml/backends/cpu/cpu_features.hpp>
+#include <ipuml/core/denormals.hpp>
 
 #include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
@@ -377,6 +378,7 @@ void for_each_index(bool parallel, int64_t count, const F& body) {
   tbb::parallel_for(
       tbb::blocked_range<int64_t>(0, count, 1),
       [&](const tbb::blocked_range<int64_t>& r) {
+        ipuml::detail::apply_denormal_mode();
         for (int64_t i = r.begin(); i != r.end(); ++i) body(i);
       },
       tbb::simple_partitioner());

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ipuml/backends/cpu/kernels.hpp>
+#include <ipuml/core/denormals.hpp>
 #include <ipuml/backends/cpu/kernels_common.hpp>
 #include <ipuml/backends/cpu/kernels_elementwise.hpp>
 #include <ipuml/backends/cpu/kernels_movement.hpp>
@@ -33,6 +34,7 @@ IPUML_INLINE void run_kernel(ir::OpKind kind, const ir::Attrs& attrs,
                              const std::vector<MutableBuffer>& out, const KernelContext& ctx) {
   using K = ir::OpKind;
   using namespace kdetail;
+  ipuml::detail::apply_denormal_mode();  // this thread may not have run ipuml before
   const char* name = ir::op_name(kind);
   const size_t nout = static_cast<size_t>(ir::op_num_outputs(kind));
   IPUML_CHECK(out.size() == nout, name, ": expected ", nout, " output buffers, got ", out.size());

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ipuml/core/config.hpp>
+#include <ipuml/core/denormals.hpp>
 #include <ipuml/core/dtype.hpp>
 #include <ipuml/core/error.hpp>
 #include <ipuml/core/parallel.hpp>

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <memory>
 
+#include <ipuml/core/denormals.hpp>
+
 #include <tbb/blocked_range.h>
 #include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
@@ -34,7 +36,10 @@ void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
     return;
   }
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, grain),
-                    [&](const tbb::blocked_range<int64_t>& r) { fn(r.begin(), r.end()); });
+                    [&](const tbb::blocked_range<int64_t>& r) {
+                      detail::apply_denormal_mode();
+                      fn(r.begin(), r.end());
+                    });
 }
 
 }  // namespace ipuml
