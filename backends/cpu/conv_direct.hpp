@@ -1,10 +1,14 @@
-// Internal to the CPU backend: direct convolution on AVX-512 for stride-1 convolutions. A
-// micro-tile is a piece of one output row (up to 14 pixels) x 32 output channels: the pixels are
-// broadcast straight from the (padded) image at each tap, the weights come prepacked 32 output
-// channels wide, and the whole reduction runs in registers before the tile is written, transposed,
-// into the NCHW output. Unlike the wide GEMM (conv_impl.hpp) it computes no dropped columns and
-// makes no round trips through C, which is what the 3x3 layers of ResNet-50 and MNIST's conv2 spend
-// their time on there. Not a public API.
+// Internal to the CPU backend: direct convolution kernels on AVX-512 for stride-1 convolutions.
+// - Forward (and the input gradient as a convolution with the flipped kernel): a micro-tile is a
+//   piece of one output row (up to 14 pixels) x 32 output channels; the pixels are broadcast
+//   straight from the (padded) image at each tap, the weights come prepacked 32 channels wide, and
+//   the whole reduction runs in registers before the tile is transposed, in registers, into the
+//   NCHW output.
+// - Small input gradients: W^T dy on the same kernels, then a masked gather of the taps.
+// - Weight gradient: a tile of 8 reduction rows x 32 output channels over dy transposed once per
+//   image, pixel after pixel.
+// Unlike the wide GEMM (conv_impl.hpp) they compute no dropped columns and make no round trips
+// through C. Not a public API.
 #pragma once
 
 #include <ipuml/backends/cpu/gemm_kernels.hpp>

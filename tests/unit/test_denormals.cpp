@@ -40,7 +40,8 @@ TEST_CASE("set_flush_denormal flushes denormals on every thread and can be undon
   // Large enough that the elementwise kernels split the work over threads.
   const ipuml::Shape shape{1 << 18};
   const ipuml::Tensor small = ipuml::full(shape, 1e-20);
-  const ipuml::Tensor tiny = ipuml::from_vector(std::vector<float>(size_t(1) << 18, denormal), shape);
+  const ipuml::Tensor tiny =
+      ipuml::from_vector(std::vector<float>(size_t(1) << 18, denormal), shape);
   for (int threads : {1, 2}) {
     INFO("threads=" << threads);
     ipuml::set_num_threads(threads);
