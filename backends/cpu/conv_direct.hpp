@@ -14,7 +14,10 @@
 #include <ipuml/backends/cpu/gemm_kernels.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 namespace ipuml::cpu::detail {
 
@@ -105,14 +108,6 @@ __attribute__((target("avx512f"))) void pixel_kernel_avx512(int64_t k, const flo
 
 #pragma GCC diagnostic pop
 
-template <int MR>
-void fill_pixel_kernels(PixelKernel* table) {
-  if constexpr (MR > 0) {
-    table[MR] = pixel_kernel_avx512<MR>;
-    fill_pixel_kernels<MR - 1>(table);
-  }
-}
-
 // Weight-gradient tile: c (MR x 32, in and out) += the sum over `rows` output rows of `ow`
 // pixels of x[taps[i] + row * wp + ox] * dyt[(row * ow + ox) * 32 + j] for reduction rows i
 // (krow) and output channels j. dyt is dy pixel-major, 32 channels per pixel. The sums run in
@@ -156,34 +151,25 @@ __attribute__((target("avx512f"))) void wgrad_pixel_kernel_avx512(const float* x
   }
 }
 
-template <int MR>
-void fill_wgrad_kernels(WgradPixelKernel* table) {
-  if constexpr (MR > 0) {
-    table[MR] = wgrad_pixel_kernel_avx512<MR>;
-    fill_wgrad_kernels<MR - 1>(table);
-  }
-}
-
-inline const WgradPixelKernel* wgrad_kernels_avx512() {
-  static const auto table = [] {
-    struct Table {
-      WgradPixelKernel k[kWgradMr + 1] = {};
-    } t;
-    fill_wgrad_kernels<kWgradMr>(t.k);
-    return t;
-  }();
-  return table.k;
+// table[mr] = make(mr) for mr = 1 .. N as compile-time constants (table[0] stays null): one
+// kernel instantiation per tile height.
+template <class Fn, int N, class Make, std::size_t... Is>
+std::array<Fn, N + 1> kernel_table(Make make, std::index_sequence<Is...>) {
+  return {Fn{}, make(std::integral_constant<int, int(Is) + 1>{})...};
 }
 
 inline const PixelKernel* pixel_kernels_avx512() {
-  static const auto table = [] {
-    struct Table {
-      PixelKernel k[kPixelMr + 1] = {};
-    } t;
-    fill_pixel_kernels<kPixelMr>(t.k);
-    return t;
-  }();
-  return table.k;
+  static const auto table = kernel_table<PixelKernel, kPixelMr>(
+      [](auto mr) { return &pixel_kernel_avx512<decltype(mr)::value>; },
+      std::make_index_sequence<kPixelMr>{});
+  return table.data();
+}
+
+inline const WgradPixelKernel* wgrad_kernels_avx512() {
+  static const auto table = kernel_table<WgradPixelKernel, kWgradMr>(
+      [](auto mr) { return &wgrad_pixel_kernel_avx512<decltype(mr)::value>; },
+      std::make_index_sequence<kWgradMr>{});
+  return table.data();
 }
 #endif
 
