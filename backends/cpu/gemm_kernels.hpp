@@ -178,12 +178,20 @@ __attribute__((target("avx512f"), always_inline)) inline void kernel_avx512_rows
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16 * NV - 1), _MM_HINT_T0);
+  }
   for (int64_t p = 0; p < kc; ++p) {
     __m512 b[NV];
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_ps(rows.row(p) + 16 * v);
-    if (const float* next = rows.ahead(p))
-      _mm_prefetch(reinterpret_cast<const char*>(next), _MM_HINT_T0);
+    if (const float* next = rows.ahead(p)) {
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v)
+        _mm_prefetch(reinterpret_cast<const char*>(next + 16 * v), _MM_HINT_T0);
+    }
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       const __m512 a = _mm512_set1_ps(pa[p * MR + i]);
