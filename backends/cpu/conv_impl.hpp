@@ -4,10 +4,12 @@
 
 #include <ipuml/backends/cpu/conv.hpp>
 #include <ipuml/backends/cpu/conv_direct.hpp>
+#include <ipuml/backends/cpu/conv_winograd.hpp>
 #include <ipuml/backends/cpu/gemm_kernels.hpp>
 #include <ipuml/core/error.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -681,6 +683,21 @@ inline void wide_wgrad_chunk(const GemmConfig& cfg, const WideGeom& g, const int
            PackWideXB{xs, img_stride, &g, taps}, 0.0f, dw, g.k(), inner);
 }
 
+// The 16 transformed weight operands of a Winograd convolution (conv_winograd.hpp) with m
+// output and c input channels, kernel(o, ch, g) filling the 3x3 kernel of each pair; `buf` holds
+// winograd_weights_size(cfg, m, c) floats.
+template <class Kernel>
+std::array<PrepackedA, kWinoPos> winograd_weights(const GemmConfig& cfg, int64_t m, int64_t c,
+                                                  const Kernel& kernel, ScratchLease& buf,
+                                                  bool parallel) {
+  std::array<PrepackedA, kWinoPos> u;
+  wino_prepack_weights(cfg, m, c, kernel, buf.get(), u.data(), parallel);
+  return u;
+}
+inline size_t winograd_weights_size(const GemmConfig& cfg, int64_t m, int64_t c) {
+  return size_t(kWinoPos * wino_weights_stride(cfg, m, c));
+}
+
 }  // namespace detail
 
 IPUML_INLINE void check_conv2d_params(const char* op, const Conv2dParams& p) {
@@ -711,6 +728,18 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
   // Whole images per task when there are enough of them; otherwise parallel inside the GEMM.
   const bool outer = threads > 1 && tasks > 1;
   const bool inner = tasks < 2 * threads;
+  if (detail::winograd_applies(p.kh, p.kw, p.stride_h, p.stride_w, p.dil_h, p.dil_w, G, p.pad_h,
+                               p.pad_w, p.c_in, p.c_out)) {
+    detail::ScratchLease buf(detail::kScratchPrepack,
+                             detail::winograd_weights_size(cfg, p.c_out, p.c_in));
+    const auto u = detail::winograd_weights(
+        cfg, p.c_out, p.c_in,
+        [&](int64_t o, int64_t c, float* g) { std::copy_n(w + (o * p.c_in + c) * 9, 9, g); }, buf,
+        threads > 1);
+    detail::winograd_conv(cfg, {p.n, p.c_in, p.h, p.w, p.c_out, p.pad_h, p.pad_w}, u.data(), x,
+                          bias, y, threads > 1);
+    return;
+  }
   if (p.stride_h == 1 && p.stride_w == 1) {
     const detail::WideGeom wg{cig, p.h, p.w, p.pad_h, p.pad_w, p.kh, p.kw, p.dil_h, p.dil_w};
     const std::vector<int64_t> taps = wg.taps();
@@ -768,6 +797,22 @@ IPUML_INLINE void conv2d_backward_input(const Conv2dParams& p, const float* dy, 
   const int64_t tasks = p.n * G;
   const bool outer = threads > 1 && tasks > 1;
   const bool inner = tasks < 2 * threads;
+  if (detail::winograd_applies(p.kh, p.kw, p.stride_h, p.stride_w, p.dil_h, p.dil_w, G, p.pad_h,
+                               p.pad_w, p.c_in, p.c_out)) {
+    // dx is the convolution of dy, padded by 2 less, with the flipped kernel w[o][c] as [c][o].
+    detail::ScratchLease buf(detail::kScratchPrepack,
+                             detail::winograd_weights_size(cfg, p.c_in, p.c_out));
+    const auto u = detail::winograd_weights(
+        cfg, p.c_in, p.c_out,
+        [&](int64_t c, int64_t o, float* g) {
+          const float* src = w + (o * p.c_in + c) * 9;
+          for (int r = 0; r < 9; ++r) g[8 - r] = src[r];
+        },
+        buf, threads > 1);
+    detail::winograd_conv(cfg, {p.n, p.c_out, oh, ow, p.c_in, 2 - p.pad_h, 2 - p.pad_w}, u.data(),
+                          dy, nullptr, dx, threads > 1);
+    return;
+  }
   if (p.stride_h == 1 && p.stride_w == 1) {
     const int64_t khw = p.kh * p.kw;
     // Two stride-1 forms (see wide_col2im_image): the flipped-kernel GEMM over dy padded by the
@@ -877,6 +922,12 @@ IPUML_INLINE void conv2d_backward_weight(const Conv2dParams& p, const float* x, 
   const int threads = detail::available_threads();
   const bool stride1 = p.stride_h == 1 && p.stride_w == 1;
   const detail::WideGeom wg{cig, p.h, p.w, p.pad_h, p.pad_w, p.kh, p.kw, p.dil_h, p.dil_w};
+  if (detail::winograd_applies(p.kh, p.kw, p.stride_h, p.stride_w, p.dil_h, p.dil_w, G, p.pad_h,
+                               p.pad_w, p.c_in, p.c_out)) {
+    detail::winograd_conv_wgrad(cfg, {p.n, p.c_in, p.h, p.w, p.c_out, p.pad_h, p.pad_w}, x, dy, dw,
+                                threads > 1);
+    return;
+  }
   const std::vector<int64_t> taps = stride1 ? wg.taps() : std::vector<int64_t>();
   if (stride1 && K <= 2 * detail::kDotTaps) {
     const bool outer = threads > 1 && G > 1, inner = G<2 * threads, par = threads> 1;

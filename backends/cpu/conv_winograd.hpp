@@ -1,0 +1,439 @@
+// Internal to the CPU backend: Winograd F(2x2, 3x3) for stride-1, undilated 3x3 convolutions
+// with many channels (ResNet's 3x3 layers). Each 2x2 block of outputs comes from a 4x4 input tile:
+//   Y = A^T [ (G g G^T) . (B^T d B) ] A
+// so the products become 16 GEMMs (one per position of the 4x4 transformed tile) over channels,
+// with 16 multiplies per 4 outputs per channel pair instead of 36. The input gradient is the same
+// transform run on dy with the flipped, transposed kernel; the weight gradient is its adjoint,
+//   dg = G^T [ sum over tiles of (A dy A^T) . (B^T d B) ] G,
+// whose sum over tiles is again 16 GEMMs. Transforms only add and halve, and every output's
+// arithmetic is fixed by the shape (tile blocks, GEMM blocking), never by the thread count.
+// Not a public API.
+#pragma once
+
+#include <ipuml/backends/cpu/gemm_kernels.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace ipuml::cpu::detail {
+
+constexpr int kWinoPos = 16;  // positions of the 4x4 transformed tile
+
+// A stride-1 3x3 convolution of n images, c input channels (h x w) to m output channels, zero
+// padding py x px (at most 2). Tiles of 2x2 outputs, numbered t = (img * th + ty) * tw + tx.
+struct WinoShape {
+  int64_t n, c, h, w, m, py, px;
+  int64_t oh() const { return h + 2 * py - 2; }
+  int64_t ow() const { return w + 2 * px - 2; }
+  int64_t th() const { return (oh() + 1) / 2; }
+  int64_t tw() const { return (ow() + 1) / 2; }
+  int64_t tiles() const { return n * th() * tw(); }
+  // Tiles per block: the block's transformed input and output (16 x (c + m) floats per tile) stay
+  // near 4 MiB, in whole 16-column GEMM panels.
+  int64_t block() const {
+    const int64_t cap = std::max<int64_t>(16, (int64_t(1) << 20) / (kWinoPos * (c + m)));
+    const int64_t blocks = ceil_div(tiles(), cap);
+    return round_up(ceil_div(tiles(), blocks), 16);
+  }
+};
+
+// Whether a convolution takes the Winograd path: 3x3, stride 1, no dilation, one group, padding
+// at most 2 (the input gradient pads dy by 2 less), and enough channels both ways that the GEMMs
+// over channels run at speed (MNIST's 32 -> 64 stays on the direct kernels).
+inline bool winograd_applies(int64_t kh, int64_t kw, int64_t stride_h, int64_t stride_w,
+                             int64_t dil_h, int64_t dil_w, int64_t groups, int64_t pad_h,
+                             int64_t pad_w, int64_t c_in, int64_t c_out) {
+  return kh == 3 && kw == 3 && stride_h == 1 && stride_w == 1 && dil_h == 1 && dil_w == 1 &&
+         groups == 1 && pad_h <= 2 && pad_w <= 2 && std::min(c_in, c_out) >= 48;
+}
+
+// u[0..15] = G g G^T for the 3x3 kernel g (row-major), G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1].
+inline void wino_kernel_transform(const float* g, float* u) {
+  float t[4][3];
+  for (int j = 0; j < 3; ++j) {
+    t[0][j] = g[j];
+    t[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
+    t[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
+    t[3][j] = g[6 + j];
+  }
+  for (int i = 0; i < 4; ++i) {
+    u[4 * i] = t[i][0];
+    u[4 * i + 1] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
+    u[4 * i + 2] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
+    u[4 * i + 3] = t[i][2];
+  }
+}
+
+// g[0..8] = G^T s G for a 4x4 s: the adjoint of wino_kernel_transform.
+inline void wino_kernel_adjoint(const float* s, float* g) {
+  float t[3][4];
+  for (int j = 0; j < 4; ++j) {
+    t[0][j] = s[j] + 0.5f * (s[4 + j] + s[8 + j]);
+    t[1][j] = 0.5f * (s[4 + j] - s[8 + j]);
+    t[2][j] = 0.5f * (s[4 + j] + s[8 + j]) + s[12 + j];
+  }
+  for (int i = 0; i < 3; ++i) {
+    g[3 * i] = t[i][0] + 0.5f * (t[i][1] + t[i][2]);
+    g[3 * i + 1] = 0.5f * (t[i][1] - t[i][2]);
+    g[3 * i + 2] = 0.5f * (t[i][1] + t[i][2]) + t[i][3];
+  }
+}
+
+// Floats between the prepacked operands of two positions: a prepacked operand and one cache line,
+// so that the 16 streams the transform writes do not all fall in one cache set.
+inline int64_t wino_weights_stride(const GemmConfig& cfg, int64_t m, int64_t c) {
+  return int64_t(prepacked_a_size(cfg, m, c)) + 16;
+}
+
+// Transformed weights, prepacked as the A operand of the 16 GEMMs: U_q (m x c) holds position q
+// of G g G^T for g = kernel(o, ch) (9 floats, row-major), written straight into the layout of
+// prepack_a. `buf` holds 16 * wino_weights_stride(cfg, m, c) floats.
+template <class Kernel>
+void wino_prepack_weights(const GemmConfig& cfg, int64_t m, int64_t c, const Kernel& kernel,
+                          float* buf, PrepackedA* u, bool parallel) {
+  const int mr = tile_rows(cfg, m);
+  const int64_t m_pad = round_up(m, mr), kc_blk = block_depth(cfg, c);
+  const int64_t stride = wino_weights_stride(cfg, m, c);
+  for_each_index(parallel, ceil_div(m, mr), [&](int64_t tile) {
+    const int64_t i0 = tile * mr;
+    const int rows = int(std::min<int64_t>(mr, m - i0));
+    float g[9], t[kWinoPos];
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const int64_t pc = ch / kc_blk * kc_blk, kc = std::min(kc_blk, c - pc);
+      const int64_t base = pc * m_pad + i0 * kc + (ch - pc) * rows;
+      for (int i = 0; i < rows; ++i) {
+        kernel(i0 + i, ch, g);
+        wino_kernel_transform(g, t);
+        for (int q = 0; q < kWinoPos; ++q) buf[q * stride + base + i] = t[q];
+      }
+    }
+  });
+  for (int q = 0; q < kWinoPos; ++q) u[q] = PrepackedA{buf + q * stride, m_pad, c, kc_blk};
+}
+
+// Where the tiles of a block [t0, t1) read and write, 16 tiles (lanes) to a group: for each of a
+// tile's 16 input positions (r, s), the offset of that input from channel 0 of image 0 (-1 in
+// the padding); for each of its 4 outputs, the offset of that output (-1 past the edge).
+struct WinoTable {
+  int64_t nt = 0, groups = 0;
+  std::vector<int32_t> in, out;  // [group][position][lane]: 16 x 16 and 4 x 16 per group
+  const int32_t* in_at(int64_t g, int pos) const { return in.data() + (g * 16 + pos) * 16; }
+  const int32_t* out_at(int64_t g, int pos) const { return out.data() + (g * 4 + pos) * 16; }
+  int lanes(int64_t g) const { return int(std::min<int64_t>(16, nt - 16 * g)); }
+};
+
+inline void wino_table(const WinoShape& s, int64_t t0, int64_t t1, WinoTable& tab) {
+  const int64_t th = s.th(), tw = s.tw(), oh = s.oh(), ow = s.ow();
+  tab.nt = t1 - t0;
+  tab.groups = ceil_div(tab.nt, 16);
+  tab.in.assign(size_t(tab.groups * 256), -1);
+  tab.out.assign(size_t(tab.groups * 64), -1);
+  for (int64_t j = 0; j < tab.nt; ++j) {
+    const int64_t t = t0 + j, img = t / (th * tw), ty = t % (th * tw) / tw, tx = t % tw;
+    const int64_t g = j / 16, lane = j % 16;
+    for (int r = 0; r < 4; ++r)
+      for (int c = 0; c < 4; ++c) {
+        const int64_t iy = 2 * ty - s.py + r, ix = 2 * tx - s.px + c;
+        if (iy >= 0 && iy < s.h && ix >= 0 && ix < s.w)
+          tab.in[size_t((g * 16 + 4 * r + c) * 16 + lane)] =
+              int32_t((img * s.c * s.h + iy) * s.w + ix);
+      }
+    for (int r = 0; r < 2; ++r)
+      for (int c = 0; c < 2; ++c) {
+        const int64_t oy = 2 * ty + r, ox = 2 * tx + c;
+        if (oy < oh && ox < ow)
+          tab.out[size_t((g * 4 + 2 * r + c) * 16 + lane)] =
+              int32_t((img * s.m * oh + oy) * ow + ox);
+      }
+  }
+}
+
+// 16 tiles at once, one per lane.
+typedef float WinoVec __attribute__((vector_size(64)));
+
+// v = B^T d B for the 16 input positions d (row-major 4 x 4), B^T = [1 0 -1 0; 0 1 1 0;
+// 0 -1 1 0; 0 1 0 -1].
+__attribute__((always_inline)) inline void wino_in16(const WinoVec* d, WinoVec* v) {
+  WinoVec b[16];
+  for (int c = 0; c < 4; ++c) {
+    b[c] = d[c] - d[8 + c];
+    b[4 + c] = d[4 + c] + d[8 + c];
+    b[8 + c] = d[8 + c] - d[4 + c];
+    b[12 + c] = d[4 + c] - d[12 + c];
+  }
+  for (int i = 0; i < 4; ++i) {
+    v[4 * i] = b[4 * i] - b[4 * i + 2];
+    v[4 * i + 1] = b[4 * i + 1] + b[4 * i + 2];
+    v[4 * i + 2] = b[4 * i + 2] - b[4 * i + 1];
+    v[4 * i + 3] = b[4 * i + 1] - b[4 * i + 3];
+  }
+}
+
+// y (2 x 2) = A^T m A + bias, A^T = [1 1 1 0; 0 1 -1 -1].
+__attribute__((always_inline)) inline void wino_out16(const WinoVec* m, WinoVec bias, WinoVec* y) {
+  WinoVec a[8];
+  for (int j = 0; j < 4; ++j) {
+    a[j] = m[j] + m[4 + j] + m[8 + j];
+    a[4 + j] = m[4 + j] - m[8 + j] - m[12 + j];
+  }
+  for (int r = 0; r < 2; ++r) {
+    y[2 * r] = a[4 * r] + a[4 * r + 1] + a[4 * r + 2] + bias;
+    y[2 * r + 1] = a[4 * r + 1] - a[4 * r + 2] - a[4 * r + 3] + bias;
+  }
+}
+
+// d (4 x 4) = A e A^T for a 2 x 2 block e of dy: the adjoint of wino_out16.
+__attribute__((always_inline)) inline void wino_grad16(const WinoVec* e, WinoVec* d) {
+  const WinoVec f[8] = {e[0], e[1], e[0] + e[2], e[1] + e[3], e[0] - e[2], e[1] - e[3], -e[2], -e[3]};
+  for (int i = 0; i < 4; ++i) {
+    d[4 * i] = f[2 * i];
+    d[4 * i + 1] = f[2 * i] + f[2 * i + 1];
+    d[4 * i + 2] = f[2 * i] - f[2 * i + 1];
+    d[4 * i + 3] = -f[2 * i + 1];
+  }
+}
+
+// The three transforms over a block, channel after channel and group after group: the input
+// (V[q][ch][j], q stride qs, ld = nt), the output (M[q][o][j] to y, plus bias) and dy
+// (D[q][o][j]). Portable: element loads and stores through the table.
+inline void wino_input_generic(const WinoShape& s, const WinoTable& tab, const float* x,
+                               int64_t c0, int64_t c1, float* v, int64_t qs) {
+  for (int64_t ch = c0; ch < c1; ++ch) {
+    const float* xc = x + ch * s.h * s.w;
+    for (int64_t g = 0; g < tab.groups; ++g) {
+      WinoVec d[16], r[16];
+      for (int pos = 0; pos < 16; ++pos) {
+        const int32_t* idx = tab.in_at(g, pos);
+        for (int l = 0; l < 16; ++l) d[pos][l] = idx[l] >= 0 ? xc[idx[l]] : 0.0f;
+      }
+      wino_in16(d, r);
+      const int lanes = tab.lanes(g);
+      for (int q = 0; q < kWinoPos; ++q)
+        for (int l = 0; l < lanes; ++l) v[q * qs + ch * tab.nt + 16 * g + l] = r[q][l];
+    }
+  }
+}
+inline void wino_output_generic(const WinoShape& s, const WinoTable& tab, const float* mq,
+                                int64_t qs, int64_t o0, int64_t o1, const float* bias, float* y) {
+  const int64_t plane = s.oh() * s.ow();
+  for (int64_t o = o0; o < o1; ++o) {
+    WinoVec b;
+    for (int l = 0; l < 16; ++l) b[l] = bias != nullptr ? bias[o] : 0.0f;
+    for (int64_t g = 0; g < tab.groups; ++g) {
+      WinoVec m[16], r[4];
+      const int lanes = tab.lanes(g);
+      for (int q = 0; q < kWinoPos; ++q)
+        for (int l = 0; l < 16; ++l) m[q][l] = l < lanes ? mq[q * qs + o * tab.nt + 16 * g + l] : 0;
+      wino_out16(m, b, r);
+      for (int pos = 0; pos < 4; ++pos) {
+        const int32_t* idx = tab.out_at(g, pos);
+        for (int l = 0; l < 16; ++l)
+          if (idx[l] >= 0) y[o * plane + idx[l]] = r[pos][l];
+      }
+    }
+  }
+}
+inline void wino_grad_generic(const WinoShape& s, const WinoTable& tab, const float* dy,
+                              int64_t o0, int64_t o1, float* d, int64_t qs) {
+  const int64_t plane = s.oh() * s.ow();
+  for (int64_t o = o0; o < o1; ++o)
+    for (int64_t g = 0; g < tab.groups; ++g) {
+      WinoVec e[4], r[16];
+      for (int pos = 0; pos < 4; ++pos) {
+        const int32_t* idx = tab.out_at(g, pos);
+        for (int l = 0; l < 16; ++l) e[pos][l] = idx[l] >= 0 ? dy[o * plane + idx[l]] : 0.0f;
+      }
+      wino_grad16(e, r);
+      const int lanes = tab.lanes(g);
+      for (int q = 0; q < kWinoPos; ++q)
+        for (int l = 0; l < lanes; ++l) d[q * qs + o * tab.nt + 16 * g + l] = r[q][l];
+    }
+}
+
+#ifdef IPUML_CPU_X86
+// The same with AVX-512 masked gathers, loads, stores and scatters; the arithmetic is the same
+// sequence of vector adds, so the results are the same bits.
+__attribute__((target("avx512f"))) inline __m512 wino_gather(const int32_t* idx,
+                                                             const float* base) {
+  const __m512i i = _mm512_loadu_si512(idx);
+  const __mmask16 in = _mm512_cmpge_epi32_mask(i, _mm512_setzero_si512());
+  return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), in, i, base, 4);
+}
+__attribute__((target("avx512f"))) inline void wino_input_avx512(const WinoShape& s,
+                                                                 const WinoTable& tab,
+                                                                 const float* x, int64_t c0,
+                                                                 int64_t c1, float* v,
+                                                                 int64_t qs) {
+  for (int64_t ch = c0; ch < c1; ++ch) {
+    const float* xc = x + ch * s.h * s.w;
+    for (int64_t g = 0; g < tab.groups; ++g) {
+      WinoVec d[16], r[16];
+      for (int pos = 0; pos < 16; ++pos) d[pos] = WinoVec(wino_gather(tab.in_at(g, pos), xc));
+      wino_in16(d, r);
+      const __mmask16 keep = __mmask16((1u << tab.lanes(g)) - 1u);
+      for (int q = 0; q < kWinoPos; ++q)
+        _mm512_mask_storeu_ps(v + q * qs + ch * tab.nt + 16 * g, keep, __m512(r[q]));
+    }
+  }
+}
+__attribute__((target("avx512f"))) inline void wino_output_avx512(const WinoShape& s,
+                                                                  const WinoTable& tab,
+                                                                  const float* mq, int64_t qs,
+                                                                  int64_t o0, int64_t o1,
+                                                                  const float* bias, float* y) {
+  const int64_t plane = s.oh() * s.ow();
+  for (int64_t o = o0; o < o1; ++o) {
+    const WinoVec b = WinoVec(_mm512_set1_ps(bias != nullptr ? bias[o] : 0.0f));
+    for (int64_t g = 0; g < tab.groups; ++g) {
+      WinoVec m[16], r[4];
+      const __mmask16 keep = __mmask16((1u << tab.lanes(g)) - 1u);
+      for (int q = 0; q < kWinoPos; ++q)
+        m[q] = WinoVec(_mm512_maskz_loadu_ps(keep, mq + q * qs + o * tab.nt + 16 * g));
+      wino_out16(m, b, r);
+      for (int pos = 0; pos < 4; ++pos) {
+        const __m512i i = _mm512_loadu_si512(tab.out_at(g, pos));
+        const __mmask16 in = _mm512_cmpge_epi32_mask(i, _mm512_setzero_si512());
+        _mm512_mask_i32scatter_ps(y + o * plane, in, i, __m512(r[pos]), 4);
+      }
+    }
+  }
+}
+__attribute__((target("avx512f"))) inline void wino_grad_avx512(const WinoShape& s,
+                                                                const WinoTable& tab,
+                                                                const float* dy, int64_t o0,
+                                                                int64_t o1, float* d, int64_t qs) {
+  const int64_t plane = s.oh() * s.ow();
+  for (int64_t o = o0; o < o1; ++o)
+    for (int64_t g = 0; g < tab.groups; ++g) {
+      WinoVec e[4], r[16];
+      for (int pos = 0; pos < 4; ++pos) e[pos] = WinoVec(wino_gather(tab.out_at(g, pos), dy + o * plane));
+      wino_grad16(e, r);
+      const __mmask16 keep = __mmask16((1u << tab.lanes(g)) - 1u);
+      for (int q = 0; q < kWinoPos; ++q)
+        _mm512_mask_storeu_ps(d + q * qs + o * tab.nt + 16 * g, keep, __m512(r[q]));
+    }
+}
+#endif
+
+inline void wino_input_transform(const WinoShape& s, const WinoTable& tab, const float* x,
+                                 int64_t c0, int64_t c1, float* v, int64_t qs) {
+#ifdef IPUML_CPU_X86
+  if (active_isa() == Isa::avx512) return wino_input_avx512(s, tab, x, c0, c1, v, qs);
+#endif
+  wino_input_generic(s, tab, x, c0, c1, v, qs);
+}
+inline void wino_output_transform(const WinoShape& s, const WinoTable& tab, const float* mq,
+                                  int64_t qs, int64_t o0, int64_t o1, const float* bias,
+                                  float* y) {
+#ifdef IPUML_CPU_X86
+  if (active_isa() == Isa::avx512) return wino_output_avx512(s, tab, mq, qs, o0, o1, bias, y);
+#endif
+  wino_output_generic(s, tab, mq, qs, o0, o1, bias, y);
+}
+inline void wino_grad_transform(const WinoShape& s, const WinoTable& tab, const float* dy,
+                                int64_t o0, int64_t o1, float* d, int64_t qs) {
+#ifdef IPUML_CPU_X86
+  if (active_isa() == Isa::avx512) return wino_grad_avx512(s, tab, dy, o0, o1, d, qs);
+#endif
+  wino_grad_generic(s, tab, dy, o0, o1, d, qs);
+}
+
+// C (m x n, row stride ldc) = A (prepacked m x k) x B + beta C on the calling thread, B through
+// pack_b as in run_gemm. The same micro-kernels and k blocks as run_gemm.
+template <class PackB>
+void run_prepacked_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k,
+                        const PrepackedA& a, const PackB& pack_b, float beta, float* c,
+                        int64_t ldc) {
+  const int mr = tile_rows(cfg, m), nr_full = cfg.nr();
+  const int64_t kc_blk = block_depth(cfg, k);
+  ScratchLease b_lease(kScratchB, size_t(nr_full * std::min(kc_blk, k)));
+  float* pb = b_lease.get();
+  for (int64_t pc = 0; pc < k; pc += kc_blk) {
+    const int64_t kc = std::min(kc_blk, k - pc);
+    const float beta_eff = pc == 0 ? beta : 1.0f;
+    for (int64_t j0 = 0; j0 < n; j0 += nr_full) {
+      const int nr = int(std::min<int64_t>(nr_full, n - j0));
+      pack_b(pb, j0, nr, int(round_up(nr, cfg.vw)), pc, kc);
+      const int nv = int(ceil_div(nr, cfg.vw));
+      for (int64_t ir = 0; ir < m; ir += mr) {
+        const int rows = int(std::min<int64_t>(mr, m - ir));
+        cfg.kern[rows][nv](kc, a.block(ir, pc), pb, c + ir * ldc + j0, ldc, nr, 1.0f, beta_eff);
+      }
+    }
+  }
+}
+
+// Splits [0, count) into `parts` even runs and runs body(begin, end) for each (in parallel when
+// asked): the transforms' work split, which never changes their results.
+template <class F>
+void for_each_run(bool parallel, int64_t count, int64_t parts, const F& body) {
+  parts = std::max<int64_t>(1, std::min(count, parts));
+  for_each_index(parallel, parts, [&](int64_t i) { body(i * count / parts, (i + 1) * count / parts); });
+}
+
+// y (n x m x oh x ow) = the convolution of x (n x c x h x w) with the weights prepacked by
+// wino_prepack_weights, plus bias (may be null).
+inline void winograd_conv(const GemmConfig& cfg, const WinoShape& s, const PrepackedA* u,
+                          const float* x, const float* bias, float* y, bool parallel) {
+  const int64_t T = s.tiles(), blk = s.block();
+  const int parts = 4 * (parallel ? available_threads() : 1);
+  ScratchLease v(kScratchConv, size_t(kWinoPos * s.c * blk));
+  ScratchLease mq(kScratchConvOut, size_t(kWinoPos * s.m * blk));
+  WinoTable tab;
+  for (int64_t t0 = 0; t0 < T; t0 += blk) {
+    const int64_t t1 = std::min(T, t0 + blk), nt = t1 - t0;
+    wino_table(s, t0, t1, tab);
+    for_each_run(parallel, s.c, parts, [&](int64_t c0, int64_t c1) {
+      wino_input_transform(s, tab, x, c0, c1, v.get(), s.c * nt);
+    });
+    for_each_index(parallel, kWinoPos, [&](int64_t q) {
+      run_prepacked_gemm(cfg, s.m, nt, s.c, u[q], PackRowMajorB{v.get() + q * s.c * nt, nt}, 0.0f,
+                         mq.get() + q * s.m * nt, nt);
+    });
+    for_each_run(parallel, s.m, parts, [&](int64_t o0, int64_t o1) {
+      wino_output_transform(s, tab, mq.get(), s.m * nt, o0, o1, bias, y);
+    });
+  }
+}
+
+// dw (m x c x 3 x 3) = the weight gradient of the convolution from x and dy (n x m x oh x ow):
+// per block, 16 GEMMs S_q += D_q V_q^T over its tiles (blocks in order), then G^T S G.
+inline void winograd_conv_wgrad(const GemmConfig& cfg, const WinoShape& s, const float* x,
+                                const float* dy, float* dw, bool parallel) {
+  const int64_t T = s.tiles(), blk = s.block();
+  if (T == 0) {
+    std::fill(dw, dw + s.m * s.c * 9, 0.0f);
+    return;
+  }
+  const int parts = 4 * (parallel ? available_threads() : 1);
+  ScratchLease v(kScratchConv, size_t(kWinoPos * s.c * blk));
+  ScratchLease d(kScratchConvOut, size_t(kWinoPos * s.m * blk));
+  ScratchLease sum(kScratchWide, size_t(kWinoPos * s.m * s.c));
+  WinoTable tab;
+  for (int64_t t0 = 0; t0 < T; t0 += blk) {
+    const int64_t t1 = std::min(T, t0 + blk), nt = t1 - t0;
+    wino_table(s, t0, t1, tab);
+    for_each_run(parallel, s.c, parts, [&](int64_t c0, int64_t c1) {
+      wino_input_transform(s, tab, x, c0, c1, v.get(), s.c * nt);
+    });
+    for_each_run(parallel, s.m, parts, [&](int64_t o0, int64_t o1) {
+      wino_grad_transform(s, tab, dy, o0, o1, d.get(), s.m * nt);
+    });
+    for_each_index(parallel, kWinoPos, [&](int64_t q) {
+      run_gemm(cfg, s.m, s.c, nt, 1.0f, PackRowMajorA{d.get() + q * s.m * nt, nt},
+               PackColMajorB{v.get() + q * s.c * nt, nt}, t0 == 0 ? 0.0f : 1.0f,
+               sum.get() + q * s.m * s.c, s.c, false);
+    });
+  }
+  for_each_run(parallel, s.m, parts, [&](int64_t o0, int64_t o1) {
+    float t[kWinoPos];
+    for (int64_t o = o0; o < o1; ++o)
+      for (int64_t ch = 0; ch < s.c; ++ch) {
+        for (int q = 0; q < kWinoPos; ++q) t[q] = sum.get()[(q * s.m + o) * s.c + ch];
+        wino_kernel_adjoint(t, dw + (o * s.c + ch) * 9);
+      }
+  });
+}
+
+}  // namespace ipuml::cpu::detail
