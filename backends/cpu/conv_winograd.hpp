@@ -123,6 +123,27 @@ struct WinoTable {
   int lanes(int64_t g) const { return int(std::min<int64_t>(16, nt - 16 * g)); }
 };
 
+// Where a transform writes value (row, tile j) of one position's matrix (rows x nt tiles): in
+// panels of nr tiles (the last one vw-rounded), row after row inside each, as the GEMM reads its B
+// operand. One panel as wide as the padded block is the plain row-major layout (ld = width).
+struct WinoPanels {
+  int64_t rows, nt, nr, vw;
+  int64_t width(int64_t jp) const { return std::min(nr, round_up(nt - jp * nr, vw)); }
+  int64_t at(int64_t row, int64_t j) const {
+    const int64_t jp = j / nr;
+    return jp * nr * rows + row * width(jp) + j % nr;
+  }
+  int64_t size() const { return round_up(nt, nr) * rows; }  // floats per position (enough)
+  int64_t padded() const {  // tiles including the last panel's padding
+    const int64_t jp = (nt - 1) / nr;
+    return jp * nr + width(jp);
+  }
+  static WinoPanels plain(int64_t rows, int64_t nt) {
+    const int64_t w = round_up(nt, 16);
+    return WinoPanels{rows, nt, w, 16};
+  }
+};
+
 inline void wino_table(const WinoShape& s, int64_t t0, int64_t t1, WinoTable& tab) {
   const int64_t th = s.th(), tw = s.tw(), oh = s.oh(), ow = s.ow();
   tab.nt = t1 - t0;
@@ -171,7 +192,8 @@ __attribute__((always_inline)) inline void wino_in16(const WinoVec* d, WinoVec* 
 }
 
 // y (2 x 2) = A^T m A + bias, A^T = [1 1 1 0; 0 1 -1 -1].
-__attribute__((always_inline)) inline void wino_out16(const WinoVec* m, WinoVec bias, WinoVec* y) {
+__attribute__((always_inline)) inline void wino_out16(const WinoVec* m, const WinoVec& bias,
+                                                      WinoVec* y) {
   WinoVec a[8];
   for (int j = 0; j < 4; ++j) {
     a[j] = m[j] + m[4 + j] + m[8 + j];
@@ -185,7 +207,8 @@ __attribute__((always_inline)) inline void wino_out16(const WinoVec* m, WinoVec 
 
 // d (4 x 4) = A e A^T for a 2 x 2 block e of dy: the adjoint of wino_out16.
 __attribute__((always_inline)) inline void wino_grad16(const WinoVec* e, WinoVec* d) {
-  const WinoVec f[8] = {e[0], e[1], e[0] + e[2], e[1] + e[3], e[0] - e[2], e[1] - e[3], -e[2], -e[3]};
+  const WinoVec f[8] = {e[0],        e[1],        e[0] + e[2], e[1] + e[3],
+                        e[0] - e[2], e[1] - e[3], -e[2],       -e[3]};
   for (int i = 0; i < 4; ++i) {
     d[4 * i] = f[2 * i];
     d[4 * i + 1] = f[2 * i] + f[2 * i + 1];
@@ -197,8 +220,9 @@ __attribute__((always_inline)) inline void wino_grad16(const WinoVec* e, WinoVec
 // The three transforms over a block, channel after channel and group after group: the input
 // (V[q][ch][j], q stride qs, ld = nt), the output (M[q][o][j] to y, plus bias) and dy
 // (D[q][o][j]). Portable: element loads and stores through the table.
-inline void wino_input_generic(const WinoShape& s, const WinoTable& tab, const float* x,
-                               int64_t c0, int64_t c1, float* v, int64_t qs) {
+inline void wino_input_generic(const WinoShape& s, const WinoTable& tab, const float* x, int64_t c0,
+                               int64_t c1, float* v, const WinoPanels& lay) {
+  const int64_t qs = lay.size();
   for (int64_t ch = c0; ch < c1; ++ch) {
     const float* xc = x + ch * s.h * s.w;
     for (int64_t g = 0; g < tab.groups; ++g) {
@@ -208,14 +232,18 @@ inline void wino_input_generic(const WinoShape& s, const WinoTable& tab, const f
         for (int l = 0; l < 16; ++l) d[pos][l] = idx[l] >= 0 ? xc[idx[l]] : 0.0f;
       }
       wino_in16(d, r);
+      // The panel's padding gets zeros (the GEMM multiplies it into columns it drops).
       const int lanes = tab.lanes(g);
+      const int fill = int(std::min<int64_t>(16, lay.padded() - 16 * g));
       for (int q = 0; q < kWinoPos; ++q)
-        for (int l = 0; l < lanes; ++l) v[q * qs + ch * tab.nt + 16 * g + l] = r[q][l];
+        for (int l = 0; l < fill; ++l)
+          v[q * qs + lay.at(ch, 16 * g + l)] = l < lanes ? r[q][l] : 0.0f;
     }
   }
 }
 inline void wino_output_generic(const WinoShape& s, const WinoTable& tab, const float* mq,
-                                int64_t qs, int64_t o0, int64_t o1, const float* bias, float* y) {
+                                int64_t ld, int64_t o0, int64_t o1, const float* bias, float* y) {
+  const int64_t qs = s.m * ld;
   const int64_t plane = s.oh() * s.ow();
   for (int64_t o = o0; o < o1; ++o) {
     WinoVec b;
@@ -224,7 +252,7 @@ inline void wino_output_generic(const WinoShape& s, const WinoTable& tab, const 
       WinoVec m[16], r[4];
       const int lanes = tab.lanes(g);
       for (int q = 0; q < kWinoPos; ++q)
-        for (int l = 0; l < 16; ++l) m[q][l] = l < lanes ? mq[q * qs + o * tab.nt + 16 * g + l] : 0;
+        for (int l = 0; l < 16; ++l) m[q][l] = l < lanes ? mq[q * qs + o * ld + 16 * g + l] : 0;
       wino_out16(m, b, r);
       for (int pos = 0; pos < 4; ++pos) {
         const int32_t* idx = tab.out_at(g, pos);
@@ -234,8 +262,9 @@ inline void wino_output_generic(const WinoShape& s, const WinoTable& tab, const 
     }
   }
 }
-inline void wino_grad_generic(const WinoShape& s, const WinoTable& tab, const float* dy,
-                              int64_t o0, int64_t o1, float* d, int64_t qs) {
+inline void wino_grad_generic(const WinoShape& s, const WinoTable& tab, const float* dy, int64_t o0,
+                              int64_t o1, float* d, const WinoPanels& lay) {
+  const int64_t qs = lay.size();
   const int64_t plane = s.oh() * s.ow();
   for (int64_t o = o0; o < o1; ++o)
     for (int64_t g = 0; g < tab.groups; ++g) {
@@ -246,8 +275,10 @@ inline void wino_grad_generic(const WinoShape& s, const WinoTable& tab, const fl
       }
       wino_grad16(e, r);
       const int lanes = tab.lanes(g);
+      const int fill = int(std::min<int64_t>(16, lay.padded() - 16 * g));
       for (int q = 0; q < kWinoPos; ++q)
-        for (int l = 0; l < lanes; ++l) d[q * qs + o * tab.nt + 16 * g + l] = r[q][l];
+        for (int l = 0; l < fill; ++l)
+          d[q * qs + lay.at(o, 16 * g + l)] = l < lanes ? r[q][l] : 0.0f;
     }
 }
 
@@ -264,32 +295,33 @@ __attribute__((target("avx512f"))) inline void wino_input_avx512(const WinoShape
                                                                  const WinoTable& tab,
                                                                  const float* x, int64_t c0,
                                                                  int64_t c1, float* v,
-                                                                 int64_t qs) {
+                                                                 const WinoPanels& lay) {
+  const int64_t qs = lay.size();
   for (int64_t ch = c0; ch < c1; ++ch) {
     const float* xc = x + ch * s.h * s.w;
     for (int64_t g = 0; g < tab.groups; ++g) {
       WinoVec d[16], r[16];
       for (int pos = 0; pos < 16; ++pos) d[pos] = WinoVec(wino_gather(tab.in_at(g, pos), xc));
       wino_in16(d, r);
-      const __mmask16 keep = __mmask16((1u << tab.lanes(g)) - 1u);
-      for (int q = 0; q < kWinoPos; ++q)
-        _mm512_mask_storeu_ps(v + q * qs + ch * tab.nt + 16 * g, keep, __m512(r[q]));
+      // Lanes past the block's tiles gathered nothing, so they store zeros (panel padding).
+      float* dst = v + lay.at(ch, 16 * g);
+      for (int q = 0; q < kWinoPos; ++q) _mm512_storeu_ps(dst + q * qs, __m512(r[q]));
     }
   }
 }
 __attribute__((target("avx512f"))) inline void wino_output_avx512(const WinoShape& s,
                                                                   const WinoTable& tab,
-                                                                  const float* mq, int64_t qs,
+                                                                  const float* mq, int64_t ld,
                                                                   int64_t o0, int64_t o1,
                                                                   const float* bias, float* y) {
-  const int64_t plane = s.oh() * s.ow();
+  const int64_t plane = s.oh() * s.ow(), qs = s.m * ld;
   for (int64_t o = o0; o < o1; ++o) {
     const WinoVec b = WinoVec(_mm512_set1_ps(bias != nullptr ? bias[o] : 0.0f));
     for (int64_t g = 0; g < tab.groups; ++g) {
       WinoVec m[16], r[4];
       const __mmask16 keep = __mmask16((1u << tab.lanes(g)) - 1u);
       for (int q = 0; q < kWinoPos; ++q)
-        m[q] = WinoVec(_mm512_maskz_loadu_ps(keep, mq + q * qs + o * tab.nt + 16 * g));
+        m[q] = WinoVec(_mm512_maskz_loadu_ps(keep, mq + q * qs + o * ld + 16 * g));
       wino_out16(m, b, r);
       for (int pos = 0; pos < 4; ++pos) {
         const __m512i i = _mm512_loadu_si512(tab.out_at(g, pos));
@@ -302,63 +334,64 @@ __attribute__((target("avx512f"))) inline void wino_output_avx512(const WinoShap
 __attribute__((target("avx512f"))) inline void wino_grad_avx512(const WinoShape& s,
                                                                 const WinoTable& tab,
                                                                 const float* dy, int64_t o0,
-                                                                int64_t o1, float* d, int64_t qs) {
-  const int64_t plane = s.oh() * s.ow();
+                                                                int64_t o1, float* d,
+                                                                const WinoPanels& lay) {
+  const int64_t plane = s.oh() * s.ow(), qs = lay.size();
   for (int64_t o = o0; o < o1; ++o)
     for (int64_t g = 0; g < tab.groups; ++g) {
       WinoVec e[4], r[16];
-      for (int pos = 0; pos < 4; ++pos) e[pos] = WinoVec(wino_gather(tab.out_at(g, pos), dy + o * plane));
+      for (int pos = 0; pos < 4; ++pos)
+        e[pos] = WinoVec(wino_gather(tab.out_at(g, pos), dy + o * plane));
       wino_grad16(e, r);
-      const __mmask16 keep = __mmask16((1u << tab.lanes(g)) - 1u);
-      for (int q = 0; q < kWinoPos; ++q)
-        _mm512_mask_storeu_ps(d + q * qs + o * tab.nt + 16 * g, keep, __m512(r[q]));
+      float* dst = d + lay.at(o, 16 * g);
+      for (int q = 0; q < kWinoPos; ++q) _mm512_storeu_ps(dst + q * qs, __m512(r[q]));
     }
 }
 #endif
 
+// The AVX-512 forms store whole 16-tile groups, so they need panels in multiples of 16.
+inline bool wino_groups_fit(const WinoPanels& lay) {
+  return active_isa() == Isa::avx512 && lay.nr % 16 == 0 && lay.vw % 16 == 0;
+}
 inline void wino_input_transform(const WinoShape& s, const WinoTable& tab, const float* x,
-                                 int64_t c0, int64_t c1, float* v, int64_t qs) {
+                                 int64_t c0, int64_t c1, float* v, const WinoPanels& lay) {
 #ifdef IPUML_CPU_X86
-  if (active_isa() == Isa::avx512) return wino_input_avx512(s, tab, x, c0, c1, v, qs);
+  if (wino_groups_fit(lay)) return wino_input_avx512(s, tab, x, c0, c1, v, lay);
 #endif
-  wino_input_generic(s, tab, x, c0, c1, v, qs);
+  wino_input_generic(s, tab, x, c0, c1, v, lay);
 }
 inline void wino_output_transform(const WinoShape& s, const WinoTable& tab, const float* mq,
-                                  int64_t qs, int64_t o0, int64_t o1, const float* bias,
-                                  float* y) {
+                                  int64_t ld, int64_t o0, int64_t o1, const float* bias, float* y) {
 #ifdef IPUML_CPU_X86
-  if (active_isa() == Isa::avx512) return wino_output_avx512(s, tab, mq, qs, o0, o1, bias, y);
+  if (active_isa() == Isa::avx512) return wino_output_avx512(s, tab, mq, ld, o0, o1, bias, y);
 #endif
-  wino_output_generic(s, tab, mq, qs, o0, o1, bias, y);
+  wino_output_generic(s, tab, mq, ld, o0, o1, bias, y);
 }
 inline void wino_grad_transform(const WinoShape& s, const WinoTable& tab, const float* dy,
-                                int64_t o0, int64_t o1, float* d, int64_t qs) {
+                                int64_t o0, int64_t o1, float* d, const WinoPanels& lay) {
 #ifdef IPUML_CPU_X86
-  if (active_isa() == Isa::avx512) return wino_grad_avx512(s, tab, dy, o0, o1, d, qs);
+  if (wino_groups_fit(lay)) return wino_grad_avx512(s, tab, dy, o0, o1, d, lay);
 #endif
-  wino_grad_generic(s, tab, dy, o0, o1, d, qs);
+  wino_grad_generic(s, tab, dy, o0, o1, d, lay);
 }
 
-// C (m x n, row stride ldc) = A (prepacked m x k) x B + beta C on the calling thread, B through
-// pack_b as in run_gemm. The same micro-kernels and k blocks as run_gemm.
-template <class PackB>
-void run_prepacked_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k,
-                        const PrepackedA& a, const PackB& pack_b, float beta, float* c,
-                        int64_t ldc) {
-  const int mr = tile_rows(cfg, m), nr_full = cfg.nr();
+// C (m x n, row stride ldc) = A (prepacked m x k) x B on the calling thread, B already in the
+// GEMM's panels (WinoPanels with the config's nr and vw): the same micro-kernels and k blocks as
+// run_gemm, with nothing to pack.
+inline void run_panel_gemm(const GemmConfig& cfg, int64_t m, int64_t k, const PrepackedA& a,
+                           const float* b, const WinoPanels& lay, float* c, int64_t ldc) {
+  const int mr = tile_rows(cfg, m);
   const int64_t kc_blk = block_depth(cfg, k);
-  ScratchLease b_lease(kScratchB, size_t(nr_full * std::min(kc_blk, k)));
-  float* pb = b_lease.get();
   for (int64_t pc = 0; pc < k; pc += kc_blk) {
     const int64_t kc = std::min(kc_blk, k - pc);
-    const float beta_eff = pc == 0 ? beta : 1.0f;
-    for (int64_t j0 = 0; j0 < n; j0 += nr_full) {
-      const int nr = int(std::min<int64_t>(nr_full, n - j0));
-      pack_b(pb, j0, nr, int(round_up(nr, cfg.vw)), pc, kc);
-      const int nv = int(ceil_div(nr, cfg.vw));
+    const float beta = pc == 0 ? 0.0f : 1.0f;
+    for (int64_t jp = 0; jp * lay.nr < lay.nt; ++jp) {
+      const int64_t j0 = jp * lay.nr, w = lay.width(jp);
+      const int nr = int(std::min(lay.nr, lay.nt - j0)), nv = int(w / cfg.vw);
+      const float* pb = b + jp * lay.nr * k + pc * w;
       for (int64_t ir = 0; ir < m; ir += mr) {
         const int rows = int(std::min<int64_t>(mr, m - ir));
-        cfg.kern[rows][nv](kc, a.block(ir, pc), pb, c + ir * ldc + j0, ldc, nr, 1.0f, beta_eff);
+        cfg.kern[rows][nv](kc, a.block(ir, pc), pb, c + ir * ldc + j0, ldc, nr, 1.0f, beta);
       }
     }
   }
@@ -369,30 +402,33 @@ void run_prepacked_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k,
 template <class F>
 void for_each_run(bool parallel, int64_t count, int64_t parts, const F& body) {
   parts = std::max<int64_t>(1, std::min(count, parts));
-  for_each_index(parallel, parts, [&](int64_t i) { body(i * count / parts, (i + 1) * count / parts); });
+  for_each_index(parallel, parts,
+                 [&](int64_t i) { body(i * count / parts, (i + 1) * count / parts); });
 }
 
 // y (n x m x oh x ow) = the convolution of x (n x c x h x w) with the weights prepacked by
 // wino_prepack_weights, plus bias (may be null).
 inline void winograd_conv(const GemmConfig& cfg, const WinoShape& s, const PrepackedA* u,
                           const float* x, const float* bias, float* y, bool parallel) {
-  const int64_t T = s.tiles(), blk = s.block();
+  const int64_t T = s.tiles(), blk = s.block(), ld = round_up(blk, 16);
   const int parts = 4 * (parallel ? available_threads() : 1);
-  ScratchLease v(kScratchConv, size_t(kWinoPos * s.c * blk));
-  ScratchLease mq(kScratchConvOut, size_t(kWinoPos * s.m * blk));
+  const WinoPanels full{s.c, blk, cfg.nr(), cfg.vw};
+  ScratchLease v(kScratchConv, size_t(kWinoPos * full.size()));
+  ScratchLease mq(kScratchConvOut, size_t(kWinoPos * s.m * ld));
   WinoTable tab;
   for (int64_t t0 = 0; t0 < T; t0 += blk) {
-    const int64_t t1 = std::min(T, t0 + blk), nt = t1 - t0;
+    const int64_t t1 = std::min(T, t0 + blk);
+    const WinoPanels lay{s.c, t1 - t0, cfg.nr(), cfg.vw};
     wino_table(s, t0, t1, tab);
     for_each_run(parallel, s.c, parts, [&](int64_t c0, int64_t c1) {
-      wino_input_transform(s, tab, x, c0, c1, v.get(), s.c * nt);
+      wino_input_transform(s, tab, x, c0, c1, v.get(), lay);
     });
     for_each_index(parallel, kWinoPos, [&](int64_t q) {
-      run_prepacked_gemm(cfg, s.m, nt, s.c, u[q], PackRowMajorB{v.get() + q * s.c * nt, nt}, 0.0f,
-                         mq.get() + q * s.m * nt, nt);
+      run_panel_gemm(cfg, s.m, s.c, u[q], v.get() + q * lay.size(), lay, mq.get() + q * s.m * ld,
+                     ld);
     });
     for_each_run(parallel, s.m, parts, [&](int64_t o0, int64_t o1) {
-      wino_output_transform(s, tab, mq.get(), s.m * nt, o0, o1, bias, y);
+      wino_output_transform(s, tab, mq.get(), ld, o0, o1, bias, y);
     });
   }
 }
@@ -407,22 +443,23 @@ inline void winograd_conv_wgrad(const GemmConfig& cfg, const WinoShape& s, const
     return;
   }
   const int parts = 4 * (parallel ? available_threads() : 1);
-  ScratchLease v(kScratchConv, size_t(kWinoPos * s.c * blk));
-  ScratchLease d(kScratchConvOut, size_t(kWinoPos * s.m * blk));
+  ScratchLease v(kScratchConv, size_t(kWinoPos * WinoPanels::plain(s.c, blk).size()));
+  ScratchLease d(kScratchConvOut, size_t(kWinoPos * WinoPanels::plain(s.m, blk).size()));
   ScratchLease sum(kScratchWide, size_t(kWinoPos * s.m * s.c));
   WinoTable tab;
   for (int64_t t0 = 0; t0 < T; t0 += blk) {
     const int64_t t1 = std::min(T, t0 + blk), nt = t1 - t0;
+    const WinoPanels vl = WinoPanels::plain(s.c, nt), dl = WinoPanels::plain(s.m, nt);
     wino_table(s, t0, t1, tab);
     for_each_run(parallel, s.c, parts, [&](int64_t c0, int64_t c1) {
-      wino_input_transform(s, tab, x, c0, c1, v.get(), s.c * nt);
+      wino_input_transform(s, tab, x, c0, c1, v.get(), vl);
     });
     for_each_run(parallel, s.m, parts, [&](int64_t o0, int64_t o1) {
-      wino_grad_transform(s, tab, dy, o0, o1, d.get(), s.m * nt);
+      wino_grad_transform(s, tab, dy, o0, o1, d.get(), dl);
     });
     for_each_index(parallel, kWinoPos, [&](int64_t q) {
-      run_gemm(cfg, s.m, s.c, nt, 1.0f, PackRowMajorA{d.get() + q * s.m * nt, nt},
-               PackColMajorB{v.get() + q * s.c * nt, nt}, t0 == 0 ? 0.0f : 1.0f,
+      run_gemm(cfg, s.m, s.c, nt, 1.0f, PackRowMajorA{d.get() + q * dl.size(), dl.nr},
+               PackColMajorB{v.get() + q * vl.size(), vl.nr}, t0 == 0 ? 0.0f : 1.0f,
                sum.get() + q * s.m * s.c, s.c, false);
     });
   }
