@@ -1,5 +1,6 @@
 // 2-D convolution on raw NCHW float buffers (forward and the three gradients), PyTorch semantics.
-// Runs as implicit-im2col GEMM on the packed micro-kernels of gemm.hpp; deterministic under oneTBB.
+// Runs as implicit-im2col GEMM on the packed micro-kernels of gemm.hpp, as direct AVX-512 kernels,
+// or (3x3, stride 1, >= 48 channels) as Winograd F(2x2, 3x3); deterministic under oneTBB.
 #pragma once
 
 #include <ipuml/backends/cpu/gemm.hpp>
@@ -32,6 +33,13 @@ void conv2d_backward_input(const Conv2dParams& p, const float* dy, const float* 
 void conv2d_backward_weight(const Conv2dParams& p, const float* x, const float* dy, float* dw);
 // db[o] = sum of dy over batch and space (overwrites db).
 void conv2d_backward_bias(const Conv2dParams& p, const float* dy, float* db);
+
+// Whether stride-1 3x3 convolutions with at least 48 channels each way take Winograd F(2x2, 3x3)
+// (the default; about 1.3-1.7x faster, with rounding errors of the same order as the direct
+// kernels') or the direct kernels. The environment variable IPUML_CONV_WINOGRAD=0 turns it off
+// at start-up. Either way results do not depend on the thread count.
+void set_conv_winograd(bool enabled);
+bool conv_winograd_enabled();
 
 // Naive loops with double accumulation: the test oracle.
 void conv2d_forward_reference(const Conv2dParams& p, const float* x, const float* w,

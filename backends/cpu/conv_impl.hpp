@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -700,6 +702,25 @@ inline size_t winograd_weights_size(const GemmConfig& cfg, int64_t m, int64_t c)
 
 }  // namespace detail
 
+namespace detail {
+IPUML_INLINE std::atomic<bool>& winograd_state() {
+  static std::atomic<bool> enabled{[] {
+    const char* env = std::getenv("IPUML_CONV_WINOGRAD");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }()};
+  return enabled;
+}
+// Whether convolution p takes the Winograd path.
+IPUML_INLINE bool use_winograd(const Conv2dParams& p) {
+  return winograd_state().load(std::memory_order_relaxed) &&
+         winograd_applies(p.kh, p.kw, p.stride_h, p.stride_w, p.dil_h, p.dil_w, p.groups, p.pad_h,
+                          p.pad_w, p.c_in, p.c_out);
+}
+}  // namespace detail
+
+IPUML_INLINE void set_conv_winograd(bool enabled) { detail::winograd_state().store(enabled); }
+IPUML_INLINE bool conv_winograd_enabled() { return detail::winograd_state().load(); }
+
 IPUML_INLINE void check_conv2d_params(const char* op, const Conv2dParams& p) {
   IPUML_CHECK(
       p.n >= 0 && p.c_in >= 1 && p.h >= 1 && p.w >= 1 && p.c_out >= 1 && p.kh >= 1 && p.kw >= 1, op,
@@ -728,8 +749,7 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
   // Whole images per task when there are enough of them; otherwise parallel inside the GEMM.
   const bool outer = threads > 1 && tasks > 1;
   const bool inner = tasks < 2 * threads;
-  if (detail::winograd_applies(p.kh, p.kw, p.stride_h, p.stride_w, p.dil_h, p.dil_w, G, p.pad_h,
-                               p.pad_w, p.c_in, p.c_out)) {
+  if (detail::use_winograd(p)) {
     detail::ScratchLease buf(detail::kScratchPrepack,
                              detail::winograd_weights_size(cfg, p.c_out, p.c_in));
     const auto u = detail::winograd_weights(
@@ -797,8 +817,7 @@ IPUML_INLINE void conv2d_backward_input(const Conv2dParams& p, const float* dy, 
   const int64_t tasks = p.n * G;
   const bool outer = threads > 1 && tasks > 1;
   const bool inner = tasks < 2 * threads;
-  if (detail::winograd_applies(p.kh, p.kw, p.stride_h, p.stride_w, p.dil_h, p.dil_w, G, p.pad_h,
-                               p.pad_w, p.c_in, p.c_out)) {
+  if (detail::use_winograd(p)) {
     // dx is the convolution of dy, padded by 2 less, with the flipped kernel w[o][c] as [c][o].
     detail::ScratchLease buf(detail::kScratchPrepack,
                              detail::winograd_weights_size(cfg, p.c_in, p.c_out));
@@ -922,8 +941,7 @@ IPUML_INLINE void conv2d_backward_weight(const Conv2dParams& p, const float* x, 
   const int threads = detail::available_threads();
   const bool stride1 = p.stride_h == 1 && p.stride_w == 1;
   const detail::WideGeom wg{cig, p.h, p.w, p.pad_h, p.pad_w, p.kh, p.kw, p.dil_h, p.dil_w};
-  if (detail::winograd_applies(p.kh, p.kw, p.stride_h, p.stride_w, p.dil_h, p.dil_w, G, p.pad_h,
-                               p.pad_w, p.c_in, p.c_out)) {
+  if (detail::use_winograd(p)) {
     detail::winograd_conv_wgrad(cfg, {p.n, p.c_in, p.h, p.w, p.c_out, p.pad_h, p.pad_w}, x, dy, dw,
                                 threads > 1);
     return;

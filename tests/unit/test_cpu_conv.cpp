@@ -8,6 +8,7 @@
 #include "../support/cpu_isa.hpp"
 #include <tbb/global_control.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -103,13 +104,22 @@ void check_close(const std::vector<float>& got, const std::vector<float>& want, 
 
 }  // namespace
 
+// Restores the Winograd switch on scope exit.
+struct WinogradGuard {
+  bool saved = ipuml::cpu::conv_winograd_enabled();
+  ~WinogradGuard() { ipuml::cpu::set_conv_winograd(saved); }
+};
+
 TEST_CASE("conv2d forward and gradients match the reference on every ISA", "[conv]") {
   IsaGuard guard;
+  WinogradGuard wino_guard;
   const Isa isa = GENERATE(from_range(supported_isas()));
+  const bool winograd = GENERATE(true, false);
   ipuml::cpu::set_gemm_isa(isa);
+  ipuml::cpu::set_conv_winograd(winograd);
   std::mt19937 rng(5);
   for (const Conv2dParams& p : shapes()) {
-    INFO("isa=" << ipuml::cpu::gemm_isa_name() << " " << describe(p));
+    INFO("isa=" << ipuml::cpu::gemm_isa_name() << " winograd=" << winograd << " " << describe(p));
     auto x = random_floats(x_size(p), rng), w = random_floats(w_size(p), rng);
     auto bias = random_floats(size_t(p.c_out), rng), dy = random_floats(y_size(p), rng);
     const double k_fwd = double(p.c_in / p.groups * p.kh * p.kw);
@@ -204,6 +214,35 @@ TEST_CASE("conv2d gives the same bits with 1 and 2 threads", "[conv]") {
       INFO("output " << i);
       CHECK(std::memcmp(out[0][i].data(), out[1][i].data(), out[0][i].size() * sizeof(float)) == 0);
     }
+  }
+}
+
+TEST_CASE("conv2d's Winograd switch changes the path, not the answer", "[conv]") {
+  WinogradGuard wino_guard;
+  const Conv2dParams p = make(2, 48, 9, 8, 64, 3, 3, 1, 1);
+  std::mt19937 rng(9);
+  auto x = random_floats(x_size(p), rng), w = random_floats(w_size(p), rng);
+  auto dy = random_floats(y_size(p), rng);
+  std::vector<float> out[2][3];
+  for (int on = 0; on < 2; ++on) {
+    ipuml::cpu::set_conv_winograd(on == 1);
+    CHECK(ipuml::cpu::conv_winograd_enabled() == (on == 1));
+    out[on][0].resize(y_size(p));
+    out[on][1].resize(x_size(p));
+    out[on][2].resize(w_size(p));
+    ipuml::cpu::conv2d_forward(p, x.data(), w.data(), nullptr, out[on][0].data());
+    ipuml::cpu::conv2d_backward_input(p, dy.data(), w.data(), out[on][1].data());
+    ipuml::cpu::conv2d_backward_weight(p, x.data(), dy.data(), out[on][2].data());
+  }
+  for (int i = 0; i < 3; ++i) {
+    INFO("output " << i);
+    // Different arithmetic rounds differently somewhere, but both agree to float precision.
+    CHECK(std::memcmp(out[0][i].data(), out[1][i].data(), out[0][i].size() * sizeof(float)) != 0);
+    double worst = 0.0;
+    for (size_t k = 0; k < out[0][i].size(); ++k)
+      worst = std::max(worst, std::abs(double(out[0][i][k]) - double(out[1][i][k])) /
+                                  (1.0 + std::abs(double(out[0][i][k]))));
+    CHECK(worst < 1e-4);
   }
 }
 
