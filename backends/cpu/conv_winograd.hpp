@@ -220,24 +220,32 @@ __attribute__((always_inline)) inline void wino_grad16(const WinoVec* e, WinoVec
 // The three transforms over a block, channel after channel and group after group: the input
 // (V[q][ch][j], q stride qs, ld = nt), the output (M[q][o][j] to y, plus bias) and dy
 // (D[q][o][j]). Portable: element loads and stores through the table.
+// Lane l of the result: base[idx[l]], or zero where idx[l] < 0.
+inline WinoVec wino_gather_generic(const int32_t* idx, const float* base) {
+  WinoVec d;
+  for (int l = 0; l < 16; ++l) d[l] = idx[l] >= 0 ? base[idx[l]] : 0.0f;
+  return d;
+}
+// Stores group g (16 tiles) of row `row` of the 16 positions' matrices r into their panels; the
+// last panel's padding gets zeros (the GEMM multiplies it into columns it drops).
+inline void wino_store_generic(const WinoVec* r, const WinoTable& tab, int64_t g, int64_t row,
+                               const WinoPanels& lay, float* dst) {
+  const int lanes = tab.lanes(g);
+  const int fill = int(std::min<int64_t>(16, lay.padded() - 16 * g));
+  for (int q = 0; q < kWinoPos; ++q)
+    for (int l = 0; l < fill; ++l)
+      dst[q * lay.size() + lay.at(row, 16 * g + l)] = l < lanes ? r[q][l] : 0.0f;
+}
+
 inline void wino_input_generic(const WinoShape& s, const WinoTable& tab, const float* x, int64_t c0,
                                int64_t c1, float* v, const WinoPanels& lay) {
-  const int64_t qs = lay.size();
   for (int64_t ch = c0; ch < c1; ++ch) {
     const float* xc = x + ch * s.h * s.w;
     for (int64_t g = 0; g < tab.groups; ++g) {
       WinoVec d[16], r[16];
-      for (int pos = 0; pos < 16; ++pos) {
-        const int32_t* idx = tab.in_at(g, pos);
-        for (int l = 0; l < 16; ++l) d[pos][l] = idx[l] >= 0 ? xc[idx[l]] : 0.0f;
-      }
+      for (int pos = 0; pos < 16; ++pos) d[pos] = wino_gather_generic(tab.in_at(g, pos), xc);
       wino_in16(d, r);
-      // The panel's padding gets zeros (the GEMM multiplies it into columns it drops).
-      const int lanes = tab.lanes(g);
-      const int fill = int(std::min<int64_t>(16, lay.padded() - 16 * g));
-      for (int q = 0; q < kWinoPos; ++q)
-        for (int l = 0; l < fill; ++l)
-          v[q * qs + lay.at(ch, 16 * g + l)] = l < lanes ? r[q][l] : 0.0f;
+      wino_store_generic(r, tab, g, ch, lay, v);
     }
   }
 }
@@ -264,21 +272,14 @@ inline void wino_output_generic(const WinoShape& s, const WinoTable& tab, const 
 }
 inline void wino_grad_generic(const WinoShape& s, const WinoTable& tab, const float* dy, int64_t o0,
                               int64_t o1, float* d, const WinoPanels& lay) {
-  const int64_t qs = lay.size();
   const int64_t plane = s.oh() * s.ow();
   for (int64_t o = o0; o < o1; ++o)
     for (int64_t g = 0; g < tab.groups; ++g) {
       WinoVec e[4], r[16];
-      for (int pos = 0; pos < 4; ++pos) {
-        const int32_t* idx = tab.out_at(g, pos);
-        for (int l = 0; l < 16; ++l) e[pos][l] = idx[l] >= 0 ? dy[o * plane + idx[l]] : 0.0f;
-      }
+      for (int pos = 0; pos < 4; ++pos)
+        e[pos] = wino_gather_generic(tab.out_at(g, pos), dy + o * plane);
       wino_grad16(e, r);
-      const int lanes = tab.lanes(g);
-      const int fill = int(std::min<int64_t>(16, lay.padded() - 16 * g));
-      for (int q = 0; q < kWinoPos; ++q)
-        for (int l = 0; l < fill; ++l)
-          d[q * qs + lay.at(o, 16 * g + l)] = l < lanes ? r[q][l] : 0.0f;
+      wino_store_generic(r, tab, g, o, lay, d);
     }
 }
 
