@@ -220,11 +220,9 @@ __attribute__((always_inline)) inline void wino_grad16(const WinoVec* e, WinoVec
 // The three transforms over a block, channel after channel and group after group: the input
 // (V[q][ch][j], q stride qs, ld = nt), the output (M[q][o][j] to y, plus bias) and dy
 // (D[q][o][j]). Portable: element loads and stores through the table.
-// Lane l of the result: base[idx[l]], or zero where idx[l] < 0.
-inline WinoVec wino_gather_generic(const int32_t* idx, const float* base) {
-  WinoVec d;
+// d[l] = base[idx[l]], or zero where idx[l] < 0.
+inline void wino_gather_generic(const int32_t* idx, const float* base, WinoVec& d) {
   for (int l = 0; l < 16; ++l) d[l] = idx[l] >= 0 ? base[idx[l]] : 0.0f;
-  return d;
 }
 // Stores group g (16 tiles) of row `row` of the 16 positions' matrices r into their panels; the
 // last panel's padding gets zeros (the GEMM multiplies it into columns it drops).
@@ -243,7 +241,7 @@ inline void wino_input_generic(const WinoShape& s, const WinoTable& tab, const f
     const float* xc = x + ch * s.h * s.w;
     for (int64_t g = 0; g < tab.groups; ++g) {
       WinoVec d[16], r[16];
-      for (int pos = 0; pos < 16; ++pos) d[pos] = wino_gather_generic(tab.in_at(g, pos), xc);
+      for (int pos = 0; pos < 16; ++pos) wino_gather_generic(tab.in_at(g, pos), xc, d[pos]);
       wino_in16(d, r);
       wino_store_generic(r, tab, g, ch, lay, v);
     }
@@ -277,7 +275,7 @@ inline void wino_grad_generic(const WinoShape& s, const WinoTable& tab, const fl
     for (int64_t g = 0; g < tab.groups; ++g) {
       WinoVec e[4], r[16];
       for (int pos = 0; pos < 4; ++pos)
-        e[pos] = wino_gather_generic(tab.out_at(g, pos), dy + o * plane);
+        wino_gather_generic(tab.out_at(g, pos), dy + o * plane, e[pos]);
       wino_grad16(e, r);
       wino_store_generic(r, tab, g, o, lay, d);
     }
