@@ -712,9 +712,7 @@ IPUML_INLINE std::atomic<bool>& winograd_state() {
 }
 // Whether convolution p takes the Winograd path.
 IPUML_INLINE bool use_winograd(const Conv2dParams& p) {
-  return winograd_state().load(std::memory_order_relaxed) &&
-         winograd_applies(p.kh, p.kw, p.stride_h, p.stride_w, p.dil_h, p.dil_w, p.groups, p.pad_h,
-                          p.pad_w, p.c_in, p.c_out);
+  return winograd_state().load(std::memory_order_relaxed) && winograd_applies(p);
 }
 }  // namespace detail
 

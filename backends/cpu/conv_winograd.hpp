@@ -10,6 +10,7 @@
 // Not a public API.
 #pragma once
 
+#include <ipuml/backends/cpu/conv.hpp>
 #include <ipuml/backends/cpu/gemm_kernels.hpp>
 
 #include <algorithm>
@@ -41,11 +42,13 @@ struct WinoShape {
 // Whether a convolution takes the Winograd path: 3x3, stride 1, no dilation, one group, padding
 // at most 2 (the input gradient pads dy by 2 less), and enough channels both ways that the GEMMs
 // over channels run at speed (MNIST's 32 -> 64 stays on the direct kernels).
-inline bool winograd_applies(int64_t kh, int64_t kw, int64_t stride_h, int64_t stride_w,
-                             int64_t dil_h, int64_t dil_w, int64_t groups, int64_t pad_h,
-                             int64_t pad_w, int64_t c_in, int64_t c_out) {
-  return kh == 3 && kw == 3 && stride_h == 1 && stride_w == 1 && dil_h == 1 && dil_w == 1 &&
-         groups == 1 && pad_h <= 2 && pad_w <= 2 && std::min(c_in, c_out) >= 48;
+inline bool winograd_applies(const Conv2dParams& p) {
+  // The tiles' offset tables are 32-bit: every image tensor the transforms index must fit.
+  constexpr int64_t kMaxIndex = (int64_t(1) << 31) - 1;
+  return p.kh == 3 && p.kw == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 &&
+         p.dil_w == 1 && p.groups == 1 && p.pad_h <= 2 && p.pad_w <= 2 &&
+         std::min(p.c_in, p.c_out) >= 48 && p.n * p.c_in * p.h * p.w <= kMaxIndex &&
+         p.n * p.c_out * p.out_h() * p.out_w() <= kMaxIndex;
 }
 
 // u[0..15] = G g G^T for the 3x3 kernel g (row-major), G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1].

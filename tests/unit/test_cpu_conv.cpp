@@ -1,6 +1,7 @@
 // Tests of the CPU conv2d kernels (forward and the three gradients) against the naive reference,
 // finite differences, every ISA path, and bit-identical results with 1 and 2 threads.
 #include <ipuml/backends/cpu/conv.hpp>
+#include <ipuml/backends/cpu/conv_winograd.hpp>
 #include <ipuml/core/error.hpp>
 
 #include <catch2/catch.hpp>
@@ -244,6 +245,15 @@ TEST_CASE("conv2d's Winograd switch changes the path, not the answer", "[conv]")
                                   (1.0 + std::abs(double(out[0][i][k]))));
     CHECK(worst < 1e-4);
   }
+}
+
+TEST_CASE("conv2d takes Winograd only where its 32-bit tile tables reach", "[conv]") {
+  Conv2dParams p = make(4, 64, 56, 56, 64, 3, 3, 1, 1);
+  CHECK(ipuml::cpu::detail::winograd_applies(p));
+  p.n = 200000;  // 40 G input floats: past int32 offsets, so the direct kernels take it
+  CHECK_FALSE(ipuml::cpu::detail::winograd_applies(p));
+  CHECK_FALSE(ipuml::cpu::detail::winograd_applies(make(4, 64, 56, 56, 64, 3, 3, 2, 1)));
+  CHECK_FALSE(ipuml::cpu::detail::winograd_applies(make(4, 32, 13, 13, 64, 3, 3)));
 }
 
 TEST_CASE("conv2d rejects invalid parameters with ipuml::Error", "[conv]") {
