@@ -24,69 +24,85 @@ mkdir -p "$build/peers"
 cc -O2 "$peers/openblas_sgemm.c" -o "$build/peers/openblas_sgemm" \
    -I/usr/include/x86_64-linux-gnu/openblas-pthread -lopenblas
 
-ratio() { awk -v a="$2" -v b="$3" -v n="$1" 'BEGIN { printf "%s ipuml=%.1f peer=%.1f ratio=%.2f\n", n, a, b, (b > 0 ? a / b : 0) }'; }
+# Every measurement is recorded as "round side name unit value"; scripts/summarize-bench.py
+# turns them into one line per comparison. The machine's speed drifts over seconds, so both sides
+# of a comparison run back to back in each round (which one goes first alternates) and the ratio
+# printed is the median of the per-round ratios.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+records=$tmp/records.tsv
+record() { printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" >>"$records"; }
+# Prints the comparisons of the section just measured, then starts a new one.
+summarize() {
+  [[ -t 2 ]] && printf '\r\033[K' >&2
+  /usr/bin/python3 scripts/summarize-bench.py <"$records"
+  : >"$records"
+}
+# A progress line on a terminal; nothing in logs.
+progress() { [[ -t 2 ]] && printf '\r\033[K[bench-vs-peers] %s' "$*" >&2 || true; }
 field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p" | head -1; }
-# The machine's speed drifts over seconds, so each side runs `rounds` times, alternating with the
-# other, and keeps its best (highest rate, lowest time).
+sgemm_rounds=$([[ $quick == 1 ]] && echo 3 || echo 5)  # sgemm runs are short: more rounds
 rounds=$([[ $quick == 1 ]] && echo 2 || echo 3)
-max() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN { print (b > a ? b : a) }'; }
-min() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN { print ((a == 0 || (b > 0 && b < a)) ? b : a) }'; }
 
-echo "# $(lscpu | sed -n 's/Model name:[ ]*//p'), $(nproc) cores; OpenBLAS core type ${coretype:-default}; best of $rounds alternating rounds"
+echo "# $(lscpu | sed -n 's/Model name:[ ]*//p'), $(nproc) cores; OpenBLAS core type ${coretype:-default}; median of $sgemm_rounds (sgemm) or $rounds alternating rounds"
+# sgemm: the peer times itself for 1 s, so ours runs for 1 s too.
 sizes=$([[ $quick == 1 ]] && echo "64 256 1024" || echo "64 256 1024 2048")
+sgemm_name() { echo "sgemm n=$2 threads=$1 gflops"; }
+ipuml_sgemm() { record "$3" ipuml "$(sgemm_name "$1" "$2")" rate "$("$build/benchmarks/bench_sgemm" --threads "$1" --seconds 1 "$2" | field gflops)"; }
+peer_sgemm() { record "$3" peer "$(sgemm_name "$1" "$2")" rate "$(OPENBLAS_CORETYPE=$coretype OPENBLAS_NUM_THREADS=$1 "$build/peers/openblas_sgemm" "$2" | field gflops)"; }
 for t in 1 2; do
   for n in $sizes; do
-    ours=0 theirs=0
-    for _ in $(seq "$rounds"); do
-      ours=$(max "$ours" "$("$build/benchmarks/bench_sgemm" --threads "$t" --seconds "$secs" "$n" | field gflops)")
-      theirs=$(max "$theirs" "$(OPENBLAS_CORETYPE=$coretype OPENBLAS_NUM_THREADS=$t "$build/peers/openblas_sgemm" "$n" | field gflops)")
+    for r in $(seq "$sgemm_rounds"); do
+      progress "sgemm n=$n threads=$t round $r/$sgemm_rounds"
+      if ((r % 2)); then ipuml_sgemm "$t" "$n" "$r"; peer_sgemm "$t" "$n" "$r"; else peer_sgemm "$t" "$n" "$r"; ipuml_sgemm "$t" "$n" "$r"; fi
     done
-    ratio "sgemm n=$n threads=$t gflops" "$ours" "$theirs"
   done
 done
+summarize
 
-# MNIST CNN training throughput: each batch size against PyTorch's best thread count.
-torch_out=""
-declare -A ours_mnist
-for _ in $(seq "$rounds"); do
-  torch_out+=$(/usr/bin/python3 "$peers/torch_mnist_cnn.py" --batch 8 64 --threads 1 2 --seconds "$secs")$'\n'
+# MNIST CNN training throughput: each batch size against PyTorch's best thread count (per round).
+mnist_name() { echo "mnist_cnn train batch=$1 threads=$2 mode=$3 samples_per_s (vs torch best)"; }
+torch_mnist() {
+  while read -r line; do
+    b=$(echo "$line" | field batch) v=$(echo "$line" | field samples_per_s)
+    for t in 1 2; do
+      for mode in eager graph; do record "$1" peer "$(mnist_name "$b" "$t" "$mode")" rate "$v"; done
+    done
+  done < <(/usr/bin/python3 "$peers/torch_mnist_cnn.py" --batch 8 64 --threads 1 2 --seconds "$secs" | grep samples_per_s)
+}
+ipuml_mnist() {
   for b in 8 64; do
     for t in 1 2; do
       out=$("$build/benchmarks/bench_mnist_train" --batch "$b" --threads "$t" --seconds "$secs")
       for mode in eager graph; do
-        v=$(echo "$out" | grep "mode=$mode" | field samples_per_s)
-        ours_mnist[$b,$t,$mode]=$(max "${ours_mnist[$b,$t,$mode]:-0}" "$v")
+        record "$1" ipuml "$(mnist_name "$b" "$t" "$mode")" rate "$(echo "$out" | grep "mode=$mode" | field samples_per_s)"
       done
     done
   done
+}
+for r in $(seq "$rounds"); do
+  progress "MNIST CNN training round $r/$rounds"
+  if ((r % 2)); then torch_mnist "$r"; ipuml_mnist "$r"; else ipuml_mnist "$r"; torch_mnist "$r"; fi
 done
-for b in 8 64; do
-  best_torch=0
-  for v in $(echo "$torch_out" | grep "batch=$b " | sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p'); do
-    best_torch=$(max "$best_torch" "$v")
-  done
-  for t in 1 2; do
-    for mode in eager graph; do
-      ratio "mnist_cnn train batch=$b threads=$t mode=$mode samples_per_s (vs torch best)" "${ours_mnist[$b,$t,$mode]}" "$best_torch"
-    done
-  done
-done
+summarize
 
-# Convolution forward+backward at the zoo's layer shapes, against PyTorch (oneDNN).
-conv_torch="" conv_ours=""
-for _ in $(seq "$rounds"); do
-  conv_torch+=$(/usr/bin/python3 benchmarks/peers/torch_conv.py --threads 1 2 --seconds "$secs")$'\n'
+# Convolution forward+backward at the zoo's layer shapes, against PyTorch (oneDNN). Times: the
+# ratio is peer/ours so that > 1 still means ipuml is faster.
+conv_name() { echo "$1" | sed -n 's/.*layer=\([^ ]*\) threads=\([0-9]*\).*/conv fwd+bwd layer=\1 threads=\2 ms/p'; }
+torch_conv() {
+  while read -r line; do
+    record "$1" peer "$(conv_name "$line")" ms "$(echo "$line" | field ms)"
+  done < <(/usr/bin/python3 benchmarks/peers/torch_conv.py --threads 1 2 --seconds "$secs" | grep "ms=")
+}
+ipuml_conv() {
   for t in 1 2; do
-    conv_ours+=$("$build/benchmarks/bench_conv" --threads "$t" --seconds "$secs")$'\n'
+    while read -r line; do
+      record "$1" ipuml "$(conv_name "$line")" ms "$(echo "$line" | field ms)"
+    done < <("$build/benchmarks/bench_conv" --threads "$t" --seconds "$secs" | grep "ms=")
   done
+}
+for r in $(seq "$rounds"); do
+  progress "convolutions round $r/$rounds"
+  if ((r % 2)); then torch_conv "$r"; ipuml_conv "$r"; else ipuml_conv "$r"; torch_conv "$r"; fi
 done
-for t in 1 2; do
-  for name in $(echo "$conv_ours" | grep "threads=$t " | sed -n 's/.*layer=\([^ ]*\).*/\1/p' | awk '!seen[$0]++'); do
-    ours=0 theirs=0
-    for v in $(echo "$conv_ours" | grep "layer=$name threads=$t " | sed -n 's/.*ms=\([0-9.]*\).*/\1/p'); do ours=$(min "$ours" "$v"); done
-    for v in $(echo "$conv_torch" | grep "layer=$name threads=$t " | sed -n 's/.*ms=\([0-9.]*\).*/\1/p'); do theirs=$(min "$theirs" "$v"); done
-    # Times: the ratio is peer/ours so that > 1 still means ipuml is faster.
-    awk -v n="$name" -v t="$t" -v a="$ours" -v b="$theirs" \
-      'BEGIN { printf "conv fwd+bwd layer=%s threads=%s ms ipuml=%.2f peer=%.2f ratio=%.2f\n", n, t, a, b, (a > 0 ? b / a : 0) }'
-  done
-done
+summarize
