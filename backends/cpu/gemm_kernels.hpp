@@ -286,7 +286,7 @@ inline const GemmConfig& avx2_config() {
 }
 inline const GemmConfig& avx512_config() {
   static const GemmConfig cfg = [] {
-    GemmConfig g{14, 16, 2, 256, 168, 4096, {}, {}};
+    GemmConfig g{14, 16, 2, 512, 168, 4096, {}, {}};
     fill_avx512<14>(g);
     return g;
   }();
