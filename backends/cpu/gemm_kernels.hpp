@@ -10,6 +10,7 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -314,6 +315,13 @@ inline AlignedPtr aligned_floats(size_t n) {
   return AlignedPtr(static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t{64})));
 }
 
+// Scratch allocations made so far (a slot growing, or a private buffer for a busy slot): a
+// training step whose shapes were all seen before makes none.
+inline std::atomic<size_t>& scratch_allocation_count() {
+  static std::atomic<size_t> count{0};
+  return count;
+}
+
 // A per-thread buffer that is reused across calls (page faults on fresh allocations would cost
 // more than small GEMMs). A thread can re-enter while its buffer is lent out (TBB lets a thread
 // that waits in parallel_for run another task that also calls sgemm), so a busy slot hands out a
@@ -328,6 +336,7 @@ class ScratchLease {
         s.data.reset();
         s.data = aligned_floats(n);
         s.size = n;
+        ++scratch_allocation_count();
       }
       s.busy = true;
       slot_ = &s;
@@ -335,6 +344,7 @@ class ScratchLease {
     } else {
       own_ = aligned_floats(n);
       ptr_ = own_.get();
+      ++scratch_allocation_count();
     }
   }
   ~ScratchLease() {

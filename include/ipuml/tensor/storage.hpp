@@ -13,6 +13,13 @@
 
 namespace ipuml {
 
+// Counters of the host allocator since the process started (PyTorch's memory_stats, in small).
+struct HostAllocatorStats {
+  size_t system_allocations = 0;  // blocks that had to come from the system (cache misses)
+  size_t cache_hits = 0;          // blocks handed out again from the cache
+  size_t cached_bytes = 0;        // bytes held in the cache now, free for reuse
+};
+
 // Keeps freed blocks by exact size and hands them out again; bounded so it cannot hoard memory.
 class HostAllocator {
  public:
@@ -30,8 +37,10 @@ class HostAllocator {
         void* p = it->second.back();
         it->second.pop_back();
         cached_ -= nbytes;
+        ++hits_;
         return p;
       }
+      ++misses_;
     }
     void* p = std::aligned_alloc(64, nbytes);
     if (!p) throw std::bad_alloc();
@@ -55,11 +64,16 @@ class HostAllocator {
     free_.clear();
     cached_ = 0;
   }
+  HostAllocatorStats stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {misses_, hits_, cached_};
+  }
 
  private:
   std::mutex mu_;
   std::map<size_t, std::vector<void*>> free_;
   size_t cached_ = 0;
+  size_t misses_ = 0, hits_ = 0;
   size_t limit_ = size_t{1} << 30;
 };
 
