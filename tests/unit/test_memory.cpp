@@ -52,8 +52,7 @@ TEST_CASE("MNIST CNN training steps allocate nothing after the first", "[memory]
   if (mode != "eager") {
     auto ce = [](const Tensor& out, const Tensor& t) { return cross_entropy(out, t); };
     tm = std::make_unique<runtime::TrainingModel>(
-        net.ptr(), Options().useIpuModel(mode == "ipu").showCompilationProgressBar(false), sgd,
-        ce);
+        net.ptr(), Options().useIpuModel(mode == "ipu").showCompilationProgressBar(false), sgd, ce);
   }
   std::vector<float> losses;
   auto step = [&] {
