@@ -23,6 +23,8 @@ else coretype=""; fi
 mkdir -p "$build/peers"
 cc -O2 "$peers/openblas_sgemm.c" -o "$build/peers/openblas_sgemm" \
    -I/usr/include/x86_64-linux-gnu/openblas-pthread -lopenblas
+cc -O2 benchmarks/peers/openblas_sgemm_shapes.c -o "$build/peers/openblas_sgemm_shapes" \
+   -I/usr/include/x86_64-linux-gnu/openblas-pthread -lopenblas
 
 # Every measurement is recorded as "round side name unit value"; scripts/summarize-bench.py
 # turns them into one line per comparison. The machine's speed drifts over seconds, so both sides
@@ -45,15 +47,29 @@ sgemm_rounds=$([[ $quick == 1 ]] && echo 3 || echo 5)  # sgemm runs are short: m
 rounds=$([[ $quick == 1 ]] && echo 2 || echo 3)
 
 echo "# $(lscpu | sed -n 's/Model name:[ ]*//p'), $(nproc) cores; OpenBLAS core type ${coretype:-default}; median of $sgemm_rounds (sgemm) or $rounds alternating rounds"
-# sgemm: the peer times itself for 1 s, so ours runs for 1 s too.
+# sgemm: the peers time themselves for 1 s, so ours runs for 1 s too.
 sizes=$([[ $quick == 1 ]] && echo "64 256 1024" || echo "64 256 1024 2048")
-sgemm_name() { echo "sgemm n=$2 threads=$1 gflops"; }
+# Square sizes (the peer from ../shared/peers) and the zoo's shapes MxNxK (MNIST's fc1 at batch
+# 8 and 64, BERT's FFN at 128 tokens and its output projection at 512).
+shapes=$([[ $quick == 1 ]] && echo "" || echo "8x128x1600 64x128x1600 128x3072x768 512x768x3072")
+sgemm_name() {
+  if [[ $2 == *x* ]]; then
+    IFS=x read -r m n k <<<"$2"
+    echo "sgemm m=$m n=$n k=$k threads=$1 gflops"
+  else
+    echo "sgemm n=$2 threads=$1 gflops"
+  fi
+}
 ipuml_sgemm() { record "$3" ipuml "$(sgemm_name "$1" "$2")" rate "$("$build/benchmarks/bench_sgemm" --threads "$1" --seconds 1 "$2" | field gflops)"; }
-peer_sgemm() { record "$3" peer "$(sgemm_name "$1" "$2")" rate "$(OPENBLAS_CORETYPE=$coretype OPENBLAS_NUM_THREADS=$1 "$build/peers/openblas_sgemm" "$2" | field gflops)"; }
+peer_sgemm() {
+  local bin=openblas_sgemm
+  [[ $2 == *x* ]] && bin=openblas_sgemm_shapes
+  record "$3" peer "$(sgemm_name "$1" "$2")" rate "$(OPENBLAS_CORETYPE=$coretype OPENBLAS_NUM_THREADS=$1 "$build/peers/$bin" "$2" | field gflops)"
+}
 for t in 1 2; do
-  for n in $sizes; do
+  for n in $sizes $shapes; do
     for r in $(seq "$sgemm_rounds"); do
-      progress "sgemm n=$n threads=$t round $r/$sgemm_rounds"
+      progress "sgemm $n threads=$t round $r/$sgemm_rounds"
       if ((r % 2)); then ipuml_sgemm "$t" "$n" "$r"; peer_sgemm "$t" "$n" "$r"; else peer_sgemm "$t" "$n" "$r"; ipuml_sgemm "$t" "$n" "$r"; fi
     done
   done
