@@ -493,46 +493,49 @@ void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alph
     return;
   }
 
-  // One row block (m <= mc): A is packed once per k block and shared; each task packs the B
-  // panels it uses just before using them, while they are hot in cache. Packing the whole kc x nc
-  // block of B first would write and re-read it through L3 (4.7 MB per k block for a 128 x 3072
-  // x 768 product) for the sake of reuse that a single row block does not have.
+  // One row block (m <= mc): A is packed once, every k block of it, and shared; then one
+  // parallel loop over chunks of B panels, each task running all k blocks of its panels and
+  // packing each panel just before using it, while it is hot in cache. (Packing a whole kc x nc
+  // block of B first would write and re-read it through L3, 4.7 MB per k block for a 128 x 3072
+  // x 768 product, for reuse that a single row block does not have; and one fork per k block
+  // costs too much for the small products of a training step.)
   if (m <= cfg.mc) {
-    const int64_t tiles = ceil_div(m, mr);
-    ScratchLease a_lease(kScratchA, size_t(tiles * mr * std::min(kc_blk, k)));
-    float* pa = a_lease.get();
+    const int64_t tiles = ceil_div(m, mr), m_pad = tiles * mr;
+    const int64_t k_blocks = ceil_div(k, kc_blk);
+    ScratchLease a_lease(kScratchA, size_t(m_pad * k));
+    float* pa = a_lease.get();  // k block after k block, each tile after tile of kc x mr
+    for_each_index(parallel && tiles * k_blocks >= 4, tiles * k_blocks, [&](int64_t i) {
+      const int64_t t = i % tiles, pc = (i / tiles) * kc_blk, kc = std::min(kc_blk, k - pc);
+      pack_a(pa + pc * m_pad + t * mr * kc, t * mr, int(std::min<int64_t>(mr, m - t * mr)), pc, kc);
+    });
     for (int64_t jc = 0; jc < n; jc += cfg.nc) {
       const int64_t nc = std::min(cfg.nc, n - jc);
       const int64_t panels = ceil_div(nc, nr_full);
-      // Four chunks per thread, but no chunk under the flops that pay for a fork.
+      // Four chunks per thread, but none under a quarter of the flops that pay for a fork.
       const double flops = 2.0 * double(m) * double(nc) * double(k);
       const int64_t want =
-          parallel ? std::clamp<int64_t>(int64_t(flops / kParallelFlops), 1, 4 * threads) : 1;
+          parallel ? std::clamp<int64_t>(int64_t(4 * flops / kParallelFlops), 1, 4 * threads) : 1;
       const int64_t chunk_panels = ceil_div(panels, want);
       const int64_t chunks = ceil_div(panels, chunk_panels);
-      for (int64_t pc = 0; pc < k; pc += kc_blk) {
-        const int64_t kc = std::min(kc_blk, k - pc);
-        const float beta_eff = pc == 0 ? beta : 1.0f;
-        for_each_index(parallel && tiles >= 4, tiles, [&](int64_t t) {
-          pack_a(pa + t * mr * kc, t * mr, int(std::min<int64_t>(mr, m - t * mr)), pc, kc);
-        });
-        for_each_index(parallel, chunks, [&](int64_t chunk) {
-          ScratchLease b_lease(kScratchB, size_t(nr_full * kc));
-          float* pb = b_lease.get();
-          const int64_t jp_end = std::min(panels, (chunk + 1) * chunk_panels);
-          for (int64_t jp = chunk * chunk_panels; jp < jp_end; ++jp) {
-            const int64_t j0 = jp * nr_full;
-            const int nr = int(std::min<int64_t>(nr_full, nc - j0));
+      for_each_index(parallel, chunks, [&](int64_t chunk) {
+        ScratchLease b_lease(kScratchB, size_t(nr_full * std::min(kc_blk, k)));
+        float* pb = b_lease.get();
+        const int64_t jp_end = std::min(panels, (chunk + 1) * chunk_panels);
+        for (int64_t jp = chunk * chunk_panels; jp < jp_end; ++jp) {
+          const int64_t j0 = jp * nr_full;
+          const int nr = int(std::min<int64_t>(nr_full, nc - j0));
+          const int nv = int(ceil_div(nr, cfg.vw));
+          for (int64_t pc = 0; pc < k; pc += kc_blk) {
+            const int64_t kc = std::min(kc_blk, k - pc);
             pack_b(pb, jc + j0, nr, int(round_up(nr, cfg.vw)), pc, kc);
-            const int nv = int(ceil_div(nr, cfg.vw));
             for (int64_t t = 0; t < tiles; ++t) {
               const int rows = int(std::min<int64_t>(mr, m - t * mr));
-              cfg.kern[rows][nv](kc, pa + t * mr * kc, pb, c + t * mr * ldc + jc + j0, ldc, nr,
-                                 alpha, beta_eff);
+              cfg.kern[rows][nv](kc, pa + pc * m_pad + t * mr * kc, pb, c + t * mr * ldc + jc + j0,
+                                 ldc, nr, alpha, pc == 0 ? beta : 1.0f);
             }
           }
-        });
-      }
+        }
+      });
     }
     return;
   }
