@@ -515,13 +515,13 @@ void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alph
       const double flops = 2.0 * double(m) * double(nc) * double(k);
       const int64_t want =
           parallel ? std::clamp<int64_t>(int64_t(4 * flops / kParallelFlops), 1, 4 * threads) : 1;
-      const int64_t chunk_panels = ceil_div(panels, want);
-      const int64_t chunks = ceil_div(panels, chunk_panels);
+      // Even runs of panels (50 panels as 7 x 6 + 8, not 7 x 7 + 1).
+      const int64_t chunks = std::min(panels, want);
       for_each_index(parallel, chunks, [&](int64_t chunk) {
         ScratchLease b_lease(kScratchB, size_t(nr_full * std::min(kc_blk, k)));
         float* pb = b_lease.get();
-        const int64_t jp_end = std::min(panels, (chunk + 1) * chunk_panels);
-        for (int64_t jp = chunk * chunk_panels; jp < jp_end; ++jp) {
+        const int64_t jp_end = (chunk + 1) * panels / chunks;
+        for (int64_t jp = chunk * panels / chunks; jp < jp_end; ++jp) {
           const int64_t j0 = jp * nr_full;
           const int nr = int(std::min<int64_t>(nr_full, nc - j0));
           const int nv = int(ceil_div(nr, cfg.vw));
