@@ -409,31 +409,49 @@ void for_each_run(bool parallel, int64_t count, int64_t parts, const F& body) {
                  [&](int64_t i) { body(i * count / parts, (i + 1) * count / parts); });
 }
 
+// One block of tiles [t0, t1) of winograd_conv: the input transform into v, 16 GEMMs into mq,
+// the output transform into y; split over threads (runs of channels, positions) when `parallel`.
+inline void winograd_block(const GemmConfig& cfg, const WinoShape& s, const PrepackedA* u,
+                           const float* x, const float* bias, float* y, int64_t t0, int64_t t1,
+                           float* v, float* mq, int64_t ld, WinoTable& tab, bool parallel) {
+  const int parts = 4 * (parallel ? available_threads() : 1);
+  const WinoPanels lay{s.c, t1 - t0, cfg.nr(), cfg.vw};
+  wino_table(s, t0, t1, tab);
+  for_each_run(parallel, s.c, parts,
+               [&](int64_t c0, int64_t c1) { wino_input_transform(s, tab, x, c0, c1, v, lay); });
+  for_each_index(parallel, kWinoPos, [&](int64_t q) {
+    run_panel_gemm(cfg, s.m, s.c, u[q], v + q * lay.size(), lay, mq + q * s.m * ld, ld);
+  });
+  for_each_run(parallel, s.m, parts, [&](int64_t o0, int64_t o1) {
+    wino_output_transform(s, tab, mq, ld, o0, o1, bias, y);
+  });
+}
+
 // y (n x m x oh x ow) = the convolution of x (n x c x h x w) with the weights prepacked by
 // wino_prepack_weights, plus bias (may be null).
 inline void winograd_conv(const GemmConfig& cfg, const WinoShape& s, const PrepackedA* u,
                           const float* x, const float* bias, float* y, bool parallel) {
   const int64_t T = s.tiles(), blk = s.block(), ld = round_up(blk, 16);
-  const int parts = 4 * (parallel ? available_threads() : 1);
-  const WinoPanels full{s.c, blk, cfg.nr(), cfg.vw};
-  ScratchLease v(kScratchConv, size_t(kWinoPos * full.size()));
-  ScratchLease mq(kScratchConvOut, size_t(kWinoPos * s.m * ld));
-  WinoTable tab;
-  for (int64_t t0 = 0; t0 < T; t0 += blk) {
-    const int64_t t1 = std::min(T, t0 + blk);
-    const WinoPanels lay{s.c, t1 - t0, cfg.nr(), cfg.vw};
-    wino_table(s, t0, t1, tab);
-    for_each_run(parallel, s.c, parts, [&](int64_t c0, int64_t c1) {
-      wino_input_transform(s, tab, x, c0, c1, v.get(), lay);
+  const int64_t blocks = ceil_div(T, blk);
+  const size_t v_size = size_t(kWinoPos * WinoPanels{s.c, blk, cfg.nr(), cfg.vw}.size());
+  const size_t mq_size = size_t(kWinoPos * s.m * ld);
+  // With blocks to spare, each task runs whole blocks, whose data stays in its core's L2, with no
+  // fork inside a block. Every output tile's arithmetic is the same whichever block or thread
+  // computes it, so the results do not change.
+  if (parallel && blocks >= 4 * available_threads()) {
+    for_each_index(true, blocks, [&](int64_t b) {
+      ScratchLease v(kScratchConv, v_size), mq(kScratchConvOut, mq_size);
+      WinoTable tab;
+      winograd_block(cfg, s, u, x, bias, y, b * blk, std::min(T, (b + 1) * blk), v.get(), mq.get(),
+                     ld, tab, false);
     });
-    for_each_index(parallel, kWinoPos, [&](int64_t q) {
-      run_panel_gemm(cfg, s.m, s.c, u[q], v.get() + q * lay.size(), lay, mq.get() + q * s.m * ld,
-                     ld);
-    });
-    for_each_run(parallel, s.m, parts, [&](int64_t o0, int64_t o1) {
-      wino_output_transform(s, tab, mq.get(), ld, o0, o1, bias, y);
-    });
+    return;
   }
+  ScratchLease v(kScratchConv, v_size), mq(kScratchConvOut, mq_size);
+  WinoTable tab;
+  for (int64_t t0 = 0; t0 < T; t0 += blk)
+    winograd_block(cfg, s, u, x, bias, y, t0, std::min(T, t0 + blk), v.get(), mq.get(), ld, tab,
+                   parallel);
 }
 
 // dw (m x c x 3 x 3) = the weight gradient of the convolution from x and dy (n x m x oh x ow):
