@@ -438,12 +438,14 @@ inline void winograd_conv(const GemmConfig& cfg, const WinoShape& s, const Prepa
   // With blocks to spare, each task runs whole blocks, whose data stays in its core's L2, with no
   // fork inside a block. Every output tile's arithmetic is the same whichever block or thread
   // computes it, so the results do not change.
-  if (parallel && blocks >= 4 * available_threads()) {
-    for_each_index(true, blocks, [&](int64_t b) {
+  const int threads = parallel ? available_threads() : 1;
+  if (parallel && blocks >= 4 * threads) {
+    for_each_run(true, blocks, 4 * threads, [&](int64_t b0, int64_t b1) {
       ScratchLease v(kScratchConv, v_size), mq(kScratchConvOut, mq_size);
-      WinoTable tab;
-      winograd_block(cfg, s, u, x, bias, y, b * blk, std::min(T, (b + 1) * blk), v.get(), mq.get(),
-                     ld, tab, false);
+      WinoTable tab;  // one table per run of blocks, not per block
+      for (int64_t b = b0; b < b1; ++b)
+        winograd_block(cfg, s, u, x, bias, y, b * blk, std::min(T, (b + 1) * blk), v.get(),
+                       mq.get(), ld, tab, false);
     });
     return;
   }

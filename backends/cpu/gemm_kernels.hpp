@@ -498,10 +498,11 @@ void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alph
   // packing each panel just before using it, while it is hot in cache. (Packing a whole kc x nc
   // block of B first would write and re-read it through L3, 4.7 MB per k block for a 128 x 3072
   // x 768 product, for reuse that a single row block does not have; and one fork per k block
-  // costs too much for the small products of a training step.)
-  if (m <= cfg.mc) {
+  // costs too much for the small products of a training step.) Deeper products (a weight
+  // gradient's k runs over a batch's pixels) would make the packed A too big: they go on below.
+  const int64_t k_blocks = ceil_div(k, kc_blk);
+  if (m <= cfg.mc && k_blocks < 8) {
     const int64_t tiles = ceil_div(m, mr), m_pad = tiles * mr;
-    const int64_t k_blocks = ceil_div(k, kc_blk);
     ScratchLease a_lease(kScratchA, size_t(m_pad * k));
     float* pa = a_lease.get();  // k block after k block, each tile after tile of kc x mr
     for_each_index(parallel && tiles * k_blocks >= 4, tiles * k_blocks, [&](int64_t i) {
