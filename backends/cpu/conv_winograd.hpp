@@ -69,9 +69,11 @@ inline void wino_kernel_transform(const float* g, float* u) {
   }
 }
 
-// g[0..8] = G^T s G for a 4x4 s: the adjoint of wino_kernel_transform.
-inline void wino_kernel_adjoint(const float* s, float* g) {
-  float t[3][4];
+// g[0..8] = G^T s G for a 4x4 s: the adjoint of wino_kernel_transform. V is float, or a vector
+// of floats for many kernels at once (the same arithmetic in every lane).
+template <class V>
+inline void wino_kernel_adjoint(const V* s, V* g) {
+  V t[3][4];
   for (int j = 0; j < 4; ++j) {
     t[0][j] = s[j] + 0.5f * (s[4 + j] + s[8 + j]);
     t[1][j] = 0.5f * (s[4 + j] - s[8 + j]);
@@ -456,8 +458,94 @@ inline void winograd_conv(const GemmConfig& cfg, const WinoShape& s, const Prepa
                    parallel);
 }
 
+// The weight gradient's sum over tile blocks runs in groups of consecutive blocks, each into its
+// own partial sum (16 x m x c floats), and the groups' sums are added in order at the end. The
+// grouping depends on the shape only, so the bits never depend on the thread count: at most 4
+// groups (each more costs a partial sum to write and read; 8 ran 3-4 % slower on one thread) whose
+// partial sums fit in 2 MiB (ResNet's 3x3x64 takes 4, its 256-channel layers 1). With at least two
+// groups per thread, each thread runs whole groups in its core's L2, with no fork inside.
+inline int64_t wino_wgrad_groups(const WinoShape& s, int64_t blocks) {
+  const int64_t per = kWinoPos * s.m * s.c;
+  const int64_t cap = std::max<int64_t>(1, (int64_t(2) << 20) / int64_t(sizeof(float)) / per);
+  return std::min({blocks, int64_t(4), cap});
+}
+
+// sum (16 x m x c) = the products S_q = D_q V_q^T summed over the tile blocks [b0, b1), block
+// after block: the input transform into v, the dy transform into d, then the 16 GEMMs; split
+// over threads (runs of channels, positions) when `parallel`.
+inline void wino_wgrad_blocks(const GemmConfig& cfg, const WinoShape& s, const float* x,
+                              const float* dy, int64_t b0, int64_t b1, float* sum, float* v,
+                              float* d, WinoTable& tab, bool parallel) {
+  const int64_t T = s.tiles(), blk = s.block();
+  const int parts = 4 * (parallel ? available_threads() : 1);
+  for (int64_t b = b0; b < b1; ++b) {
+    const int64_t t0 = b * blk, t1 = std::min(T, t0 + blk), nt = t1 - t0;
+    const WinoPanels vl = WinoPanels::plain(s.c, nt), dl = WinoPanels::plain(s.m, nt);
+    wino_table(s, t0, t1, tab);
+    for_each_run(parallel, s.c, parts,
+                 [&](int64_t c0, int64_t c1) { wino_input_transform(s, tab, x, c0, c1, v, vl); });
+    for_each_run(parallel, s.m, parts,
+                 [&](int64_t o0, int64_t o1) { wino_grad_transform(s, tab, dy, o0, o1, d, dl); });
+    for_each_index(parallel, kWinoPos, [&](int64_t q) {
+      run_gemm(cfg, s.m, s.c, nt, 1.0f, PackRowMajorA{d + q * dl.size(), dl.nr},
+               PackColMajorB{v + q * vl.size(), vl.nr}, b == b0 ? 0.0f : 1.0f, sum + q * s.m * s.c,
+               s.c, false);
+    });
+  }
+}
+
+// dw[o0..o1) = G^T S G, S = the groups' partial sums (each 16 x m x c) added in order. Portable:
+// one kernel at a time.
+inline void wino_wgrad_adjoint_generic(const WinoShape& s, const float* sums, int64_t groups,
+                                       int64_t o0, int64_t o1, float* dw) {
+  const int64_t per = kWinoPos * s.m * s.c;
+  float t[kWinoPos];
+  for (int64_t o = o0; o < o1; ++o)
+    for (int64_t ch = 0; ch < s.c; ++ch) {
+      for (int q = 0; q < kWinoPos; ++q) {
+        const float* at = sums + (q * s.m + o) * s.c + ch;
+        t[q] = at[0];
+        for (int64_t grp = 1; grp < groups; ++grp) t[q] += at[grp * per];
+      }
+      wino_kernel_adjoint(t, dw + (o * s.c + ch) * 9);
+    }
+}
+#ifdef IPUML_CPU_X86
+// The same for 16 input channels at a time, one per lane (the same arithmetic in each lane).
+__attribute__((target("avx512f"))) inline void wino_wgrad_adjoint_avx512(const WinoShape& s,
+                                                                         const float* sums,
+                                                                         int64_t groups, int64_t o0,
+                                                                         int64_t o1, float* dw) {
+  const int64_t per = kWinoPos * s.m * s.c;
+  const __m512i nine =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(9));
+  for (int64_t o = o0; o < o1; ++o)
+    for (int64_t ch0 = 0; ch0 < s.c; ch0 += 16) {
+      const __mmask16 keep = __mmask16((1u << std::min<int64_t>(16, s.c - ch0)) - 1u);
+      WinoVec t[kWinoPos], g[9];
+      for (int q = 0; q < kWinoPos; ++q) {
+        const float* at = sums + (q * s.m + o) * s.c + ch0;
+        t[q] = WinoVec(_mm512_maskz_loadu_ps(keep, at));
+        for (int64_t grp = 1; grp < groups; ++grp)
+          t[q] += WinoVec(_mm512_maskz_loadu_ps(keep, at + grp * per));
+      }
+      wino_kernel_adjoint(t, g);
+      float* out = dw + (o * s.c + ch0) * 9;
+      for (int k = 0; k < 9; ++k) _mm512_mask_i32scatter_ps(out + k, keep, nine, __m512(g[k]), 4);
+    }
+}
+#endif
+inline void wino_wgrad_adjoint(const WinoShape& s, const float* sums, int64_t groups, int64_t o0,
+                               int64_t o1, float* dw) {
+#ifdef IPUML_CPU_X86
+  if (active_isa() == Isa::avx512) return wino_wgrad_adjoint_avx512(s, sums, groups, o0, o1, dw);
+#endif
+  wino_wgrad_adjoint_generic(s, sums, groups, o0, o1, dw);
+}
+
 // dw (m x c x 3 x 3) = the weight gradient of the convolution from x and dy (n x m x oh x ow):
-// per block, 16 GEMMs S_q += D_q V_q^T over its tiles (blocks in order), then G^T S G.
+// the 16 sums S_q of D_q V_q^T over all tiles, in the groups of wino_wgrad_groups, then G^T S G.
 inline void winograd_conv_wgrad(const GemmConfig& cfg, const WinoShape& s, const float* x,
                                 const float* dy, float* dw, bool parallel) {
   const int64_t T = s.tiles(), blk = s.block();
@@ -465,34 +553,25 @@ inline void winograd_conv_wgrad(const GemmConfig& cfg, const WinoShape& s, const
     std::fill(dw, dw + s.m * s.c * 9, 0.0f);
     return;
   }
-  const int parts = 4 * (parallel ? available_threads() : 1);
-  ScratchLease v(kScratchConv, size_t(kWinoPos * WinoPanels::plain(s.c, blk).size()));
-  ScratchLease d(kScratchConvOut, size_t(kWinoPos * WinoPanels::plain(s.m, blk).size()));
-  ScratchLease sum(kScratchWide, size_t(kWinoPos * s.m * s.c));
-  WinoTable tab;
-  for (int64_t t0 = 0; t0 < T; t0 += blk) {
-    const int64_t t1 = std::min(T, t0 + blk), nt = t1 - t0;
-    const WinoPanels vl = WinoPanels::plain(s.c, nt), dl = WinoPanels::plain(s.m, nt);
-    wino_table(s, t0, t1, tab);
-    for_each_run(parallel, s.c, parts, [&](int64_t c0, int64_t c1) {
-      wino_input_transform(s, tab, x, c0, c1, v.get(), vl);
-    });
-    for_each_run(parallel, s.m, parts, [&](int64_t o0, int64_t o1) {
-      wino_grad_transform(s, tab, dy, o0, o1, d.get(), dl);
-    });
-    for_each_index(parallel, kWinoPos, [&](int64_t q) {
-      run_gemm(cfg, s.m, s.c, nt, 1.0f, PackRowMajorA{d.get() + q * dl.size(), dl.nr},
-               PackColMajorB{v.get() + q * vl.size(), vl.nr}, t0 == 0 ? 0.0f : 1.0f,
-               sum.get() + q * s.m * s.c, s.c, false);
-    });
+  const int64_t blocks = ceil_div(T, blk), groups = wino_wgrad_groups(s, blocks);
+  const int64_t per = kWinoPos * s.m * s.c;
+  const size_t v_size = size_t(kWinoPos * WinoPanels::plain(s.c, blk).size());
+  const size_t d_size = size_t(kWinoPos * WinoPanels::plain(s.m, blk).size());
+  ScratchLease sums(kScratchWide, size_t(groups * per));
+  const auto group = [&](int64_t g, bool inner) {
+    ScratchLease v(kScratchConv, v_size), d(kScratchConvOut, d_size);
+    WinoTable tab;
+    wino_wgrad_blocks(cfg, s, x, dy, g * blocks / groups, (g + 1) * blocks / groups,
+                      sums.get() + g * per, v.get(), d.get(), tab, inner);
+  };
+  const int threads = parallel ? available_threads() : 1;
+  if (parallel && groups >= 2 * threads) {
+    for_each_index(true, groups, [&](int64_t g) { group(g, false); });
+  } else {
+    for (int64_t g = 0; g < groups; ++g) group(g, parallel);
   }
-  for_each_run(parallel, s.m, parts, [&](int64_t o0, int64_t o1) {
-    float t[kWinoPos];
-    for (int64_t o = o0; o < o1; ++o)
-      for (int64_t ch = 0; ch < s.c; ++ch) {
-        for (int q = 0; q < kWinoPos; ++q) t[q] = sum.get()[(q * s.m + o) * s.c + ch];
-        wino_kernel_adjoint(t, dw + (o * s.c + ch) * 9);
-      }
+  for_each_run(parallel, s.m, 4 * threads, [&](int64_t o0, int64_t o1) {
+    wino_wgrad_adjoint(s, sums.get(), groups, o0, o1, dw);
   });
 }
 
