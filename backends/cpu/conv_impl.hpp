@@ -5,6 +5,7 @@
 #include <ipuml/backends/cpu/conv.hpp>
 #include <ipuml/backends/cpu/conv_direct.hpp>
 #include <ipuml/backends/cpu/conv_winograd.hpp>
+#include <ipuml/backends/cpu/conv_winograd_wgrad.hpp>
 #include <ipuml/backends/cpu/gemm_kernels.hpp>
 #include <ipuml/core/error.hpp>
 

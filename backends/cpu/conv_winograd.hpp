@@ -69,23 +69,6 @@ inline void wino_kernel_transform(const float* g, float* u) {
   }
 }
 
-// g[0..8] = G^T s G for a 4x4 s: the adjoint of wino_kernel_transform. V is float, or a vector
-// of floats for many kernels at once (the same arithmetic in every lane).
-template <class V>
-inline void wino_kernel_adjoint(const V* s, V* g) {
-  V t[3][4];
-  for (int j = 0; j < 4; ++j) {
-    t[0][j] = s[j] + 0.5f * (s[4 + j] + s[8 + j]);
-    t[1][j] = 0.5f * (s[4 + j] - s[8 + j]);
-    t[2][j] = 0.5f * (s[4 + j] + s[8 + j]) + s[12 + j];
-  }
-  for (int i = 0; i < 3; ++i) {
-    g[3 * i] = t[i][0] + 0.5f * (t[i][1] + t[i][2]);
-    g[3 * i + 1] = 0.5f * (t[i][1] - t[i][2]);
-    g[3 * i + 2] = 0.5f * (t[i][1] + t[i][2]) + t[i][3];
-  }
-}
-
 // Floats between the prepacked operands of two positions: a prepacked operand and one cache line,
 // so that the 16 streams the transform writes do not all fall in one cache set.
 inline int64_t wino_weights_stride(const GemmConfig& cfg, int64_t m, int64_t c) {
@@ -129,9 +112,9 @@ struct WinoTable {
   int lanes(int64_t g) const { return int(std::min<int64_t>(16, nt - 16 * g)); }
 };
 
-// Where a transform writes value (row, tile j) of one position's matrix (rows x nt tiles): in
-// panels of nr tiles (the last one vw-rounded), row after row inside each, as the GEMM reads its B
-// operand. One panel as wide as the padded block is the plain row-major layout (ld = width).
+// Where a transform writes value (row, column j) of one position's matrix (rows x nt columns): in
+// panels of nr columns (the last one vw-rounded), row after row inside each, as the GEMM reads its
+// B operand. The forward's columns are tiles (rows: channels); the weight gradient's, channels.
 struct WinoPanels {
   int64_t rows, nt, nr, vw;
   int64_t width(int64_t jp) const { return std::min(nr, round_up(nt - jp * nr, vw)); }
@@ -143,10 +126,6 @@ struct WinoPanels {
   int64_t padded() const {  // tiles including the last panel's padding
     const int64_t jp = (nt - 1) / nr;
     return jp * nr + width(jp);
-  }
-  static WinoPanels plain(int64_t rows, int64_t nt) {
-    const int64_t w = round_up(nt, 16);
-    return WinoPanels{rows, nt, w, 16};
   }
 };
 
@@ -211,21 +190,9 @@ __attribute__((always_inline)) inline void wino_out16(const WinoVec* m, const Wi
   }
 }
 
-// d (4 x 4) = A e A^T for a 2 x 2 block e of dy: the adjoint of wino_out16.
-__attribute__((always_inline)) inline void wino_grad16(const WinoVec* e, WinoVec* d) {
-  const WinoVec f[8] = {e[0],        e[1],        e[0] + e[2], e[1] + e[3],
-                        e[0] - e[2], e[1] - e[3], -e[2],       -e[3]};
-  for (int i = 0; i < 4; ++i) {
-    d[4 * i] = f[2 * i];
-    d[4 * i + 1] = f[2 * i] + f[2 * i + 1];
-    d[4 * i + 2] = f[2 * i] - f[2 * i + 1];
-    d[4 * i + 3] = -f[2 * i + 1];
-  }
-}
-
-// The three transforms over a block, channel after channel and group after group: the input
-// (V[q][ch][j], q stride qs, ld = nt), the output (M[q][o][j] to y, plus bias) and dy
-// (D[q][o][j]). Portable: element loads and stores through the table.
+// The two transforms over a block, channel after channel and group after group: the input
+// (V[q][ch][j] into the GEMM's panels) and the output (M[q][o][j] to y, plus bias). Portable:
+// element loads and stores through the table.
 // d[l] = base[idx[l]], or zero where idx[l] < 0.
 inline void wino_gather_generic(const int32_t* idx, const float* base, WinoVec& d) {
   for (int l = 0; l < 16; ++l) d[l] = idx[l] >= 0 ? base[idx[l]] : 0.0f;
@@ -274,19 +241,6 @@ inline void wino_output_generic(const WinoShape& s, const WinoTable& tab, const 
     }
   }
 }
-inline void wino_grad_generic(const WinoShape& s, const WinoTable& tab, const float* dy, int64_t o0,
-                              int64_t o1, float* d, const WinoPanels& lay) {
-  const int64_t plane = s.oh() * s.ow();
-  for (int64_t o = o0; o < o1; ++o)
-    for (int64_t g = 0; g < tab.groups; ++g) {
-      WinoVec e[4], r[16];
-      for (int pos = 0; pos < 4; ++pos)
-        wino_gather_generic(tab.out_at(g, pos), dy + o * plane, e[pos]);
-      wino_grad16(e, r);
-      wino_store_generic(r, tab, g, o, lay, d);
-    }
-}
-
 #ifdef IPUML_CPU_X86
 // The same with AVX-512 masked gathers, loads, stores and scatters; the arithmetic is the same
 // sequence of vector adds, so the results are the same bits.
@@ -336,22 +290,6 @@ __attribute__((target("avx512f"))) inline void wino_output_avx512(const WinoShap
     }
   }
 }
-__attribute__((target("avx512f"))) inline void wino_grad_avx512(const WinoShape& s,
-                                                                const WinoTable& tab,
-                                                                const float* dy, int64_t o0,
-                                                                int64_t o1, float* d,
-                                                                const WinoPanels& lay) {
-  const int64_t plane = s.oh() * s.ow(), qs = lay.size();
-  for (int64_t o = o0; o < o1; ++o)
-    for (int64_t g = 0; g < tab.groups; ++g) {
-      WinoVec e[4], r[16];
-      for (int pos = 0; pos < 4; ++pos)
-        e[pos] = WinoVec(wino_gather(tab.out_at(g, pos), dy + o * plane));
-      wino_grad16(e, r);
-      float* dst = d + lay.at(o, 16 * g);
-      for (int q = 0; q < kWinoPos; ++q) _mm512_storeu_ps(dst + q * qs, __m512(r[q]));
-    }
-}
 #endif
 
 // The AVX-512 forms store whole 16-tile groups, so they need panels in multiples of 16.
@@ -372,24 +310,17 @@ inline void wino_output_transform(const WinoShape& s, const WinoTable& tab, cons
 #endif
   wino_output_generic(s, tab, mq, ld, o0, o1, bias, y);
 }
-inline void wino_grad_transform(const WinoShape& s, const WinoTable& tab, const float* dy,
-                                int64_t o0, int64_t o1, float* d, const WinoPanels& lay) {
-#ifdef IPUML_CPU_X86
-  if (wino_groups_fit(lay)) return wino_grad_avx512(s, tab, dy, o0, o1, d, lay);
-#endif
-  wino_grad_generic(s, tab, dy, o0, o1, d, lay);
-}
-
-// C (m x n, row stride ldc) = A (prepacked m x k) x B on the calling thread, B already in the
-// GEMM's panels (WinoPanels with the config's nr and vw): the same micro-kernels and k blocks as
-// run_gemm, with nothing to pack.
+// C (m x n, row stride ldc) = A (prepacked m x k) x B (+ C when `accumulate`) on the calling
+// thread, B already in the GEMM's panels (WinoPanels with the config's nr and vw): the same
+// micro-kernels and k blocks as run_gemm, with nothing to pack.
 inline void run_panel_gemm(const GemmConfig& cfg, int64_t m, int64_t k, const PrepackedA& a,
-                           const float* b, const WinoPanels& lay, float* c, int64_t ldc) {
+                           const float* b, const WinoPanels& lay, float* c, int64_t ldc,
+                           bool accumulate = false) {
   const int mr = tile_rows(cfg, m);
   const int64_t kc_blk = block_depth(cfg, k);
   for (int64_t pc = 0; pc < k; pc += kc_blk) {
     const int64_t kc = std::min(kc_blk, k - pc);
-    const float beta = pc == 0 ? 0.0f : 1.0f;
+    const float beta = pc == 0 && !accumulate ? 0.0f : 1.0f;
     for (int64_t jp = 0; jp * lay.nr < lay.nt; ++jp) {
       const int64_t j0 = jp * lay.nr, w = lay.width(jp);
       const int nr = int(std::min(lay.nr, lay.nt - j0)), nv = int(w / cfg.vw);
@@ -456,123 +387,6 @@ inline void winograd_conv(const GemmConfig& cfg, const WinoShape& s, const Prepa
   for (int64_t t0 = 0; t0 < T; t0 += blk)
     winograd_block(cfg, s, u, x, bias, y, t0, std::min(T, t0 + blk), v.get(), mq.get(), ld, tab,
                    parallel);
-}
-
-// The weight gradient's sum over tile blocks runs in groups of consecutive blocks, each into its
-// own partial sum (16 x m x c floats), and the groups' sums are added in order at the end. The
-// grouping depends on the shape only, so the bits never depend on the thread count: at most 4
-// groups (each more costs a partial sum to write and read; 8 ran 3-4 % slower on one thread) whose
-// partial sums fit in 2 MiB (ResNet's 3x3x64 takes 4, its 256-channel layers 1). With at least two
-// groups per thread, each thread runs whole groups in its core's L2, with no fork inside.
-inline int64_t wino_wgrad_groups(const WinoShape& s, int64_t blocks) {
-  const int64_t per = kWinoPos * s.m * s.c;
-  const int64_t cap = std::max<int64_t>(1, (int64_t(2) << 20) / int64_t(sizeof(float)) / per);
-  return std::min({blocks, int64_t(4), cap});
-}
-
-// sum (16 x m x c) = the products S_q = D_q V_q^T summed over the tile blocks [b0, b1), block
-// after block: the input transform into v, the dy transform into d, then the 16 GEMMs; split
-// over threads (runs of channels, positions) when `parallel`.
-inline void wino_wgrad_blocks(const GemmConfig& cfg, const WinoShape& s, const float* x,
-                              const float* dy, int64_t b0, int64_t b1, float* sum, float* v,
-                              float* d, WinoTable& tab, bool parallel) {
-  const int64_t T = s.tiles(), blk = s.block();
-  const int parts = 4 * (parallel ? available_threads() : 1);
-  for (int64_t b = b0; b < b1; ++b) {
-    const int64_t t0 = b * blk, t1 = std::min(T, t0 + blk), nt = t1 - t0;
-    const WinoPanels vl = WinoPanels::plain(s.c, nt), dl = WinoPanels::plain(s.m, nt);
-    wino_table(s, t0, t1, tab);
-    for_each_run(parallel, s.c, parts,
-                 [&](int64_t c0, int64_t c1) { wino_input_transform(s, tab, x, c0, c1, v, vl); });
-    for_each_run(parallel, s.m, parts,
-                 [&](int64_t o0, int64_t o1) { wino_grad_transform(s, tab, dy, o0, o1, d, dl); });
-    for_each_index(parallel, kWinoPos, [&](int64_t q) {
-      run_gemm(cfg, s.m, s.c, nt, 1.0f, PackRowMajorA{d + q * dl.size(), dl.nr},
-               PackColMajorB{v + q * vl.size(), vl.nr}, b == b0 ? 0.0f : 1.0f, sum + q * s.m * s.c,
-               s.c, false);
-    });
-  }
-}
-
-// dw[o0..o1) = G^T S G, S = the groups' partial sums (each 16 x m x c) added in order. Portable:
-// one kernel at a time.
-inline void wino_wgrad_adjoint_generic(const WinoShape& s, const float* sums, int64_t groups,
-                                       int64_t o0, int64_t o1, float* dw) {
-  const int64_t per = kWinoPos * s.m * s.c;
-  float t[kWinoPos];
-  for (int64_t o = o0; o < o1; ++o)
-    for (int64_t ch = 0; ch < s.c; ++ch) {
-      for (int q = 0; q < kWinoPos; ++q) {
-        const float* at = sums + (q * s.m + o) * s.c + ch;
-        t[q] = at[0];
-        for (int64_t grp = 1; grp < groups; ++grp) t[q] += at[grp * per];
-      }
-      wino_kernel_adjoint(t, dw + (o * s.c + ch) * 9);
-    }
-}
-#ifdef IPUML_CPU_X86
-// The same for 16 input channels at a time, one per lane (the same arithmetic in each lane).
-__attribute__((target("avx512f"))) inline void wino_wgrad_adjoint_avx512(const WinoShape& s,
-                                                                         const float* sums,
-                                                                         int64_t groups, int64_t o0,
-                                                                         int64_t o1, float* dw) {
-  const int64_t per = kWinoPos * s.m * s.c;
-  const __m512i nine =
-      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                         _mm512_set1_epi32(9));
-  for (int64_t o = o0; o < o1; ++o)
-    for (int64_t ch0 = 0; ch0 < s.c; ch0 += 16) {
-      const __mmask16 keep = __mmask16((1u << std::min<int64_t>(16, s.c - ch0)) - 1u);
-      WinoVec t[kWinoPos], g[9];
-      for (int q = 0; q < kWinoPos; ++q) {
-        const float* at = sums + (q * s.m + o) * s.c + ch0;
-        t[q] = WinoVec(_mm512_maskz_loadu_ps(keep, at));
-        for (int64_t grp = 1; grp < groups; ++grp)
-          t[q] += WinoVec(_mm512_maskz_loadu_ps(keep, at + grp * per));
-      }
-      wino_kernel_adjoint(t, g);
-      float* out = dw + (o * s.c + ch0) * 9;
-      for (int k = 0; k < 9; ++k) _mm512_mask_i32scatter_ps(out + k, keep, nine, __m512(g[k]), 4);
-    }
-}
-#endif
-inline void wino_wgrad_adjoint(const WinoShape& s, const float* sums, int64_t groups, int64_t o0,
-                               int64_t o1, float* dw) {
-#ifdef IPUML_CPU_X86
-  if (active_isa() == Isa::avx512) return wino_wgrad_adjoint_avx512(s, sums, groups, o0, o1, dw);
-#endif
-  wino_wgrad_adjoint_generic(s, sums, groups, o0, o1, dw);
-}
-
-// dw (m x c x 3 x 3) = the weight gradient of the convolution from x and dy (n x m x oh x ow):
-// the 16 sums S_q of D_q V_q^T over all tiles, in the groups of wino_wgrad_groups, then G^T S G.
-inline void winograd_conv_wgrad(const GemmConfig& cfg, const WinoShape& s, const float* x,
-                                const float* dy, float* dw, bool parallel) {
-  const int64_t T = s.tiles(), blk = s.block();
-  if (T == 0) {
-    std::fill(dw, dw + s.m * s.c * 9, 0.0f);
-    return;
-  }
-  const int64_t blocks = ceil_div(T, blk), groups = wino_wgrad_groups(s, blocks);
-  const int64_t per = kWinoPos * s.m * s.c;
-  const size_t v_size = size_t(kWinoPos * WinoPanels::plain(s.c, blk).size());
-  const size_t d_size = size_t(kWinoPos * WinoPanels::plain(s.m, blk).size());
-  ScratchLease sums(kScratchWide, size_t(groups * per));
-  const auto group = [&](int64_t g, bool inner) {
-    ScratchLease v(kScratchConv, v_size), d(kScratchConvOut, d_size);
-    WinoTable tab;
-    wino_wgrad_blocks(cfg, s, x, dy, g * blocks / groups, (g + 1) * blocks / groups,
-                      sums.get() + g * per, v.get(), d.get(), tab, inner);
-  };
-  const int threads = parallel ? available_threads() : 1;
-  if (parallel && groups >= 2 * threads) {
-    for_each_index(true, groups, [&](int64_t g) { group(g, false); });
-  } else {
-    for (int64_t g = 0; g < groups; ++g) group(g, parallel);
-  }
-  for_each_run(parallel, s.m, 4 * threads, [&](int64_t o0, int64_t o1) {
-    wino_wgrad_adjoint(s, sums.get(), groups, o0, o1, dw);
-  });
 }
 
 }  // namespace ipuml::cpu::detail
