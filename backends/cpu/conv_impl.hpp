@@ -4,6 +4,7 @@
 
 #include <ipuml/backends/cpu/conv.hpp>
 #include <ipuml/backends/cpu/conv_direct.hpp>
+#include <ipuml/backends/cpu/conv_space_to_depth.hpp>
 #include <ipuml/backends/cpu/conv_winograd.hpp>
 #include <ipuml/backends/cpu/conv_winograd_wgrad.hpp>
 #include <ipuml/backends/cpu/gemm_kernels.hpp>
@@ -759,6 +760,15 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
                           bias, y, threads > 1);
     return;
   }
+  if (detail::space_to_depth_applies(p)) {
+    const Conv2dParams q = detail::space_to_depth_params(p);
+    detail::ScratchLease xs(detail::kScratchPhases, size_t(q.n * q.c_in * q.h * q.w));
+    detail::ScratchLease ws(detail::kScratchPhaseW, size_t(q.c_out * q.c_in * q.kh * q.kw));
+    detail::space_to_depth_input(p, q, x, xs.get(), threads > 1);
+    detail::space_to_depth_weights(p, q, w, ws.get());
+    conv2d_forward(q, xs.get(), ws.get(), bias, y);
+    return;
+  }
   if (p.stride_h == 1 && p.stride_w == 1) {
     const detail::WideGeom wg{cig, p.h, p.w, p.pad_h, p.pad_w, p.kh, p.kw, p.dil_h, p.dil_w};
     const std::vector<int64_t> taps = wg.taps();
@@ -943,6 +953,15 @@ IPUML_INLINE void conv2d_backward_weight(const Conv2dParams& p, const float* x, 
   if (detail::use_winograd(p)) {
     detail::winograd_conv_wgrad(cfg, {p.n, p.c_in, p.h, p.w, p.c_out, p.pad_h, p.pad_w}, x, dy, dw,
                                 threads > 1);
+    return;
+  }
+  if (detail::space_to_depth_applies(p)) {
+    const Conv2dParams q = detail::space_to_depth_params(p);
+    detail::ScratchLease xs(detail::kScratchPhases, size_t(q.n * q.c_in * q.h * q.w));
+    detail::ScratchLease dws(detail::kScratchPhaseW, size_t(q.c_out * q.c_in * q.kh * q.kw));
+    detail::space_to_depth_input(p, q, x, xs.get(), threads > 1);
+    conv2d_backward_weight(q, xs.get(), dy, dws.get());
+    detail::space_to_depth_weight_grad(p, q, dws.get(), dw);
     return;
   }
   const std::vector<int64_t> taps = stride1 ? wg.taps() : std::vector<int64_t>();

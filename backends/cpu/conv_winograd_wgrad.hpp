@@ -50,7 +50,10 @@ __attribute__((always_inline)) inline void wino_grad16(const WinoVec* e, WinoVec
 struct WinoRowsA {
   int64_t m, k, mr, m_pad, kc_blk;
   WinoRowsA(const GemmConfig& cfg, int64_t rows, int64_t cols)
-      : m(rows), k(cols), mr(tile_rows(cfg, rows)), m_pad(round_up(rows, mr)),
+      : m(rows),
+        k(cols),
+        mr(tile_rows(cfg, rows)),
+        m_pad(round_up(rows, mr)),
         kc_blk(block_depth(cfg, cols)) {}
   // Where column j of the row tile starting at row i0 begins (row i0 + i is i further on).
   int64_t at(int64_t i0, int64_t j) const {
@@ -132,8 +135,7 @@ __attribute__((target("avx512f"))) inline __m512i wgrad_lane_offsets(int64_t str
 }
 __attribute__((target("avx512f"))) inline void wgrad_input_avx512(const WinoShape& s, int64_t t0,
                                                                   const float* x, int64_t k0,
-                                                                  int64_t k1, float* v,
-                                                                  int64_t qs,
+                                                                  int64_t k1, float* v, int64_t qs,
                                                                   const WinoPanels& lay) {
   const int64_t hw = s.h * s.w;
   const __m512i lane = wgrad_lane_offsets(hw);

@@ -328,7 +328,7 @@ inline std::atomic<size_t>& scratch_allocation_count() {
 // private allocation instead.
 class ScratchLease {
  public:
-  static constexpr int kSlots = 6;
+  static constexpr int kSlots = 8;
   ScratchLease(int slot, size_t n) {
     Slot& s = slots()[slot];
     if (!s.busy) {
@@ -377,6 +377,8 @@ enum ScratchSlot {
   kScratchConvOut = 3,  // conv: one image's wide output
   kScratchPrepack = 4,  // conv: the prepacked weights of one call
   kScratchWide = 5,     // conv: the batch's wide gradient / padded input for dW
+  kScratchPhases = 6,   // conv: a strided convolution's space-to-depth input
+  kScratchPhaseW = 7,   // conv: its split kernel, or that kernel's gradient
 };
 
 // Parallelism visible to this call: the arena's size capped by any tbb::global_control. Only the

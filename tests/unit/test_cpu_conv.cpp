@@ -1,6 +1,7 @@
 // Tests of the CPU conv2d kernels (forward and the three gradients) against the naive reference,
 // finite differences, every ISA path, and bit-identical results with 1 and 2 threads.
 #include <ipuml/backends/cpu/conv.hpp>
+#include <ipuml/backends/cpu/conv_space_to_depth.hpp>
 #include <ipuml/backends/cpu/conv_winograd.hpp>
 #include <ipuml/core/error.hpp>
 
@@ -61,6 +62,14 @@ std::vector<Conv2dParams> shapes() {
       make(3, 2, 5, 5, 3, 5, 5),                  // output 1x1
       make(1, 35, 17, 19, 37, 3, 3, 2, 1, 1, 1),  // odd channel counts
   };
+  // Strided with few channels: the stride-1 convolution of the space-to-depth input (the stem
+  // above too), with kernels that do and do not divide by the stride, stride 3, and 2 x 1.
+  v.push_back(make(2, 2, 10, 9, 5, 3, 3, 2, 1));
+  v.push_back(make(1, 3, 12, 12, 6, 4, 4, 2, 1));
+  v.push_back(make(1, 1, 14, 13, 4, 5, 5, 3, 2));
+  Conv2dParams s2x1 = make(2, 4, 9, 8, 3, 3, 2);
+  s2x1.stride_h = 2, s2x1.pad_h = 1;
+  v.push_back(s2x1);
   Conv2dParams asym = make(2, 4, 7, 15, 5, 2, 3);
   asym.stride_h = 2, asym.stride_w = 1, asym.pad_h = 1, asym.pad_w = 2, asym.dil_w = 2;
   v.push_back(asym);
@@ -198,7 +207,8 @@ TEST_CASE("conv2d gives the same bits with 1 and 2 threads", "[conv]") {
         make(2, 64, 12, 11, 48, 3, 3, 1, 1),
         // Winograd weight gradients summed in 3 groups of tile blocks (one after another, each
         // split over threads) and in 4 (a thread per group).
-        make(1, 48, 40, 40, 48, 3, 3, 1, 1), make(2, 48, 32, 34, 48, 3, 3, 1, 1)}) {
+        make(1, 48, 40, 40, 48, 3, 3, 1, 1), make(2, 48, 32, 34, 48, 3, 3, 1, 1),
+        make(2, 3, 40, 38, 16, 7, 7, 2, 3)}) {
     INFO(describe(p));
     auto x = random_floats(x_size(p), rng), w = random_floats(w_size(p), rng);
     auto bias = random_floats(size_t(p.c_out), rng), dy = random_floats(y_size(p), rng);
@@ -248,6 +258,29 @@ TEST_CASE("conv2d's Winograd switch changes the path, not the answer", "[conv]")
                                   (1.0 + std::abs(double(out[0][i][k]))));
     CHECK(worst < 1e-4);
   }
+}
+
+TEST_CASE("conv2d runs strided convolutions with few channels through space-to-depth", "[conv]") {
+  using ipuml::cpu::detail::space_to_depth_applies;
+  using ipuml::cpu::detail::space_to_depth_params;
+  const Conv2dParams stem = make(4, 3, 224, 224, 64, 7, 7, 2, 3);
+  REQUIRE(space_to_depth_applies(stem));
+  const Conv2dParams q = space_to_depth_params(stem);
+  CHECK(q.c_in == 12);
+  CHECK(q.kh == 4);
+  CHECK(q.kw == 4);
+  CHECK(q.stride_h == 1);
+  CHECK(q.pad_h == 0);
+  CHECK(q.out_h() == stem.out_h());
+  CHECK(q.out_w() == stem.out_w());
+  // Many channels (ResNet's downsampling 1x1 and 3x3), dilation, groups, stride 1, and a kernel
+  // narrower than the stride keep their own paths.
+  CHECK_FALSE(space_to_depth_applies(make(4, 256, 56, 56, 512, 1, 1, 2)));
+  CHECK_FALSE(space_to_depth_applies(make(4, 128, 56, 56, 128, 3, 3, 2, 1)));
+  CHECK_FALSE(space_to_depth_applies(make(1, 3, 23, 21, 8, 3, 3, 2, 2, 2)));
+  CHECK_FALSE(space_to_depth_applies(make(1, 4, 23, 21, 8, 3, 3, 2, 1, 1, 2)));
+  CHECK_FALSE(space_to_depth_applies(make(1, 3, 23, 21, 8, 7, 7, 1, 3)));
+  CHECK_FALSE(space_to_depth_applies(make(1, 4, 11, 10, 6, 3, 2, 3, 1)));
 }
 
 TEST_CASE("conv2d takes Winograd only where its 32-bit tile tables reach", "[conv]") {

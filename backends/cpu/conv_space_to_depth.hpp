@@ -1,0 +1,105 @@
+// Internal to the CPU backend: strided convolutions with few input channels (ResNet's 7x7/2 stem
+// on RGB) as stride-1 convolutions of their space-to-depth input. With stride s (sh x sw), the
+// padded input splits into its sh * sw phases, x'[(c, py, px)][i][j] = xpad[c][sh i + py][sw j + px],
+// and the kernel into the matching taps, w'[o][(c, py, px)][a][b] = w[o][c][sh a + py][sw b + px]
+// (zero past the kernel), so that
+//   y[o][oy][ox] = sum over c, ky, kx of w[o][c][ky][kx] xpad[c][sh oy + ky][sw ox + kx]
+//                = sum over (c, py, px), a, b of w'[o][(c, py, px)][a][b] x'[(c, py, px)][oy + a][ox + b],
+// a stride-1, unpadded convolution with c sh sw channels and a ceil(kh / sh) x ceil(kw / sw)
+// kernel. Strided products gather their input tap by tap through scalar packers; the stride-1
+// kernels read rows in place, which pays for the zero taps (64 for 49 on the stem) many times over.
+// Not a public API.
+#pragma once
+
+#include <ipuml/backends/cpu/conv.hpp>
+#include <ipuml/backends/cpu/gemm_kernels.hpp>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace ipuml::cpu::detail {
+
+// Whether a convolution runs through its space-to-depth form: strided, undilated, one group, and
+// at most 16 channels after the split (more channels feed the strided GEMM well enough, and the
+// zero taps would cost more than the packing they save).
+inline bool space_to_depth_applies(const Conv2dParams& p) {
+  constexpr int64_t kMaxIndex = (int64_t(1) << 31) - 1;
+  return (p.stride_h > 1 || p.stride_w > 1) && p.dil_h == 1 && p.dil_w == 1 && p.groups == 1 &&
+         p.kh >= p.stride_h && p.kw >= p.stride_w && p.c_in * p.stride_h * p.stride_w <= 16 &&
+         p.n * p.c_in * (p.h + 2 * p.pad_h + p.stride_h) * (p.w + 2 * p.pad_w + p.stride_w) <=
+             kMaxIndex;
+}
+
+// The stride-1 convolution that p becomes: c_in sh sw channels of (oh + kh' - 1) x (ow + kw' - 1)
+// phase pixels, a kh' x kw' kernel, no padding; its output is p's, element for element.
+inline Conv2dParams space_to_depth_params(const Conv2dParams& p) {
+  Conv2dParams q;
+  q.n = p.n;
+  q.c_in = p.c_in * p.stride_h * p.stride_w;
+  q.c_out = p.c_out;
+  q.kh = ceil_div(p.kh, p.stride_h);
+  q.kw = ceil_div(p.kw, p.stride_w);
+  q.h = p.out_h() + q.kh - 1;
+  q.w = p.out_w() + q.kw - 1;
+  return q;
+}
+
+// xs (q.n x q.c_in x q.h x q.w) = the phases of x, zero where they fall in the padding or past it.
+inline void space_to_depth_input(const Conv2dParams& p, const Conv2dParams& q, const float* x,
+                                 float* xs, bool parallel) {
+  const int64_t sh = p.stride_h, sw = p.stride_w;
+  for_each_index(parallel, q.n * q.c_in, [&](int64_t plane) {
+    const int64_t img = plane / q.c_in, cq = plane % q.c_in;
+    const int64_t c = cq / (sh * sw), py = cq / sw % sh, px = cq % sw;
+    const float* src = x + (img * p.c_in + c) * p.h * p.w;
+    float* dst = xs + plane * q.h * q.w;
+    // Phase column j reads input column sw j + px - pad_w: inside for j in [j0, j1).
+    const int64_t j0 = std::min(q.w, ceil_div(std::max<int64_t>(0, p.pad_w - px), sw));
+    const int64_t j1 = std::max(j0, std::min(q.w, ceil_div(p.w + p.pad_w - px, sw)));
+    for (int64_t i = 0; i < q.h; ++i) {
+      const int64_t iy = sh * i + py - p.pad_h;
+      float* row = dst + i * q.w;
+      if (iy < 0 || iy >= p.h) {
+        std::fill(row, row + q.w, 0.0f);
+        continue;
+      }
+      const int64_t at = iy * p.w + px - p.pad_w;  // + sw j: the input column of phase column j
+      std::fill(row, row + j0, 0.0f);
+      for (int64_t j = j0; j < j1; ++j) row[j] = src[at + sw * j];
+      std::fill(row + j1, row + q.w, 0.0f);
+    }
+  });
+}
+
+// Where kernel tap (o, (c, py, px), a, b) of the split kernel comes from in the original one, or
+// -1 for the zero taps past its edge; calls f(split index, original index) for every tap.
+template <class F>
+void space_to_depth_taps(const Conv2dParams& p, const Conv2dParams& q, const F& f) {
+  const int64_t sh = p.stride_h, sw = p.stride_w;
+  for (int64_t o = 0; o < q.c_out; ++o)
+    for (int64_t cq = 0; cq < q.c_in; ++cq) {
+      const int64_t c = cq / (sh * sw), py = cq / sw % sh, px = cq % sw;
+      for (int64_t a = 0; a < q.kh; ++a)
+        for (int64_t b = 0; b < q.kw; ++b) {
+          const int64_t ky = sh * a + py, kx = sw * b + px;
+          f(((o * q.c_in + cq) * q.kh + a) * q.kw + b,
+            ky < p.kh && kx < p.kw ? ((o * p.c_in + c) * p.kh + ky) * p.kw + kx : int64_t(-1));
+        }
+    }
+}
+
+// ws (c_out x q.c_in x q.kh x q.kw) = the split kernel of w.
+inline void space_to_depth_weights(const Conv2dParams& p, const Conv2dParams& q, const float* w,
+                                   float* ws) {
+  space_to_depth_taps(p, q, [&](int64_t s, int64_t o) { ws[s] = o >= 0 ? w[o] : 0.0f; });
+}
+
+// dw (c_out x c_in x kh x kw) = the taps of the split kernel's gradient dws that exist in w.
+inline void space_to_depth_weight_grad(const Conv2dParams& p, const Conv2dParams& q,
+                                       const float* dws, float* dw) {
+  space_to_depth_taps(p, q, [&](int64_t s, int64_t o) {
+    if (o >= 0) dw[o] = dws[s];
+  });
+}
+
+}  // namespace ipuml::cpu::detail
