@@ -272,23 +272,47 @@ inline void run_wide_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k
     const int64_t kc = std::min(kc_blk, k - pc);
     const float beta_eff = pc == 0 ? beta : 1.0f;
     for_each_index(parallel, ceil_div(panels, kPanelsPerTask), [&](int64_t task) {
-      const int64_t jp_end = std::min(panels, (task + 1) * kPanelsPerTask);
-      for (int64_t jp = task * kPanelsPerTask; jp < jp_end; ++jp) {
+      const int64_t jp0 = task * kPanelsPerTask, jp_end = std::min(panels, jp0 + kPanelsPerTask);
+      // With more than one row tile every panel is read once per tile: the task's panels are
+      // packed first, row by row (a row's run of columns at once), so that the kernels read
+      // them from L1 / L2 rather than kc rows far apart (a plane apart for a 1x1 convolution),
+      // whose cache sets collide and whose streams the hardware prefetcher cannot follow.
+      // Otherwise full panels are read in place, and only a partial last panel is packed.
+      const bool pack_all = m > mr;
+      std::optional<ScratchLease> packed;
+      if (pack_all) {
+        packed.emplace(kScratchB, size_t(kc * (jp_end - jp0) * nr_full));
+        const int64_t j_first = jp0 * nr_full, j_last = std::min(n, jp_end * nr_full);
+        const int64_t full = (j_last - j_first) / nr_full;
+        for (int64_t q = 0; q < kc; ++q) {
+          const float* src = xp + taps[pc + q] + j_first;
+          for (int64_t f = 0; f < full; ++f)
+            std::copy_n(src + f * nr_full, nr_full, packed->get() + (f * kc + q) * nr_full);
+        }
+        if (full < jp_end - jp0) {  // the partial last panel, zero-padded to whole vectors
+          const int64_t j0 = j_first + full * nr_full;
+          const int nr = int(n - j0), w = int(round_up(nr, cfg.vw));
+          PackWideB{xp, taps}(packed->get() + full * kc * nr_full, j0, nr, w, pc, kc);
+        }
+      }
+      for (int64_t jp = jp0; jp < jp_end; ++jp) {
         const int64_t j0 = jp * nr_full;
         const int nr = int(std::min<int64_t>(nr_full, n - j0));
         const int nv = int(ceil_div(nr, cfg.vw));
-        std::optional<ScratchLease> packed;
-        if (nr < nr_full) {
+        const float* pb = pack_all ? packed->get() + (jp - jp0) * kc * nr_full : nullptr;
+        std::optional<ScratchLease> partial;
+        if (!pack_all && nr < nr_full) {
           const int w = int(round_up(nr, cfg.vw));
-          packed.emplace(kScratchB, size_t(kc * w));
-          PackWideB{xp, taps}(packed->get(), j0, nr, w, pc, kc);
+          partial.emplace(kScratchB, size_t(kc * w));
+          PackWideB{xp, taps}(partial->get(), j0, nr, w, pc, kc);
+          pb = partial->get();
         }
         for (int64_t ir = 0; ir < m; ir += mr) {
           const int rows = int(std::min<int64_t>(mr, m - ir));
           const float* pa = a.block(ir, pc);
           float* ct = c + ir * ldc + j0;
-          if (packed)
-            cfg.kern[rows][nv](kc, pa, packed->get(), ct, ldc, nr, 1.0f, beta_eff);
+          if (pb != nullptr)
+            cfg.kern[rows][nv](kc, pa, pb, ct, ldc, nr, 1.0f, beta_eff);
           else
             cfg.kern_taps[rows][nv](kc, pa, xp + j0, taps + pc, ct, ldc, nr, 1.0f, beta_eff);
         }

@@ -1,10 +1,11 @@
 // Internal to the CPU backend: strided convolutions with few input channels (ResNet's 7x7/2 stem
 // on RGB) as stride-1 convolutions of their space-to-depth input. With stride s (sh x sw), the
-// padded input splits into its sh * sw phases, x'[(c, py, px)][i][j] = xpad[c][sh i + py][sw j + px],
-// and the kernel into the matching taps, w'[o][(c, py, px)][a][b] = w[o][c][sh a + py][sw b + px]
-// (zero past the kernel), so that
+// padded input splits into its sh * sw phases, x'[(c, py, px)][i][j] = xpad[c][sh i + py][sw j +
+// px], and the kernel into the matching taps, w'[o][(c, py, px)][a][b] = w[o][c][sh a + py][sw b +
+// px] (zero past the kernel), so that
 //   y[o][oy][ox] = sum over c, ky, kx of w[o][c][ky][kx] xpad[c][sh oy + ky][sw ox + kx]
-//                = sum over (c, py, px), a, b of w'[o][(c, py, px)][a][b] x'[(c, py, px)][oy + a][ox + b],
+//                = sum over (c, py, px), a, b of w'[o][(c, py, px)][a][b] x'[(c, py, px)][oy +
+//                a][ox + b],
 // a stride-1, unpadded convolution with c sh sw channels and a ceil(kh / sh) x ceil(kw / sw)
 // kernel. Strided products gather their input tap by tap through scalar packers; the stride-1
 // kernels read rows in place, which pays for the zero taps (64 for 49 on the stem) many times over.

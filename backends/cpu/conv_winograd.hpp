@@ -292,7 +292,8 @@ __attribute__((target("avx512f"))) inline void wino_output_avx512(const WinoShap
 }
 #endif
 
-// The AVX-512 forms store whole 16-tile groups, so they need panels in multiples of 16.
+// The AVX-512 forms store whole runs of 16 (tiles here, channels in the weight gradient), so they
+// need panels in multiples of 16.
 inline bool wino_groups_fit(const WinoPanels& lay) {
   return active_isa() == Isa::avx512 && lay.nr % 16 == 0 && lay.vw % 16 == 0;
 }
