@@ -258,8 +258,8 @@ struct PackWideB {
 
 // C (m x n) = A (prepacked) x B + beta C where B(krow, q) = xp[taps[krow] + q]: the wide GEMM,
 // whose full panels the tap kernels read in place when m is one row tile (otherwise each task
-// packs its panels once, see below). Blocks of k run in order around a split over panels, so results do not depend on
-// the thread count.
+// packs its panels once, see below). Blocks of k run in order around a split over panels, so
+// results do not depend on the thread count.
 inline void run_wide_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k,
                           const PrepackedA& a, const float* xp, const int64_t* taps, float beta,
                           float* c, int64_t ldc, bool allow_parallel) {

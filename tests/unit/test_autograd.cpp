@@ -95,6 +95,24 @@ TEST_CASE("gradients accumulate and seeds work", "[autograd]") {
   CHECK(b.grad().to_vector<float>() == std::vector<float>{1, 1});
 }
 
+TEST_CASE(".grad takes a fresh gradient as it is but copies one held elsewhere", "[autograd]") {
+  // clone's backward passes the seed straight through, so the leaf receives the caller's tensor:
+  // .grad must be a copy of it.
+  Tensor x = ones({3}).requires_grad_();
+  Tensor seed = from_vector<float>({1, 2, 3}, {3});
+  x.clone().backward(seed);
+  {
+    NoGradGuard ng;
+    x.grad().mul_(10.0);
+  }
+  CHECK(seed.to_vector<float>() == std::vector<float>{1, 2, 3});
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{10, 20, 30});
+  // A fresh gradient (the product's) that nothing else holds becomes .grad: same values.
+  Tensor w = from_vector<float>({1, 2, 3}, {3}).requires_grad_();
+  mul(w, w).sum().backward();
+  CHECK(w.grad().to_vector<float>() == std::vector<float>{2, 4, 6});
+}
+
 TEST_CASE("backward errors are clear", "[autograd][errors]") {
   Tensor x = ones({3}).requires_grad_();
   Tensor y = mul(x, 2.0);

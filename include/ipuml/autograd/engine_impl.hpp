@@ -21,6 +21,13 @@ IPUML_INLINE std::vector<Tensor> FunctionNode::apply(const std::vector<Tensor>& 
 IPUML_INLINE std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& g) {
   auto impl = leaf.lock();
   if (!impl || !g[0].defined()) return {};
+  // Whether the engine's buffer is the only owner of the incoming gradient and of its memory
+  // (a convolution's or a matmul's fresh input gradient, not one shared with another leaf, a
+  // view, or a tensor the caller passed in).
+  const TensorImpl& in = *g[0].impl();
+  const bool sole_owner = g[0].impl_ptr().use_count() == 1 && in.storage != nullptr &&
+                          in.storage.use_count() == 1 && !in.is_view && in.offset == 0 &&
+                          g[0].is_contiguous();
   Tensor grad = g[0];
   IPUML_CHECK(grad.shape() == impl->shape, "backward: gradient of shape ", shape_str(grad.shape()),
               " for a leaf of shape ", shape_str(impl->shape));
@@ -29,8 +36,9 @@ IPUML_INLINE std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>
     impl->grad = add(Tensor(impl->grad), grad).impl_ptr();
   } else {
     // A gradient may be shared by several leaves (e.g. both sides of an add); own a copy so
-    // that in-place changes to one .grad never show up in another.
-    impl->grad = (ir::is_tracing() ? grad : grad.clone()).detach().impl_ptr();
+    // that in-place changes to one .grad never show up in another. One that nothing else holds
+    // becomes .grad as it is, as in PyTorch, rather than being copied (megabytes per step).
+    impl->grad = (ir::is_tracing() || sole_owner ? grad : grad.clone()).detach().impl_ptr();
     impl->grad->is_view = false;
   }
   return {};
