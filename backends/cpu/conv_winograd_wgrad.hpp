@@ -77,6 +77,11 @@ inline WinoTileCorner wino_tile_corner(const WinoShape& s, int64_t t) {
 // The transforms of the tiles [t0, t0 + lay.rows), in runs of 16 channels [16 k0, 16 k1): B^T d B
 // of x into V_q^T's panels (lay: tiles x input channels, positions qs floats apart), and A e A^T of
 // dy into D_q (rows: output channels x tiles). Portable: element loads and stores.
+// d[l] = at[l * stride] for the first `lanes` lanes when `inside`, else zero.
+inline void wgrad_gather_generic(const float* at, int64_t stride, int lanes, bool inside,
+                                 WinoVec& d) {
+  for (int l = 0; l < 16; ++l) d[l] = inside && l < lanes ? at[l * stride] : 0.0f;
+}
 inline void wgrad_input_generic(const WinoShape& s, int64_t t0, const float* x, int64_t k0,
                                 int64_t k1, float* v, int64_t qs, const WinoPanels& lay) {
   const int64_t hw = s.h * s.w;
@@ -91,8 +96,7 @@ inline void wgrad_input_generic(const WinoShape& s, int64_t t0, const float* x, 
       for (int pos = 0; pos < 16; ++pos) {
         const int64_t iy = at.iy + pos / 4, ix = at.ix + pos % 4;
         const bool inside = iy >= 0 && iy < s.h && ix >= 0 && ix < s.w;
-        for (int l = 0; l < 16; ++l)
-          d[pos][l] = inside && l < lanes ? base[l * hw + iy * s.w + ix] : 0.0f;
+        wgrad_gather_generic(base + (inside ? iy * s.w + ix : 0), hw, lanes, inside, d[pos]);
       }
       wino_in16(d, r);
       for (int q = 0; q < kWinoPos; ++q)
@@ -113,8 +117,7 @@ inline void wgrad_dy_generic(const WinoShape& s, int64_t t0, const float* dy, in
       for (int pos = 0; pos < 4; ++pos) {
         const int64_t oy = at.oy + pos / 2, ox = at.ox + pos % 2;
         const bool inside = oy < s.oh() && ox < s.ow();
-        for (int l = 0; l < 16; ++l)
-          e[pos][l] = inside && l < lanes ? base[l * plane + oy * s.ow() + ox] : 0.0f;
+        wgrad_gather_generic(base + (inside ? oy * s.ow() + ox : 0), plane, lanes, inside, e[pos]);
       }
       wino_grad16(e, r);
       for (int l = 0; l < lanes; ++l) {
