@@ -785,12 +785,11 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
     return;
   }
   if (detail::space_to_depth_applies(p)) {
-    const Conv2dParams q = detail::space_to_depth_params(p);
-    detail::ScratchLease xs(detail::kScratchPhases, size_t(q.n * q.c_in * q.h * q.w));
+    const detail::SpaceToDepthInput in(p, x, threads > 1);
+    const Conv2dParams& q = in.q;
     detail::ScratchLease ws(detail::kScratchPhaseW, size_t(q.c_out * q.c_in * q.kh * q.kw));
-    detail::space_to_depth_input(p, q, x, xs.get(), threads > 1);
     detail::space_to_depth_weights(p, q, w, ws.get());
-    conv2d_forward(q, xs.get(), ws.get(), bias, y);
+    conv2d_forward(q, in.xs.get(), ws.get(), bias, y);
     return;
   }
   if (p.stride_h == 1 && p.stride_w == 1) {
@@ -980,11 +979,10 @@ IPUML_INLINE void conv2d_backward_weight(const Conv2dParams& p, const float* x, 
     return;
   }
   if (detail::space_to_depth_applies(p)) {
-    const Conv2dParams q = detail::space_to_depth_params(p);
-    detail::ScratchLease xs(detail::kScratchPhases, size_t(q.n * q.c_in * q.h * q.w));
+    const detail::SpaceToDepthInput in(p, x, threads > 1);
+    const Conv2dParams& q = in.q;
     detail::ScratchLease dws(detail::kScratchPhaseW, size_t(q.c_out * q.c_in * q.kh * q.kw));
-    detail::space_to_depth_input(p, q, x, xs.get(), threads > 1);
-    conv2d_backward_weight(q, xs.get(), dy, dws.get());
+    conv2d_backward_weight(q, in.xs.get(), dy, dws.get());
     detail::space_to_depth_weight_grad(p, q, dws.get(), dw);
     return;
   }

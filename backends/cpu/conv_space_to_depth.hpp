@@ -72,6 +72,16 @@ inline void space_to_depth_input(const Conv2dParams& p, const Conv2dParams& q, c
   });
 }
 
+// The stride-1 form of p and its space-to-depth input, held in this thread's scratch.
+struct SpaceToDepthInput {
+  Conv2dParams q;
+  ScratchLease xs;
+  SpaceToDepthInput(const Conv2dParams& p, const float* x, bool parallel)
+      : q(space_to_depth_params(p)), xs(kScratchPhases, size_t(q.n * q.c_in * q.h * q.w)) {
+    space_to_depth_input(p, q, x, xs.get(), parallel);
+  }
+};
+
 // Where kernel tap (o, (c, py, px), a, b) of the split kernel comes from in the original one, or
 // -1 for the zero taps past its edge; calls f(split index, original index) for every tap.
 template <class F>
