@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <ipuml/backends/ipu/cycle_model.hpp>
+#include <ipuml/backends/ipu/matrix_plan.hpp>
 #include <ipuml/backends/ipu/partition.hpp>
 #include <ipuml/backends/ipu/target.hpp>
 #include <ipuml/core/config.hpp>
@@ -19,6 +20,11 @@ namespace ipuml::ipu {
 struct CompileOptions {
   // Fraction of a tile's memory an op's temporaries may use (poplibs' availableMemoryProportion).
   double available_memory_proportion = 0.6;
+  // Per IPU, overriding the global value where given (PopTorch's
+  // setAvailableMemoryProportion({"IPU0": 0.15, ...}); a node's own value wins over both).
+  std::vector<double> available_memory_proportion_per_ipu;
+  // The type of matrix ops' partial sums (PopTorch's setPartialsType: float, or half).
+  DType partials_type = DType::Float32;
   // Finish the compile even when a tile overflows; the memory report says so.
   bool allow_out_of_memory = false;
   // Replicas share one program: the cycle model adds the gradient all-reduce if > 1.
@@ -57,7 +63,9 @@ struct ValueLayout {
 
 struct NodePlan {
   SliceSpec spec;
-  TileSpan span;       // parts of spec's axis over tiles
+  TileSpan span;    // parts of spec's axis over tiles (Grid: the grid's tiles, one part each)
+  MatrixGrid grid;  // Grid: the partition; its K partials reduce on reduce_tiles tiles
+  int64_t reduce_tiles = 0;
   int32_t serial = 1;  // serial factor that keeps the temporaries under the limit
   int64_t vertices = 0;
   double flops = 0;
@@ -67,7 +75,18 @@ struct NodePlan {
   double max_temp_bytes = 0;   // largest per-tile temporaries
 };
 
-enum MemCategory : int { kState, kStream, kCode, kActivations, kTemporaries, kNumCategories };
+// Tile memory by what it holds (docs/memory-model.md): the first five are always live.
+enum MemCategory : int {
+  kState,         // parameters, buffers, optimizer state
+  kStream,        // buffers of streamed inputs
+  kCode,          // codelets: each vertex type once per tile that runs it
+  kVertexState,   // each vertex's fields
+  kExchangeCode,  // the instructions that receive each step's operands
+  kStack,         // worker and supervisor stacks
+  kActivations,   // op results, from their producer to their last reader
+  kTemporaries,   // a step's received operands and partial sums
+  kNumCategories
+};
 const char* mem_category_name(int c);
 
 struct TileMemory {
@@ -78,7 +97,11 @@ struct TileMemory {
     for (auto b : bytes) s += b;
     return s;
   }
-  int64_t always_live() const { return bytes[kState] + bytes[kStream] + bytes[kCode]; }
+  int64_t always_live() const {
+    int64_t s = 0;
+    for (int c = kState; c <= kStack; ++c) s += bytes[c];
+    return s;
+  }
 };
 
 struct TensorOnTile {
@@ -117,6 +140,7 @@ struct Plan {
   std::vector<Superstep> supersteps;
   MemoryReport memory;
   RunCycles cycles;  // one step, from the static schedule
+  DType partials_type = DType::Float32;
   double host_in_bytes = 0, host_out_bytes = 0;
   int64_t compute_sets = 0, vertices = 0, edges = 0;
   bool from_cache = false;

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <unordered_map>
 
 #include <unistd.h>
 
@@ -29,6 +30,12 @@ IPUML_INLINE const char* mem_category_name(int c) {
       return "stream_buffers";
     case kCode:
       return "code";
+    case kVertexState:
+      return "vertex_state";
+    case kExchangeCode:
+      return "exchange_code";
+    case kStack:
+      return "stack";
     case kActivations:
       return "activations";
     case kTemporaries:
@@ -58,6 +65,7 @@ inline int64_t prod(const Shape& s, size_t b, size_t e) {
 struct Need {
   bool whole = true;
   ValueLayout layout;  // valid when !whole
+  double bytes = 0;    // what the largest part reads of it
 };
 
 // The layout a part-split needs of a tensor sliced along `d` (flat when nothing precedes d).
@@ -81,6 +89,9 @@ inline ValueLayout axis_layout(const ir::TensorMeta& m, int d, const TileSpan& s
   return l;
 }
 
+// A grid's output before its K reduction: blocks that no other split lines up with.
+inline constexpr int32_t kBlockedAxis = -2;
+
 struct Planner {
   const ir::Graph& g;
   const Target& t;
@@ -89,7 +100,7 @@ struct Planner {
   std::vector<int64_t> last;
   std::vector<bool> placed;
   std::vector<int32_t> next_tile;
-  double limit;
+  std::unordered_map<std::string, MatrixGrid> grids;  // identical matrix ops plan once
 
   Planner(const ir::Graph& graph, const Target& target, const CompileOptions& opts)
       : g(graph), t(target), o(opts) {
@@ -99,24 +110,52 @@ struct Planner {
     last = g.last_use();
     placed.assign(g.values.size(), false);
     next_tile.assign(static_cast<size_t>(t.num_ipus), 0);
-    limit = static_cast<double>(t.bytes_per_tile) * o.available_memory_proportion;
   }
 
   int64_t T() const { return t.tiles_per_ipu; }
 
+  // Bytes a tile may use for one op's temporaries: node, then IPU, then global proportion.
+  double limit_of(const ir::Node& n) const {
+    double p = o.available_memory_proportion;
+    const auto ipu = static_cast<size_t>(n.ipu);
+    if (ipu < o.available_memory_proportion_per_ipu.size())
+      p = o.available_memory_proportion_per_ipu[ipu];
+    if (n.available_memory_proportion > 0) p = n.available_memory_proportion;
+    return static_cast<double>(t.bytes_per_tile) * p;
+  }
+
+  // The share of the split axis the largest part holds.
+  static double largest_frac(const SliceSpec& s, const TileSpan& span) {
+    if (s.kind == SplitKind::Whole) return 1.0;
+    return static_cast<double>(max_part_rows(span.extent, span.grain, span.parts)) /
+           static_cast<double>(span.extent);
+  }
+
   Need need(const ir::Node& n, const SliceSpec& s, const TileSpan& span, size_t j) const {
     Need r;
     const auto& m = g.meta(n.inputs[j]);
-    if (s.kind == SplitKind::Whole) return r;
-    if (s.kind == SplitKind::Flat || s.kind == SplitKind::TreeSum) {
+    r.bytes = static_cast<double>(m.nbytes());
+    if (s.kind == SplitKind::Whole || s.kind == SplitKind::Grid) return r;
+    const double frac = largest_frac(s, span);
+    if (s.kind == SplitKind::Flat || s.kind == SplitKind::TreeSum ||
+        (s.kind == SplitKind::Rows && s.in_dim[j] == 0)) {
       r.whole = false;
       r.layout = axis_layout(m, -1, span);
+      r.bytes *= frac;
+      return r;
+    }
+    if (s.kind == SplitKind::Rows) {
+      // A broadcast input: a part of r output elements reads at most r of its elements.
+      const double rows = std::ceil(frac * static_cast<double>(g.meta(n.outputs[0]).numel()));
+      r.bytes = std::min<double>(static_cast<double>(m.numel()), rows) *
+                static_cast<double>(dtype_size(m.dtype));
       return r;
     }
     const int d = s.in_dim[j];
     if (d < 0) return r;
     r.whole = false;
     r.layout = axis_layout(m, d, span);
+    r.bytes *= frac;
     return r;
   }
 
@@ -129,48 +168,78 @@ struct Planner {
     double compute = 0, exchange = 0, sync = 0, inter = 0, inter_bytes = 0;
     double temp = 0, exchange_total = 0;
     int32_t serial = 1;
+    int64_t transfers = 0;  // operands a tile receives over the exchange
     bool fits = true;
     double total() const { return compute + exchange + sync + inter; }
   };
 
+  // Operands held by another IPU cross the IPU-Links first.
+  void add_inter_ipu(const ir::Node& n, int32_t ipu, bool planning, Cost& c) const {
+    for (auto v : n.inputs) {
+      if (planning && is_free(v)) continue;
+      if (plan.values[static_cast<size_t>(v)].span.ipu != ipu)
+        c.inter_bytes += static_cast<double>(g.meta(v).nbytes());
+    }
+    if (c.inter_bytes > 0)
+      c.inter = inter_ipu_cycles(t, c.inter_bytes) + static_cast<double>(t.global_sync_cycles);
+  }
+
+  Cost evaluate_grid(int64_t ni, const MatrixGrid& grid, int32_t ipu, bool planning) const {
+    const auto& n = g.nodes[static_cast<size_t>(ni)];
+    const MatrixCost mc = matrix_cost(t, matrix_problem(g, n), grid, o.partials_type, limit_of(n));
+    Cost c;
+    c.compute = mc.compute;
+    c.exchange = mc.exchange;
+    c.sync = mc.sync;
+    c.temp = mc.temp;
+    c.exchange_total = mc.exchange_bytes;
+    c.serial = grid.sk;
+    c.transfers = 2;
+    c.fits = mc.fits;
+    add_inter_ipu(n, ipu, planning, c);
+    return c;
+  }
+
   Cost evaluate(int64_t ni, const SliceSpec& s, const TileSpan& span, bool planning) const {
     const auto& n = g.nodes[static_cast<size_t>(ni)];
+    if (s.kind == SplitKind::Grid)
+      return evaluate_grid(ni, plan.nodes[static_cast<size_t>(ni)].grid, span.ipu, planning);
     Cost c;
+    const double limit = limit_of(n);
     const double flops = plan.nodes[static_cast<size_t>(ni)].flops;
     double out_bytes = 0, out_elems = 0;
     for (auto v : n.outputs) {
       out_bytes += static_cast<double>(g.meta(v).nbytes());
       out_elems += static_cast<double>(g.meta(v).numel());
     }
-    const double frac = s.kind == SplitKind::Whole
-                            ? 1.0
-                            : static_cast<double>(span.rows(0)) / static_cast<double>(span.extent);
+    // Cost and fit follow the largest part: the slowest tile sets the superstep's length.
+    const double frac = largest_frac(s, span);
     double sliced_recv = 0, whole_recv = 0, touched = out_bytes * frac;
     for (size_t j = 0; j < n.inputs.size(); ++j) {
       const int64_t v = n.inputs[j];
       const auto& lay = plan.values[static_cast<size_t>(v)];
-      const double bytes = static_cast<double>(g.meta(v).nbytes());
+      const bool free = planning && is_free(v);
       const Need nd = need(n, s, span, j);
-      const bool other_ipu = !(planning && is_free(v)) && lay.span.ipu != span.ipu;
-      if (other_ipu) {
-        c.inter_bytes += bytes;
-      }
+      const bool other_ipu = !free && lay.span.ipu != span.ipu;
+      touched += nd.bytes;
       if (nd.whole) {
-        touched += bytes;
         // What the tile holds of it already need not move.
         double own = 0;
-        if (!other_ipu && !(planning && is_free(v)))
+        if (!other_ipu && !free && nd.bytes >= static_cast<double>(lay.bytes))
           for (int64_t p = 0; p < lay.span.parts; ++p)
             if (lay.span.tile(p, T()) == span.first_tile) own += lay.bytes_on_part(p);
-        whole_recv += bytes - own;
-        c.exchange_total += (bytes - own) * span.parts;
+        if (free && s.kind == SplitKind::Rows) own = nd.bytes;  // laid where this op reads it
+        const double moved = std::max(0.0, nd.bytes - own);
+        whole_recv += moved;
+        c.exchange_total += moved * span.parts;
+        c.transfers += moved > 0 ? 1 : 0;
       } else {
-        touched += bytes * frac;
-        const bool local = (planning && is_free(v)) ||
-                           (!other_ipu && lay.axis == nd.layout.axis && lay.span == nd.layout.span);
+        const bool local =
+            free || (!other_ipu && lay.axis == nd.layout.axis && lay.span == nd.layout.span);
         if (!local) {
-          sliced_recv += bytes * frac;
-          c.exchange_total += bytes;
+          sliced_recv += nd.bytes;
+          c.exchange_total += static_cast<double>(g.meta(v).nbytes());
+          c.transfers += 1;
         }
       }
     }
@@ -184,8 +253,7 @@ struct Planner {
       c.temp = sliced_recv + 4.0 * span.parts;
     } else {
       const DType dt = n.inputs.empty() ? g.meta(n.outputs[0]).dtype : g.meta(n.inputs[0]).dtype;
-      c.compute =
-          vertex_cycles(t, flops * frac, touched, dt, s.matrix, static_cast<int64_t>(items));
+      c.compute = vertex_cycles(t, flops * frac, touched, dt, false, static_cast<int64_t>(items));
       double temp = sliced_recv + whole_recv;
       if (temp > limit && whole_recv > 0) {
         // Serialise over the broadcast operand: each serial step holds a 1/serial share of it.
@@ -198,8 +266,7 @@ struct Planner {
       c.sync = static_cast<double>(t.sync_cycles) * c.serial;
       c.compute += static_cast<double>(t.vertex_overhead_cycles) * (c.serial - 1);
     }
-    if (c.inter_bytes > 0)
-      c.inter = inter_ipu_cycles(t, c.inter_bytes) + static_cast<double>(t.global_sync_cycles);
+    add_inter_ipu(n, span.ipu, planning, c);
     c.fits = c.temp <= limit;
     return c;
   }
@@ -209,14 +276,28 @@ struct Planner {
     const auto& np = plan.nodes[static_cast<size_t>(ni)];
     for (auto v : n.outputs) {
       const auto& m = g.meta(v);
+      const int64_t elems = std::max<int64_t>(1, m.numel());
       ValueLayout l;
-      if (np.spec.kind == SplitKind::Flat) {
+      if (np.spec.kind == SplitKind::Flat || np.spec.kind == SplitKind::Rows) {
         l = axis_layout(m, -1, np.span);
       } else if (np.spec.kind == SplitKind::Axis) {
         l = axis_layout(m, np.spec.out_dim, np.span);
+      } else if (np.spec.kind == SplitKind::Grid) {
+        l.bytes = static_cast<int64_t>(m.nbytes());
+        if (np.reduce_tiles > 0) {  // the reduction leaves it flat over its tiles
+          l.axis = -1;
+          l.span =
+              TileSpan{np.span.ipu, np.span.first_tile,
+                       static_cast<int32_t>(std::min<int64_t>(np.reduce_tiles, elems)), elems, 1};
+        } else {
+          l.axis = kBlockedAxis;
+          l.span =
+              TileSpan{np.span.ipu, np.span.first_tile,
+                       static_cast<int32_t>(std::min<int64_t>(np.span.parts, elems)), elems, 1};
+        }
       } else {
         l.bytes = static_cast<int64_t>(m.nbytes());
-        l.span = TileSpan{np.span.ipu, np.span.first_tile, 1, std::max<int64_t>(1, m.numel()), 1};
+        l.span = TileSpan{np.span.ipu, np.span.first_tile, 1, elems, 1};
       }
       plan.values[static_cast<size_t>(v)] = l;
     }
@@ -238,6 +319,31 @@ struct Planner {
     placed[static_cast<size_t>(v)] = true;
   }
 
+  void plan_grid(int64_t ni) {
+    const auto& n = g.nodes[static_cast<size_t>(ni)];
+    auto& np = plan.nodes[static_cast<size_t>(ni)];
+    const MatrixProblem p = matrix_problem(g, n);
+    std::ostringstream key;
+    key.precision(17);
+    key << ir::op_name(n.kind) << '|' << n.attrs.key() << '|' << limit_of(n);
+    for (auto v : n.inputs) key << '|' << dtype_name(g.meta(v).dtype) << shape_str(g.meta(v).shape);
+    auto it = grids.find(key.str());
+    if (it == grids.end())
+      it = grids.emplace(key.str(), plan_matrix(t, p, o.partials_type, limit_of(n))).first;
+    np.grid = it->second;
+    np.spec = SliceSpec{};
+    np.spec.kind = SplitKind::Grid;
+    np.spec.in_dim = p.k_dim;  // what the executor slices for K's partial sums
+    np.spec.extent = p.k;
+    np.spec.matrix = true;
+    const int32_t ipu = n.ipu;
+    const auto tiles = static_cast<int32_t>(np.grid.tiles());
+    np.span = TileSpan{ipu, next_tile[static_cast<size_t>(ipu)], tiles, tiles, 1};
+    np.reduce_tiles =
+        np.grid.pk > 1 ? matrix_cost(t, p, np.grid, o.partials_type, limit_of(n)).reduce_tiles : 0;
+    next_tile[static_cast<size_t>(ipu)] = static_cast<int32_t>((np.span.first_tile + tiles) % T());
+  }
+
   void plan_node(int64_t ni) {
     const auto& n = g.nodes[static_cast<size_t>(ni)];
     auto& np = plan.nodes[static_cast<size_t>(ni)];
@@ -248,6 +354,11 @@ struct Planner {
     for (auto v : n.inputs) ins.push_back(g.meta(v));
     for (auto v : n.outputs) outs.push_back(g.meta(v));
     np.flops = ir::op_flops(n.kind, n.attrs, ins, outs);
+    if (is_matrix_op(n.kind)) {
+      plan_grid(ni);
+      set_output_layouts(ni);
+      return;
+    }
     const auto cands = split_candidates(g, n);
     const int32_t ipu = n.ipu;
     bool have = false;
@@ -314,12 +425,27 @@ struct Planner {
     set_output_layouts(ni);
   }
 
-  int64_t vertices_on_part(const NodePlan& np, int64_t out_elems, int64_t p) const {
-    const double frac = np.spec.kind == SplitKind::Whole ? 1.0
-                                                         : static_cast<double>(np.span.rows(p)) /
-                                                               static_cast<double>(np.span.extent);
-    const auto elems = static_cast<int64_t>(std::ceil(static_cast<double>(out_elems) * frac));
-    return std::clamp<int64_t>((elems + 7) / 8, 1, t.worker_contexts);
+  // Bytes of each piece of value v on its tiles, each piece rounded up to the alignment.
+  template <typename F>
+  void for_each_piece(int64_t v, F&& f) const {
+    const auto& l = plan.values[static_cast<size_t>(v)];
+    const int64_t align = std::max<int64_t>(1, t.alignment_bytes);
+    int64_t acc = 0;
+    for (int64_t p = 0; p < l.span.parts; ++p) {
+      // Integer shares that add up to the tensor's size exactly, before alignment.
+      const int64_t upto = static_cast<int64_t>(static_cast<double>(l.bytes) *
+                                                static_cast<double>(l.span.begin(p + 1)) /
+                                                static_cast<double>(l.span.extent));
+      const int64_t b = upto - acc;
+      acc = upto;
+      if (b > 0) f(l.span.ipu, l.span.tile(p, T()), (b + align - 1) / align * align);
+    }
+  }
+
+  // The vertex types a node runs: (kind, dtype, stage) packed in one number.
+  static uint32_t vertex_type(const ir::Node& n, DType dt, int stage) {
+    return (static_cast<uint32_t>(n.kind) << 8) | (static_cast<uint32_t>(dt) << 2) |
+           static_cast<uint32_t>(stage);
   }
 
   void account() {
@@ -330,32 +456,20 @@ struct Planner {
     auto gt = [&](int32_t ipu, int32_t tile) {
       return static_cast<size_t>(ipu) * static_cast<size_t>(T()) + static_cast<size_t>(tile);
     };
-    auto add_value = [&](int64_t v, int cat, std::vector<int64_t>* live, int64_t sign) {
-      const auto& l = plan.values[static_cast<size_t>(v)];
-      int64_t acc = 0;
-      for (int64_t p = 0; p < l.span.parts; ++p) {
-        // Integer shares that add up to the tensor's size exactly.
-        const int64_t upto = static_cast<int64_t>(static_cast<double>(l.bytes) *
-                                                  static_cast<double>(l.span.begin(p + 1)) /
-                                                  static_cast<double>(l.span.extent));
-        const int64_t b = upto - acc;
-        acc = upto;
-        const size_t ti = gt(l.span.ipu, l.span.tile(p, T()));
-        if (live)
-          (*live)[ti] += sign * b;
-        else
-          mem.tiles[ti].bytes[cat] += b;
-      }
-    };
-    int64_t always = 0;
     for (auto v : g.states)
-      add_value(v, kState, nullptr, 1), always += static_cast<int64_t>(g.meta(v).nbytes());
+      for_each_piece(v, [&](int32_t ipu, int32_t tile, int64_t b) {
+        mem.tiles[gt(ipu, tile)].bytes[kState] += b;
+      });
     for (auto v : g.inputs)
-      add_value(v, kStream, nullptr, 1), always += static_cast<int64_t>(g.meta(v).nbytes());
+      for_each_piece(v, [&](int32_t ipu, int32_t tile, int64_t b) {
+        mem.tiles[gt(ipu, tile)].bytes[kStream] += b;
+      });
 
-    // Final costs with the real layouts, vertices, code, supersteps.
+    // Final costs with the real layouts; vertices, their state, code and exchange code.
+    std::vector<std::vector<uint32_t>> types(mem.tiles.size());
     plan.supersteps.clear();
     plan.compute_sets = plan.vertices = plan.edges = 0;
+    const int64_t state_per_field = t.vertex_state_bytes_per_field;
     for (int64_t ni = 0; ni < N; ++ni) {
       auto& np = plan.nodes[static_cast<size_t>(ni)];
       const auto& n = g.nodes[static_cast<size_t>(ni)];
@@ -368,33 +482,62 @@ struct Planner {
       np.inter_ipu_bytes = c.inter_bytes;
       np.max_temp_bytes = c.temp;
       np.serial = c.serial;
-      int64_t out_elems = 0;
-      for (auto v : n.outputs) out_elems += g.meta(v).numel();
+      const DType dt = n.inputs.empty() ? g.meta(n.outputs[0]).dtype : g.meta(n.inputs[0]).dtype;
+      const int64_t fields = static_cast<int64_t>(n.inputs.size() + n.outputs.size());
+      // One vertex per tile per compute set (a supervisor vertex runs the six workers).
+      auto add_vertices = [&](int64_t first, int64_t count, int stage, int64_t nfields,
+                              int64_t transfers) {
+        for (int64_t p = 0; p < count; ++p) {
+          const size_t ti = gt(np.span.ipu, static_cast<int32_t>((first + p) % T()));
+          auto& tm = mem.tiles[ti];
+          tm.bytes[kVertexState] += (1 + nfields) * state_per_field;
+          tm.bytes[kExchangeCode] += transfers * t.exchange_code_bytes_per_transfer;
+          types[ti].push_back(vertex_type(n, dt, stage));
+        }
+        np.vertices += count;
+      };
       np.vertices = 0;
-      for (int64_t p = 0; p < np.span.parts; ++p) {
-        const int64_t nv = vertices_on_part(np, out_elems, p);
-        np.vertices += nv;
-        mem.tiles[gt(np.span.ipu, np.span.tile(p, T()))].bytes[kCode] +=
-            nv * t.code_bytes_per_vertex;
+      if (np.spec.kind == SplitKind::Grid) {
+        add_vertices(np.span.first_tile, np.span.parts, 1, fields, c.transfers);
+        if (np.reduce_tiles > 0) {
+          add_vertices(np.span.first_tile, np.reduce_tiles, 2, 1 + np.grid.pk, 1);
+          plan.compute_sets += 1;
+        }
+      } else {
+        add_vertices(np.span.first_tile, np.span.parts, 0, fields, c.transfers);
+        if (np.spec.kind == SplitKind::TreeSum) {
+          add_vertices(np.span.first_tile, 1, 2, 1 + np.span.parts, 1);
+          plan.compute_sets += 1;
+        }
       }
-      if (np.spec.kind == SplitKind::TreeSum) {
-        np.vertices += 1;
-        mem.tiles[gt(np.span.ipu, np.span.first_tile)].bytes[kCode] += t.code_bytes_per_vertex;
-      }
-      plan.compute_sets += np.spec.kind == SplitKind::TreeSum ? 2 : 1;
+      plan.compute_sets += np.serial;
       plan.vertices += np.vertices;
-      plan.edges += np.vertices * static_cast<int64_t>(n.inputs.size() + n.outputs.size());
+      plan.edges += np.vertices * fields;
       plan.supersteps.push_back(Superstep{ni, np.span.ipu, np.compute_cycles,
                                           np.exchange_cycles + np.inter_ipu_cycles,
                                           np.sync_cycles});
     }
-    int64_t code_total = 0;
-    for (auto& tm : mem.tiles) code_total += tm.bytes[kCode];
-    always += code_total;
+    for (size_t ti = 0; ti < mem.tiles.size(); ++ti) {
+      auto& ty = types[ti];
+      std::sort(ty.begin(), ty.end());
+      ty.erase(std::unique(ty.begin(), ty.end()), ty.end());
+      for (auto k : ty)
+        mem.tiles[ti].bytes[kCode] +=
+            (k & 3u) == 1u ? t.codelet_bytes_matrix : t.codelet_bytes_vector;
+      mem.tiles[ti].bytes[kStack] = t.stack_bytes_per_tile;
+    }
+    int64_t always = 0;
+    for (auto& tm : mem.tiles) always += tm.always_live();
 
     // Not-always-live bytes by liveness, with each step's temporaries on the tiles it runs on.
     std::vector<int64_t> live(mem.tiles.size(), 0), peak(mem.tiles.size(), 0);
     int64_t live_total = 0;
+    auto add_live = [&](int64_t v, int64_t sign) {
+      for_each_piece(v, [&](int32_t ipu, int32_t tile, int64_t b) {
+        live[gt(ipu, tile)] += sign * b;
+        live_total += sign * b;
+      });
+    };
     mem.always_live_per_step.assign(static_cast<size_t>(N), always);
     mem.not_always_live_per_step.assign(static_cast<size_t>(N), 0);
     for (int64_t ni = 0; ni < N; ++ni) {
@@ -402,16 +545,12 @@ struct Planner {
       const auto& np = plan.nodes[static_cast<size_t>(ni)];
       std::vector<size_t> touched;
       for (auto v : n.outputs) {
-        add_value(v, kActivations, &live, 1);
-        live_total += static_cast<int64_t>(g.meta(v).nbytes());
-        const auto& l = plan.values[static_cast<size_t>(v)];
-        for (int64_t p = 0; p < l.span.parts; ++p)
-          touched.push_back(gt(l.span.ipu, l.span.tile(p, T())));
+        add_live(v, 1);
+        for_each_piece(
+            v, [&](int32_t ipu, int32_t tile, int64_t) { touched.push_back(gt(ipu, tile)); });
       }
-      const double frac0 =
-          np.spec.kind == SplitKind::Whole ? 1.0 : 1.0 / static_cast<double>(np.span.rows(0));
-      (void)frac0;
-      const auto temp = static_cast<int64_t>(np.max_temp_bytes);
+      // Every tile of the step holds the largest part's temporaries (a bound, never below).
+      const auto temp = static_cast<int64_t>(std::ceil(np.max_temp_bytes));
       int64_t temp_total = 0;
       auto bump = [&](size_t ti, int64_t tmp) {
         if (live[ti] + tmp > peak[ti]) {
@@ -421,33 +560,24 @@ struct Planner {
           mem.tiles[ti].peak_step = static_cast<int32_t>(ni);
         }
       };
-      for (int64_t p = 0; p < np.span.parts; ++p) {
+      const int64_t temp_tiles = std::max<int64_t>(np.span.parts, np.reduce_tiles);
+      for (int64_t p = 0; p < std::min<int64_t>(temp_tiles, T()); ++p) {
         const size_t ti = gt(np.span.ipu, np.span.tile(p, T()));
-        const int64_t tmp =
-            np.spec.kind == SplitKind::Whole
-                ? temp
-                : static_cast<int64_t>(static_cast<double>(temp) *
-                                       static_cast<double>(np.span.rows(p)) /
-                                       static_cast<double>(std::max<int64_t>(1, np.span.rows(0))));
-        temp_total += tmp;
-        bump(ti, tmp);
+        temp_total += temp;
+        bump(ti, temp);
       }
       for (auto ti : touched) bump(ti, 0);
       mem.not_always_live_per_step[static_cast<size_t>(ni)] = live_total + temp_total;
       // Values die after their last reader; outputs nobody reads die at once.
-      auto release = [&](int64_t v) {
-        add_value(v, kActivations, &live, -1);
-        live_total -= static_cast<int64_t>(g.meta(v).nbytes());
-      };
       for (auto v : n.outputs)
-        if (last[static_cast<size_t>(v)] < 0) release(v);
+        if (last[static_cast<size_t>(v)] < 0) add_live(v, -1);
       std::vector<int64_t> seen;
       for (auto v : n.inputs)
         if (g.values[static_cast<size_t>(v)].kind == ir::ValueKind::Op &&
             last[static_cast<size_t>(v)] == ni &&
             std::find(seen.begin(), seen.end(), v) == seen.end()) {
           seen.push_back(v);
-          release(v);
+          add_live(v, -1);
         }
     }
 
@@ -573,14 +703,31 @@ inline TileSpan span_from(const json& j) {
 inline json plan_to_json(const Plan& p) {
   json j;
   j["key"] = p.key;
+  j["partials"] = dtype_name(p.partials_type);
   j["target"] = json::parse(to_json(p.target));
   json nodes = json::array();
   for (auto& n : p.nodes)
-    nodes.push_back({static_cast<int>(n.spec.kind), n.spec.out_dim, n.spec.in_dim, n.spec.extent,
-                     n.spec.grain, n.spec.min_rows, n.spec.merge_all, n.spec.matrix,
-                     span_json(n.span), n.serial, n.vertices, n.flops, n.compute_cycles,
-                     n.exchange_cycles, n.sync_cycles, n.inter_ipu_cycles, n.exchange_bytes,
-                     n.inter_ipu_bytes, n.max_temp_bytes});
+    nodes.push_back({static_cast<int>(n.spec.kind),
+                     n.spec.out_dim,
+                     n.spec.in_dim,
+                     n.spec.extent,
+                     n.spec.grain,
+                     n.spec.min_rows,
+                     n.spec.merge_all,
+                     n.spec.matrix,
+                     span_json(n.span),
+                     n.serial,
+                     n.vertices,
+                     n.flops,
+                     n.compute_cycles,
+                     n.exchange_cycles,
+                     n.sync_cycles,
+                     n.inter_ipu_cycles,
+                     n.exchange_bytes,
+                     n.inter_ipu_bytes,
+                     n.max_temp_bytes,
+                     json::array({n.grid.pb, n.grid.pm, n.grid.pn, n.grid.pk, n.grid.sk}),
+                     n.reduce_tiles});
   j["nodes"] = nodes;
   json values = json::array();
   for (auto& v : p.values) values.push_back({v.axis, span_json(v.span), v.bytes});
@@ -617,6 +764,7 @@ inline json plan_to_json(const Plan& p) {
 inline Plan plan_from_json(const json& j) {
   Plan p;
   p.key = j.at("key").get<uint64_t>();
+  p.partials_type = dtype_from_name(j.at("partials").get<std::string>());
   p.target = target_from_json(j.at("target").dump());
   for (auto& n : j.at("nodes")) {
     NodePlan np;
@@ -639,6 +787,10 @@ inline Plan plan_from_json(const json& j) {
     np.exchange_bytes = n.at(16).get<double>();
     np.inter_ipu_bytes = n.at(17).get<double>();
     np.max_temp_bytes = n.at(18).get<double>();
+    const auto& gr = n.at(19);
+    np.grid = MatrixGrid{gr.at(0).get<int32_t>(), gr.at(1).get<int32_t>(), gr.at(2).get<int32_t>(),
+                         gr.at(3).get<int32_t>(), gr.at(4).get<int32_t>()};
+    np.reduce_tiles = n.at(20).get<int64_t>();
     p.nodes.push_back(std::move(np));
   }
   for (auto& v : j.at("values"))
@@ -679,7 +831,7 @@ inline Plan plan_from_json(const json& j) {
 }
 
 inline constexpr char kMagic[8] = {'I', 'P', 'U', 'M', 'L', 'P', 'L', 'N'};
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;
 
 struct FileHeader {
   char magic[8];
@@ -735,7 +887,9 @@ IPUML_INLINE uint64_t plan_key(const ir::Graph& g, const Target& t, const Compil
   std::ostringstream os;
   os.precision(17);
   os << g.signature() << '|' << to_json(t) << '|' << o.available_memory_proportion << '|'
-     << o.allow_out_of_memory << '|' << o.replication_factor << '|' << cdetail::kVersion;
+     << o.allow_out_of_memory << '|' << o.replication_factor << '|' << cdetail::kVersion << '|'
+     << dtype_name(o.partials_type);
+  for (double p : o.available_memory_proportion_per_ipu) os << ',' << p;
   const std::string s = os.str();
   return cdetail::fnv1a(s.data(), s.size());
 }
@@ -809,8 +963,16 @@ IPUML_INLINE Plan plan_graph(const ir::Graph& g, const Target& t, const CompileO
               o.available_memory_proportion);
   IPUML_CHECK(o.replication_factor >= 1, "ipu compile: replication_factor must be >= 1, got ",
               o.replication_factor);
+  for (double p : o.available_memory_proportion_per_ipu)
+    IPUML_CHECK(p > 0 && p <= 1,
+                "ipu compile: every per-IPU available_memory_proportion must be in "
+                "(0, 1], got ",
+                p);
+  IPUML_CHECK(is_floating(o.partials_type), "ipu compile: partials_type must be a float type, got ",
+              dtype_name(o.partials_type));
   cdetail::Planner pl(g, t, o);
   pl.plan.key = plan_key(g, t, o);
+  pl.plan.partials_type = o.partials_type;
   int shown = -1;
   const size_t N = g.nodes.size();
   cdetail::progress(o, 0, shown);

@@ -78,6 +78,36 @@ inline float pairwise_combine(int64_t n, int depth, const std::vector<float>& le
   return l + r;
 }
 
+// Reads element i of a float buffer of any float dtype as float, and writes it back.
+inline float load_float(const void* p, DType dt, size_t i) {
+  switch (dt) {
+    case DType::Float16:
+      return half_bits_to_float(static_cast<const uint16_t*>(p)[i]);
+    case DType::BFloat16:
+      return bf16_bits_to_float(static_cast<const uint16_t*>(p)[i]);
+    default:
+      return static_cast<const float*>(p)[i];
+  }
+}
+inline void store_float(void* p, DType dt, size_t i, float v) {
+  switch (dt) {
+    case DType::Float16:
+      static_cast<uint16_t*>(p)[i] = float_to_half_bits(v);
+      break;
+    case DType::BFloat16:
+      static_cast<uint16_t*>(p)[i] = float_to_bf16_bits(v);
+      break;
+    default:
+      static_cast<float*>(p)[i] = v;
+  }
+}
+// Rounds v to the partials type (float stays as it is).
+inline float round_to(DType dt, float v) {
+  if (dt == DType::Float16) return half_bits_to_float(float_to_half_bits(v));
+  if (dt == DType::BFloat16) return bf16_bits_to_float(float_to_bf16_bits(v));
+  return v;
+}
+
 }  // namespace xdetail
 
 struct Executable::Impl {
@@ -90,6 +120,15 @@ struct Executable::Impl {
   std::vector<std::vector<cpu::ConstBuffer>> in_bufs;
   std::vector<std::vector<cpu::MutableBuffer>> out_bufs;
   std::vector<std::unique_ptr<tbb::task_arena>> ipus;  // one per emulated IPU
+  // Per grid node with a K split: partial sums and operand slices, kept between runs.
+  struct GridScratch {
+    std::vector<std::vector<float>> parts;               // partial sums, one per K part run
+    std::vector<float> acc;                              // running total of the K parts
+    std::vector<std::vector<float>> extra;               // a later serial slice, per K part
+    std::vector<std::vector<char>> tmp;                  // a slice's result in a half type
+    std::vector<std::vector<std::vector<char>>> slices;  // gathered operand slices
+  };
+  std::vector<GridScratch> grid_scratch;
   RunCycles last;
   double last_wall = 0;
   std::vector<RunRecord> history;
@@ -193,6 +232,130 @@ struct Executable::Impl {
     *y = static_cast<float>(static_cast<double>(s));
   }
 
+  // A matrix op whose K is split: each K part sums its serial slices, the parts' partial sums
+  // (rounded to the partials type) are added in order, and the total is cast to the output's
+  // type, as the tiles and the reduction compute set form them. K parts run in parallel when
+  // their partials fit a modest buffer; the order of the final sum never changes.
+  void run_grid_k(size_t n, const cpu::KernelContext& ctx) {
+    const auto& node = graph.nodes[n];
+    const auto& np = plan.nodes[n];
+    auto& sc = grid_scratch[n];
+    const auto& full_in = in_bufs[n];
+    const auto& out = out_bufs[n][0];
+    const size_t numel = static_cast<size_t>(out.meta.numel());
+    const int64_t K = np.spec.extent, sk = np.grid.sk, pk = np.grid.pk;
+    const int64_t slices = np.grid.k_slices();
+    const bool parallel = pk > 1 && numel * static_cast<size_t>(pk) * 4 <= (size_t{64} << 20);
+    const size_t bufs = parallel ? static_cast<size_t>(pk) : 1;
+    const bool out_f32 = out.meta.dtype == DType::Float32;
+    const DType partials = plan.partials_type;
+    sc.parts.resize(bufs);
+    sc.tmp.resize(bufs);
+    sc.slices.resize(bufs);
+    sc.extra.resize(bufs);
+    for (size_t i = 0; i < bufs; ++i) {
+      sc.parts[i].resize(numel);
+      if (!out_f32) sc.tmp[i].resize(std::max<size_t>(out.meta.nbytes(), 1));
+      sc.slices[i].resize(full_in.size());
+    }
+    // Part kp's partial sums into buffer `buf`.
+    auto run_part = [&](int64_t kp, size_t buf) {
+      float* part = sc.parts[buf].data();
+      for (int64_t s = 0; s < sk; ++s) {
+        const int64_t idx = kp * sk + s;
+        const int64_t b = part_begin(K, 1, slices, idx), e = part_begin(K, 1, slices, idx + 1);
+        if (e <= b) {
+          if (s == 0) std::fill(part, part + numel, 0.0f);
+          continue;
+        }
+        std::vector<cpu::ConstBuffer> in;
+        for (size_t j = 0; j < full_in.size(); ++j) {
+          const int d = np.spec.in_dim[j];
+          if (d < 0) {  // a bias joins the first slice's sum only
+            if (idx == 0) in.push_back(full_in[j]);
+            continue;
+          }
+          cpu::ConstBuffer x = full_in[j];
+          const auto io = xdetail::slice_io(x.meta, d, b, e);
+          x.meta.shape[static_cast<size_t>(d)] = e - b;
+          if (io.direct) {
+            x.data = static_cast<const char*>(x.data) + io.b * io.inner_bytes;
+          } else {
+            auto& scratch = sc.slices[buf][j];
+            scratch.resize(std::max<size_t>(x.meta.nbytes(), 1));
+            xdetail::gather(io, static_cast<const char*>(full_in[j].data), scratch.data());
+            x.data = scratch.data();
+          }
+          in.push_back(x);
+        }
+        if (out_f32 && s == 0) {  // the first slice writes the partials in place
+          std::vector<cpu::MutableBuffer> o{{part, out.meta}};
+          cpu::run_kernel(node.kind, node.attrs, in, o, ctx);
+          continue;
+        }
+        float* dst = part;
+        if (out_f32) {
+          sc.extra[buf].resize(numel);
+          dst = sc.extra[buf].data();
+          std::vector<cpu::MutableBuffer> o{{dst, out.meta}};
+          cpu::run_kernel(node.kind, node.attrs, in, o, ctx);
+        } else {
+          std::vector<cpu::MutableBuffer> o{{sc.tmp[buf].data(), out.meta}};
+          cpu::run_kernel(node.kind, node.attrs, in, o, ctx);
+        }
+        for (size_t i = 0; i < numel; ++i) {
+          const float v =
+              out_f32 ? dst[i] : xdetail::load_float(sc.tmp[buf].data(), out.meta.dtype, i);
+          part[i] = s == 0 ? v : part[i] + v;
+        }
+      }
+      if (partials != DType::Float32)
+        for (size_t i = 0; i < numel; ++i) part[i] = xdetail::round_to(partials, part[i]);
+    };
+    auto* outf = static_cast<float*>(out.data);
+    auto finish = [&](size_t b, size_t e, const float* acc) {
+      if (out_f32) {
+        if (acc != outf) std::copy(acc + b, acc + e, outf + b);
+      } else {
+        for (size_t i = b; i < e; ++i) xdetail::store_float(out.data, out.meta.dtype, i, acc[i]);
+      }
+    };
+    auto add_into = [&](float* acc, const float* part, size_t b, size_t e) {
+      if (partials == DType::Float32) {
+        for (size_t i = b; i < e; ++i) acc[i] += part[i];
+      } else {
+        for (size_t i = b; i < e; ++i) acc[i] = xdetail::round_to(partials, acc[i] + part[i]);
+      }
+    };
+    const size_t grain = 1 << 14;
+    if (parallel) {
+      tbb::parallel_for(int64_t{0}, pk, [&](int64_t kp) { run_part(kp, static_cast<size_t>(kp)); });
+      tbb::parallel_for(
+          tbb::blocked_range<size_t>(0, numel, grain), [&](const tbb::blocked_range<size_t>& r) {
+            float* acc = sc.parts[0].data();
+            for (int64_t kp = 1; kp < pk; ++kp)
+              add_into(acc, sc.parts[static_cast<size_t>(kp)].data(), r.begin(), r.end());
+            finish(r.begin(), r.end(), acc);
+          });
+      return;
+    }
+    sc.acc.resize(numel);
+    for (int64_t kp = 0; kp < pk; ++kp) {
+      run_part(kp, 0);
+      tbb::parallel_for(tbb::blocked_range<size_t>(0, numel, grain),
+                        [&](const tbb::blocked_range<size_t>& r) {
+                          if (kp == 0)
+                            std::copy(sc.parts[0].data() + r.begin(), sc.parts[0].data() + r.end(),
+                                      sc.acc.data() + r.begin());
+                          else
+                            add_into(sc.acc.data(), sc.parts[0].data(), r.begin(), r.end());
+                        });
+    }
+    tbb::parallel_for(
+        tbb::blocked_range<size_t>(0, numel, grain),
+        [&](const tbb::blocked_range<size_t>& r) { finish(r.begin(), r.end(), sc.acc.data()); });
+  }
+
   void run_node(size_t n, const cpu::KernelContext& ctx) {
     const auto& node = graph.nodes[n];
     const auto& np = plan.nodes[n];
@@ -200,6 +363,16 @@ struct Executable::Impl {
       in_bufs[n][i].data = ptr[static_cast<size_t>(node.inputs[i])];
     for (size_t i = 0; i < node.outputs.size(); ++i)
       out_bufs[n][i].data = ptr[static_cast<size_t>(node.outputs[i])];
+    if (np.spec.kind == SplitKind::Grid || np.spec.kind == SplitKind::Rows) {
+      // B, M and N parts and row ranges give the same bits in one call, which parallelises
+      // inside itself; only K's partial sums change the arithmetic.
+      if (np.spec.kind == SplitKind::Grid && np.grid.k_slices() > 1) {
+        ipus[static_cast<size_t>(np.span.ipu)]->execute([&] { run_grid_k(n, ctx); });
+      } else {
+        cpu::run_kernel(node.kind, node.attrs, in_bufs[n], out_bufs[n], ctx);
+      }
+      return;
+    }
     const int64_t parts = np.span.parts;
     double work = np.flops;
     for (auto& b : in_bufs[n]) work += static_cast<double>(b.meta.nbytes());
@@ -256,6 +429,7 @@ IPUML_INLINE Executable::Executable(ir::Graph graph, Plan plan, ExecOptions exec
   m.ptr.assign(m.graph.values.size(), nullptr);
   for (size_t v = 0; v < m.graph.values.size(); ++v)
     if (m.mem.offset[v] >= 0) m.ptr[v] = static_cast<char*>(m.arena->data()) + m.mem.offset[v];
+  m.grid_scratch.resize(m.graph.nodes.size());
   m.in_bufs.resize(m.graph.nodes.size());
   m.out_bufs.resize(m.graph.nodes.size());
   for (size_t n = 0; n < m.graph.nodes.size(); ++n) {

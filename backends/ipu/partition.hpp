@@ -15,6 +15,9 @@ enum class SplitKind : uint8_t {
   Flat,     // contiguous element ranges of same-sized operands
   Axis,     // ranges of one output dim; inputs sliced along their matching dim or broadcast
   TreeSum,  // a full float sum: per-tile partials along the pairwise tree, then one combine
+  Rows,     // element ranges of the output in whole rows of `grain` (a softmax row, a vector);
+            // inputs of the output's shape sliced alike, broadcast inputs read where needed
+  Grid,     // a matrix op over a batch x M x N x K grid of tiles (matrix_plan.hpp)
 };
 const char* split_kind_name(SplitKind k);
 
@@ -35,6 +38,12 @@ inline int64_t part_begin(int64_t extent, int64_t grain, int64_t parts, int64_t 
   const int64_t units = (extent + grain - 1) / grain;
   const int64_t b = (units * p / parts) * grain;
   return b < extent ? b : extent;
+}
+// The most rows any of `parts` parts gets: the part that decides cost and fit.
+inline int64_t max_part_rows(int64_t extent, int64_t grain, int64_t parts) {
+  const int64_t units = (extent + grain - 1) / grain;
+  const int64_t per = (units + parts - 1) / parts * grain;
+  return per < extent ? per : extent;
 }
 // The most parts the spec allows (each at least min_rows rows).
 int64_t max_parts(const SliceSpec& s);

@@ -17,6 +17,10 @@ IPUML_INLINE const char* split_kind_name(SplitKind k) {
       return "axis";
     case SplitKind::TreeSum:
       return "tree_sum";
+    case SplitKind::Rows:
+      return "rows";
+    case SplitKind::Grid:
+      return "grid";
   }
   return "?";
 }
@@ -70,6 +74,15 @@ IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const i
     s.matrix = matrix;
     c.push_back(std::move(s));
   };
+  // Whole rows of `row` elements; inputs shaped like the output slice alike, others broadcast.
+  auto rows = [&](int64_t row) {
+    SliceSpec s;
+    s.kind = SplitKind::Rows;
+    for (size_t j = 0; j < nin; ++j) s.in_dim.push_back(in_shape(j) == os ? 0 : -1);
+    s.extent = out.numel();
+    s.grain = row > 1 ? row : 16;  // whole rows, or whole vectors
+    if (s.extent > s.grain) c.push_back(std::move(s));
+  };
   auto flat = [&](bool merge_all) {
     SliceSpec s;
     s.kind = SplitKind::Flat;
@@ -95,10 +108,7 @@ IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const i
     if (same) {
       flat(false);
     } else {
-      const int d = first_big_dim(os);
-      std::vector<int> dims;
-      for (size_t j = 0; j < nin; ++j) dims.push_back(d < 0 ? -1 : aligned_dim(in_shape(j), os, d));
-      axis(d, dims);
+      rows(1);
     }
   } else if (k == K::Sum || k == K::Amax || k == K::Amin) {
     const Shape& is = in_shape(0);
@@ -129,6 +139,8 @@ IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const i
       s.grain = 256;  // pairwise leaves
       c.push_back(std::move(s));
     }
+  } else if ((k == K::Softmax || k == K::LogSoftmax) && !a.dims.empty() && a.dims[0] == rank - 1) {
+    rows(os[static_cast<size_t>(rank - 1)]);
   } else if (k == K::MaxDim || k == K::MinDim || k == K::ArgMax || k == K::ArgMin ||
              k == K::Softmax || k == K::LogSoftmax) {
     if (!a.dims.empty()) {
@@ -153,6 +165,10 @@ IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const i
     const int d = first_big_dim(os);
     if (d >= 0)
       axis(d, d == static_cast<int>(a.dims[0]) ? std::vector<int>{-1, 0} : std::vector<int>{d, -1});
+    // An embedding lookup: the table split along its rows' elements, each tile serving its
+    // columns of every looked-up row, so the table never moves whole.
+    const int last = rank - 1;
+    if (last != d && last != static_cast<int>(a.dims[0])) axis(last, {last, -1});
   } else if (k == K::IndexAdd) {
     const int d = first_big_dim(os, static_cast<int>(a.dims[0]));
     if (d >= 0 && in_shape(1).size() == os.size()) axis(d, {-1, d});
@@ -168,33 +184,6 @@ IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const i
           idx[static_cast<size_t>(d)] == os[static_cast<size_t>(d)])
         axis(d, {d, d});
       break;
-    }
-  } else if (k == K::MatMul) {
-    const Shape& sa = in_shape(0);
-    const Shape& sb = in_shape(1);
-    const int ra = static_cast<int>(sa.size()), rb = static_cast<int>(sb.size());
-    for (int d = 0; d + 2 < rank; ++d) {  // one batch dim
-      if (os[static_cast<size_t>(d)] < 2) continue;
-      auto bd = [&](const Shape& s) {
-        const int al = aligned_dim(s, os, d);
-        return al >= 0 && al < static_cast<int>(s.size()) - 2 ? al : -1;
-      };
-      axis(d, {bd(sa), bd(sb)}, 1, true);
-      break;
-    }
-    axis(rank - 2, {a.flag ? ra - 1 : ra - 2, -1}, 1, true);
-    axis(rank - 1, {-1, a.flag2 ? rb - 2 : rb - 1}, 1, true);
-  } else if (k == K::Conv) {
-    axis(0, nin == 3 ? std::vector<int>{0, -1, -1} : std::vector<int>{0, -1}, 1, true);
-    if (a.groups == 1)
-      axis(1, nin == 3 ? std::vector<int>{-1, 0, 0} : std::vector<int>{-1, 0}, 1, true);
-  } else if (k == K::ConvBackwardInput) {
-    axis(0, {0, -1}, 1, true);
-    if (a.groups == 1) axis(1, {-1, 1}, 1, true);
-  } else if (k == K::ConvBackwardWeight) {
-    if (a.groups == 1) {
-      axis(0, {-1, 1}, 1, true);
-      axis(1, {1, -1}, 1, true);
     }
   } else if (k == K::MaxPool || k == K::AvgPool || k == K::AdaptiveAvgPool ||
              k == K::AvgPoolBackward || k == K::AdaptiveAvgPoolBackward ||

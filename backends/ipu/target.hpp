@@ -29,7 +29,13 @@ struct Target {
   int64_t global_sync_cycles = 1000;       // barrier across IPUs (and with the host)
   double host_bytes_per_second = 64e9;
   int64_t vertex_overhead_cycles = 40;
-  int64_t code_bytes_per_vertex = 96;  // vertex state + share of codelet code
+  // Memory that is not tensor data (docs/memory-model.md gives the reason for each term):
+  int64_t codelet_bytes_matrix = 3072;       // a matmul/conv vertex type's code, once per tile
+  int64_t codelet_bytes_vector = 640;        // any other vertex type's code, once per tile
+  int64_t vertex_state_bytes_per_field = 8;  // per vertex: a header plus (pointer, size) per field
+  int64_t exchange_code_bytes_per_transfer = 32;  // per tile, per operand received in a step
+  int64_t stack_bytes_per_tile = 7168;            // 6 worker stacks and the supervisor's
+  int64_t alignment_bytes = 8;                    // each tensor piece on a tile starts aligned
 
   int64_t total_tiles() const { return num_ipus * tiles_per_ipu; }
   double ipu_bytes() const {

@@ -75,7 +75,12 @@ inline const std::vector<Field>& fields() {
     IPUML_TF_INT(global_sync_cycles)
     IPUML_TF_DBL(host_bytes_per_second)
     IPUML_TF_INT(vertex_overhead_cycles)
-    IPUML_TF_INT(code_bytes_per_vertex)
+    IPUML_TF_INT(codelet_bytes_matrix)
+    IPUML_TF_INT(codelet_bytes_vector)
+    IPUML_TF_INT(vertex_state_bytes_per_field)
+    IPUML_TF_INT(exchange_code_bytes_per_transfer)
+    IPUML_TF_INT(stack_bytes_per_tile)
+    IPUML_TF_INT(alignment_bytes)
 #undef IPUML_TF_INT
 #undef IPUML_TF_DBL
     return v;
@@ -137,6 +142,7 @@ IPUML_INLINE Target target_preset(const std::string& name) {
     t.clock_hz = 1.33e9;
     t.flops_per_cycle_fp32 = 62.5e12 / (1472 * 1.33e9);
     t.flops_per_cycle_fp16 = 250e12 / (1472 * 1.33e9);
+    t.stack_bytes_per_tile = 1024;  // a test target: small stacks leave its 64 KiB to tensors
   } else {
     std::string names;
     for (auto& n : target_preset_names()) names += (names.empty() ? "" : ", ") + n;
@@ -194,7 +200,13 @@ IPUML_INLINE void validate(const Target& t) {
   nonneg("global_sync_cycles", static_cast<double>(t.global_sync_cycles));
   pos("host_bytes_per_second", t.host_bytes_per_second);
   nonneg("vertex_overhead_cycles", static_cast<double>(t.vertex_overhead_cycles));
-  nonneg("code_bytes_per_vertex", static_cast<double>(t.code_bytes_per_vertex));
+  nonneg("codelet_bytes_matrix", static_cast<double>(t.codelet_bytes_matrix));
+  nonneg("codelet_bytes_vector", static_cast<double>(t.codelet_bytes_vector));
+  nonneg("vertex_state_bytes_per_field", static_cast<double>(t.vertex_state_bytes_per_field));
+  nonneg("exchange_code_bytes_per_transfer",
+         static_cast<double>(t.exchange_code_bytes_per_transfer));
+  nonneg("stack_bytes_per_tile", static_cast<double>(t.stack_bytes_per_tile));
+  pos("alignment_bytes", static_cast<double>(t.alignment_bytes));
 }
 
 IPUML_INLINE std::string to_string(const Target& t) {

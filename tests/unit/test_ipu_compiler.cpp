@@ -137,12 +137,13 @@ TEST_CASE("ipu compile: out of memory has Poplar's message, allow_out_of_memory 
   CHECK(j["memory"]["out_of_memory"] == true);
   CHECK_THAT(j["memory"]["oom_message"].get<std::string>(),
              Catch::StartsWith("Out of memory on tile"));
-  // It still runs, with the CPU's numbers.
+  // It still runs, with the CPU's numbers up to the order of the K split's partial sums.
   Tensor x = randn({256, 256});
   cpu::GraphExecutor ref(tr.graph);
   auto a = ref.run({x}, tr.states)[0].to_vector<float>();
   auto b = exe->run({x}, tr.states)[0].to_vector<float>();
-  CHECK(a == b);
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(b[i] == Approx(a[i]).epsilon(1e-5).margin(1e-4));
 }
 
 TEST_CASE("ipu compile: memory accounting by category and liveness", "[ipu]") {

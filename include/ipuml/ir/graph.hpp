@@ -29,6 +29,9 @@ struct Node {
   std::vector<int64_t> inputs;
   std::vector<int64_t> outputs;
   int ipu = 0;  // which IPU of a model-parallel (sharded/pipelined) program runs it
+  // The share of tile memory its temporaries may use (PopTorch's per-op
+  // set_available_memory); 0: the program's setting.
+  double available_memory_proportion = 0;
 };
 
 struct StateUpdate {
@@ -77,7 +80,10 @@ class Graph {
       for (auto v : n.inputs) s += std::to_string(v) + ',';
       s += ")->";
       for (auto v : n.outputs) s += std::to_string(v) + ':' + meta_str(values[v].meta) + ',';
-      s += '{' + n.attrs.key() + "}@" + std::to_string(n.ipu) + ";";
+      s += '{' + n.attrs.key() + "}@" + std::to_string(n.ipu);
+      if (n.available_memory_proportion > 0)
+        s += "%" + std::to_string(n.available_memory_proportion);
+      s += ";";
     }
     s += "out:";
     for (auto v : outputs) s += std::to_string(v) + ',';

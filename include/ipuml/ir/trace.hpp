@@ -46,6 +46,8 @@ class Tracer {
   // Grad of a state leaf set while tracing (restored by finish).
   void remember_grad(TensorImpl* impl);
   uint64_t id() const { return id_; }
+  // Nodes recorded so far (marks where a phase of the step, such as its update, begins).
+  size_t num_nodes() const { return graph_.nodes.size(); }
 
  private:
   int64_t value_of(const Tensor& t);

@@ -109,7 +109,7 @@ IPUML_INLINE std::vector<Tensor> Tracer::record(OpKind kind, const Attrs& attrs,
                                                 const std::vector<Tensor>& inputs,
                                                 const std::vector<TensorMeta>& metas) {
   IPUML_CHECK(!finished_, "tracing: the trace is finished");
-  Node n{kind, attrs, {}, {}, trace_detail::current_placement()};
+  Node n{kind, attrs, {}, {}, trace_detail::current_placement(), 0.0};
   for (auto& t : inputs) n.inputs.push_back(value_of(t));
   const auto node_id = static_cast<int64_t>(graph_.nodes.size());
   std::vector<Tensor> out;

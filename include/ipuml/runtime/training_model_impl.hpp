@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include <ipuml/ir/placement.hpp>
 #include <ipuml/runtime/training_model.hpp>
 
 namespace ipuml::runtime {
@@ -160,6 +161,7 @@ IPUML_INLINE void TrainingModel::compile(const Tensor& data, const Tensor& label
     IPUML_CHECK(loss.numel() == 1, "trainingModel: the loss must be a scalar, got shape ",
                 shape_str(loss.shape()));
     loss.backward();
+    const size_t update_begin = tracer.num_nodes();
     {
       NoGradGuard ng;
       if (fused) {
@@ -171,6 +173,10 @@ IPUML_INLINE void TrainingModel::compile(const Tensor& data, const Tensor& label
     }
     optimizer_.zero_grad();
     step_trace_ = tracer.finish({loss.reshape({})});
+    // The update (or the accumulation) runs where each parameter lives, not wherever the
+    // forward pass ended.
+    auto homes = ir::state_homes(step_trace_.graph, update_begin);
+    ir::place_update(step_trace_.graph, update_begin, homes);
   }
   // The update: average the replicas' accumulated gradients, step, clear the accumulators.
   if (!fused) {
@@ -190,6 +196,18 @@ IPUML_INLINE void TrainingModel::compile(const Tensor& data, const Tensor& label
       for (auto& a : acc) a.zero_();
     optimizer_.zero_grad();
     update_trace_ = tracer.finish({});
+    // Each state's home from the step graph, found by the tensor it is bound to.
+    const auto step_homes = ir::state_homes(step_trace_.graph, step_trace_.graph.nodes.size());
+    auto& ug = update_trace_.graph;
+    std::vector<int> homes(ug.values.size(), -1);
+    for (size_t i = 0; i < ug.states.size(); ++i)
+      for (size_t j = 0; j < step_trace_.graph.states.size(); ++j)
+        if (update_trace_.states[i].same(step_trace_.states[j])) {
+          homes[static_cast<size_t>(ug.states[i])] =
+              step_homes[static_cast<size_t>(step_trace_.graph.states[j])];
+          break;
+        }
+    ir::place_update(ug, 0, homes);
   }
   // Replica k runs the same step graph bound to its own accumulators.
   step_states_.assign(static_cast<size_t>(r), step_trace_.states);

@@ -1,0 +1,247 @@
+// Bodies of the matrix-op planner (compiled once in src/lib/ipu_matrix_plan.cpp).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include <ipuml/backends/ipu/cycle_model.hpp>
+#include <ipuml/backends/ipu/matrix_plan.hpp>
+
+namespace ipuml::ipu {
+
+IPUML_INLINE bool is_matrix_op(ir::OpKind k) {
+  return k == ir::OpKind::MatMul || k == ir::OpKind::Conv || k == ir::OpKind::ConvBackwardInput ||
+         k == ir::OpKind::ConvBackwardWeight;
+}
+
+IPUML_INLINE MatrixProblem matrix_problem(const ir::Graph& g, const ir::Node& n) {
+  using K = ir::OpKind;
+  using A = MatrixProblem::Axis;
+  MatrixProblem p;
+  const auto& in0 = g.meta(n.inputs[0]);
+  const auto& in1 = g.meta(n.inputs[1]);
+  const auto& out = g.meta(n.outputs[0]);
+  std::vector<ir::TensorMeta> ins, outs{out};
+  for (auto v : n.inputs) ins.push_back(g.meta(v));
+  p.flops = ir::op_flops(n.kind, n.attrs, ins, outs);
+  p.a_bytes = static_cast<double>(in0.nbytes());
+  p.b_bytes = static_cast<double>(in1.nbytes());
+  p.out_elems = out.numel();
+  p.dtype = in0.dtype;
+  p.out_dtype = out.dtype;
+  p.k_dim.assign(n.inputs.size(), -1);
+  const auto& a = n.attrs;
+  auto batch_of = [](const Shape& s) {
+    int64_t r = 1;
+    for (size_t i = 0; i + 2 < s.size(); ++i) r *= s[i];
+    return r;
+  };
+  switch (n.kind) {
+    case K::MatMul: {
+      const Shape& sa = in0.shape;
+      const Shape& sb = in1.shape;
+      const Shape& so = out.shape;
+      const int ra = static_cast<int>(sa.size()), rb = static_cast<int>(sb.size());
+      p.b = batch_of(so);
+      p.m = so[so.size() - 2];
+      p.n = so[so.size() - 1];
+      p.k = a.flag ? sa[static_cast<size_t>(ra - 2)] : sa[static_cast<size_t>(ra - 1)];
+      p.a_axes = A::kM | A::kK | (batch_of(sa) > 1 ? A::kB : 0u);
+      p.b_axes = A::kN | A::kK | (batch_of(sb) > 1 ? A::kB : 0u);
+      p.k_dim[0] = a.flag ? ra - 2 : ra - 1;
+      p.k_dim[1] = a.flag2 ? rb - 1 : rb - 2;
+      break;
+    }
+    case K::Conv: {  // x [N, Ci, H, W], w [Co, Ci/g, kh, kw] -> [N, Co, Ho, Wo]
+      p.b = in0.shape[0];
+      p.m = out.shape[2];
+      p.n = out.shape[1];
+      p.k = a.groups == 1 ? in0.shape[1] : 1;  // slicing channels across groups breaks them
+      p.a_axes = A::kB | A::kM | A::kK;
+      p.b_axes = A::kN | A::kK;
+      p.a_rows = in0.shape[2];
+      p.row_num = a.stride[0];
+      p.halo = (in1.shape[2] - 1) * a.dilation[0];
+      if (a.groups == 1) p.k_dim[0] = p.k_dim[1] = 1;
+      break;
+    }
+    case K::ConvBackwardInput: {  // dy [N, Co, Ho, Wo], w [Co, Ci/g, kh, kw] -> dx [N, Ci, H, W]
+      p.b = out.shape[0];
+      p.m = out.shape[2];
+      p.n = out.shape[1];
+      p.k = a.groups == 1 ? in0.shape[1] : 1;
+      p.a_axes = A::kB | A::kM | A::kK;
+      p.b_axes = A::kN | A::kK;
+      p.a_rows = in0.shape[2];
+      p.row_den = a.stride[0];
+      p.halo = (in1.shape[2] - 1) * a.dilation[0];
+      if (a.groups == 1) {
+        p.k_dim[0] = 1;
+        p.k_dim[1] = 0;
+      }
+      break;
+    }
+    case K::ConvBackwardWeight: {  // x [N, Ci, H, W], dy [N, Co, Ho, Wo] -> dw [Co, Ci/g, kh, kw]
+      p.b = 1;
+      p.m = out.shape[0];
+      p.n = out.shape[1];
+      p.k = in0.shape[0];
+      p.a_bytes = static_cast<double>(in1.nbytes());  // a is dy, b is x
+      p.b_bytes = static_cast<double>(in0.nbytes());
+      p.a_axes = A::kM | A::kK;
+      p.b_axes = A::kN | A::kK;
+      p.k_dim[0] = p.k_dim[1] = 0;
+      break;
+    }
+    default:
+      fail("matrix_problem: ", ir::op_name(n.kind), " is not a matrix op");
+  }
+  p.b = std::max<int64_t>(p.b, 1);
+  p.m = std::max<int64_t>(p.m, 1);
+  p.n = std::max<int64_t>(p.n, 1);
+  p.k = std::max<int64_t>(p.k, 1);
+  return p;
+}
+
+namespace mdetail {
+
+inline double ceil_frac(int64_t extent, int64_t parts) {
+  const int64_t per = (extent + parts - 1) / parts;
+  return static_cast<double>(per) / static_cast<double>(extent);
+}
+
+// Part counts worth trying for an axis: every count up to 16, then steps of about 12 %, and
+// the counts that give each tile 1..16 rows exactly.
+inline std::vector<int32_t> candidates(int64_t extent, int64_t tiles) {
+  const int64_t hi = std::min(extent, tiles);
+  std::vector<int32_t> c;
+  for (int64_t p = 1; p <= std::min<int64_t>(hi, 16); ++p) c.push_back(static_cast<int32_t>(p));
+  for (double p = 18; p <= static_cast<double>(hi); p = std::ceil(p * 1.12))
+    c.push_back(static_cast<int32_t>(p));
+  for (int64_t q = 1; q <= 16; ++q) {
+    const int64_t p = (extent + q - 1) / q;
+    if (p <= hi) c.push_back(static_cast<int32_t>(p));
+  }
+  c.push_back(static_cast<int32_t>(hi));
+  std::sort(c.begin(), c.end());
+  c.erase(std::unique(c.begin(), c.end()), c.end());
+  return c;
+}
+
+}  // namespace mdetail
+
+IPUML_INLINE MatrixCost matrix_cost(const Target& t, const MatrixProblem& p, const MatrixGrid& g,
+                                    DType partials, double limit) {
+  using A = MatrixProblem::Axis;
+  using mdetail::ceil_frac;
+  MatrixCost c;
+  const double fb = ceil_frac(p.b, g.pb), fm = ceil_frac(p.m, g.pm), fn = ceil_frac(p.n, g.pn),
+               fk = ceil_frac(p.k, g.pk);
+  double fm_a = fm;
+  if (p.a_rows > 0 && g.pm > 1) {
+    const int64_t r = (p.m + g.pm - 1) / g.pm;
+    const int64_t rows =
+        std::min<int64_t>(p.a_rows, (r * p.row_num + p.halo + p.row_den - 1) / p.row_den);
+    fm_a = static_cast<double>(rows) / static_cast<double>(p.a_rows);
+  } else if (p.a_rows > 0) {
+    fm_a = 1.0;
+  }
+  auto slice = [&](double bytes, unsigned axes, double fmx) {
+    double f = 1.0;
+    if (axes & A::kB) f *= fb;
+    if (axes & A::kM) f *= fmx;
+    if (axes & A::kN) f *= fn;
+    if (axes & A::kK) f *= fk;
+    return bytes * f;
+  };
+  const double a_slice = slice(p.a_bytes, p.a_axes, fm_a);
+  const double b_slice = slice(p.b_bytes, p.b_axes, fm);
+  const double recv = a_slice + b_slice;
+  const double out_es = static_cast<double>(dtype_size(p.out_dtype));
+  const double ps = static_cast<double>(dtype_size(partials));
+  const double block = static_cast<double>(p.out_elems) * fb * fm * fn;  // output elements
+  const double sk = static_cast<double>(g.sk);
+  const bool split_k = g.k_slices() > 1;
+  const double partial = split_k ? block * ps : 0.0;
+
+  c.compute = vertex_cycles(t, p.flops * fb * fm * fn * fk, recv + block * out_es, p.dtype, true,
+                            static_cast<int64_t>(block)) +
+              static_cast<double>(t.vertex_overhead_cycles) * (sk - 1.0);
+  c.exchange = exchange_cycles(t, recv);
+  c.sync = static_cast<double>(t.sync_cycles) * sk;
+  c.exchange_bytes = recv * static_cast<double>(g.tiles());
+  c.vertices = g.tiles();
+  c.temp = recv / sk + partial;
+  if (g.pk > 1) {
+    // The partials of each output element meet on one tile of the reduction and are added in
+    // order there; the output comes out spread flat over those tiles.
+    const int64_t R = std::clamp<int64_t>((p.out_elems + 15) / 16, 1, t.tiles_per_ipu);
+    const double per = std::ceil(static_cast<double>(p.out_elems) / static_cast<double>(R));
+    const double rrecv = static_cast<double>(g.pk) * per * ps;
+    c.compute += vertex_cycles(t, static_cast<double>(g.pk) * per, rrecv + per * out_es, partials,
+                               false, static_cast<int64_t>(per));
+    c.exchange += exchange_cycles(t, rrecv);
+    c.sync += static_cast<double>(t.sync_cycles);
+    c.exchange_bytes += rrecv * static_cast<double>(R);
+    c.reduce_tiles = R;
+    c.vertices += R;
+    // A tile that holds partials and receives others' for its share holds both at once.
+    c.temp = std::max(c.temp, partial + rrecv);
+  }
+  c.fits = c.temp <= limit;
+  return c;
+}
+
+IPUML_INLINE MatrixGrid plan_matrix(const Target& t, const MatrixProblem& p, DType partials,
+                                    double limit) {
+  const int64_t T = t.tiles_per_ipu;
+  const auto cb = mdetail::candidates(p.b, T), cm = mdetail::candidates(p.m, T),
+             cn = mdetail::candidates(p.n, T), ck = mdetail::candidates(p.k, T);
+  MatrixGrid best;
+  MatrixCost best_cost;
+  bool have = false;
+  auto consider = [&](const MatrixGrid& g) {
+    const MatrixCost c = matrix_cost(t, p, g, partials, limit);
+    bool better = !have;
+    if (!better) {
+      if (c.fits != best_cost.fits) {
+        better = c.fits;
+      } else if (c.fits) {
+        better = c.total() < best_cost.total() - 1e-9 ||
+                 (std::fabs(c.total() - best_cost.total()) <= 1e-9 && g.tiles() < best.tiles());
+      } else {
+        better = c.temp < best_cost.temp;
+      }
+    }
+    if (better) {
+      have = true;
+      best = g;
+      best_cost = c;
+    }
+    return c.fits;
+  };
+  for (int32_t pb : cb)
+    for (int32_t pm : cm) {
+      if (int64_t{pb} * pm > T) break;
+      for (int32_t pn : cn) {
+        if (int64_t{pb} * pm * pn > T) break;
+        for (int32_t pk : ck) {
+          if (int64_t{pb} * pm * pn * pk > T) break;
+          // Serial steps only where the parallel grid alone does not fit.
+          const int64_t kper = (p.k + pk - 1) / pk;
+          for (int32_t sk = 1; sk <= kper; sk *= 2)
+            if (consider(MatrixGrid{pb, pm, pn, pk, sk})) break;
+        }
+      }
+    }
+  return best;
+}
+
+IPUML_INLINE std::string to_string(const MatrixGrid& g) {
+  std::ostringstream os;
+  os << 'b' << g.pb << " m" << g.pm << " n" << g.pn << " k" << g.pk << " s" << g.sk;
+  return os.str();
+}
+
+}  // namespace ipuml::ipu
