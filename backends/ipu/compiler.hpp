@@ -21,7 +21,8 @@ struct CompileOptions {
   // Fraction of a tile's memory an op's temporaries may use (poplibs' availableMemoryProportion).
   double available_memory_proportion = 0.6;
   // Per IPU, overriding the global value where given (PopTorch's
-  // setAvailableMemoryProportion({"IPU0": 0.15, ...}); a node's own value wins over both).
+  // setAvailableMemoryProportion({"IPU0": 0.15, ...}); 0: the global value; a node's own
+  // value wins over both).
   std::vector<double> available_memory_proportion_per_ipu;
   // The type of matrix ops' partial sums (PopTorch's setPartialsType: float, or half).
   DType partials_type = DType::Float32;
@@ -118,6 +119,7 @@ struct MemoryReport {
   int64_t tiles_over = 0;
   int64_t worst_tile = 0;
   std::vector<TensorOnTile> worst_tile_tensors;  // largest first
+  std::string advice;  // out of memory: what would make it fit (checked where it says so)
   int64_t total_bytes() const {
     int64_t s = 0;
     for (auto& t : tiles) s += t.total();

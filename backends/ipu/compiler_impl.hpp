@@ -118,7 +118,8 @@ struct Planner {
   double limit_of(const ir::Node& n) const {
     double p = o.available_memory_proportion;
     const auto ipu = static_cast<size_t>(n.ipu);
-    if (ipu < o.available_memory_proportion_per_ipu.size())
+    if (ipu < o.available_memory_proportion_per_ipu.size() &&
+        o.available_memory_proportion_per_ipu[ipu] > 0)
       p = o.available_memory_proportion_per_ipu[ipu];
     if (n.available_memory_proportion > 0) p = n.available_memory_proportion;
     return static_cast<double>(t.bytes_per_tile) * p;
@@ -751,7 +752,8 @@ inline json plan_to_json(const Plan& p) {
                  {"oom", p.memory.out_of_memory},
                  {"over", p.memory.tiles_over},
                  {"worst", p.memory.worst_tile},
-                 {"worst_tensors", wt}};
+                 {"worst_tensors", wt},
+                 {"advice", p.memory.advice}};
   json ipus = json::array();
   for (auto& c : p.cycles.per_ipu) ipus.push_back({c.compute, c.exchange, c.sync, c.host});
   j["cycles"] = {
@@ -814,6 +816,7 @@ inline Plan plan_from_json(const json& j) {
   p.memory.out_of_memory = m.at("oom").get<bool>();
   p.memory.tiles_over = m.at("over").get<int64_t>();
   p.memory.worst_tile = m.at("worst").get<int64_t>();
+  p.memory.advice = m.at("advice").get<std::string>();
   for (auto& x : m.at("worst_tensors"))
     p.memory.worst_tile_tensors.push_back(
         {x.at(0).get<std::string>(), x.at(1).get<int64_t>(), x.at(2).get<std::string>()});
@@ -877,9 +880,8 @@ IPUML_INLINE std::string out_of_memory_message(const Plan& p) {
   os << "\n  largest tensors on tile " << m.worst_tile << ":";
   for (auto& x : m.worst_tile_tensors)
     os << "\n    " << x.name << " (" << x.category << "): " << x.bytes << " bytes";
-  os << "\n  reduce the batch size, lower available_memory_proportion, use more IPUs, or set "
-        "allow_out_of_memory "
-        "to get the full report";
+  if (!m.advice.empty()) os << "\n  " << m.advice;
+  os << "\n  (allow_out_of_memory finishes the compile and writes the full report)";
   return os.str();
 }
 
@@ -956,7 +958,9 @@ IPUML_INLINE bool load_plan(const std::string& path, uint64_t key, Plan& out) {
   }
 }
 
-IPUML_INLINE Plan plan_graph(const ir::Graph& g, const Target& t, const CompileOptions& o) {
+namespace cdetail {
+
+inline Plan plan_once(const ir::Graph& g, const Target& t, const CompileOptions& o) {
   validate(t);
   IPUML_CHECK(o.available_memory_proportion > 0 && o.available_memory_proportion <= 1,
               "ipu compile: available_memory_proportion must be in (0, 1], got ",
@@ -964,21 +968,21 @@ IPUML_INLINE Plan plan_graph(const ir::Graph& g, const Target& t, const CompileO
   IPUML_CHECK(o.replication_factor >= 1, "ipu compile: replication_factor must be >= 1, got ",
               o.replication_factor);
   for (double p : o.available_memory_proportion_per_ipu)
-    IPUML_CHECK(p > 0 && p <= 1,
-                "ipu compile: every per-IPU available_memory_proportion must be in "
-                "(0, 1], got ",
+    IPUML_CHECK(p >= 0 && p <= 1,
+                "ipu compile: every per-IPU available_memory_proportion must be in (0, 1] (0: the "
+                "global value), got ",
                 p);
   IPUML_CHECK(is_floating(o.partials_type), "ipu compile: partials_type must be a float type, got ",
               dtype_name(o.partials_type));
-  cdetail::Planner pl(g, t, o);
+  Planner pl(g, t, o);
   pl.plan.key = plan_key(g, t, o);
   pl.plan.partials_type = o.partials_type;
   int shown = -1;
   const size_t N = g.nodes.size();
-  cdetail::progress(o, 0, shown);
+  progress(o, 0, shown);
   for (size_t ni = 0; ni < N; ++ni) {
     pl.plan_node(static_cast<int64_t>(ni));
-    cdetail::progress(o, static_cast<int>(90 * (ni + 1) / std::max<size_t>(N, 1)), shown);
+    progress(o, static_cast<int>(90 * (ni + 1) / std::max<size_t>(N, 1)), shown);
   }
   // States and inputs no op slices go linearly over the tiles of their first reader's IPU.
   std::vector<int32_t> first_ipu(g.values.size(), 0);
@@ -989,9 +993,58 @@ IPUML_INLINE Plan plan_graph(const ir::Graph& g, const Target& t, const CompileO
   for (auto v : g.inputs)
     if (!pl.placed[static_cast<size_t>(v)]) pl.place_linear(v, first_ipu[static_cast<size_t>(v)]);
   pl.account();
-  cdetail::progress(o, 100, shown);
-  if (pl.plan.memory.out_of_memory && !o.allow_out_of_memory) fail(out_of_memory_message(pl.plan));
+  progress(o, 100, shown);
   return std::move(pl.plan);
+}
+
+// What would make an out-of-memory plan fit. A lower proportion is only suggested after a
+// compile with it fits; otherwise the advice follows what fills the fullest tile.
+inline std::string advise(const ir::Graph& g, const Target& t, const CompileOptions& o,
+                          const Plan& p) {
+  CompileOptions q = o;
+  q.progress = false;
+  std::string tried;
+  for (double f : {0.5, 0.25, 0.1}) {
+    q.available_memory_proportion = o.available_memory_proportion * f;
+    q.available_memory_proportion_per_ipu = o.available_memory_proportion_per_ipu;
+    for (auto& x : q.available_memory_proportion_per_ipu) x *= f;
+    if (!plan_once(g, t, q).memory.out_of_memory)
+      return detail::str("it fits with available_memory_proportion ", q.available_memory_proportion,
+                         " (checked: operations then take less temporary memory and more cycles)");
+    tried += detail::str(tried.empty() ? "" : ", ", q.available_memory_proportion);
+  }
+  const auto& w = p.memory.tiles.at(static_cast<size_t>(p.memory.worst_tile));
+  const int64_t code = w.bytes[kCode] + w.bytes[kVertexState] + w.bytes[kExchangeCode];
+  const std::pair<int64_t, std::string> parts[] = {
+      {w.bytes[kActivations],
+       "activations fill it: a smaller micro-batch, recomputation checkpoints, float16 "
+       "activations or more IPUs (BeginBlock) would help"},
+      {w.bytes[kState],
+       "parameters and optimizer state fill it: more IPUs (BeginBlock), float16 weights or "
+       "optimizer state in streaming memory would help"},
+      {w.bytes[kTemporaries],
+       detail::str(
+           "one operation's temporaries fill it (",
+           w.peak_step >= 0 ? ir::op_name(g.nodes[static_cast<size_t>(w.peak_step)].kind) : "?",
+           " cannot be split further): a smaller micro-batch or float16 would help")},
+      {w.bytes[kStream],
+       "streamed input buffers fill it: a smaller micro-batch or fewer inputs per step would help"},
+      {code, "code and vertex state fill it: fewer operations per IPU (more IPUs) would help"}};
+  const auto* top = &parts[0];
+  for (const auto& x : parts)
+    if (x.first > top->first) top = &x;
+  return top->second +
+         detail::str("; a lower available_memory_proportion does not (tried ", tried, ")");
+}
+
+}  // namespace cdetail
+
+IPUML_INLINE Plan plan_graph(const ir::Graph& g, const Target& t, const CompileOptions& o) {
+  Plan p = cdetail::plan_once(g, t, o);
+  if (!p.memory.out_of_memory) return p;
+  p.memory.advice = cdetail::advise(g, t, o, p);
+  if (!o.allow_out_of_memory) fail(out_of_memory_message(p));
+  return p;
 }
 
 IPUML_INLINE Plan compile_plan(const ir::Graph& g, const Target& t, const CompileOptions& o) {

@@ -97,6 +97,11 @@ class IpuBackend : public backend::Backend {
     CompileOptions co;
     co.available_memory_proportion =
         parse_double(take("available_memory_proportion", "0.6"), "available_memory_proportion");
+    std::stringstream per_ipu(take("available_memory_proportion_per_ipu", ""));
+    for (std::string item; std::getline(per_ipu, item, ',');)
+      co.available_memory_proportion_per_ipu.push_back(
+          parse_double(item, "available_memory_proportion_per_ipu"));
+    co.partials_type = dtype_from_name(take("partials_type", "float32"));
     co.allow_out_of_memory = take("allow_out_of_memory", "0") == "1";
     co.replication_factor = replicas;
     co.cache_dir = take("cache_dir", "");

@@ -162,8 +162,10 @@ IPUML_INLINE MatrixCost matrix_cost(const Target& t, const MatrixProblem& p, con
   const double ps = static_cast<double>(dtype_size(partials));
   const double block = static_cast<double>(p.out_elems) * fb * fm * fn;  // output elements
   const double sk = static_cast<double>(g.sk);
-  const bool split_k = g.k_slices() > 1;
-  const double partial = split_k ? block * ps : 0.0;
+  // Partial sums need their own buffer when parts must be reduced, or when serial steps
+  // accumulate in a type other than the output's; otherwise they accumulate in the output.
+  const bool own_partials = g.pk > 1 || (g.sk > 1 && partials != p.out_dtype);
+  const double partial = own_partials ? block * ps : 0.0;
 
   c.compute = vertex_cycles(t, p.flops * fb * fm * fn * fk, recv + block * out_es, p.dtype, true,
                             static_cast<int64_t>(block)) +

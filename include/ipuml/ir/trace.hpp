@@ -43,6 +43,8 @@ class Tracer {
                              const std::vector<TensorMeta>& metas);
   // In-place op while tracing: `target` now stands for `value`.
   void rebind(const Tensor& target, const Tensor& value);
+  // The op that produced `t` may use `proportion` of each tile's memory for its temporaries.
+  void set_available_memory(const Tensor& t, double proportion);
   // Grad of a state leaf set while tracing (restored by finish).
   void remember_grad(TensorImpl* impl);
   uint64_t id() const { return id_; }
@@ -87,6 +89,11 @@ class NoTraceGuard {
 
 bool is_tracing();
 
+// PopTorch's poptorch.set_available_memory(t, p): the op producing `t` (while tracing) may use
+// proportion p of each tile's memory for its temporaries, overriding the program's setting.
+// Eager code has no tiles, so outside tracing it only checks p. Returns t.
+Tensor set_available_memory(const Tensor& t, double proportion);
+
 // Places the ops recorded while it lives on IPU `ipu` (PopTorch's BeginBlock / Block(ipu_id)).
 class PlacementGuard {
  public:
@@ -103,6 +110,10 @@ class PlacementGuard {
 };
 
 }  // namespace ipuml::ir
+
+namespace ipuml {
+using ir::set_available_memory;
+}  // namespace ipuml
 
 #ifdef IPUML_INCLUDE_IMPL
 #include <ipuml/ir/trace_impl.hpp>

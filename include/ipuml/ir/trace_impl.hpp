@@ -73,6 +73,21 @@ IPUML_INLINE void Tracer::name_state(const Tensor& t, const std::string& name) {
   names_[t.impl()] = name;
 }
 
+IPUML_INLINE void Tracer::set_available_memory(const Tensor& t, double proportion) {
+  IPUML_CHECK(t.defined() && t.impl()->trace_id == id_ && t.impl()->value >= 0 &&
+                  graph_.values[static_cast<size_t>(t.impl()->value)].kind == ValueKind::Op,
+              "set_available_memory: expected the result of an op recorded in this trace");
+  const auto& v = graph_.values[static_cast<size_t>(t.impl()->value)];
+  graph_.nodes[static_cast<size_t>(v.node)].available_memory_proportion = proportion;
+}
+
+IPUML_INLINE Tensor set_available_memory(const Tensor& t, double proportion) {
+  IPUML_CHECK(proportion > 0 && proportion <= 1,
+              "set_available_memory: the proportion must be in (0, 1], got ", proportion);
+  if (Tracer* tr = Tracer::current()) tr->set_available_memory(t, proportion);
+  return t;
+}
+
 IPUML_INLINE int64_t Tracer::value_of(const Tensor& t) {
   IPUML_CHECK(t.defined(), "tracing: an op received an undefined tensor");
   TensorImpl* impl = t.impl();

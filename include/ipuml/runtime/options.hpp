@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <ipuml/core/dtype.hpp>
 #include <ipuml/core/error.hpp>
 
 namespace ipuml::runtime {
@@ -42,9 +43,23 @@ struct TrainingOptions {
   }
 };
 
+// `opts.Precision.setPartialsType(kFloat16)` as in PopTorch: the type of matrix ops' partial
+// sums on the IPU (float by default; half halves their temporaries, "16.16" precision).
+struct PrecisionOptions {
+  DType partials_type = DType::Float32;
+  PrecisionOptions& setPartialsType(DType t) {
+    IPUML_CHECK(t == DType::Float32 || t == DType::Float16,
+                "Options.Precision.setPartialsType: expected float32 or float16, got ",
+                dtype_name(t));
+    partials_type = t;
+    return *this;
+  }
+};
+
 class Options {
  public:
   TrainingOptions Training;
+  PrecisionOptions Precision;
 
   Options& deviceIterations(int64_t n) {
     IPUML_CHECK(n >= 1, "Options.deviceIterations: must be >= 1, got ", n);
@@ -76,6 +91,23 @@ class Options {
     IPUML_CHECK(p > 0.0 && p <= 1.0,
                 "Options.setAvailableMemoryProportion: must be in (0, 1], got ", p);
     available_memory_proportion_ = p;
+    return *this;
+  }
+  // Per IPU, as PopTorch's setAvailableMemoryProportion({"IPU0": 0.15, "IPU1": 0.2}).
+  Options& setAvailableMemoryProportion(const std::map<std::string, double>& per_ipu) {
+    std::vector<double> v;
+    for (auto& [key, p] : per_ipu) {
+      IPUML_CHECK(key.size() > 3 && key.rfind("IPU", 0) == 0 &&
+                      key.find_first_not_of("0123456789", 3) == std::string::npos && key.size() < 8,
+                  "Options.setAvailableMemoryProportion: keys are \"IPU0\", \"IPU1\", ...; got \"",
+                  key, "\"");
+      IPUML_CHECK(p > 0.0 && p <= 1.0, "Options.setAvailableMemoryProportion: ", key,
+                  " must be in (0, 1], got ", p);
+      const auto i = static_cast<size_t>(std::stoul(key.substr(3)));
+      if (v.size() <= i) v.resize(i + 1, 0.0);
+      v[i] = p;
+    }
+    per_ipu_proportion_ = std::move(v);
     return *this;
   }
   Options& enableExecutableCaching(const std::string& dir) {
@@ -122,6 +154,10 @@ class Options {
   bool has_seed() const { return has_seed_; }
   uint64_t seed() const { return seed_; }
   double available_memory_proportion() const { return available_memory_proportion_; }
+  // Per IPU; 0 where the global value applies.
+  const std::vector<double>& available_memory_proportion_per_ipu() const {
+    return per_ipu_proportion_;
+  }
   // The cache directory: enableExecutableCaching, else $IPUML_CACHE_DIR, else none.
   std::string cache_dir() const {
     if (!cache_dir_.empty()) return cache_dir_;
@@ -151,6 +187,7 @@ class Options {
   uint64_t seed_ = 0;
   bool has_seed_ = false;
   double available_memory_proportion_ = 0.6;
+  std::vector<double> per_ipu_proportion_;
   std::string cache_dir_;
   ExecutionStrategy strategy_ = ExecutionStrategy::Sharded;
   std::string target_ = "ipu2";

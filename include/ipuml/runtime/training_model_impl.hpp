@@ -27,6 +27,14 @@ IPUML_INLINE backend::CompileOptions compile_options_for(const Options& o, int64
   for (auto& s : o.target_overrides()) overrides += (overrides.empty() ? "" : ";") + s;
   if (!overrides.empty()) c["target_overrides"] = overrides;
   c["available_memory_proportion"] = std::to_string(o.available_memory_proportion());
+  if (!o.available_memory_proportion_per_ipu().empty()) {
+    std::string per;
+    for (double p : o.available_memory_proportion_per_ipu())
+      per += (per.empty() ? "" : ",") + std::to_string(p);
+    c["available_memory_proportion_per_ipu"] = per;
+  }
+  if (o.Precision.partials_type != DType::Float32)
+    c["partials_type"] = dtype_name(o.Precision.partials_type);
   c["allow_out_of_memory"] = o.allow_out_of_memory() ? "1" : "0";
   c["replicas"] = std::to_string(o.replication_factor());
   c["ipus_per_replica"] = std::to_string(ipus_per_replica);

@@ -1,0 +1,304 @@
+// The IPU planner at model scale: matrix ops as batch x M x N x K grids (partition choices pinned,
+// the 2048^3 fp32 matmul's fit and efficiency), K's partial sums executed as planned, broadcast
+// ops and lookups spread over every tile, the memory model's terms, and out-of-memory advice
+// that is checked to be true.
+#include <regex>
+
+#include <catch2/catch.hpp>
+
+#include <ipuml/backends/ipu/ipu.hpp>
+#include <ipuml/ipuml.hpp>
+#include <ipuml/models/mnist_cnn.hpp>
+
+using namespace ipuml;
+
+namespace {
+
+ipu::CompileOptions quiet() {
+  ipu::CompileOptions o;
+  o.progress = false;
+  return o;
+}
+
+// y = x @ w with w a [k, n] state.
+ir::Trace matmul_trace(int64_t m, int64_t k, int64_t n) {
+  Tensor w = zeros({k, n});
+  ir::Tracer tracer;
+  Tensor x = tracer.input(ir::TensorMeta{{m, k}, kFloat32}, "x");
+  tracer.name_state(w, "weight");
+  return tracer.finish({matmul(x, w)});
+}
+
+// One training step of the MNIST CNN: forward, loss, backward and the SGD update.
+ir::Trace mnist_step(int64_t batch) {
+  static auto net = models::MnistCnn();
+  static optim::SGD sgd(net->parameters(), optim::SGDOptions(0.05));
+  ir::Tracer tracer;
+  for (auto& [name, t] : net->named_parameters()) tracer.name_state(t, name);
+  Tensor x = tracer.input(ir::TensorMeta{{batch, 1, 28, 28}, kFloat32}, "x");
+  Tensor y = tracer.input(ir::TensorMeta{{batch}, kInt64}, "y");
+  sgd.zero_grad();
+  Tensor loss = cross_entropy(net(x), y);
+  loss.backward();
+  {
+    NoGradGuard ng;
+    sgd.step();
+  }
+  sgd.zero_grad();
+  return tracer.finish({loss});
+}
+
+}  // namespace
+
+TEST_CASE("ipu planner: fp32 2048^3 matmul fits one ipu2 at >= 40% of the fp32 peak", "[ipu]") {
+  auto tr = matmul_trace(2048, 2048, 2048);
+  const auto t = ipu::target_preset("ipu2");
+  const ipu::Plan p = ipu::plan_graph(tr.graph, t, quiet());  // throws if it does not fit
+  CHECK_FALSE(p.memory.out_of_memory);
+  const auto& np = p.nodes[0];
+  REQUIRE(np.spec.kind == ipu::SplitKind::Grid);
+  // Every axis split, K's partials reduced over the whole IPU.
+  CHECK(np.grid.pm > 1);
+  CHECK(np.grid.pn > 1);
+  CHECK(np.grid.pk > 1);
+  CHECK(np.grid.tiles() > t.tiles_per_ipu * 9 / 10);
+  CHECK(np.max_temp_bytes <= 0.6 * static_cast<double>(t.bytes_per_tile));
+  const double seconds = (np.compute_cycles + np.exchange_cycles + np.sync_cycles) / t.clock_hz;
+  const double flops = 2.0 * 2048.0 * 2048.0 * 2048.0;
+  CHECK(flops / seconds >= 0.4 * 62.5e12);
+  CHECK(flops / seconds <= 62.5e12);  // never above the published peak
+}
+
+TEST_CASE("ipu planner: partition choices for the zoo's shapes are pinned", "[ipu]") {
+  // A change of cost model or search shows here first; update these with the reason.
+  const auto t = ipu::target_preset("ipu2");
+  struct Case {
+    int64_t m, k, n;
+    const char* grid;
+  };
+  for (const Case& c : {Case{2048, 2048, 2048, "b1 m14 n15 k7 s2"},
+                        Case{8, 1600, 128, "b1 m2 n43 k16 s1"},      // MNIST fc at batch 8
+                        Case{128, 3072, 768, "b1 m3 n14 k35 s1"},    // a transformer MLP
+                        Case{1024, 768, 50257, "b1 m7 n209 k1 s4"},  // GPT-2's LM head
+                        Case{16, 16, 16, "b1 m8 n8 k1 s1"}}) {
+    INFO(c.m << "x" << c.k << "x" << c.n);
+    auto tr = matmul_trace(c.m, c.k, c.n);
+    CHECK(ipu::to_string(ipu::plan_graph(tr.graph, t, quiet()).nodes[0].grid) == c.grid);
+  }
+  // A ResNet-50 3x3 convolution at micro-batch 4: batch, rows and output channels all split.
+  Tensor w = zeros({64, 64, 3, 3});
+  ir::Tracer tracer;
+  Tensor x = tracer.input(ir::TensorMeta{{4, 64, 56, 56}, kFloat32}, "x");
+  auto tr = tracer.finish({conv2d(x, w, Tensor(), {1, 1}, {1, 1})});
+  const auto grid = ipu::plan_graph(tr.graph, t, quiet()).nodes[0].grid;
+  CHECK(ipu::to_string(grid) == "b4 m14 n5 k5 s1");
+}
+
+TEST_CASE("ipu planner: the largest part decides cost and fit", "[ipu]") {
+  const auto t = ipu::target_preset("ipu2");
+  ipu::MatrixProblem p;
+  p.m = 3;
+  p.n = p.k = 64;
+  p.flops = 2.0 * 3 * 64 * 64;
+  p.a_bytes = 3 * 64 * 4;
+  p.b_bytes = 64 * 64 * 4;
+  p.out_elems = 3 * 64;
+  p.a_axes = ipu::MatrixProblem::kM | ipu::MatrixProblem::kK;
+  p.b_axes = ipu::MatrixProblem::kN | ipu::MatrixProblem::kK;
+  // Split in two, the rows are 2 + 1: the tile with 2 rows receives 2/3 of a, not 1/3.
+  const auto two = ipu::matrix_cost(t, p, ipu::MatrixGrid{1, 2, 1, 1, 1}, kFloat32, 1e9);
+  CHECK(two.temp == Approx(2.0 * 64 * 4 + 64 * 64 * 4));
+  // Halving the limit below that forbids the grid.
+  CHECK_FALSE(ipu::matrix_cost(t, p, ipu::MatrixGrid{1, 2, 1, 1, 1}, kFloat32, two.temp - 1).fits);
+
+  // Element splits of a broadcast op: 5892 vectors of 16 on 1472 tiles put 5 vectors on the
+  // busiest tile and 4 on the first; its compute is costed on the 5.
+  Tensor bias = zeros({1, 64});
+  ir::Tracer tracer;
+  Tensor x = tracer.input(ir::TensorMeta{{1473, 64}, kFloat32}, "x");
+  auto tr = tracer.finish({add(x, bias)});
+  const auto plan = ipu::plan_graph(tr.graph, t, quiet());
+  const auto& np = plan.nodes[0];
+  REQUIRE(np.spec.kind == ipu::SplitKind::Rows);
+  REQUIRE(np.span.parts == 1472);
+  CHECK(np.span.rows(0) == 64);
+  CHECK(ipu::max_part_rows(np.span.extent, np.span.grain, np.span.parts) == 80);
+  // 80 outputs, 80 of x, and at most 64 of the broadcast bias read by the busiest tile.
+  const double largest = ipu::vertex_cycles(t, 80, (80 + 80 + 64) * 4.0, kFloat32, false, 80);
+  CHECK(np.compute_cycles == Approx(largest));
+}
+
+TEST_CASE("ipu planner: K-split partial sums run as planned, float or half partials", "[ipu]") {
+  Generator gen(7);
+  Tensor w = randn({512, 24}, &gen).detach();
+  ir::Tracer tracer;
+  Tensor x = tracer.input(ir::TensorMeta{{8, 512}, kFloat32}, "x");
+  auto tr = tracer.finish({matmul(x, w)});
+  Tensor xv = randn({8, 512}, &gen);
+  auto want = cpu::GraphExecutor(tr.graph).run({xv}, tr.states)[0].to_vector<float>();
+  // An independent double-precision product as the oracle.
+  auto xs = xv.to_vector<float>(), ws = w.to_vector<float>();
+  std::vector<double> exact(8 * 24, 0.0);
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 24; ++j)
+      for (int k = 0; k < 512; ++k) exact[i * 24 + j] += double(xs[i * 512 + k]) * ws[k * 24 + j];
+
+  const auto t = ipu::target_preset("ipu2");
+  auto p = ipu::plan_graph(tr.graph, t, quiet());
+  REQUIRE(p.nodes[0].grid.pk > 1);  // a long K and a small output: the planner splits K
+  auto got = ipu::Executable(tr.graph, p).run({xv}, tr.states)[0].to_vector<float>();
+  for (size_t i = 0; i < got.size(); ++i) {
+    CHECK(got[i] == Approx(want[i]).epsilon(1e-5).margin(1e-4));
+    CHECK(got[i] == Approx(exact[i]).epsilon(1e-5).margin(1e-4));
+  }
+  // Half partials: every partial sum rounded to float16, so errors of fp16's order appear.
+  auto o = quiet();
+  o.partials_type = kFloat16;
+  auto ph = ipu::plan_graph(tr.graph, t, o);
+  CHECK(ph.partials_type == kFloat16);
+  auto half = ipu::Executable(tr.graph, ph).run({xv}, tr.states)[0].to_vector<float>();
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < half.size(); ++i) {
+    worst = std::max(worst, std::fabs(half[i] - exact[i]));
+    scale = std::max(scale, std::fabs(exact[i]));
+  }
+  CHECK(worst > 1e-6 * scale);  // the rounding really happens
+  CHECK(worst < 4e-3 * scale);  // and stays within fp16's precision
+  // Half partials take half the partials' bytes, so the temporaries shrink or the grid widens.
+  CHECK(ph.nodes[0].max_temp_bytes <= p.nodes[0].max_temp_bytes);
+}
+
+TEST_CASE("ipu planner: broadcast ops and embedding lookups spread over the IPU", "[ipu]") {
+  const auto t = ipu::target_preset("ipu2");
+  // BatchNorm's normalisation on ResNet's layer1 activations at micro-batch 4.
+  Tensor scale = ones({1, 256, 1, 1});
+  ir::Tracer tracer;
+  Tensor x = tracer.input(ir::TensorMeta{{4, 256, 56, 56}, kFloat32}, "x");
+  auto tr = tracer.finish({mul(x, scale)});
+  auto p = ipu::plan_graph(tr.graph, t, quiet());
+  CHECK(p.nodes[0].span.parts >= 1024);
+  CHECK(p.memory.tiles[static_cast<size_t>(p.memory.worst_tile)].total() < 40000);
+
+  // GPT-2's token embedding: the 50257 x 768 table is never copied whole to a tile.
+  Tensor table = zeros({50257, 768});
+  ir::Tracer t2;
+  Tensor ids = t2.input(ir::TensorMeta{{1024}, kInt64}, "ids");
+  auto emb = t2.finish({index_select(table, 0, ids)});
+  auto pe = ipu::plan_graph(emb.graph, t, quiet());
+  CHECK_FALSE(pe.memory.out_of_memory);
+  CHECK(pe.nodes[0].spec.kind == ipu::SplitKind::Axis);
+  CHECK(pe.nodes[0].spec.out_dim == 1);  // columns of the table: each tile serves its own
+  CHECK(pe.nodes[0].max_temp_bytes < 0.6 * static_cast<double>(t.bytes_per_tile));
+}
+
+TEST_CASE("ipu memory model: code per vertex type per tile, vertex state, stacks", "[ipu]") {
+  const auto t = ipu::target_preset("ipu2");
+  auto one = matmul_trace(64, 64, 64);
+  // Two identical matmuls: twice the vertices, the same code on each tile.
+  Tensor w = zeros({64, 64});
+  ir::Tracer tracer;
+  Tensor x = tracer.input(ir::TensorMeta{{64, 64}, kFloat32}, "x");
+  auto two = tracer.finish({matmul(x, w), matmul(x, w)});
+  auto p1 = ipu::plan_graph(one.graph, t, quiet());
+  auto p2 = ipu::plan_graph(two.graph, t, quiet());
+  auto total = [](const ipu::Plan& p, int c) {
+    int64_t s = 0;
+    for (auto& tm : p.memory.tiles) s += tm.bytes[c];
+    return s;
+  };
+  CHECK(p2.vertices == 2 * p1.vertices);
+  CHECK(total(p2, ipu::kVertexState) == 2 * total(p1, ipu::kVertexState));
+  int64_t max_code = 0;
+  for (auto& tm : p2.memory.tiles) max_code = std::max(max_code, tm.bytes[ipu::kCode]);
+  // At most one matmul codelet and one reduction codelet on any tile.
+  CHECK(max_code <= t.codelet_bytes_matrix + t.codelet_bytes_vector);
+  CHECK(max_code >= t.codelet_bytes_matrix);
+  for (auto& tm : p1.memory.tiles) CHECK(tm.bytes[ipu::kStack] == t.stack_bytes_per_tile);
+  CHECK(std::string(ipu::mem_category_name(ipu::kExchangeCode)) == "exchange_code");
+}
+
+TEST_CASE("ipu planner: MNIST trains at batch 64 with default options, update on its IPU",
+          "[ipu]") {
+  auto tr = mnist_step(64);
+  auto exe = ipu::compile(tr.graph, ipu::target_preset("ipu2"), quiet());
+  CHECK_FALSE(exe->memory_report().out_of_memory);
+  // The batch-64 weight gradient of conv1 (696 KB on one tile before) now splits its batch.
+  bool split_batch = false;
+  for (size_t i = 0; i < tr.graph.nodes.size(); ++i)
+    if (tr.graph.nodes[i].kind == ir::OpKind::ConvBackwardWeight)
+      split_batch = split_batch || exe->plan().nodes[i].grid.pk > 1;
+  CHECK(split_batch);
+  // The numbers match the CPU executor's.
+  // The numbers match the CPU executor's, each from the same weights (a run updates them).
+  Generator gen(3);
+  Tensor xv = randn({64, 1, 28, 28}, &gen), yv = randint(0, 10, {64}, &gen);
+  auto fresh = [&] {
+    std::vector<Tensor> s;
+    for (auto& x : tr.states) s.push_back(x.clone());
+    return s;
+  };
+  auto s_cpu = fresh(), s_ipu = fresh();
+  const auto want = cpu::GraphExecutor(tr.graph).run({xv, yv}, s_cpu)[0].item<float>();
+  const auto got = exe->run({xv, yv}, s_ipu)[0].item<float>();
+  CHECK(got == Approx(want).epsilon(1e-5));
+  for (size_t i = 0; i < s_cpu.size(); ++i) {
+    auto a = s_cpu[i].to_vector<float>(), b = s_ipu[i].to_vector<float>();
+    for (size_t j = 0; j < a.size(); ++j) CHECK(b[j] == Approx(a[j]).epsilon(1e-5).margin(1e-6));
+  }
+}
+
+TEST_CASE("ipu planner: per-IPU and per-op memory proportions bound the temporaries", "[ipu]") {
+  const auto t = ipu::target_preset("ipu2");
+  auto tr = matmul_trace(2048, 2048, 2048);
+  auto o = quiet();
+  o.available_memory_proportion_per_ipu = {0.15};
+  auto p = ipu::plan_graph(tr.graph, t, o);
+  CHECK(p.nodes[0].max_temp_bytes <= 0.15 * static_cast<double>(t.bytes_per_tile));
+  CHECK(ipu::plan_key(tr.graph, t, o) != ipu::plan_key(tr.graph, t, quiet()));
+
+  Tensor w = zeros({2048, 2048});
+  ir::Tracer tracer;
+  Tensor x = tracer.input(ir::TensorMeta{{2048, 2048}, kFloat32}, "x");
+  Tensor y = set_available_memory(matmul(x, w), 0.1);
+  auto tr2 = tracer.finish({y});
+  auto p2 = ipu::plan_graph(tr2.graph, t, quiet());
+  CHECK(p2.nodes[0].max_temp_bytes <= 0.1 * static_cast<double>(t.bytes_per_tile));
+  CHECK(p2.cycles.total > ipu::plan_graph(tr.graph, t, quiet()).cycles.total);
+  CHECK_THROWS_WITH(set_available_memory(y, 1.5), Catch::Contains("must be in (0, 1]"));
+  CHECK_THROWS_WITH(Options().setAvailableMemoryProportion({{"GPU0", 0.2}}),
+                    Catch::Contains("keys are \"IPU0\""));
+}
+
+TEST_CASE("ipu out-of-memory advice is true where it says a proportion helps", "[ipu]") {
+  // Parameters alone overflow the tiny target: no proportion can help, and the advice says so.
+  auto big = matmul_trace(16, 256, 256);
+  const auto tiny = ipu::target_preset("tiny");
+  std::string msg;
+  try {
+    ipu::compile(big.graph, tiny, quiet());
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  CHECK_THAT(msg, Catch::Contains("parameters and optimizer state fill it") &&
+                      Catch::Contains("a lower available_memory_proportion does not"));
+  auto o = quiet();
+  o.available_memory_proportion = 0.05;
+  CHECK_THROWS(ipu::compile(big.graph, tiny, o));
+
+  // Temporaries allowed most of the tile overflow it; the advice names a proportion that fits,
+  // and compiling with that proportion does fit.
+  auto mid = matmul_trace(128, 128, 128);
+  auto greedy = quiet();
+  greedy.available_memory_proportion = 1.0;
+  try {
+    ipu::compile(mid.graph, tiny, greedy);
+    FAIL("expected out of memory with the whole tile for temporaries");
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  std::smatch m;
+  REQUIRE(std::regex_search(msg, m, std::regex("fits with available_memory_proportion ([0-9.]+)")));
+  auto fix = quiet();
+  fix.available_memory_proportion = std::stod(m[1].str());
+  CHECK_NOTHROW(ipu::compile(mid.graph, tiny, fix));
+}
