@@ -1,0 +1,330 @@
+// GPT-2 as Hugging Face's GPT2LMHeadModel (pre-LN blocks, gelu_new, LM head tied to wte), name
+// for name, with Graphcore's layers_per_ipu placement and train_gpt2.py's shifted-label loss.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ipuml/ir/trace.hpp>
+#include <ipuml/nn/nn.hpp>
+
+namespace ipuml::models {
+
+struct GPT2Config {
+  // For tests: small enough to train a few steps in well under a second.
+  static GPT2Config tiny() {
+    return GPT2Config().n_layer(2).n_embd(64).n_head(2).n_positions(128).vocab_size(1000);
+  }
+  static GPT2Config small() { return GPT2Config(); }
+  static GPT2Config medium() { return GPT2Config().n_layer(24).n_embd(1024).n_head(16); }
+  static GPT2Config large() { return GPT2Config().n_layer(36).n_embd(1280).n_head(20); }
+  // "tiny", "small", "medium", "large", or Hugging Face's "gpt2", "gpt2-medium", "gpt2-large".
+  static GPT2Config preset(const std::string& name) {
+    if (name == "tiny") return tiny();
+    if (name == "small" || name == "gpt2") return small();
+    if (name == "medium" || name == "gpt2-medium") return medium();
+    if (name == "large" || name == "gpt2-large") return large();
+    fail("GPT2Config: unknown preset '", name,
+         "' (expected tiny, small, medium, large, gpt2, gpt2-medium or gpt2-large)");
+  }
+
+  // Sets the three dropout probabilities at once (HF keeps them apart; GPT-2 uses 0.1 for all).
+  GPT2Config& dropout(double p) {
+    resid_pdrop_ = embd_pdrop_ = attn_pdrop_ = p;
+    return *this;
+  }
+  int64_t inner_dim() const { return n_inner_.value_or(4 * n_embd_); }
+  int64_t head_dim() const { return n_embd_ / n_head_; }
+
+  void validate() const {
+    IPUML_CHECK(vocab_size_ > 0 && n_positions_ > 0 && n_embd_ > 0 && n_layer_ > 0 && n_head_ > 0,
+                "GPT2Config: vocab_size, n_positions, n_embd, n_layer and n_head must be "
+                "positive, got ",
+                vocab_size_, ", ", n_positions_, ", ", n_embd_, ", ", n_layer_, ", ", n_head_);
+    IPUML_CHECK(n_embd_ % n_head_ == 0, "GPT2Config: n_embd=", n_embd_,
+                " must be divisible by n_head=", n_head_);
+    IPUML_CHECK(inner_dim() > 0, "GPT2Config: n_inner must be positive, got ", inner_dim());
+    for (double p : {resid_pdrop_, embd_pdrop_, attn_pdrop_})
+      IPUML_CHECK(p >= 0.0 && p <= 1.0, "GPT2Config: dropout probabilities must be in [0, 1], got ",
+                  p);
+    IPUML_CHECK(layer_norm_epsilon_ > 0.0, "GPT2Config: layer_norm_epsilon must be positive, got ",
+                layer_norm_epsilon_);
+    if (layers_per_ipu_.empty()) return;
+    int64_t total = 0;
+    for (int64_t n : layers_per_ipu_) {
+      IPUML_CHECK(n >= 0, "GPT2Config: layers_per_ipu ", layers_per_ipu_,
+                  " has a negative entry (expected counts of layers per IPU)");
+      total += n;
+    }
+    IPUML_CHECK(total == n_layer_, "GPT2Config: layers_per_ipu ", layers_per_ipu_, " sums to ",
+                total, ", expected n_layer=", n_layer_);
+  }
+
+  IPUML_ARG(int64_t, vocab_size) = 50257;
+  IPUML_ARG(int64_t, n_positions) = 1024;
+  IPUML_ARG(int64_t, n_embd) = 768;
+  IPUML_ARG(int64_t, n_layer) = 12;
+  IPUML_ARG(int64_t, n_head) = 12;
+  // The MLP width; 4 * n_embd when unset.
+  IPUML_ARG(std::optional<int64_t>, n_inner);
+  IPUML_ARG(double, layer_norm_epsilon) = 1e-5;
+  IPUML_ARG(double, resid_pdrop) = 0.1;
+  IPUML_ARG(double, embd_pdrop) = 0.1;
+  IPUML_ARG(double, attn_pdrop) = 0.1;
+  IPUML_ARG(double, initializer_range) = 0.02;
+  // Graphcore's --layers-per-ipu: entry k is how many blocks IPU k runs. Token and position
+  // embeddings and the tied LM head (hence the loss) are on IPU 0 whatever the first entry is;
+  // {0, 4, 4, 4} leaves IPU 0 to them. Empty: no placement.
+  IPUML_ARG(std::vector<int64_t>, layers_per_ipu);
+};
+
+namespace gpt2_detail {
+
+// Graphcore's _get_layer_ipu: the IPU of each layer.
+inline std::vector<int> layer_ipus(const std::vector<int64_t>& layers_per_ipu) {
+  std::vector<int> out;
+  for (size_t ipu = 0; ipu < layers_per_ipu.size(); ++ipu)
+    for (int64_t k = 0; k < layers_per_ipu[ipu]; ++k) out.push_back(static_cast<int>(ipu));
+  return out;
+}
+
+// True where key j lies after query i: those scores are masked. Made from arange in forward
+// rather than kept as a [n_positions, n_positions] buffer, so it is neither model state nor a
+// checkpoint entry, and each attention layer makes its own on its own IPU.
+inline Tensor causal_mask(int64_t s) {
+  Tensor i = arange(s);
+  return gt(reshape(i, {1, s}), reshape(i, {s, 1}));
+}
+
+}  // namespace gpt2_detail
+
+// Hugging Face's Conv1D: a linear layer whose weight is stored [in, out] (y = x W + b), kept so
+// GPT-2 checkpoints load without transposing. Arguments in HF's order: Conv1D(nf=out, nx=in).
+class Conv1DImpl : public nn::Module {
+ public:
+  Conv1DImpl(int64_t nf, int64_t nx) : nn::Module("Conv1D"), nf_(nf), nx_(nx) {
+    IPUML_CHECK(nf > 0 && nx > 0, "Conv1D: nf and nx must be positive, got ", nf, " and ", nx);
+    weight = register_parameter("weight", zeros({nx, nf}));
+    bias = register_parameter("bias", zeros({nf}));
+  }
+  Tensor forward(const Tensor& x) override {
+    IPUML_CHECK(x.dim() >= 1 && x.size(-1) == nx_,
+                "Conv1D: expected an input whose last dim is nx=", nx_, ", got shape ",
+                shape_str(x.shape()));
+    Shape out = x.shape();
+    out.back() = nf_;
+    return reshape(add(matmul(reshape(x, {-1, nx_}), weight), bias), out);
+  }
+  std::string extra_repr() const override {
+    return "nf=" + std::to_string(nf_) + ", nx=" + std::to_string(nx_);
+  }
+
+  Tensor weight, bias;
+
+ private:
+  int64_t nf_, nx_;
+};
+IPUML_MODULE(Conv1D);
+
+class GPT2AttentionImpl : public nn::Module {
+ public:
+  explicit GPT2AttentionImpl(const GPT2Config& c)
+      : nn::Module("GPT2Attention"), n_embd_(c.n_embd()), n_head_(c.n_head()) {
+    c_attn = register_module("c_attn", Conv1D(3 * n_embd_, n_embd_));
+    c_proj = register_module("c_proj", Conv1D(n_embd_, n_embd_));
+    attn_dropout = register_module("attn_dropout", nn::Dropout(c.attn_pdrop()));
+    resid_dropout = register_module("resid_dropout", nn::Dropout(c.resid_pdrop()));
+  }
+
+  // [B, S, E] -> [B, S, E], each position attending to itself and earlier positions only.
+  Tensor forward(const Tensor& x) override {
+    const int64_t b = x.size(0), s = x.size(1), d = n_embd_ / n_head_;
+    auto qkv = split(c_attn(x), n_embd_, 2);
+    auto heads = [&](const Tensor& t) {
+      return permute(reshape(t, {b, s, n_head_, d}), {0, 2, 1, 3});
+    };
+    Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
+    Tensor scores = div(matmul(q, transpose(k, 2, 3)), std::sqrt(static_cast<double>(d)));
+    // HF fills with the dtype's lowest value: exp() of it is exactly 0 after the max shift.
+    scores = masked_fill(scores, gpt2_detail::causal_mask(s),
+                         static_cast<double>(std::numeric_limits<float>::lowest()));
+    Tensor probs = attn_dropout(softmax(scores, 3));
+    Tensor ctx = reshape(permute(matmul(probs, v), {0, 2, 1, 3}), {b, s, n_embd_});
+    return resid_dropout(c_proj(ctx));
+  }
+
+  Conv1D c_attn{nullptr}, c_proj{nullptr};
+  nn::Dropout attn_dropout{nullptr}, resid_dropout{nullptr};
+
+ private:
+  int64_t n_embd_, n_head_;
+};
+IPUML_MODULE(GPT2Attention);
+
+class GPT2MLPImpl : public nn::Module {
+ public:
+  explicit GPT2MLPImpl(const GPT2Config& c) : nn::Module("GPT2MLP") {
+    c_fc = register_module("c_fc", Conv1D(c.inner_dim(), c.n_embd()));
+    c_proj = register_module("c_proj", Conv1D(c.n_embd(), c.inner_dim()));
+    // HF's "gelu_new", GPT-2's activation: the tanh approximation.
+    act = register_module("act", nn::GELU(nn::GELUOptions().approximate("tanh")));
+    dropout = register_module("dropout", nn::Dropout(c.resid_pdrop()));
+  }
+  Tensor forward(const Tensor& x) override { return dropout(c_proj(act(c_fc(x)))); }
+
+  Conv1D c_fc{nullptr}, c_proj{nullptr};
+  nn::GELU act{nullptr};
+  nn::Dropout dropout{nullptr};
+};
+IPUML_MODULE(GPT2MLP);
+
+// Pre-LN: x + attn(ln_1(x)), then x + mlp(ln_2(x)).
+class GPT2BlockImpl : public nn::Module {
+ public:
+  explicit GPT2BlockImpl(const GPT2Config& c) : nn::Module("GPT2Block") {
+    const auto ln = nn::LayerNormOptions({c.n_embd()}).eps(c.layer_norm_epsilon());
+    ln_1 = register_module("ln_1", nn::LayerNorm(ln));
+    attn = register_module("attn", GPT2Attention(c));
+    ln_2 = register_module("ln_2", nn::LayerNorm(ln));
+    mlp = register_module("mlp", GPT2MLP(c));
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = add(x, attn(ln_1(x)));
+    return add(h, mlp(ln_2(h)));
+  }
+
+  nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
+  GPT2Attention attn{nullptr};
+  GPT2MLP mlp{nullptr};
+};
+IPUML_MODULE(GPT2Block);
+
+// HF's GPT2Model: input_ids [B, S] (int64) -> final hidden states [B, S, n_embd].
+class GPT2ModelImpl : public nn::Module {
+ public:
+  explicit GPT2ModelImpl(const GPT2Config& c) : nn::Module("GPT2Model"), config(c) {
+    config.validate();
+    wte = register_module("wte", nn::Embedding(c.vocab_size(), c.n_embd()));
+    wpe = register_module("wpe", nn::Embedding(c.n_positions(), c.n_embd()));
+    drop = register_module("drop", nn::Dropout(c.embd_pdrop()));
+    h = register_module("h", nn::ModuleList());
+    for (int64_t i = 0; i < c.n_layer(); ++i) {
+      blocks.emplace_back(c);
+      h->push_back(blocks.back());
+    }
+    ln_f = register_module(
+        "ln_f", nn::LayerNorm(nn::LayerNormOptions({c.n_embd()}).eps(c.layer_norm_epsilon())));
+    init_from_fresh_embeddings();
+    if (!c.layers_per_ipu().empty()) {
+      // BeginBlock on each block: calling it through its holder switches the IPU.
+      wte->begin_block(0);
+      const auto ipus = gpt2_detail::layer_ipus(c.layers_per_ipu());
+      for (size_t i = 0; i < blocks.size(); ++i) blocks[i]->begin_block(ipus[i]);
+    }
+  }
+
+  // HF's _init_weights: N(0, initializer_range) for weights and embeddings, zero biases, and
+  // the residual projections (c_proj) scaled down by sqrt(2 n_layer) (GPT-2 paper, 2.3).
+  // LayerNorms at 1/0.
+  void reset_parameters() {
+    for (auto& [name, m] : named_modules())
+      if (auto ln = std::dynamic_pointer_cast<nn::LayerNormImpl>(m)) {
+        nn::init::ones_(ln->weight);
+        nn::init::zeros_(ln->bias);
+      }
+    wte->reset_parameters();
+    wpe->reset_parameters();
+    init_from_fresh_embeddings();
+  }
+
+  Tensor forward(const Tensor& input_ids) override {
+    IPUML_CHECK(input_ids.dim() == 2 && is_integral(input_ids.dtype()),
+                "GPT2Model: expected input_ids [batch, seq] of int64, got shape ",
+                shape_str(input_ids.shape()), " of ", dtype_name(input_ids.dtype()));
+    const int64_t s = input_ids.size(1);
+    IPUML_CHECK(s >= 1 && s <= config.n_positions(), "GPT2Model: sequence length ", s,
+                " must be between 1 and n_positions=", config.n_positions());
+    Tensor x = wte(input_ids);
+    x = drop(add(x, wpe(arange(s))));
+    for (auto& blk : blocks) x = blk(x);
+    return ln_f(x);
+  }
+
+  GPT2Config config;
+  nn::Embedding wte{nullptr}, wpe{nullptr};
+  nn::Dropout drop{nullptr};
+  nn::ModuleList h{nullptr};
+  std::vector<GPT2Block> blocks;  // h's blocks, called through their holders (BeginBlock)
+  nn::LayerNorm ln_f{nullptr};
+
+ private:
+  // Expects the embeddings as nn::Embedding draws them, N(0, 1): scaling them gives
+  // N(0, initializer_range) without drawing 39M numbers a second time.
+  void init_from_fresh_embeddings() {
+    const double std = config.initializer_range();
+    {
+      NoGradGuard no_grad;
+      wte->weight.mul_(std);
+      wpe->weight.mul_(std);
+    }
+    const double proj_std = std / std::sqrt(2.0 * static_cast<double>(config.n_layer()));
+    for (auto& blk : blocks) {
+      for (Conv1D* m : {&blk->attn->c_attn, &blk->mlp->c_fc}) {
+        nn::init::normal_((*m)->weight, 0.0, std);
+        nn::init::zeros_((*m)->bias);
+      }
+      for (Conv1D* m : {&blk->attn->c_proj, &blk->mlp->c_proj}) {
+        nn::init::normal_((*m)->weight, 0.0, proj_std);
+        nn::init::zeros_((*m)->bias);
+      }
+    }
+  }
+};
+IPUML_MODULE(GPT2Model);
+
+// HF's GPT2LMHeadModel: input_ids [B, S] -> logits [B, S, vocab_size]. The LM head is wte itself
+// (logits = h wte^T), so it is no second parameter: parameters() lists wte once.
+class GPT2LMHeadModelImpl : public nn::Module {
+ public:
+  explicit GPT2LMHeadModelImpl(const GPT2Config& c = GPT2Config()) : nn::Module("GPT2LMHeadModel") {
+    transformer = register_module("transformer", GPT2Model(c));
+  }
+
+  Tensor forward(const Tensor& input_ids) override {
+    Tensor h = transformer(input_ids);
+    // The head shares wte's weight, so Graphcore keeps it with the embedding on IPU 0.
+    if (!config().layers_per_ipu().empty()) ir::PlacementGuard::set_current(0);
+    return linear(h, transformer->wte->weight);
+  }
+
+  const GPT2Config& config() const { return transformer->config; }
+
+  GPT2Model transformer{nullptr};
+};
+IPUML_MODULE(GPT2LMHeadModel);
+
+// train_gpt2.py's batch split: inputs batch[:, :-1] and labels batch[:, 1:] (next tokens).
+inline std::pair<Tensor, Tensor> shift_tokens(const Tensor& batch) {
+  IPUML_CHECK(batch.dim() == 2 && batch.size(1) >= 2,
+              "shift_tokens: expected a [batch, seq] token batch with seq >= 2, got shape ",
+              shape_str(batch.shape()));
+  const int64_t s = batch.size(1);
+  return {contiguous(slice(batch, 1, 0, s - 1)), contiguous(slice(batch, 1, 1, s))};
+}
+
+// Mean next-token cross-entropy: logits [B, S, V] against already shifted labels [B, S].
+inline Tensor causal_lm_loss(const Tensor& logits, const Tensor& labels) {
+  IPUML_CHECK(logits.dim() == 3 && labels.dim() == 2 && labels.size(0) == logits.size(0) &&
+                  labels.size(1) == logits.size(1),
+              "causal_lm_loss: expected logits [B, S, V] and labels [B, S], got shapes ",
+              shape_str(logits.shape()), " and ", shape_str(labels.shape()));
+  return cross_entropy(reshape(logits, {-1, logits.size(2)}), reshape(labels, {-1}));
+}
+
+}  // namespace ipuml::models
