@@ -1,0 +1,9 @@
+// The model zoo in one include: the MNIST CNN, ResNet, BERT, GPT-2 and the Neuron-Inverter,
+// each as in its reference implementation (see each header).
+#pragma once
+
+#include <ipuml/models/mnist_cnn.hpp>
+#include <ipuml/models/resnet.hpp>
+#include <ipuml/models/bert.hpp>
+#include <ipuml/models/gpt2.hpp>
+#include <ipuml/models/neuron_inverter.hpp>
