@@ -67,7 +67,9 @@ struct NodePlan {
   TileSpan span;    // parts of spec's axis over tiles (Grid: the grid's tiles, one part each)
   MatrixGrid grid;  // Grid: the partition; its K partials reduce on reduce_tiles tiles
   int64_t reduce_tiles = 0;
-  int32_t serial = 1;  // serial factor that keeps the temporaries under the limit
+  uint8_t resident = 0;  // Grid: operands laid out by this op that stay put (1: a, 2: b)
+  int32_t follows = -1;  // elementwise: the input whose layout the op and its output take
+  int32_t serial = 1;    // serial factor that keeps the temporaries under the limit
   int64_t vertices = 0;
   double flops = 0;
   double compute_cycles = 0, exchange_cycles = 0, sync_cycles = 0, inter_ipu_cycles = 0;

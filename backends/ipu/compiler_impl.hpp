@@ -187,7 +187,11 @@ struct Planner {
 
   Cost evaluate_grid(int64_t ni, const MatrixGrid& grid, int32_t ipu, bool planning) const {
     const auto& n = g.nodes[static_cast<size_t>(ni)];
-    const MatrixCost mc = matrix_cost(t, matrix_problem(g, n), grid, o.partials_type, limit_of(n));
+    MatrixProblem p = matrix_problem(g, n);
+    const auto& np = plan.nodes[static_cast<size_t>(ni)];
+    p.a_resident = (np.resident & 1) != 0;
+    p.b_resident = (np.resident & 2) != 0;
+    const MatrixCost mc = matrix_cost(t, p, grid, o.partials_type, limit_of(n));
     Cost c;
     c.compute = mc.compute;
     c.exchange = mc.exchange;
@@ -195,16 +199,58 @@ struct Planner {
     c.temp = mc.temp;
     c.exchange_total = mc.exchange_bytes;
     c.serial = grid.sk;
-    c.transfers = 2;
+    c.transfers = p.b_bytes > 0 ? 2 : 1;
     c.fits = mc.fits;
     add_inter_ipu(n, ipu, planning, c);
     return c;
   }
 
-  Cost evaluate(int64_t ni, const SliceSpec& s, const TileSpan& span, bool planning) const {
+  // An elementwise op computed where input `j` lives (popops maps its output like its input):
+  // j never moves, an input laid out the same way neither, the others come to it.
+  Cost evaluate_following(int64_t ni, size_t j, bool planning) const {
+    const auto& n = g.nodes[static_cast<size_t>(ni)];
+    const auto& lj = plan.values[static_cast<size_t>(n.inputs[j])];
+    const auto& out = g.meta(n.outputs[0]);
+    const double frac =
+        static_cast<double>(max_part_rows(lj.span.extent, lj.span.grain, lj.span.parts)) /
+        static_cast<double>(lj.span.extent);
+    Cost c;
+    double recv = 0, touched = static_cast<double>(out.nbytes()) * frac;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const int64_t v = n.inputs[k];
+      const auto& m = g.meta(v);
+      const auto& lk = plan.values[static_cast<size_t>(v)];
+      const bool same_shape = m.shape == out.shape;
+      const double bytes = same_shape ? static_cast<double>(m.nbytes()) * frac
+                                      : std::min<double>(static_cast<double>(m.numel()),
+                                                         std::ceil(frac * out.numel())) *
+                                            static_cast<double>(dtype_size(m.dtype));
+      touched += bytes;
+      const bool local = k == j || (planning && is_free(v)) ||
+                         (same_shape && lk.axis == lj.axis && lk.span == lj.span);
+      if (!local) {
+        recv += bytes;
+        c.exchange_total += same_shape ? static_cast<double>(m.nbytes()) : bytes * lj.span.parts;
+        c.transfers += 1;
+      }
+    }
+    const double items = std::max(1.0, static_cast<double>(out.numel()) * frac);
+    c.compute = vertex_cycles(t, plan.nodes[static_cast<size_t>(ni)].flops * frac, touched,
+                              g.meta(n.inputs[j]).dtype, false, static_cast<int64_t>(items));
+    c.exchange = exchange_cycles(t, recv);
+    c.sync = static_cast<double>(t.sync_cycles);
+    c.temp = recv;
+    add_inter_ipu(n, lj.span.ipu, planning, c);
+    c.fits = c.temp <= limit_of(n);
+    return c;
+  }
+
+  Cost evaluate(int64_t ni, const SliceSpec& s, const TileSpan& span, bool planning,
+                int32_t follows = -1) const {
     const auto& n = g.nodes[static_cast<size_t>(ni)];
     if (s.kind == SplitKind::Grid)
       return evaluate_grid(ni, plan.nodes[static_cast<size_t>(ni)].grid, span.ipu, planning);
+    if (follows >= 0) return evaluate_following(ni, static_cast<size_t>(follows), planning);
     Cost c;
     const double limit = limit_of(n);
     const double flops = plan.nodes[static_cast<size_t>(ni)].flops;
@@ -279,7 +325,10 @@ struct Planner {
       const auto& m = g.meta(v);
       const int64_t elems = std::max<int64_t>(1, m.numel());
       ValueLayout l;
-      if (np.spec.kind == SplitKind::Flat || np.spec.kind == SplitKind::Rows) {
+      if (np.follows >= 0) {
+        l = plan.values[static_cast<size_t>(n.inputs[static_cast<size_t>(np.follows)])];
+        l.bytes = static_cast<int64_t>(m.nbytes());
+      } else if (np.spec.kind == SplitKind::Flat || np.spec.kind == SplitKind::Rows) {
         l = axis_layout(m, -1, np.span);
       } else if (np.spec.kind == SplitKind::Axis) {
         l = axis_layout(m, np.spec.out_dim, np.span);
@@ -323,10 +372,19 @@ struct Planner {
   void plan_grid(int64_t ni) {
     const auto& n = g.nodes[static_cast<size_t>(ni)];
     auto& np = plan.nodes[static_cast<size_t>(ni)];
-    const MatrixProblem p = matrix_problem(g, n);
+    MatrixProblem p = matrix_problem(g, n);
+    // A state or input no earlier op placed can be laid out where this op wants it.
+    auto free_input = [&](int j) {
+      return j >= 0 && is_free(n.inputs[static_cast<size_t>(j)]) &&
+             g.values[static_cast<size_t>(n.inputs[static_cast<size_t>(j)])].kind ==
+                 ir::ValueKind::State;
+    };
+    p.a_resident = free_input(p.a_input);
+    p.b_resident = free_input(p.b_input);
     std::ostringstream key;
     key.precision(17);
-    key << ir::op_name(n.kind) << '|' << n.attrs.key() << '|' << limit_of(n);
+    key << ir::op_name(n.kind) << '|' << n.attrs.key() << '|' << limit_of(n) << '|' << p.a_resident
+        << p.b_resident;
     for (auto v : n.inputs) key << '|' << dtype_name(g.meta(v).dtype) << shape_str(g.meta(v).shape);
     auto it = grids.find(key.str());
     if (it == grids.end())
@@ -336,12 +394,29 @@ struct Planner {
     np.spec.kind = SplitKind::Grid;
     np.spec.in_dim = p.k_dim;  // what the executor slices for K's partial sums
     np.spec.extent = p.k;
-    np.spec.matrix = true;
+    np.spec.matrix = p.amp;
     const int32_t ipu = n.ipu;
     const auto tiles = static_cast<int32_t>(np.grid.tiles());
     np.span = TileSpan{ipu, next_tile[static_cast<size_t>(ipu)], tiles, tiles, 1};
     np.reduce_tiles =
         np.grid.pk > 1 ? matrix_cost(t, p, np.grid, o.partials_type, limit_of(n)).reduce_tiles : 0;
+    // Resident operands stay on the tiles of their blocks, once each.
+    np.resident = 0;
+    auto keep = [&](bool resident, unsigned axes, int j, uint8_t bit) {
+      if (!resident || replication(np.grid, axes) != 1) return;
+      const int64_t v = n.inputs[static_cast<size_t>(j)];
+      ValueLayout l;
+      l.axis = kBlockedAxis;
+      l.bytes = static_cast<int64_t>(g.meta(v).nbytes());
+      const int64_t elems = std::max<int64_t>(1, g.meta(v).numel());
+      l.span = TileSpan{ipu, np.span.first_tile,
+                        static_cast<int32_t>(std::min<int64_t>(tiles, elems)), elems, 1};
+      plan.values[static_cast<size_t>(v)] = l;
+      placed[static_cast<size_t>(v)] = true;
+      np.resident |= bit;
+    };
+    keep(p.a_resident, p.a_axes, p.a_input, 1);
+    keep(p.b_resident, p.b_axes, p.b_input, 2);
     next_tile[static_cast<size_t>(ipu)] = static_cast<int32_t>((np.span.first_tile + tiles) % T());
   }
 
@@ -355,7 +430,7 @@ struct Planner {
     for (auto v : n.inputs) ins.push_back(g.meta(v));
     for (auto v : n.outputs) outs.push_back(g.meta(v));
     np.flops = ir::op_flops(n.kind, n.attrs, ins, outs);
-    if (is_matrix_op(n.kind)) {
+    if (plans_as_grid(g, n)) {
       plan_grid(ni);
       set_output_layouts(ni);
       return;
@@ -408,8 +483,45 @@ struct Planner {
           best_cost = c;
           np.spec = s;
           np.span = sp;
+          np.follows = -1;
         }
       }
+    }
+    // Elementwise ops may run where an input already lives, on its layout.
+    const auto& out = g.meta(n.outputs[0]);
+    const bool elementwise =
+        n.outputs.size() == 1 && !cands.empty() &&
+        (cands[0].kind == SplitKind::Flat || cands[0].kind == SplitKind::Rows) &&
+        !cands[0].merge_all;
+    for (size_t j = 0; elementwise && j < n.inputs.size(); ++j) {
+      const int64_t v = n.inputs[j];
+      const auto& lay = plan.values[static_cast<size_t>(v)];
+      if (is_free(v) || lay.span.ipu != ipu || g.meta(v).shape != out.shape) continue;
+      const Cost c = evaluate_following(ni, j, true);
+      const bool better =
+          (c.fits && !best_cost.fits) ||
+          (c.fits == best_cost.fits &&
+           (c.fits ? c.total() < best_cost.total() - 1e-9 : c.temp < best_cost.temp));
+      if (better) {
+        best_cost = c;
+        np.spec = cands[0];
+        np.span = lay.span;
+        np.follows = static_cast<int32_t>(j);
+      }
+    }
+    if (np.follows >= 0) {
+      // Free inputs of the output's shape take the followed layout too.
+      const auto& lj = plan.values[static_cast<size_t>(n.inputs[static_cast<size_t>(np.follows)])];
+      for (size_t j = 0; j < n.inputs.size(); ++j) {
+        const int64_t v = n.inputs[j];
+        if (!is_free(v) || g.meta(v).shape != out.shape) continue;
+        ValueLayout l = lj;
+        l.bytes = static_cast<int64_t>(g.meta(v).nbytes());
+        plan.values[static_cast<size_t>(v)] = l;
+        placed[static_cast<size_t>(v)] = true;
+      }
+      set_output_layouts(ni);
+      return;
     }
     if (np.span.first_tile == next_tile[static_cast<size_t>(ipu)])
       next_tile[static_cast<size_t>(ipu)] =
@@ -474,7 +586,7 @@ struct Planner {
     for (int64_t ni = 0; ni < N; ++ni) {
       auto& np = plan.nodes[static_cast<size_t>(ni)];
       const auto& n = g.nodes[static_cast<size_t>(ni)];
-      const Cost c = evaluate(ni, np.spec, np.span, false);
+      const Cost c = evaluate(ni, np.spec, np.span, false, np.follows);
       np.compute_cycles = c.compute;
       np.exchange_cycles = c.exchange;
       np.sync_cycles = c.sync;
@@ -499,7 +611,8 @@ struct Planner {
       };
       np.vertices = 0;
       if (np.spec.kind == SplitKind::Grid) {
-        add_vertices(np.span.first_tile, np.span.parts, 1, fields, c.transfers);
+        add_vertices(np.span.first_tile, np.span.parts, np.spec.matrix ? 1 : 3, fields,
+                     c.transfers);
         if (np.reduce_tiles > 0) {
           add_vertices(np.span.first_tile, np.reduce_tiles, 2, 1 + np.grid.pk, 1);
           plan.compute_sets += 1;
@@ -541,12 +654,45 @@ struct Planner {
     };
     mem.always_live_per_step.assign(static_cast<size_t>(N), always);
     mem.not_always_live_per_step.assign(static_cast<size_t>(N), 0);
+    // In place, as Poplar runs them: an elementwise or scatter-add result takes the memory of
+    // an input of its size and layout that dies at that op, and a state's new value, once
+    // nothing reads the old one, is written straight into the state's memory.
+    std::vector<int64_t> updates_state(g.values.size(), -1);
+    for (auto& u : g.updates) updates_state[static_cast<size_t>(u.value)] = u.state;
+    enum : uint8_t { kOwn, kTakesInput, kIntoState };
+    std::vector<uint8_t> home(g.values.size(), kOwn);
+    std::vector<bool> handed_on(g.values.size(), false);
+    auto in_place_op = [](ir::OpKind k) {
+      return ir::is_elementwise_unary(k) || ir::is_elementwise_broadcasting(k) ||
+             k == ir::OpKind::ReluGrad || k == ir::OpKind::GeluGrad || k == ir::OpKind::IndexAdd ||
+             k == ir::OpKind::ScatterAdd;
+    };
     for (int64_t ni = 0; ni < N; ++ni) {
       const auto& n = g.nodes[static_cast<size_t>(ni)];
       const auto& np = plan.nodes[static_cast<size_t>(ni)];
       std::vector<size_t> touched;
-      for (auto v : n.outputs) {
-        add_live(v, 1);
+      for (size_t k = 0; k < n.outputs.size(); ++k) {
+        const int64_t v = n.outputs[k];
+        const auto vu = static_cast<size_t>(v);
+        const int64_t st = updates_state[vu];
+        if (st >= 0 && last[static_cast<size_t>(st)] <= ni &&
+            g.meta(st).nbytes() == g.meta(v).nbytes()) {
+          home[vu] = kIntoState;
+        } else if (k == 0 && in_place_op(n.kind)) {
+          const auto& lv = plan.values[vu];
+          for (auto in : n.inputs) {
+            const auto iu = static_cast<size_t>(in);
+            const auto& li = plan.values[iu];
+            if (g.values[iu].kind == ir::ValueKind::Op && last[iu] == ni && !handed_on[iu] &&
+                home[iu] != kIntoState && g.meta(in).nbytes() == g.meta(v).nbytes() &&
+                li.axis == lv.axis && li.span == lv.span) {
+              home[vu] = kTakesInput;
+              handed_on[iu] = true;
+              break;
+            }
+          }
+        }
+        if (home[vu] == kOwn) add_live(v, 1);
         for_each_piece(
             v, [&](int32_t ipu, int32_t tile, int64_t) { touched.push_back(gt(ipu, tile)); });
       }
@@ -569,16 +715,21 @@ struct Planner {
       }
       for (auto ti : touched) bump(ti, 0);
       mem.not_always_live_per_step[static_cast<size_t>(ni)] = live_total + temp_total;
-      // Values die after their last reader; outputs nobody reads die at once.
+      // Values die after their last reader (their memory goes with them unless a result took
+      // it over); outputs nobody reads die at once.
+      auto release = [&](int64_t v) {
+        if (home[static_cast<size_t>(v)] != kIntoState && !handed_on[static_cast<size_t>(v)])
+          add_live(v, -1);
+      };
       for (auto v : n.outputs)
-        if (last[static_cast<size_t>(v)] < 0) add_live(v, -1);
+        if (last[static_cast<size_t>(v)] < 0) release(v);
       std::vector<int64_t> seen;
       for (auto v : n.inputs)
         if (g.values[static_cast<size_t>(v)].kind == ir::ValueKind::Op &&
             last[static_cast<size_t>(v)] == ni &&
             std::find(seen.begin(), seen.end(), v) == seen.end()) {
           seen.push_back(v);
-          add_live(v, -1);
+          release(v);
         }
     }
 
@@ -728,7 +879,9 @@ inline json plan_to_json(const Plan& p) {
                      n.inter_ipu_bytes,
                      n.max_temp_bytes,
                      json::array({n.grid.pb, n.grid.pm, n.grid.pn, n.grid.pk, n.grid.sk}),
-                     n.reduce_tiles});
+                     n.reduce_tiles,
+                     n.resident,
+                     n.follows});
   j["nodes"] = nodes;
   json values = json::array();
   for (auto& v : p.values) values.push_back({v.axis, span_json(v.span), v.bytes});
@@ -793,6 +946,8 @@ inline Plan plan_from_json(const json& j) {
     np.grid = MatrixGrid{gr.at(0).get<int32_t>(), gr.at(1).get<int32_t>(), gr.at(2).get<int32_t>(),
                          gr.at(3).get<int32_t>(), gr.at(4).get<int32_t>()};
     np.reduce_tiles = n.at(20).get<int64_t>();
+    np.resident = n.at(21).get<uint8_t>();
+    np.follows = n.at(22).get<int32_t>();
     p.nodes.push_back(std::move(np));
   }
   for (auto& v : j.at("values"))

@@ -363,10 +363,11 @@ struct Executable::Impl {
       in_bufs[n][i].data = ptr[static_cast<size_t>(node.inputs[i])];
     for (size_t i = 0; i < node.outputs.size(); ++i)
       out_bufs[n][i].data = ptr[static_cast<size_t>(node.outputs[i])];
-    if (np.spec.kind == SplitKind::Grid || np.spec.kind == SplitKind::Rows) {
-      // B, M and N parts and row ranges give the same bits in one call, which parallelises
-      // inside itself; only K's partial sums change the arithmetic.
-      if (np.spec.kind == SplitKind::Grid && np.grid.k_slices() > 1) {
+    if (np.spec.kind == SplitKind::Grid || np.spec.kind == SplitKind::Rows || np.follows >= 0) {
+      // B, M and N parts, row ranges and elements on an input's layout give the same bits in
+      // one call, which parallelises inside itself; only K's partial sums change the arithmetic.
+      if (np.spec.kind == SplitKind::Grid && np.grid.k_slices() > 1 &&
+          k_parts_are_sums(node.kind)) {
         ipus[static_cast<size_t>(np.span.ipu)]->execute([&] { run_grid_k(n, ctx); });
       } else {
         cpu::run_kernel(node.kind, node.attrs, in_bufs[n], out_bufs[n], ctx);

@@ -19,6 +19,11 @@ namespace ipuml::ipu {
 //   Conv                B images, M output rows, N output channels, K input channels
 //   ConvBackwardInput   B images, M input rows, N input channels, K output channels
 //   ConvBackwardWeight  B 1, M output channels, N input channels, K images
+//   Sum                 B 1, M the kept elements, N 1, K the leading reduced dim
+//   IndexSelect         B 1, M lookups, N the table's columns, K its rows (a one-hot product:
+//                       each output takes the one part whose rows hold its index)
+//   IndexAdd            B 1, M the table's rows, N its columns, K 1 (each tile adds the
+//                       looked-up rows that fall in its block)
 // K is the axis the executor really slices into partial sums; B, M and N parts give the same
 // bits whether run per tile or in one call, so the executor runs them as one.
 struct MatrixProblem {
@@ -32,10 +37,20 @@ struct MatrixProblem {
   int64_t a_rows = 0, row_num = 1, row_den = 1, halo = 0;
   int64_t out_elems = 0;
   DType dtype = DType::Float32, out_dtype = DType::Float32;
+  bool amp = true;  // the matrix unit (AMP); a reduction's adds run on the vector units
+  int a_input = 0, b_input = 1;  // the node inputs that are a and b (-1: no such operand)
+  // An operand laid out by this op (a state no earlier op placed) stays on the tiles of its
+  // blocks: where the grid does not replicate it, it is never received.
+  bool a_resident = false, b_resident = false;
   std::vector<int> k_dim;  // per node input: its dim sliced along K, -1 if it has none (a bias)
 };
 
 bool is_matrix_op(ir::OpKind k);
+// Ops planned as grids: matrix ops, and float sums that reduce their leading dim (a bias
+// gradient over the batch), whose partial sums over batch ranges reduce in a second stage.
+bool plans_as_grid(const ir::Graph& g, const ir::Node& n);
+// Whether a K split changes the arithmetic (sums); a lookup's K parts select, and run as one.
+bool k_parts_are_sums(ir::OpKind k);
 MatrixProblem matrix_problem(const ir::Graph& g, const ir::Node& n);
 
 struct MatrixGrid {
@@ -45,6 +60,9 @@ struct MatrixGrid {
   int64_t k_slices() const { return int64_t{pk} * sk; }
   bool operator==(const MatrixGrid&) const = default;
 };
+
+// How many tiles hold the same block of an operand spanning `axes` (1: each block once).
+int64_t replication(const MatrixGrid& g, unsigned axes);
 
 struct MatrixCost {
   double compute = 0, exchange = 0, sync = 0;  // cycles of the largest part, both compute sets

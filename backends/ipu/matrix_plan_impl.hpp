@@ -15,7 +15,93 @@ IPUML_INLINE bool is_matrix_op(ir::OpKind k) {
          k == ir::OpKind::ConvBackwardWeight;
 }
 
+namespace mdetail {
+
+// The leading dim of a Sum's input when that dim (of size > 1) is reduced, else -1.
+inline int leading_reduced_dim(const ir::Graph& g, const ir::Node& n) {
+  if (n.kind != ir::OpKind::Sum || n.inputs.size() != 1) return -1;
+  const auto& in = g.meta(n.inputs[0]);
+  const auto& out = g.meta(n.outputs[0]);
+  if (in.dtype != DType::Float32 || out.numel() <= 1) return -1;
+  std::vector<bool> red(in.shape.size(), n.attrs.dims.empty());
+  for (auto d : n.attrs.dims) red[static_cast<size_t>(d)] = true;
+  for (size_t i = 0; i < in.shape.size(); ++i)
+    if (in.shape[i] > 1) return red[i] ? static_cast<int>(i) : -1;
+  return -1;
+}
+
+}  // namespace mdetail
+
+namespace mdetail {
+
+// An embedding lookup (rows of a 2-d table) or its gradient (rows added into a 2-d table).
+inline bool is_table_op(const ir::Graph& g, const ir::Node& n) {
+  if (n.attrs.dims.empty() || n.attrs.dims[0] != 0) return false;
+  if (n.kind == ir::OpKind::IndexSelect) return g.meta(n.inputs[0]).shape.size() == 2;
+  if (n.kind == ir::OpKind::IndexAdd) return g.meta(n.outputs[0]).shape.size() == 2;
+  return false;
+}
+
+}  // namespace mdetail
+
+IPUML_INLINE bool plans_as_grid(const ir::Graph& g, const ir::Node& n) {
+  return is_matrix_op(n.kind) || mdetail::leading_reduced_dim(g, n) >= 0 ||
+         mdetail::is_table_op(g, n);
+}
+
+IPUML_INLINE bool k_parts_are_sums(ir::OpKind k) {
+  return k != ir::OpKind::IndexSelect && k != ir::OpKind::IndexAdd;
+}
+
+IPUML_INLINE int64_t replication(const MatrixGrid& g, unsigned axes) {
+  using A = MatrixProblem::Axis;
+  int64_t r = 1;
+  if (!(axes & A::kB)) r *= g.pb;
+  if (!(axes & A::kM)) r *= g.pm;
+  if (!(axes & A::kN)) r *= g.pn;
+  if (!(axes & A::kK)) r *= g.pk;
+  return r;
+}
+
 IPUML_INLINE MatrixProblem matrix_problem(const ir::Graph& g, const ir::Node& n) {
+  if (mdetail::is_table_op(g, n)) {
+    const bool lookup = n.kind == ir::OpKind::IndexSelect;
+    const auto& out = g.meta(n.outputs[0]);
+    const auto& idx = g.meta(n.inputs[lookup ? 1 : 0]);
+    const auto& rows = g.meta(n.inputs[lookup ? 0 : 1]);  // the table, or the added rows
+    MatrixProblem p;
+    p.m = lookup ? idx.numel() : out.shape[0];
+    p.n = out.shape[1];
+    p.k = lookup ? rows.shape[0] : 1;
+    p.flops = static_cast<double>(lookup ? out.numel() : rows.numel());
+    p.a_bytes = static_cast<double>(lookup ? idx.nbytes() : rows.nbytes());
+    p.b_bytes = static_cast<double>(lookup ? rows.nbytes() : idx.nbytes());
+    p.a_axes = lookup ? MatrixProblem::kM : MatrixProblem::kN;
+    p.b_axes = lookup ? MatrixProblem::kK | MatrixProblem::kN : 0u;
+    p.a_input = 1;
+    p.b_input = 0;
+    p.out_elems = out.numel();
+    p.dtype = p.out_dtype = out.dtype;
+    p.amp = false;
+    p.k_dim.assign(n.inputs.size(), -1);
+    return p;
+  }
+  if (n.kind == ir::OpKind::Sum) {
+    const int d = mdetail::leading_reduced_dim(g, n);
+    IPUML_CHECK(d >= 0, "matrix_problem: this Sum does not reduce its leading dim");
+    const auto& in = g.meta(n.inputs[0]);
+    MatrixProblem p;
+    p.m = g.meta(n.outputs[0]).numel();
+    p.k = in.shape[static_cast<size_t>(d)];
+    p.flops = static_cast<double>(in.numel());
+    p.a_bytes = static_cast<double>(in.nbytes());
+    p.a_axes = MatrixProblem::kM | MatrixProblem::kK;
+    p.b_input = -1;
+    p.out_elems = p.m;
+    p.amp = false;
+    p.k_dim = {d};
+    return p;
+  }
   using K = ir::OpKind;
   using A = MatrixProblem::Axis;
   MatrixProblem p;
@@ -89,6 +175,8 @@ IPUML_INLINE MatrixProblem matrix_problem(const ir::Graph& g, const ir::Node& n)
       p.k = in0.shape[0];
       p.a_bytes = static_cast<double>(in1.nbytes());  // a is dy, b is x
       p.b_bytes = static_cast<double>(in0.nbytes());
+      p.a_input = 1;
+      p.b_input = 0;
       p.a_axes = A::kM | A::kK;
       p.b_axes = A::kN | A::kK;
       p.k_dim[0] = p.k_dim[1] = 0;
@@ -157,7 +245,10 @@ IPUML_INLINE MatrixCost matrix_cost(const Target& t, const MatrixProblem& p, con
   };
   const double a_slice = slice(p.a_bytes, p.a_axes, fm_a);
   const double b_slice = slice(p.b_bytes, p.b_axes, fm);
-  const double recv = a_slice + b_slice;
+  const bool a_stays = p.a_resident && replication(g, p.a_axes) == 1;
+  const bool b_stays = p.b_resident && replication(g, p.b_axes) == 1;
+  const double recv = (a_stays ? 0.0 : a_slice) + (b_stays ? 0.0 : b_slice);
+  const double held = a_slice + b_slice;  // what the vertex reads, received or resident
   const double out_es = static_cast<double>(dtype_size(p.out_dtype));
   const double ps = static_cast<double>(dtype_size(partials));
   const double block = static_cast<double>(p.out_elems) * fb * fm * fn;  // output elements
@@ -167,7 +258,7 @@ IPUML_INLINE MatrixCost matrix_cost(const Target& t, const MatrixProblem& p, con
   const bool own_partials = g.pk > 1 || (g.sk > 1 && partials != p.out_dtype);
   const double partial = own_partials ? block * ps : 0.0;
 
-  c.compute = vertex_cycles(t, p.flops * fb * fm * fn * fk, recv + block * out_es, p.dtype, true,
+  c.compute = vertex_cycles(t, p.flops * fb * fm * fn * fk, held + block * out_es, p.dtype, p.amp,
                             static_cast<int64_t>(block)) +
               static_cast<double>(t.vertex_overhead_cycles) * (sk - 1.0);
   c.exchange = exchange_cycles(t, recv);
