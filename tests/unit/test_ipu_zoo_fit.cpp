@@ -103,7 +103,7 @@ TEST_CASE("zoo on ipu: BERT-base with LAMB fits 4 ipu2s as layers_per_ipu 0 4 4 
   compile_fits(tr, 4);
 }
 
-TEST_CASE("zoo on ipu: GPT-2 small fits 4 ipu2s as 0 4 4 4 at seq 128; each IPU updates its own",
+TEST_CASE("zoo on ipu: GPT-2 small fits 4 ipu2s as 0 4 4 4 at seq 128, each IPU updating its own",
           "[ipu][zoo]") {
   auto net = models::GPT2LMHeadModel(models::GPT2Config::small().layers_per_ipu({0, 4, 4, 4}));
   optim::SGD opt(net->parameters(), optim::SGDOptions(1e-3).momentum(0.9));

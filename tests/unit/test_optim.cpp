@@ -133,7 +133,8 @@ TEST_CASE("optimizer options chain and are validated", "[optim][errors]") {
   CHECK_THROWS_WITH(sgd.add_param_group({w}), Catch::Contains("already appears in another group"));
 }
 
-TEST_CASE("parameter groups keep their own options; params without grad are skipped", "[optim]") {
+TEST_CASE("parameter groups keep their own options and params without grad are skipped",
+          "[optim]") {
   Tensor a = full({3}, 1.0).requires_grad_();
   Tensor b = full({3}, 1.0).requires_grad_();
   Tensor c = full({3}, 1.0).requires_grad_();

@@ -8,7 +8,7 @@
 
 using namespace ipuml;
 
-TEST_CASE("views share storage; clone does not", "[tensor]") {
+TEST_CASE("views share storage, clone does not", "[tensor]") {
   Tensor x = arange(0.0, 12.0, 1.0).reshape({3, 4});
   Tensor t = x.t();
   CHECK_FALSE(t.is_contiguous());

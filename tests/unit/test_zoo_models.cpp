@@ -481,7 +481,7 @@ TEST_CASE("BERT: AdamW steps lower the pre-training and SQuAD losses", "[zoo][be
   CHECK(cross_entropy_ignore(logits, full({3}, -100.0, kInt64)).item<float>() == 0.0f);
 }
 
-TEST_CASE("BERT: layers_per_ipu places encoder layers; embeddings, pooler and heads on IPU 0",
+TEST_CASE("BERT: layers_per_ipu places encoder layers, with embeddings, pooler and heads on IPU 0",
           "[zoo][bert]") {
   manual_seed(13);
   BertForPreTraining m(BertConfig::tiny().num_hidden_layers(4).layers_per_ipu({0, 2, 2}));
