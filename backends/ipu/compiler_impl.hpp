@@ -570,9 +570,10 @@ struct Planner {
       return static_cast<size_t>(ipu) * static_cast<size_t>(T()) + static_cast<size_t>(tile);
     };
     for (auto v : g.states)
-      for_each_piece(v, [&](int32_t ipu, int32_t tile, int64_t b) {
-        mem.tiles[gt(ipu, tile)].bytes[kState] += b;
-      });
+      if (!g.values[static_cast<size_t>(v)].offchip)
+        for_each_piece(v, [&](int32_t ipu, int32_t tile, int64_t b) {
+          mem.tiles[gt(ipu, tile)].bytes[kState] += b;
+        });
     for (auto v : g.inputs)
       for_each_piece(v, [&](int32_t ipu, int32_t tile, int64_t b) {
         mem.tiles[gt(ipu, tile)].bytes[kStream] += b;
@@ -654,45 +655,99 @@ struct Planner {
     };
     mem.always_live_per_step.assign(static_cast<size_t>(N), always);
     mem.not_always_live_per_step.assign(static_cast<size_t>(N), 0);
-    // In place, as Poplar runs them: an elementwise or scatter-add result takes the memory of
-    // an input of its size and layout that dies at that op, and a state's new value, once
-    // nothing reads the old one, is written straight into the state's memory.
+    // Values live in buffers. In place, as Poplar runs them: an elementwise or scatter-add
+    // result shares the buffer of an input of its size and layout that dies at that op (a
+    // state's own memory included, when the state is updated and nothing reads it later), and a
+    // state's new value, once nothing reads the old one, is written into the state's memory.
+    // States in streaming memory come onto the tiles when first read and their new values go
+    // straight back. A buffer is freed when the last value in it dies; state memory never is.
+    auto offchip = [&](int64_t v) { return g.values[static_cast<size_t>(v)].offchip; };
     std::vector<int64_t> updates_state(g.values.size(), -1);
     for (auto& u : g.updates) updates_state[static_cast<size_t>(u.value)] = u.state;
-    enum : uint8_t { kOwn, kTakesInput, kIntoState };
-    std::vector<uint8_t> home(g.values.size(), kOwn);
-    std::vector<bool> handed_on(g.values.size(), false);
+    std::vector<bool> updated(g.values.size(), false);
+    for (auto& u : g.updates) updated[static_cast<size_t>(u.state)] = true;
+    // A new value bound for streaming memory leaves the tiles after its last reader here.
+    std::vector<int64_t> last_read(g.values.size(), -1);
+    for (int64_t ni = 0; ni < N; ++ni)
+      for (auto v : g.nodes[static_cast<size_t>(ni)].inputs) last_read[static_cast<size_t>(v)] = ni;
+    auto streams_out = [&](int64_t v) {
+      const int64_t st = updates_state[static_cast<size_t>(v)];
+      return st >= 0 && offchip(st);
+    };
+    struct Buffer {
+      int64_t owner = -1;  // the value whose layout it has
+      int32_t refs = 0;
+      bool state = false;  // on-chip state memory: counted as state, never freed
+    };
+    std::vector<Buffer> buffers;
+    std::vector<int64_t> buffer_of(g.values.size(), -1);
+    auto new_buffer = [&](int64_t v, bool state) {
+      buffers.push_back(Buffer{v, 0, state});
+      if (!state) add_live(v, 1);
+      return static_cast<int64_t>(buffers.size()) - 1;
+    };
+    auto hold = [&](int64_t v, int64_t b) {
+      buffer_of[static_cast<size_t>(v)] = b;
+      ++buffers[static_cast<size_t>(b)].refs;
+    };
+    auto drop = [&](int64_t v) {
+      const int64_t b = buffer_of[static_cast<size_t>(v)];
+      if (b < 0) return;
+      buffer_of[static_cast<size_t>(v)] = -1;
+      auto& buf = buffers[static_cast<size_t>(b)];
+      if (--buf.refs == 0 && !buf.state) add_live(buf.owner, -1);
+    };
+    for (auto v : g.states)
+      if (!offchip(v)) hold(v, new_buffer(v, true));
+    std::vector<double> streamed(static_cast<size_t>(t.num_ipus), 0.0);
     auto in_place_op = [](ir::OpKind k) {
       return ir::is_elementwise_unary(k) || ir::is_elementwise_broadcasting(k) ||
              k == ir::OpKind::ReluGrad || k == ir::OpKind::GeluGrad || k == ir::OpKind::IndexAdd ||
              k == ir::OpKind::ScatterAdd;
     };
+    auto same_place = [&](int64_t a, int64_t b) {
+      const auto& la = plan.values[static_cast<size_t>(a)];
+      const auto& lb = plan.values[static_cast<size_t>(b)];
+      return g.meta(a).nbytes() == g.meta(b).nbytes() && la.axis == lb.axis && la.span == lb.span;
+    };
     for (int64_t ni = 0; ni < N; ++ni) {
       const auto& n = g.nodes[static_cast<size_t>(ni)];
       const auto& np = plan.nodes[static_cast<size_t>(ni)];
       std::vector<size_t> touched;
+      for (auto v : n.inputs)
+        if (offchip(v) && buffer_of[static_cast<size_t>(v)] < 0 &&
+            last[static_cast<size_t>(v)] >= ni) {
+          hold(v, new_buffer(v, false));
+          streamed[static_cast<size_t>(plan.values[static_cast<size_t>(v)].span.ipu)] +=
+              static_cast<double>(g.meta(v).nbytes());
+        }
+      std::vector<int64_t> taken;  // inputs whose buffer a result took over
       for (size_t k = 0; k < n.outputs.size(); ++k) {
         const int64_t v = n.outputs[k];
         const auto vu = static_cast<size_t>(v);
         const int64_t st = updates_state[vu];
-        if (st >= 0 && last[static_cast<size_t>(st)] <= ni &&
-            g.meta(st).nbytes() == g.meta(v).nbytes()) {
-          home[vu] = kIntoState;
-        } else if (k == 0 && in_place_op(n.kind)) {
-          const auto& lv = plan.values[vu];
+        int64_t b = -1;
+        if (streams_out(v)) {
+          streamed[static_cast<size_t>(plan.values[vu].span.ipu)] +=
+              static_cast<double>(g.meta(v).nbytes());
+        } else if (st >= 0 && last[static_cast<size_t>(st)] <= ni &&
+                   g.meta(st).nbytes() == g.meta(v).nbytes()) {
+          b = buffer_of[static_cast<size_t>(st)];
+        }
+        if (b < 0 && k == 0 && in_place_op(n.kind))
           for (auto in : n.inputs) {
             const auto iu = static_cast<size_t>(in);
-            const auto& li = plan.values[iu];
-            if (g.values[iu].kind == ir::ValueKind::Op && last[iu] == ni && !handed_on[iu] &&
-                home[iu] != kIntoState && g.meta(in).nbytes() == g.meta(v).nbytes() &&
-                li.axis == lv.axis && li.span == lv.span) {
-              home[vu] = kTakesInput;
-              handed_on[iu] = true;
+            const bool dies = last[iu] == ni || (g.values[iu].kind == ir::ValueKind::State &&
+                                                 updated[iu] && last[iu] <= ni);
+            if (buffer_of[iu] >= 0 && dies &&
+                std::find(taken.begin(), taken.end(), in) == taken.end() &&
+                (g.values[iu].kind != ir::ValueKind::State || updated[iu]) && same_place(in, v)) {
+              b = buffer_of[iu];
+              taken.push_back(in);
               break;
             }
           }
-        }
-        if (home[vu] == kOwn) add_live(v, 1);
+        hold(v, b >= 0 ? b : new_buffer(v, false));
         for_each_piece(
             v, [&](int32_t ipu, int32_t tile, int64_t) { touched.push_back(gt(ipu, tile)); });
       }
@@ -715,22 +770,22 @@ struct Planner {
       }
       for (auto ti : touched) bump(ti, 0);
       mem.not_always_live_per_step[static_cast<size_t>(ni)] = live_total + temp_total;
-      // Values die after their last reader (their memory goes with them unless a result took
-      // it over); outputs nobody reads die at once.
-      auto release = [&](int64_t v) {
-        if (home[static_cast<size_t>(v)] != kIntoState && !handed_on[static_cast<size_t>(v)])
-          add_live(v, -1);
-      };
+      // Values die after their last reader; outputs nobody reads die at once.
       for (auto v : n.outputs)
-        if (last[static_cast<size_t>(v)] < 0) release(v);
+        if (last[static_cast<size_t>(v)] < 0 ||
+            (streams_out(v) && last_read[static_cast<size_t>(v)] < 0))
+          drop(v);
       std::vector<int64_t> seen;
-      for (auto v : n.inputs)
-        if (g.values[static_cast<size_t>(v)].kind == ir::ValueKind::Op &&
-            last[static_cast<size_t>(v)] == ni &&
-            std::find(seen.begin(), seen.end(), v) == seen.end()) {
+      for (auto v : n.inputs) {
+        const auto vu = static_cast<size_t>(v);
+        const bool dies =
+            ((g.values[vu].kind == ir::ValueKind::Op || offchip(v)) && last[vu] == ni) ||
+            (streams_out(v) && last_read[vu] == ni);
+        if (dies && std::find(seen.begin(), seen.end(), v) == seen.end()) {
           seen.push_back(v);
-          release(v);
+          drop(v);
         }
+      }
     }
 
     // Host streams, state write-back and the replica all-reduce.
@@ -762,8 +817,10 @@ struct Planner {
     plan.cycles.per_ipu.assign(static_cast<size_t>(t.num_ipus), IpuCycles{});
     for (int32_t i = 0; i < t.num_ipus; ++i) {
       auto& c = plan.cycles.per_ipu[static_cast<size_t>(i)];
-      c.host = host_cycles(t, host_in[static_cast<size_t>(i)]) +
-               host_cycles(t, host_out[static_cast<size_t>(i)]);
+      c.host =
+          host_cycles(t, host_in[static_cast<size_t>(i)]) +
+          host_cycles(t, host_out[static_cast<size_t>(i)]) +
+          std::ceil(streamed[static_cast<size_t>(i)] / t.streaming_bytes_per_second * t.clock_hz);
       if (host_in[static_cast<size_t>(i)] + host_out[static_cast<size_t>(i)] > 0)
         c.sync += 2.0 * static_cast<double>(t.global_sync_cycles);
     }

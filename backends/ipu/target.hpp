@@ -28,6 +28,7 @@ struct Target {
   int64_t sync_cycles = 150;               // IPU-internal barrier
   int64_t global_sync_cycles = 1000;       // barrier across IPUs (and with the host)
   double host_bytes_per_second = 64e9;
+  double streaming_bytes_per_second = 20e9;  // streaming memory (off-chip DRAM) per IPU
   int64_t vertex_overhead_cycles = 40;
   // Memory that is not tensor data (docs/memory-model.md gives the reason for each term):
   int64_t codelet_bytes_matrix = 3072;       // a matmul/conv vertex type's code, once per tile

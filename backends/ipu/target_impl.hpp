@@ -74,6 +74,7 @@ inline const std::vector<Field>& fields() {
     IPUML_TF_INT(sync_cycles)
     IPUML_TF_INT(global_sync_cycles)
     IPUML_TF_DBL(host_bytes_per_second)
+    IPUML_TF_DBL(streaming_bytes_per_second)
     IPUML_TF_INT(vertex_overhead_cycles)
     IPUML_TF_INT(codelet_bytes_matrix)
     IPUML_TF_INT(codelet_bytes_vector)
@@ -199,6 +200,7 @@ IPUML_INLINE void validate(const Target& t) {
   nonneg("sync_cycles", static_cast<double>(t.sync_cycles));
   nonneg("global_sync_cycles", static_cast<double>(t.global_sync_cycles));
   pos("host_bytes_per_second", t.host_bytes_per_second);
+  pos("streaming_bytes_per_second", t.streaming_bytes_per_second);
   nonneg("vertex_overhead_cycles", static_cast<double>(t.vertex_overhead_cycles));
   nonneg("codelet_bytes_matrix", static_cast<double>(t.codelet_bytes_matrix));
   nonneg("codelet_bytes_vector", static_cast<double>(t.codelet_bytes_vector));

@@ -21,6 +21,8 @@ struct Value {
   int64_t node = -1;  // producer (Op values)
   int output = 0;
   std::string name;  // inputs and named state
+  // A state kept in streaming memory (off-chip DRAM): on the tiles only while ops read it.
+  bool offchip = false;
 };
 
 struct Node {
@@ -73,7 +75,8 @@ class Graph {
       return std::string(dtype_name(m.dtype)) + shape_str(m.shape);
     };
     for (auto v : inputs) s += "in:" + meta_str(values[v].meta) + ";";
-    for (auto v : states) s += "st:" + meta_str(values[v].meta) + ";";
+    for (auto v : states)
+      s += "st:" + meta_str(values[v].meta) + (values[v].offchip ? "@off;" : ";");
     for (auto& n : nodes) {
       s += op_name(n.kind);
       s += '(';

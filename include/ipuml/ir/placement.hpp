@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <ipuml/ir/graph.hpp>
+#include <ipuml/tensor/tensor.hpp>
 
 namespace ipuml::ir {
 
@@ -70,6 +71,19 @@ inline void place_update(Graph& g, size_t begin, std::vector<int>& home) {
     }
     decided[n] = true;
   }
+}
+
+// Keeps the state values bound to `tensors` in streaming memory (PopTorch's
+// TensorLocationSettings().useOnChipStorage(false), train_gpt2.py's optimizer_state_offchip).
+// `bound` are the tensors the graph's states are bound to (a Trace's `states`).
+inline void place_off_chip(Graph& g, const std::vector<Tensor>& bound,
+                           const std::vector<Tensor>& tensors) {
+  for (size_t i = 0; i < g.states.size() && i < bound.size(); ++i)
+    for (const auto& t : tensors)
+      if (bound[i].same(t)) {
+        g.values[static_cast<size_t>(g.states[i])].offchip = true;
+        break;
+      }
 }
 
 }  // namespace ipuml::ir

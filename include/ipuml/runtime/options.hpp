@@ -56,10 +56,33 @@ struct PrecisionOptions {
   }
 };
 
+// Where a kind of tensor lives, as PopTorch's TensorLocationSettings: on the tiles (the
+// default) or in streaming memory, off-chip DRAM reached by explicit copies.
+struct TensorLocationSettings {
+  bool on_chip = true;
+  TensorLocationSettings& useOnChipStorage(bool on) {
+    on_chip = on;
+    return *this;
+  }
+};
+
+// `opts.TensorLocations.setOptimizerLocation(TensorLocationSettings().useOnChipStorage(false))`
+// keeps optimizer state (momentum, Adam's moments) in streaming memory, as train_gpt2.py's
+// optimizer_state_offchip: off the tiles except while the weight update reads it, at the cost
+// of streaming it in and out every update.
+struct TensorLocationOptions {
+  TensorLocationSettings optimizer;
+  TensorLocationOptions& setOptimizerLocation(const TensorLocationSettings& s) {
+    optimizer = s;
+    return *this;
+  }
+};
+
 class Options {
  public:
   TrainingOptions Training;
   PrecisionOptions Precision;
+  TensorLocationOptions TensorLocations;
 
   Options& deviceIterations(int64_t n) {
     IPUML_CHECK(n >= 1, "Options.deviceIterations: must be >= 1, got ", n);
@@ -203,4 +226,5 @@ class Options {
 namespace ipuml {
 using runtime::Options;
 using runtime::OutputMode;
+using runtime::TensorLocationSettings;
 }  // namespace ipuml

@@ -217,6 +217,13 @@ IPUML_INLINE void TrainingModel::compile(const Tensor& data, const Tensor& label
         }
     ir::place_update(ug, 0, homes);
   }
+  if (!o.TensorLocations.optimizer.on_chip) {
+    std::vector<Tensor> opt_state;
+    for (size_t i = 0; i < params.size(); ++i)
+      for (auto& [name, t] : optimizer_.state(i)) opt_state.push_back(t);
+    ir::place_off_chip(step_trace_.graph, step_trace_.states, opt_state);
+    if (!fused) ir::place_off_chip(update_trace_.graph, update_trace_.states, opt_state);
+  }
   // Replica k runs the same step graph bound to its own accumulators.
   step_states_.assign(static_cast<size_t>(r), step_trace_.states);
   for (size_t s = 0; s < step_trace_.states.size() && !fused; ++s)
