@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs ipuml's benchmarks and the peers (../shared/peers: OpenBLAS sgemm, PyTorch MNIST CNN,
 # plus benchmarks/peers/torch_conv.py) in one go on the same thread counts, and prints one line
-# per comparison:  name ipuml=X peer=Y ratio=Z  (ratio > 1: ipuml is faster).
+# per comparison:  name ipuml=X peer=Y ratio=Z  (ratio > 1: ipuml is faster), then the cost
+# of emulation per zoo model (bench_emulator_cost).
 # Usage: scripts/bench-vs-peers.sh [--quick]     Installs what it needs (Debian packages).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,7 +15,7 @@ secs=$([[ $quick == 1 ]] && echo 1 || echo 3)
 scripts/install-deps.sh --peers
 build=${IPUML_BENCH_BUILD_DIR:-build-bench}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DIPUML_BUILD_BENCHMARKS=ON -DIPUML_BUILD_TESTS=OFF >/dev/null
-cmake --build "$build" -j"$(nproc)" --target bench_sgemm bench_mnist_train bench_conv >/dev/null
+cmake --build "$build" -j"$(nproc)" --target bench_sgemm bench_mnist_train bench_conv bench_emulator_cost >/dev/null
 
 # OpenBLAS 0.3.21 misdetects recent Xeons; give it the core type this CPU really has.
 if grep -qw avx512f /proc/cpuinfo; then coretype=SkylakeX
@@ -122,3 +123,9 @@ for r in $(seq "$rounds"); do
   if ((r % 2)); then torch_conv "$r"; ipuml_conv "$r"; else ipuml_conv "$r"; torch_conv "$r"; fi
 done
 summarize
+
+# What emulation costs: each zoo model's training step on emulated GC200s against the same
+# graph on the CPU executor (ratio = emulated / CPU wall time, lower is better; goal <= 1.3),
+# with the compile time and whether the model fits.
+progress "emulator cost"
+"$build/benchmarks/bench_emulator_cost" --rounds "$([[ $quick == 1 ]] && echo 1 || echo 3)"

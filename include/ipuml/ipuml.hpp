@@ -25,6 +25,7 @@
 #include <ipuml/optim/optim.hpp>
 #include <ipuml/runtime/block.hpp>
 #include <ipuml/runtime/options.hpp>
+#include <ipuml/runtime/trace_step.hpp>
 #include <ipuml/runtime/training_model.hpp>
 #include <ipuml/data/data.hpp>
 #include <ipuml/io/checkpoint.hpp>

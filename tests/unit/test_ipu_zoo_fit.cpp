@@ -7,34 +7,16 @@
 
 #include <ipuml/backends/ipu/ipu.hpp>
 #include <ipuml/ipuml.hpp>
-#include <ipuml/ir/placement.hpp>
 #include <ipuml/models/models.hpp>
 
 using namespace ipuml;
 
 namespace {
 
-// One traced step with the update placed as trainingModel places it.
 template <typename Model, typename Loss>
 ir::Trace training_step(Model& model, optim::Optimizer& opt, Loss&& loss_of,
-                        const std::vector<ir::TensorMeta>& inputs) {
-  ir::Tracer tracer;
-  for (auto& [name, t] : model->named_parameters()) tracer.name_state(t, name);
-  std::vector<Tensor> xs;
-  for (size_t i = 0; i < inputs.size(); ++i) xs.push_back(tracer.input(inputs[i], "input"));
-  opt.zero_grad();
-  Tensor loss = loss_of(xs);
-  loss.backward();
-  const size_t update_begin = tracer.num_nodes();
-  {
-    NoGradGuard ng;
-    opt.step();
-  }
-  opt.zero_grad();
-  auto tr = tracer.finish({loss});
-  auto homes = ir::state_homes(tr.graph, update_begin);
-  ir::place_update(tr.graph, update_begin, homes);
-  return tr;
+                        const std::vector<ir::TensorMeta>& inputs, bool off_chip = false) {
+  return runtime::trace_training_step(*model, opt, loss_of, inputs, off_chip);
 }
 
 // Compiles for `ipus` emulated GC200s and returns the plan; fails the test on out of memory.
@@ -150,11 +132,7 @@ TEST_CASE(
   optim::AdamW opt(net->parameters(), optim::AdamWOptions(1.5e-4));
   auto tr = training_step(
       net, opt, [&](std::vector<Tensor>& x) { return models::causal_lm_loss(net(x[0]), x[1]); },
-      {{{1, 128}, kInt64}, {{1, 128}, kInt64}});
-  std::vector<Tensor> moments;
-  for (size_t i = 0; i < opt.parameters().size(); ++i)
-    for (auto& [name, t] : opt.state(i)) moments.push_back(t);
-  ir::place_off_chip(tr.graph, tr.states, moments);
+      {{{1, 128}, kInt64}, {{1, 128}, kInt64}}, /*off_chip=*/true);
   const ipu::Plan p = compile_fits(tr, 4);
   // Streaming both moments in and out each update costs cycles on every IPU.
   for (const auto& c : p.cycles.per_ipu) CHECK(c.host > 0);
