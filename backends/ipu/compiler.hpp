@@ -164,6 +164,9 @@ std::string resolve_cache_dir(const CompileOptions& o);
 bool save_plan(const Plan& p, const std::string& path);
 // Loads and verifies (magic, version, key, size, checksum); false if absent or not trustworthy.
 bool load_plan(const std::string& path, uint64_t key, Plan& out);
+// Whether every node's partition of a loaded plan is one the planner could make for this graph
+// and target (kinds, part counts, tiles, the grid's K slicing); compile_plan recompiles if not.
+bool plan_fits_graph(const ir::Graph& g, const Target& t, const Plan& p);
 
 // The message of the out-of-memory error, also printed in reports.
 std::string out_of_memory_message(const Plan& p);

@@ -1259,14 +1259,38 @@ IPUML_INLINE Plan plan_graph(const ir::Graph& g, const Target& t, const CompileO
   return p;
 }
 
+IPUML_INLINE bool plan_fits_graph(const ir::Graph& g, const Target& t, const Plan& p) {
+  if (p.nodes.size() != g.nodes.size() || p.values.size() != g.values.size()) return false;
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    const auto& np = p.nodes[i];
+    const auto& n = g.nodes[i];
+    if (static_cast<int>(np.spec.kind) > static_cast<int>(SplitKind::Grid)) return false;
+    if (np.span.parts < 1 || np.span.ipu < 0 || np.span.ipu >= t.num_ipus ||
+        np.span.first_tile < 0 || np.span.first_tile >= t.tiles_per_ipu)
+      return false;
+    if (np.follows < -1 || np.follows >= static_cast<int32_t>(n.inputs.size())) return false;
+    if ((np.spec.kind == SplitKind::Grid) != plans_as_grid(g, n)) return false;
+    if (np.spec.kind != SplitKind::Grid) continue;
+    const auto& gr = np.grid;
+    const MatrixProblem mp = matrix_problem(g, n);
+    if (gr.pb < 1 || gr.pm < 1 || gr.pn < 1 || gr.pk < 1 || gr.sk < 1 ||
+        gr.tiles() > t.tiles_per_ipu || gr.k_slices() > 2 * mp.k || np.spec.extent != mp.k ||
+        np.spec.in_dim != mp.k_dim || np.reduce_tiles < 0 || np.reduce_tiles > t.tiles_per_ipu ||
+        np.resident > 3)
+      return false;
+  }
+  return true;
+}
+
 IPUML_INLINE Plan compile_plan(const ir::Graph& g, const Target& t, const CompileOptions& o) {
   const std::string dir = resolve_cache_dir(o);
   if (dir.empty()) return plan_graph(g, t, o);
   const uint64_t key = plan_key(g, t, o);
   const std::string path = plan_cache_path(dir, key);
   Plan p;
-  if (load_plan(path, key, p) && p.values.size() == g.values.size() &&
-      p.nodes.size() == g.nodes.size()) {
+  // A cached plan whose partitions do not fit this graph (a forged or stale entry whose
+  // checksum still holds) is recompiled, never run.
+  if (load_plan(path, key, p) && plan_fits_graph(g, t, p)) {
     p.from_cache = true;
     return p;
   }

@@ -2,6 +2,7 @@
 // the 2048^3 fp32 matmul's fit and efficiency), K's partial sums executed as planned, broadcast
 // ops and lookups spread over every tile, the memory model's terms, and out-of-memory advice
 // that is checked to be true.
+#include <functional>
 #include <regex>
 
 #include <catch2/catch.hpp>
@@ -9,6 +10,8 @@
 #include <ipuml/backends/ipu/ipu.hpp>
 #include <ipuml/ipuml.hpp>
 #include <ipuml/models/mnist_cnn.hpp>
+
+#include "../support/temp_dir.hpp"
 
 using namespace ipuml;
 
@@ -315,4 +318,41 @@ TEST_CASE("ipu out-of-memory advice is true where it says a proportion helps", "
   auto fix = quiet();
   fix.available_memory_proportion = std::stod(m[1].str());
   CHECK_NOTHROW(ipu::compile(mid.graph, tiny, fix));
+}
+
+TEST_CASE("ipu plan cache: a forged grid with a valid checksum is recompiled, never run", "[ipu]") {
+  testing::TempDir dir("ipuml_plan_forge");
+  auto tr = matmul_trace(8, 512, 24);
+  const auto t = ipu::target_preset("ipu2");
+  auto o = quiet();
+  o.cache_dir = dir.path.string();
+  auto first = ipu::compile(tr.graph, t, o);
+  REQUIRE(first->plan().nodes[0].grid.pk > 1);
+  const uint64_t key = ipu::plan_key(tr.graph, t, o);
+  const std::string path = ipu::plan_cache_path(o.cache_dir, key);
+  Tensor x = randn({8, 512});
+  const auto want = first->run({x}, tr.states)[0].to_vector<float>();
+  REQUIRE(ipu::compile(tr.graph, t, o)->loaded_from_cache());
+  // Each forgery is written with a correct checksum, as save_plan writes any plan.
+  std::vector<std::function<void(ipu::Plan&)>> forgeries = {
+      [](ipu::Plan& p) { p.nodes[0].grid.pk = 0; },  // a division by zero
+      [](ipu::Plan& p) { p.nodes[0].grid.sk = -3; },
+      [](ipu::Plan& p) { p.nodes[0].grid.pm = 100000; },  // more tiles than the IPU has
+      [](ipu::Plan& p) {
+        p.nodes[0].spec.in_dim = {0, 0};
+      },  // slices the wrong dims
+      [](ipu::Plan& p) { p.nodes[0].spec.kind = ipu::SplitKind::Flat; },
+      [](ipu::Plan& p) { p.nodes[0].follows = 5; },
+      [](ipu::Plan& p) { p.nodes[0].span.first_tile = -1; }};
+  for (size_t i = 0; i < forgeries.size(); ++i) {
+    INFO("forgery " << i);
+    ipu::Plan p;
+    REQUIRE(ipu::load_plan(path, key, p));
+    forgeries[i](p);
+    REQUIRE(ipu::save_plan(p, path));
+    CHECK_FALSE(ipu::plan_fits_graph(tr.graph, t, p));
+    auto again = ipu::compile(tr.graph, t, o);
+    CHECK_FALSE(again->loaded_from_cache());
+    CHECK(again->run({x}, tr.states)[0].to_vector<float>() == want);
+  }
 }
