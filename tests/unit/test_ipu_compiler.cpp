@@ -12,16 +12,14 @@
 #include <ipuml/backends/ipu/ipu.hpp>
 #include <ipuml/ipuml.hpp>
 
+#include "../support/ipu_options.hpp"
+
 using namespace ipuml;
 namespace fs = std::filesystem;
 
-namespace {
+using testing::quiet;
 
-ipu::CompileOptions quiet() {
-  ipu::CompileOptions o;
-  o.progress = false;
-  return o;
-}
+namespace {
 
 // y = relu(x @ w) with a weight state of [k, n].
 ir::Trace matmul_graph(int64_t m, int64_t k, int64_t n) {

@@ -11,17 +11,14 @@
 #include <ipuml/ipuml.hpp>
 #include <ipuml/models/mnist_cnn.hpp>
 
+#include "../support/ipu_options.hpp"
 #include "../support/temp_dir.hpp"
 
 using namespace ipuml;
 
-namespace {
+using testing::quiet;
 
-ipu::CompileOptions quiet() {
-  ipu::CompileOptions o;
-  o.progress = false;
-  return o;
-}
+namespace {
 
 // y = x @ w with w a [k, n] state.
 ir::Trace matmul_trace(int64_t m, int64_t k, int64_t n) {
