@@ -6,6 +6,7 @@
 #include <ipuml/core/denormals.hpp>
 #include <ipuml/backends/cpu/kernels_common.hpp>
 #include <ipuml/backends/cpu/kernels_elementwise.hpp>
+#include <ipuml/backends/cpu/kernels_half.hpp>
 #include <ipuml/backends/cpu/kernels_movement.hpp>
 #include <ipuml/backends/cpu/kernels_nn.hpp>
 #include <ipuml/backends/cpu/kernels_reduce.hpp>
@@ -25,6 +26,37 @@ inline bool alias_safe(ir::OpKind k) {
   using K = ir::OpKind;
   return ir::is_elementwise_unary(k) || ir::is_elementwise_broadcasting(k) || k == K::ReluGrad ||
          k == K::GeluGrad || k == K::Reshape || k == K::Softmax || k == K::LogSoftmax;
+}
+
+// Runs an arithmetic op on half operands in float32 (kernels_half.hpp): half inputs are widened
+// into scratch, half outputs computed in float32 scratch and rounded to nearest even.
+inline bool run_widened(ir::OpKind kind, const ir::Attrs& attrs, const std::vector<ConstBuffer>& in,
+                        const std::vector<MutableBuffer>& out, const KernelContext& ctx) {
+  bool any = false;
+  for (const auto& b : in) any = any || is_half(b.meta.dtype);
+  for (const auto& b : out) any = any || is_half(b.meta.dtype);
+  if (!any || dtype_generic(kind)) return false;
+  std::vector<std::vector<float>> scratch;
+  scratch.reserve(in.size() + out.size());
+  std::vector<ConstBuffer> win(in);
+  for (auto& b : win) {
+    if (!is_half(b.meta.dtype)) continue;
+    scratch.emplace_back(static_cast<size_t>(b.meta.numel()));
+    widen(b.meta.dtype, b.data, scratch.back().data(), b.meta.numel());
+    b = {scratch.back().data(), {b.meta.shape, DType::Float32}};
+  }
+  std::vector<MutableBuffer> wout(out);
+  for (auto& b : wout) {
+    if (!is_half(b.meta.dtype)) continue;
+    scratch.emplace_back(static_cast<size_t>(b.meta.numel()));
+    b = {scratch.back().data(), {b.meta.shape, DType::Float32}};
+  }
+  run_kernel(kind, attrs, win, wout, ctx);
+  for (size_t i = 0; i < out.size(); ++i)
+    if (is_half(out[i].meta.dtype))
+      narrow(out[i].meta.dtype, static_cast<const float*>(wout[i].data), out[i].data,
+             out[i].meta.numel());
+  return true;
 }
 
 }  // namespace kdetail
@@ -59,6 +91,7 @@ IPUML_INLINE void run_kernel(ir::OpKind kind, const ir::Attrs& attrs,
     copied[i].data = scratch.back().data();
   }
   const std::vector<ConstBuffer>& in = copied.empty() ? in_arg : copied;
+  if (run_widened(kind, attrs, in, out, ctx)) return;
   auto inputs = [&](size_t lo, size_t hi) {
     IPUML_CHECK(in.size() >= lo && in.size() <= hi, name, ": expected ", lo,
                 lo == hi ? "" : ipuml::detail::str(" to ", hi), " inputs, got ", in.size());

@@ -26,6 +26,10 @@ struct CompileOptions {
   std::vector<double> available_memory_proportion_per_ipu;
   // The type of matrix ops' partial sums (PopTorch's setPartialsType: float, or half).
   DType partials_type = DType::Float32;
+  // Stochastic rounding of half results when the program runs (execution only: the plan and
+  // its cache key do not change), from counter-based random bits of `rounding_seed`.
+  bool stochastic_rounding = false;
+  uint64_t rounding_seed = 0;
   // Finish the compile even when a tile overflows; the memory report says so.
   bool allow_out_of_memory = false;
   // Replicas share one program: the cycle model adds the gradient all-reduce if > 1.

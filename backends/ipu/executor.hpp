@@ -24,6 +24,10 @@ struct ExecOptions {
   // Compute sets smaller than this (FLOPs + bytes) run as one call on the calling thread: below
   // it, entering the arena and splitting costs more than the CPU kernel's own parallelism gains.
   double min_parallel_work = 1 << 22;
+  // The IPU's stochastic rounding of float16/bfloat16 results (PopTorch's
+  // Precision.enableStochasticRounding), from counter-based random bits of this seed.
+  bool stochastic_rounding = false;
+  uint64_t rounding_seed = 0;
 };
 
 struct RunRecord {

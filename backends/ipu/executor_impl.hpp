@@ -11,10 +11,12 @@
 #include <ipuml/backends/cpu/graph_executor.hpp>
 #include <ipuml/backends/cpu/kernels.hpp>
 #include <ipuml/backends/cpu/kernels_common.hpp>
+#include <ipuml/backends/cpu/kernels_half.hpp>
 #include <ipuml/backends/cpu/kernels_reduce.hpp>
 #include <ipuml/backends/ipu/executor.hpp>
 #include <ipuml/backends/ipu/profile.hpp>
 #include <ipuml/core/parallel.hpp>
+#include <ipuml/core/rng.hpp>
 
 namespace ipuml::ipu {
 
@@ -356,13 +358,58 @@ struct Executable::Impl {
         [&](const tbb::blocked_range<size_t>& r) { finish(r.begin(), r.end(), sc.acc.data()); });
   }
 
+  // Whether node n's half results are rounded stochastically: every arithmetic op and cast that
+  // writes float16/bfloat16 (moving or creating elements rounds nothing).
+  bool rounds_stochastically(size_t n) const {
+    if (!exec.stochastic_rounding) return false;
+    const auto k = graph.nodes[n].kind;
+    if (cpu::kdetail::dtype_generic(k) && k != ir::OpKind::Cast) return false;
+    for (auto& b : out_bufs[n])
+      if (cpu::kdetail::is_half(b.meta.dtype)) return true;
+    return false;
+  }
+
   void run_node(size_t n, const cpu::KernelContext& ctx) {
     const auto& node = graph.nodes[n];
-    const auto& np = plan.nodes[n];
     for (size_t i = 0; i < node.inputs.size(); ++i)
       in_bufs[n][i].data = ptr[static_cast<size_t>(node.inputs[i])];
     for (size_t i = 0; i < node.outputs.size(); ++i)
       out_bufs[n][i].data = ptr[static_cast<size_t>(node.outputs[i])];
+    if (!rounds_stochastically(n)) return run_node_body(n, ctx);
+    // The op computes its half results in float32 scratch; each element is then rounded with
+    // counter-based random bits (seed, node, step, element index), so the bits do not depend on
+    // how the tiles were chunked over threads.
+    const auto real = out_bufs[n];
+    std::vector<std::vector<float>> wide(real.size());
+    for (size_t i = 0; i < real.size(); ++i) {
+      if (!cpu::kdetail::is_half(real[i].meta.dtype)) continue;
+      wide[i].resize(static_cast<size_t>(real[i].meta.numel()));
+      out_bufs[n][i] = {wide[i].data(), {real[i].meta.shape, DType::Float32}};
+    }
+    run_node_body(n, ctx);
+    out_bufs[n] = real;
+    const RandomStream rs{exec.rounding_seed ^ 0x5ec0'0d5a'11ce'd00dULL,
+                          static_cast<uint64_t>(n) + (ctx.rng_step << 32)};
+    for (size_t i = 0; i < real.size(); ++i) {
+      if (wide[i].empty()) continue;
+      const float* src = wide[i].data();
+      auto* dst = static_cast<uint16_t*>(real[i].data);
+      const bool f16 = real[i].meta.dtype == DType::Float16;
+      const uint64_t salt = static_cast<uint64_t>(i) << 56;
+      cpu::kdetail::parallel_blocks(
+          real[i].meta.numel(), cpu::kdetail::kBlock, [&](int64_t b, int64_t e) {
+            for (int64_t j = b; j < e; ++j) {
+              const uint32_t r = rs.words(salt | static_cast<uint64_t>(j))[0];
+              dst[j] = f16 ? float_to_half_bits_stochastic(src[j], r)
+                           : float_to_bf16_bits_stochastic(src[j], r);
+            }
+          });
+    }
+  }
+
+  void run_node_body(size_t n, const cpu::KernelContext& ctx) {
+    const auto& node = graph.nodes[n];
+    const auto& np = plan.nodes[n];
     if (np.spec.kind == SplitKind::Grid || np.spec.kind == SplitKind::Rows || np.follows >= 0) {
       // B, M and N parts, row ranges and elements on an input's layout give the same bits in
       // one call, which parallelises inside itself; only K's partial sums change the arithmetic.
@@ -545,7 +592,10 @@ IPUML_INLINE void Executable::print_profile_summary(std::ostream& os,
 
 IPUML_INLINE std::unique_ptr<Executable> compile(const ir::Graph& graph, const Target& target,
                                                  const CompileOptions& options) {
-  return std::make_unique<Executable>(graph, compile_plan(graph, target, options));
+  ExecOptions exec;
+  exec.stochastic_rounding = options.stochastic_rounding;
+  exec.rounding_seed = options.rounding_seed;
+  return std::make_unique<Executable>(graph, compile_plan(graph, target, options), exec);
 }
 
 }  // namespace ipuml::ipu

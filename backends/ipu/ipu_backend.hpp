@@ -102,6 +102,9 @@ class IpuBackend : public backend::Backend {
       co.available_memory_proportion_per_ipu.push_back(
           parse_double(item, "available_memory_proportion_per_ipu"));
     co.partials_type = dtype_from_name(take("partials_type", "float32"));
+    co.stochastic_rounding = take("stochastic_rounding", "0") == "1";
+    co.rounding_seed =
+        static_cast<uint64_t>(parse_int(take("rounding_seed", "0"), "rounding_seed"));
     co.allow_out_of_memory = take("allow_out_of_memory", "0") == "1";
     co.replication_factor = replicas;
     co.cache_dir = take("cache_dir", "");

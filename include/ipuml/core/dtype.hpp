@@ -122,4 +122,40 @@ inline float bf16_bits_to_float(uint16_t b) {
   return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
 }
 
+// Stochastic rounding (the IPU's `enableStochasticRounding`): f goes to one of its two
+// neighbouring representable values, the farther one with probability proportional to the
+// distance, decided by the 32 random bits `r` (f = lo + p (hi - lo) rounds up when r < p 2^32),
+// so the rounding is unbiased on average. Exact values, infinities and NaN convert as above;
+// beyond the largest finite half the neighbour above is taken as 2^16 (the next power of two).
+inline uint16_t float_to_half_bits_stochastic(float f, uint32_t r) {
+  if (!std::isfinite(f)) return float_to_half_bits(f);
+  const uint16_t nearest = float_to_half_bits(f);
+  const float nv = half_bits_to_float(nearest);
+  if (nv == f) return nearest;
+  const uint16_t sign = nearest & 0x8000u;
+  const float a = std::fabs(f);
+  // Magnitudes of the half values just below and just above |f| (bit patterns are monotonic).
+  uint16_t lo = nearest & 0x7fffu, hi = lo;
+  if (std::fabs(nv) > a)
+    --lo;
+  else
+    ++hi;
+  const float lv = half_bits_to_float(lo);
+  const float hv = hi >= 0x7c00u ? 65536.0f : half_bits_to_float(hi);
+  const double p = (static_cast<double>(a) - lv) / (static_cast<double>(hv) - lv);
+  const bool up = static_cast<double>(r) < p * 4294967296.0;
+  return static_cast<uint16_t>(sign | (up ? hi : lo));
+}
+
+// bfloat16 keeps float32's exponent: rounding up with probability (low 16 bits) / 2^16 is adding
+// 16 random bits below the kept ones and truncating.
+inline uint16_t float_to_bf16_bits_stochastic(float f, uint32_t r) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  if ((x & 0x7f800000u) == 0x7f800000u) return float_to_bf16_bits(f);
+  const uint32_t low = x & 0xffffu;
+  uint32_t t = x >> 16;
+  if ((r >> 16) < low) ++t;  // may carry into the exponent, as rounding up must
+  return static_cast<uint16_t>(t);
+}
+
 }  // namespace ipuml

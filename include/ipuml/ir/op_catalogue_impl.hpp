@@ -13,11 +13,16 @@ inline void expect_inputs(OpKind k, const std::vector<TensorMeta>& in, size_t lo
 }
 
 inline void expect_float(OpKind k, const TensorMeta& t, const char* what = "input") {
-  IPUML_CHECK(t.dtype == DType::Float32, op_name(k), ": expected a float32 ", what, ", got ",
-              dtype_name(t.dtype),
-              is_floating(t.dtype) ? " (float16/bfloat16 are storage types: "
-                                     "convert with .to(kFloat32))"
-                                   : "");
+  IPUML_CHECK(is_floating(t.dtype), op_name(k), ": expected a floating-point ", what,
+              " (float32, float16 or bfloat16), got ", dtype_name(t.dtype));
+}
+
+// Two operands of one arithmetic op share their dtype (mixed precision is an explicit cast).
+inline void expect_same_dtype(OpKind k, const TensorMeta& a, const TensorMeta& b,
+                              const char* what) {
+  IPUML_CHECK(a.dtype == b.dtype, op_name(k), ": the ", what, " has dtype ", dtype_name(b.dtype),
+              " but the input has ", dtype_name(a.dtype),
+              " (expected the same dtype; convert one with .to())");
 }
 
 inline void expect_rank(OpKind k, const TensorMeta& t, size_t rank, const char* what) {
@@ -84,8 +89,8 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
     case OpKind::Copy: {
       expect_inputs(k, in, 1, 1);
       IPUML_CHECK(in[0].dtype != DType::Bool || k == OpKind::Copy, name, ": not defined for bool");
-      IPUML_CHECK(in[0].dtype == DType::Float32 || is_integral(in[0].dtype) || k == OpKind::Copy,
-                  name, ": expected float32 or an integer type, got ", dtype_name(in[0].dtype));
+      IPUML_CHECK(is_floating(in[0].dtype) || is_integral(in[0].dtype) || k == OpKind::Copy, name,
+                  ": expected a floating-point or an integer type, got ", dtype_name(in[0].dtype));
       return {in[0]};
     }
     case OpKind::Exp:
@@ -130,9 +135,10 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
       } else if (k == OpKind::Div || k == OpKind::Pow) {
         expect_float(k, in[0]);
       } else {
-        IPUML_CHECK(in[0].dtype == DType::Float32 || is_integral(in[0].dtype) ||
+        IPUML_CHECK(is_floating(in[0].dtype) || is_integral(in[0].dtype) ||
                         (cmp && in[0].dtype == DType::Bool),
-                    name, ": expected float32 or an integer type, got ", dtype_name(in[0].dtype));
+                    name, ": expected a floating-point or an integer type, got ",
+                    dtype_name(in[0].dtype));
       }
       Shape s = broadcast_shapes(in[0].shape, in[1].shape, name);
       return {{s, cmp || k == OpKind::LogicalAnd ? DType::Bool : in[0].dtype}};
@@ -151,6 +157,7 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
     case OpKind::GeluGrad:
       expect_inputs(k, in, 2, 2);
       expect_float(k, in[0]);
+      expect_same_dtype(k, in[0], in[1], "second operand");
       IPUML_CHECK(in[0].shape == in[1].shape, name, ": shapes differ");
       return {in[0]};
     case OpKind::Sum:
@@ -287,7 +294,7 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
     case OpKind::MatMul: {
       expect_inputs(k, in, 2, 2);
       expect_float(k, in[0]);
-      expect_float(k, in[1]);
+      expect_same_dtype(k, in[0], in[1], "second operand");
       const Shape& sa = in[0].shape;
       const Shape& sb = in[1].shape;
       IPUML_CHECK(sa.size() >= 2 && sb.size() >= 2, "matmul: expected operands of rank >= 2, got ",
@@ -302,14 +309,15 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
       Shape s = broadcast_shapes(ba, bb, "matmul (batch dims)");
       s.push_back(m);
       s.push_back(n);
-      return {{s, DType::Float32}};
+      return {{s, in[0].dtype}};
     }
     case OpKind::Conv: {
       expect_inputs(k, in, 2, 3);
       expect_rank(k, in[0], 4, "input");
       expect_rank(k, in[1], 4, "weight");
       expect_float(k, in[0]);
-      expect_float(k, in[1], "weight");
+      expect_same_dtype(k, in[0], in[1], "weight");
+      if (in.size() == 3) expect_same_dtype(k, in[0], in[2], "bias");
       check_geometry(k, a);
       IPUML_CHECK(a.dilation.size() == 2 && a.dilation[0] > 0 && a.dilation[1] > 0, name,
                   ": dilation must be positive, got ", detail::str(a.dilation));
@@ -331,12 +339,14 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
       IPUML_CHECK(oh > 0 && ow > 0, "conv: input of spatial size ", x[2], "x", x[3],
                   " is too small for kernel ", w[2], "x", w[3], " with padding ",
                   detail::str(a.padding), " and dilation ", detail::str(a.dilation));
-      return {{{x[0], w[0], oh, ow}, DType::Float32}};
+      return {{{x[0], w[0], oh, ow}, in[0].dtype}};
     }
     case OpKind::ConvBackwardInput:
     case OpKind::ConvBackwardWeight:
       expect_inputs(k, in, 2, 2);
-      return {{a.shape, DType::Float32}};
+      expect_float(k, in[0]);
+      expect_same_dtype(k, in[0], in[1], "second operand");
+      return {{a.shape, in[0].dtype}};
     case OpKind::MaxPool:
     case OpKind::AvgPool: {
       expect_inputs(k, in, 1, 1);
@@ -347,21 +357,24 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
         IPUML_CHECK(a.padding[i] * 2 <= a.kernel[i], name, ": padding ", detail::str(a.padding),
                     " must be at most half the kernel ", detail::str(a.kernel));
       const Shape& x = in[0].shape;
+      const DType x_dtype = in[0].dtype;
       const int64_t oh = window_out_size(x[2], a.kernel[0], a.stride[0], a.padding[0]);
       const int64_t ow = window_out_size(x[3], a.kernel[1], a.stride[1], a.padding[1]);
       IPUML_CHECK(oh > 0 && ow > 0, name, ": input of spatial size ", x[2], "x", x[3],
                   " is smaller than the kernel ", detail::str(a.kernel));
       Shape s{x[0], x[1], oh, ow};
-      if (k == OpKind::MaxPool) return {{s, DType::Float32}, {s, DType::Int64}};
-      return {{s, DType::Float32}};
+      if (k == OpKind::MaxPool) return {{s, x_dtype}, {s, DType::Int64}};
+      return {{s, x_dtype}};
     }
     case OpKind::MaxPoolBackward:
       expect_inputs(k, in, 2, 2);
-      return {{a.shape, DType::Float32}};
+      expect_float(k, in[0]);
+      return {{a.shape, in[0].dtype}};
     case OpKind::AvgPoolBackward:
     case OpKind::AdaptiveAvgPoolBackward:
       expect_inputs(k, in, 1, 1);
-      return {{a.shape, DType::Float32}};
+      expect_float(k, in[0]);
+      return {{a.shape, in[0].dtype}};
     case OpKind::AdaptiveAvgPool: {
       expect_inputs(k, in, 1, 1);
       expect_rank(k, in[0], 4, "input");
@@ -369,7 +382,7 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
       IPUML_CHECK(a.shape.size() == 2 && a.shape[0] > 0 && a.shape[1] > 0,
                   "adaptive_avg_pool2d: output size must be two positive numbers, got ",
                   shape_str(a.shape));
-      return {{{in[0].shape[0], in[0].shape[1], a.shape[0], a.shape[1]}, DType::Float32}};
+      return {{{in[0].shape[0], in[0].shape[1], a.shape[0], a.shape[1]}, in[0].dtype}};
     }
     case OpKind::Softmax:
     case OpKind::LogSoftmax:

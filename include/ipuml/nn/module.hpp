@@ -163,6 +163,32 @@ class Module : public std::enable_shared_from_this<Module> {
         IPUML_CHECK(find_in(mine, k) != nullptr, "load_state_dict: unexpected key '", k, "'");
   }
 
+  // PyTorch's module.to(dtype) / .half(): every floating-point parameter and buffer, here and in
+  // the children, becomes `dtype` in place (round to nearest even). The Tensor handles stay the
+  // same, so modules keep their members; gradients are dropped. Build the optimizer afterwards
+  // (its state follows the parameters it is given).
+  Module& to(DType dtype) {
+    IPUML_CHECK(is_floating(dtype), type_name_, ".to: expected a floating-point dtype (float32, ",
+                "float16 or bfloat16), got ", dtype_name(dtype));
+    IPUML_CHECK(!ir::is_tracing(), type_name_, ".to: cannot change dtypes while tracing");
+    NoGradGuard ng;
+    for (auto& [k, t] : state_dict()) {
+      if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == dtype) continue;
+      const Tensor c = cast(t, dtype).contiguous();
+      auto& impl = *t.impl();
+      impl.storage = c.impl()->storage;
+      impl.offset = c.impl()->offset;
+      impl.strides = c.strides();
+      impl.dtype = dtype;
+      impl.grad.reset();
+      impl.version++;
+    }
+    return *this;
+  }
+  Module& half() { return to(kFloat16); }
+  Module& bfloat16() { return to(kBFloat16); }
+  Module& float32() { return to(kFloat32); }
+
   // PyTorch's repr: "Conv2d(1, 32, kernel_size=(3, 3), stride=(1, 1))".
   virtual std::string extra_repr() const { return ""; }
   void print(std::ostream& os, int indent = 0) const {

@@ -1,9 +1,13 @@
-// Static loss scaling for low-precision training: scale the loss before backward, unscale the
-// gradients before the update, and skip the update when a gradient is inf or NaN.
+// Loss scaling for low-precision training: scale the loss before backward, unscale the
+// gradients before the update, and skip the update when a gradient is inf or NaN. Static by
+// default; LossScaler::dynamic() also adapts the scale as torch.cuda.amp.GradScaler does: an
+// overflow multiplies it by the backoff factor, every `growth_interval` clean steps in a row by
+// the growth factor. Use it instead of the optimizer's own loss_scaling, not with it.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include <ipuml/optim/optimizer.hpp>
@@ -17,9 +21,31 @@ class LossScaler {
                         "a finite value > 0");
   }
 
+  // GradScaler's defaults: 2^16, x2 after 2000 clean steps, x0.5 on overflow.
+  static LossScaler dynamic(double init_scale = 65536.0, double growth_factor = 2.0,
+                            double backoff_factor = 0.5, int64_t growth_interval = 2000) {
+    LossScaler s(init_scale);
+    detail::check_range(std::isfinite(growth_factor) && growth_factor > 1.0, "LossScaler",
+                        "growth_factor", growth_factor, "a finite value > 1");
+    detail::check_range(backoff_factor > 0.0 && backoff_factor < 1.0, "LossScaler",
+                        "backoff_factor", backoff_factor, "a value in (0, 1)");
+    detail::check_range(growth_interval >= 1, "LossScaler", "growth_interval",
+                        static_cast<double>(growth_interval), ">= 1");
+    s.dynamic_ = true;
+    s.growth_ = growth_factor;
+    s.backoff_ = backoff_factor;
+    s.interval_ = growth_interval;
+    return s;
+  }
+
+  bool is_dynamic() const { return dynamic_; }
   double scale_value() const { return scale_; }
   // loss * scale: call backward on this.
-  Tensor scale(const Tensor& loss) const { return mul(loss, scale_); }
+  // A half loss is scaled in float32 (its scaled value may exceed float16's range; the
+  // gradient flowing back through the cast is half again).
+  Tensor scale(const Tensor& loss) const {
+    return mul(loss.dtype() == kFloat32 ? loss : cast(loss, kFloat32), scale_);
+  }
 
   // Multiplies every gradient of `opt`'s parameters by 1/scale. Returns a float32 scalar that is
   // 1 when some gradient holds inf or NaN and 0 otherwise (tensor ops only: traceable).
@@ -55,9 +81,18 @@ class LossScaler {
     last_skipped_ = found_inf_.item<float>() != 0.0f;
     if (last_skipped_) {
       ++skipped_;
+      if (dynamic_) {
+        scale_ = std::max(scale_ * backoff_, std::numeric_limits<double>::min());
+        clean_ = 0;
+      }
       return false;
     }
     opt.step();
+    if (dynamic_ && ++clean_ >= interval_) {
+      const double grown = scale_ * growth_;
+      if (std::isfinite(grown)) scale_ = grown;
+      clean_ = 0;
+    }
     return true;
   }
 
@@ -67,6 +102,9 @@ class LossScaler {
 
  private:
   double scale_;
+  bool dynamic_ = false;
+  double growth_ = 2.0, backoff_ = 0.5;
+  int64_t interval_ = 2000, clean_ = 0;
   Tensor found_inf_;
   bool unscaled_ = false;
   bool last_skipped_ = false;

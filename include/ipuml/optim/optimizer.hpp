@@ -120,6 +120,38 @@ class Optimizer {
     return state_[param_index];
   }
 
+  // Mixed precision: every float16/bfloat16 parameter gets a float32 copy (state
+  // "master_weight") that the update reads and writes; the parameter then receives the master
+  // rounded to its dtype. Small updates then accumulate instead of being lost to half rounding.
+  // Call once, before the first step (and before a trainingModel traces the optimizer).
+  void keep_master_weights() {
+    IPUML_CHECK(!ir::is_tracing(), name_, ".keep_master_weights: not available while tracing");
+    ir::NoTraceGuard nt;
+    NoGradGuard ng;
+    const auto params = parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (params[i].dtype() == kFloat32 || master_of(i) != nullptr) continue;
+      state_[i].emplace_back("master_weight", cast(params[i], kFloat32).contiguous());
+    }
+  }
+  bool has_master_weights() const {
+    for (size_t i = 0; i < state_.size(); ++i)
+      if (master_of(i) != nullptr) return true;
+    return false;
+  }
+
+  // PopTorch's optimizer `loss_scaling`: the model wrappers (trainingModel) seed backward with
+  // this value instead of 1, and the update divides every gradient by it, so half gradients
+  // keep their small values out of the subnormal range. In eager code multiply the loss by it
+  // yourself before backward (or use LossScaler, which also skips steps on overflow).
+  void set_loss_scaling(double scale) {
+    detail::check_range(std::isfinite(scale) && scale > 0.0, name_ + ".set_loss_scaling",
+                        "loss_scaling", scale, "a finite value > 0");
+    IPUML_CHECK(!ir::is_tracing(), name_, ".set_loss_scaling: not available while tracing");
+    loss_scaling_ = scale;
+  }
+  double loss_scaling() const { return loss_scaling_; }
+
   // A snapshot (copies): "state.<i>.<name>" for each parameter i's state tensors in order, then
   // "group.<g>.lr" for each group.
   nn::StateDict state_dict() const {
@@ -206,6 +238,20 @@ class Optimizer {
     fail(name_, ": parameter ", index, " has no state '", key, "'");
   }
 
+  // Parameter `index`'s float32 master copy, or null.
+  Tensor* master_of(size_t index) {
+    for (auto& [k, t] : state_[index])
+      if (k == "master_weight") return &t;
+    return nullptr;
+  }
+  const Tensor* master_of(size_t index) const {
+    for (auto& [k, t] : state_[index])
+      if (k == "master_weight") return &t;
+    return nullptr;
+  }
+
+  double loss_scaling_ = 1.0;
+
   // Keeps options structs' lr in step with the tensor.
   virtual void on_lr_changed(size_t group, double lr) { (void)group, (void)lr; }
 
@@ -283,7 +329,14 @@ class OptimizerWithOptions : public Optimizer {
                     shape_str(grad.shape()));
         // The update is computed in float32 (state is float32) whatever the parameter's dtype.
         if (grad.dtype() != kFloat32) grad = cast(grad, kFloat32);
-        f(p, grad, g.first_index + k, options_[gi], g);
+        if (loss_scaling_ != 1.0) grad = mul(grad, 1.0 / loss_scaling_);
+        const size_t index = g.first_index + k;
+        if (Tensor* master = master_of(index)) {
+          f(*master, grad, index, options_[gi], g);
+          p.copy_(cast(*master, p.dtype()));
+        } else {
+          f(p, grad, index, options_[gi], g);
+        }
       }
     }
   }

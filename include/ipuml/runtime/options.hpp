@@ -54,6 +54,14 @@ struct PrecisionOptions {
     partials_type = t;
     return *this;
   }
+  // PopTorch's Precision.enableStochasticRounding: on the emulated IPU every float16/bfloat16
+  // result of an arithmetic op or cast is rounded stochastically (unbiased on average) from
+  // counter-based random bits seeded by randomSeed, so runs stay bit-reproducible.
+  bool stochastic_rounding = false;
+  PrecisionOptions& enableStochasticRounding(bool on) {
+    stochastic_rounding = on;
+    return *this;
+  }
 };
 
 // Where a kind of tensor lives, as PopTorch's TensorLocationSettings: on the tiles (the

@@ -31,7 +31,10 @@ ir::Trace trace_training_step(nn::Module& model, optim::Optimizer& optimizer, Lo
   Tensor loss = loss_of(xs);
   IPUML_CHECK(loss.numel() == 1, "trace_training_step: the loss must be a scalar, got shape ",
               shape_str(loss.shape()));
-  loss.backward();
+  if (optimizer.loss_scaling() != 1.0)
+    loss.backward(full(loss.shape(), optimizer.loss_scaling(), loss.dtype()));
+  else
+    loss.backward();
   const size_t update_begin = tracer.num_nodes();
   {
     NoGradGuard ng;

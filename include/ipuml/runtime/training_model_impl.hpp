@@ -35,6 +35,10 @@ IPUML_INLINE backend::CompileOptions compile_options_for(const Options& o, int64
   }
   if (o.Precision.partials_type != DType::Float32)
     c["partials_type"] = dtype_name(o.Precision.partials_type);
+  if (o.Precision.stochastic_rounding) {
+    c["stochastic_rounding"] = "1";
+    c["rounding_seed"] = std::to_string(o.seed());
+  }
   c["allow_out_of_memory"] = o.allow_out_of_memory() ? "1" : "0";
   c["replicas"] = std::to_string(o.replication_factor());
   c["ipus_per_replica"] = std::to_string(ipus_per_replica);
@@ -168,7 +172,12 @@ IPUML_INLINE void TrainingModel::compile(const Tensor& data, const Tensor& label
     Tensor loss = loss_(model_->forward(x), y);
     IPUML_CHECK(loss.numel() == 1, "trainingModel: the loss must be a scalar, got shape ",
                 shape_str(loss.shape()));
-    loss.backward();
+    // PopTorch's loss_scaling: the gradient seed is the scale; the optimizer divides it out.
+    const double scaling = optimizer_.loss_scaling();
+    if (scaling != 1.0)
+      loss.backward(full(loss.shape(), scaling, loss.dtype()));
+    else
+      loss.backward();
     const size_t update_begin = tracer.num_nodes();
     {
       NoGradGuard ng;

@@ -94,7 +94,7 @@ IPUML_INLINE Tensor maximum(const Tensor& a, const Tensor& b) {
   attach({out}, "MaximumBackward", {a, b},
          [a = saved(a), b = saved(b)](const std::vector<Tensor>& g) {
            // Ties split the gradient evenly, as PyTorch does.
-           Tensor ma = add(cast(gt(a, b), kFloat32), mul(cast(eq(a, b), kFloat32), 0.5));
+           Tensor ma = add(cast(gt(a, b), g[0].dtype()), mul(cast(eq(a, b), g[0].dtype()), 0.5));
            Tensor mb = sub(ones_like(ma), ma);
            return std::vector<Tensor>{sum_to(mul(g[0], ma), a.shape()),
                                       sum_to(mul(g[0], mb), b.shape())};
@@ -106,7 +106,7 @@ IPUML_INLINE Tensor minimum(const Tensor& a, const Tensor& b) {
   Tensor out = binary(OpKind::Minimum, a, b);
   attach({out}, "MinimumBackward", {a, b},
          [a = saved(a), b = saved(b)](const std::vector<Tensor>& g) {
-           Tensor ma = add(cast(lt(a, b), kFloat32), mul(cast(eq(a, b), kFloat32), 0.5));
+           Tensor ma = add(cast(lt(a, b), g[0].dtype()), mul(cast(eq(a, b), g[0].dtype()), 0.5));
            Tensor mb = sub(ones_like(ma), ma);
            return std::vector<Tensor>{sum_to(mul(g[0], ma), a.shape()),
                                       sum_to(mul(g[0], mb), b.shape())};
@@ -193,8 +193,8 @@ IPUML_INLINE Tensor clamp(const Tensor& x, std::optional<double> min, std::optio
   return unary_grad("ClampBackward", x, run1(OpKind::Clamp, a, {x}),
                     [x = saved(x), min, max](const std::vector<Tensor>& g) {
                       Tensor mask = ones_like(x);
-                      if (min) mask = mul(mask, cast(ge(x, *min), kFloat32));
-                      if (max) mask = mul(mask, cast(le(x, scalar_like(x, *max)), kFloat32));
+                      if (min) mask = mul(mask, cast(ge(x, *min), x.dtype()));
+                      if (max) mask = mul(mask, cast(le(x, scalar_like(x, *max)), x.dtype()));
                       return std::vector<Tensor>{mul(g[0], mask)};
                     });
 }

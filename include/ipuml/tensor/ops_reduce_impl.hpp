@@ -59,7 +59,7 @@ inline Tensor extreme(OpKind k, const char* name, const Tensor& x, std::vector<i
   Tensor out = run1(k, dims_attrs(dims, keepdim), {x});
   attach({out}, name, {x}, [x = saved(x), o = saved(out), dims](const std::vector<Tensor>& g) {
     // Ties share the gradient evenly (PyTorch's amax/amin rule).
-    Tensor mask = cast(eq(x, expand_back(o, x.shape(), dims)), kFloat32);
+    Tensor mask = cast(eq(x, expand_back(o, x.shape(), dims)), x.dtype());
     Tensor count = sum(mask, dims, true);
     return std::vector<Tensor>{div(mul(expand_back(g[0], x.shape(), dims), mask), count)};
   });
