@@ -155,8 +155,8 @@ TEST_CASE("Module::to converts floating parameters and buffers in place", "[half
     REQUIRE(p.requires_grad());
   }
   for (auto& [name, b] : net->named_buffers())
-    REQUIRE(b.dtype() == (name.find("num_batches_tracked") != std::string::npos ? kInt64
-                                                                                : kFloat16));
+    REQUIRE(b.dtype() ==
+            (name.find("num_batches_tracked") != std::string::npos ? kInt64 : kFloat16));
   const auto w16 = net->conv->weight.to(kFloat32).to_vector<float>();
   for (size_t i = 0; i < w32.size(); ++i)
     REQUIRE(w16[i] == half_bits_to_float(float_to_half_bits(w32[i])));

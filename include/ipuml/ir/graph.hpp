@@ -49,6 +49,9 @@ class Graph {
   std::vector<int64_t> states;   // State values, in the order they are bound
   std::vector<int64_t> outputs;  // values returned by a run
   std::vector<StateUpdate> updates;
+  // Values marked by recomputation_checkpoint() while tracing: the activations a training step
+  // keeps for its backward pass when recomputation is applied (ir/recompute.hpp).
+  std::vector<int64_t> checkpoints;
 
   int64_t add_value(Value v) {
     values.push_back(std::move(v));

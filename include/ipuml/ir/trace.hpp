@@ -45,6 +45,8 @@ class Tracer {
   void rebind(const Tensor& target, const Tensor& value);
   // The op that produced `t` may use `proportion` of each tile's memory for its temporaries.
   void set_available_memory(const Tensor& t, double proportion);
+  // Marks t (the result of an op of this trace) as a recomputation checkpoint.
+  void mark_checkpoint(const Tensor& t);
   // Grad of a state leaf set while tracing (restored by finish).
   void remember_grad(TensorImpl* impl);
   uint64_t id() const { return id_; }
@@ -94,6 +96,12 @@ bool is_tracing();
 // Eager code has no tiles, so outside tracing it only checks p. Returns t.
 Tensor set_available_memory(const Tensor& t, double proportion);
 
+// PopTorch's poptorch.recomputationCheckpoint(t): in a traced training step, the backward pass
+// keeps only checkpointed activations (and inputs and state) and recomputes everything else it
+// needs from them, trading cycles for tile memory (ir/recompute.hpp). Eager code keeps every
+// activation, so outside tracing it does nothing. Returns t.
+Tensor recomputation_checkpoint(const Tensor& t);
+
 // Places the ops recorded while it lives on IPU `ipu` (PopTorch's BeginBlock / Block(ipu_id)).
 class PlacementGuard {
  public:
@@ -112,6 +120,7 @@ class PlacementGuard {
 }  // namespace ipuml::ir
 
 namespace ipuml {
+using ir::recomputation_checkpoint;
 using ir::set_available_memory;
 }  // namespace ipuml
 

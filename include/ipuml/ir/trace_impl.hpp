@@ -88,6 +88,19 @@ IPUML_INLINE Tensor set_available_memory(const Tensor& t, double proportion) {
   return t;
 }
 
+IPUML_INLINE void Tracer::mark_checkpoint(const Tensor& t) {
+  IPUML_CHECK(t.defined(), "recomputation_checkpoint: got an undefined tensor");
+  if (t.impl()->trace_id != id_ || t.impl()->value < 0) return;  // a constant: always kept
+  const int64_t v = t.impl()->value;
+  if (graph_.values[static_cast<size_t>(v)].kind != ValueKind::Op) return;  // input or state
+  graph_.checkpoints.push_back(v);
+}
+
+IPUML_INLINE Tensor recomputation_checkpoint(const Tensor& t) {
+  if (Tracer* tr = Tracer::current()) tr->mark_checkpoint(t);
+  return t;
+}
+
 IPUML_INLINE int64_t Tracer::value_of(const Tensor& t) {
   IPUML_CHECK(t.defined(), "tracing: an op received an undefined tensor");
   TensorImpl* impl = t.impl();

@@ -7,6 +7,7 @@
 
 #include <ipuml/autograd/grad_mode.hpp>
 #include <ipuml/ir/placement.hpp>
+#include <ipuml/ir/recompute.hpp>
 #include <ipuml/ir/trace.hpp>
 #include <ipuml/nn/module.hpp>
 #include <ipuml/optim/optimizer.hpp>
@@ -31,6 +32,7 @@ ir::Trace trace_training_step(nn::Module& model, optim::Optimizer& optimizer, Lo
   Tensor loss = loss_of(xs);
   IPUML_CHECK(loss.numel() == 1, "trace_training_step: the loss must be a scalar, got shape ",
               shape_str(loss.shape()));
+  const size_t backward_begin = tracer.num_nodes();
   if (optimizer.loss_scaling() != 1.0)
     loss.backward(full(loss.shape(), optimizer.loss_scaling(), loss.dtype()));
   else
@@ -44,6 +46,7 @@ ir::Trace trace_training_step(nn::Module& model, optim::Optimizer& optimizer, Lo
   ir::Trace tr = tracer.finish({loss.reshape({})});
   auto homes = ir::state_homes(tr.graph, update_begin);
   ir::place_update(tr.graph, update_begin, homes);
+  ir::recompute_from_checkpoints(tr.graph, backward_begin, update_begin);
   if (optimizer_off_chip) {
     std::vector<Tensor> state;
     const size_t n = optimizer.parameters().size();

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include <ipuml/ir/placement.hpp>
+#include <ipuml/ir/recompute.hpp>
 #include <ipuml/runtime/training_model.hpp>
 
 namespace ipuml::runtime {
@@ -174,6 +175,7 @@ IPUML_INLINE void TrainingModel::compile(const Tensor& data, const Tensor& label
                 shape_str(loss.shape()));
     // PopTorch's loss_scaling: the gradient seed is the scale; the optimizer divides it out.
     const double scaling = optimizer_.loss_scaling();
+    const size_t backward_begin = tracer.num_nodes();
     if (scaling != 1.0)
       loss.backward(full(loss.shape(), scaling, loss.dtype()));
     else
@@ -194,6 +196,7 @@ IPUML_INLINE void TrainingModel::compile(const Tensor& data, const Tensor& label
     // forward pass ended.
     auto homes = ir::state_homes(step_trace_.graph, update_begin);
     ir::place_update(step_trace_.graph, update_begin, homes);
+    ir::recompute_from_checkpoints(step_trace_.graph, backward_begin, update_begin);
   }
   // The update: average the replicas' accumulated gradients, step, clear the accumulators.
   if (!fused) {
