@@ -98,6 +98,9 @@ struct BertConfig {
   // Graphcore's layers_per_ipu: entry k is how many encoder layers IPU k runs; embeddings,
   // pooler and heads stay on IPU 0 ({0, 4, 4, 4} gives IPU 0 nothing else). Empty: no placement.
   IPUML_ARG(std::vector<int64_t>, layers_per_ipu);
+  // Graphcore's --recompute-checkpoint-every-layer: a recomputation checkpoint after each
+  // encoder layer (a traced training step keeps one [B, S, hidden] tensor per layer).
+  IPUML_ARG(bool, recompute_checkpoint_every_layer) = false;
 };
 
 namespace bert_detail {
@@ -249,7 +252,8 @@ IPUML_MODULE(BertLayer);
 
 class BertEncoderImpl : public nn::Module {
  public:
-  explicit BertEncoderImpl(const BertConfig& c) : nn::Module("BertEncoder") {
+  explicit BertEncoderImpl(const BertConfig& c)
+      : nn::Module("BertEncoder"), checkpoint_(c.recompute_checkpoint_every_layer()) {
     layer = register_module("layer", nn::ModuleList());
     for (int64_t i = 0; i < c.num_hidden_layers(); ++i) {
       layers.emplace_back(c);
@@ -258,12 +262,18 @@ class BertEncoderImpl : public nn::Module {
   }
   using nn::Module::forward;
   Tensor forward(Tensor x, const Tensor& mask_bias) {
-    for (auto& l : layers) x = l(x, mask_bias);
+    for (auto& l : layers) {
+      x = l(x, mask_bias);
+      if (checkpoint_) x = recomputation_checkpoint(x);
+    }
     return x;
   }
 
   nn::ModuleList layer{nullptr};
   std::vector<BertLayer> layers;  // layer's members, called through their holders (BeginBlock)
+
+ private:
+  bool checkpoint_ = false;
 };
 IPUML_MODULE(BertEncoder);
 

@@ -82,6 +82,9 @@ struct GPT2Config {
   // embeddings and the tied LM head (hence the loss) are on IPU 0 whatever the first entry is;
   // {0, 4, 4, 4} leaves IPU 0 to them. Empty: no placement.
   IPUML_ARG(std::vector<int64_t>, layers_per_ipu);
+  // train_gpt2.py's --recompute-checkpoint-every-layer: a recomputation checkpoint after each
+  // block, so a traced training step keeps one [B, S, n_embd] tensor per layer for backward.
+  IPUML_ARG(bool, recompute_checkpoint_every_layer) = false;
 };
 
 namespace gpt2_detail {
@@ -252,7 +255,10 @@ class GPT2ModelImpl : public nn::Module {
                 " must be between 1 and n_positions=", config.n_positions());
     Tensor x = wte(input_ids);
     x = drop(add(x, wpe(arange(s))));
-    for (auto& blk : blocks) x = blk(x);
+    for (auto& blk : blocks) {
+      x = blk(x);
+      if (config.recompute_checkpoint_every_layer()) x = recomputation_checkpoint(x);
+    }
     return ln_f(x);
   }
 

@@ -38,6 +38,9 @@ struct ResNetOptions {
   // Where a new IPU starts, in forward order: "layer3" (a whole stage) or "layer4/0" (a block),
   // as Graphcore's `--pipeline-splits`; also "avgpool" and "fc". Split i starts IPU i + 1.
   IPUML_ARG(std::vector<std::string>, pipeline_splits);
+  // A recomputation checkpoint after the stem and every residual block (Graphcore's
+  // `--recompute-mode`): a traced training step keeps only the blocks' outputs for backward.
+  IPUML_ARG(bool, recompute_blocks) = false;
 };
 
 namespace resnet_detail {
@@ -205,7 +208,8 @@ class ResNetImpl : public nn::Module {
                 "ResNet: expected an input [B, 3, H, W], got shape ", shape_str(x.shape()));
     Tensor h = relu(bn1->forward(conv1(x)));
     if (maxpool) h = maxpool(h);
-    for (auto& stage : stages_) h = run_stage(stage, h);
+    if (options.recompute_blocks()) h = recomputation_checkpoint(h);
+    for (auto& stage : stages_) h = run_stage(stage, h, options.recompute_blocks());
     return fc(flatten(avgpool(h), 1));
   }
 
@@ -240,11 +244,12 @@ class ResNetImpl : public nn::Module {
 
   // Sequential::forward calls its children directly, so BeginBlock on a single block (split
   // "layer4/0") is honoured here, where the blocks are run one by one.
-  static Tensor run_stage(const nn::Sequential& stage, Tensor h) {
+  static Tensor run_stage(const nn::Sequential& stage, Tensor h, bool checkpoint) {
     if (stage->block_ipu() >= 0) ir::PlacementGuard::set_current(stage->block_ipu());
     for (auto& [name, blk] : *stage) {
       if (blk->block_ipu() >= 0) ir::PlacementGuard::set_current(blk->block_ipu());
       h = blk->forward(h);
+      if (checkpoint) h = recomputation_checkpoint(h);
     }
     return h;
   }

@@ -22,7 +22,7 @@ inline int leading_reduced_dim(const ir::Graph& g, const ir::Node& n) {
   if (n.kind != ir::OpKind::Sum || n.inputs.size() != 1) return -1;
   const auto& in = g.meta(n.inputs[0]);
   const auto& out = g.meta(n.outputs[0]);
-  if (in.dtype != DType::Float32 || out.numel() <= 1) return -1;
+  if (!is_floating(in.dtype) || out.numel() <= 1) return -1;
   std::vector<bool> red(in.shape.size(), n.attrs.dims.empty());
   for (auto d : n.attrs.dims) red[static_cast<size_t>(d)] = true;
   for (size_t i = 0; i < in.shape.size(); ++i)
@@ -98,6 +98,8 @@ IPUML_INLINE MatrixProblem matrix_problem(const ir::Graph& g, const ir::Node& n)
     p.a_axes = MatrixProblem::kM | MatrixProblem::kK;
     p.b_input = -1;
     p.out_elems = p.m;
+    p.dtype = in.dtype;
+    p.out_dtype = g.meta(n.outputs[0]).dtype;
     p.amp = false;
     p.k_dim = {d};
     return p;

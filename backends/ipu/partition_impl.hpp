@@ -129,6 +129,25 @@ IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const i
       if (!a.keepdim)
         for (int i = 0; i < j; ++i) od -= red[static_cast<size_t>(i)] ? 1 : 0;
       axis(od, {j}, reduced_before ? 2 : 1);
+      // Only trailing dims reduced: each output element reads its own contiguous run of the
+      // input, so output elements spread over every tile with their inputs in proportion.
+      bool trailing = !reduced_before;
+      bool seen_reduced = false;
+      for (size_t i = 0; i < is.size(); ++i) {
+        if (is[i] <= 1) continue;
+        if (red[i])
+          seen_reduced = true;
+        else if (seen_reduced)
+          trailing = false;
+      }
+      if (trailing && seen_reduced && out.numel() > 1) {
+        SliceSpec s;
+        s.kind = SplitKind::Rows;
+        s.in_dim = {0};
+        s.extent = out.numel();
+        s.grain = 1;
+        c.push_back(std::move(s));
+      }
     } else if (k == K::Sum && out.numel() == 1 && out.dtype == DType::Float32 &&
                g.meta(node.inputs[0]).dtype == DType::Float32 &&
                g.meta(node.inputs[0]).numel() > 1) {
@@ -190,6 +209,16 @@ IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const i
              k == K::MaxPoolBackward) {
     axis(0, std::vector<int>(nin, 0));
     axis(1, std::vector<int>(nin, 1));
+    // Whole output planes over every tile: batch x channels planes are independent, and each
+    // input holds the same planes (in proportion), as popnn's pooling maps them.
+    if (rank == 4 && os[2] * os[3] > 0 && os[0] * os[1] > 1) {
+      SliceSpec s;
+      s.kind = SplitKind::Rows;
+      s.in_dim.assign(nin, 0);
+      s.extent = out.numel();
+      s.grain = os[2] * os[3];
+      c.push_back(std::move(s));
+    }
   }
   if (c.empty()) {
     SliceSpec s;

@@ -23,8 +23,8 @@ struct DeepImpl : nn::Module {
   bool checkpoint = false;
   DeepImpl(int64_t width, int depth) : nn::Module("Deep") {
     for (int i = 0; i < depth; ++i)
-      layers.push_back(register_module("l" + std::to_string(i),
-                                       nn::Linear(nn::LinearOptions(width, width))));
+      layers.push_back(
+          register_module("l" + std::to_string(i), nn::Linear(nn::LinearOptions(width, width))));
   }
   Tensor forward(const Tensor& x) override {
     Tensor h = x;

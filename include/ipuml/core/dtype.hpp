@@ -1,4 +1,5 @@
-// Element types: float32 computes; float16/bfloat16 store and convert (round-to-nearest-even);
+// Element types: float32, and float16/bfloat16 (computed in float32 and rounded once, see
+// docs/precision.md; conversions round to nearest even or stochastically);
 // int32/int64 hold indices and labels; bool holds masks.
 #pragma once
 

@@ -68,7 +68,8 @@ inline RecomputeReport recompute_from_checkpoints(Graph& g, size_t backward_begi
     Node node = g.nodes[n];
     if (n < backward_end)
       for (auto& in : node.inputs) in = need(in);
-    for (auto o : node.outputs) g.values[static_cast<size_t>(o)].node = static_cast<int64_t>(nodes.size());
+    for (auto o : node.outputs)
+      g.values[static_cast<size_t>(o)].node = static_cast<int64_t>(nodes.size());
     nodes.push_back(std::move(node));
   }
   g.nodes = std::move(nodes);
