@@ -6,7 +6,8 @@
 set -euo pipefail
 
 build_pkgs=(build-essential cmake pkg-config libxtensor-dev libxsimd-dev libtbb-dev
-            libhdf5-dev catch2 nlohmann-json3-dev libcli11-dev zlib1g-dev nodejs npm)
+            libhdf5-dev catch2 nlohmann-json3-dev libcli11-dev zlib1g-dev nodejs npm
+            libyaml-cpp-dev libopenmpi-dev openmpi-bin)
 peer_pkgs=(python3-torch libopenblas-dev)
 
 want=("${build_pkgs[@]}")

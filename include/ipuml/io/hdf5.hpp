@@ -122,6 +122,13 @@ class H5File {
     write(path, h5_dtype_of<T>(), shape, data.data());
   }
   void write_string(const std::string& path, const std::string& value);
+  // Creates a dataset of `shape` without writing it (replacing any object at that path), to be
+  // filled piecewise by write_rows: a data set larger than memory.
+  void create_dataset(const std::string& path, H5Dtype dtype, const std::vector<int64_t>& shape);
+  // Writes `count` entries along the first dimension starting at `first` into an existing
+  // dataset of that dtype (read_rows' counterpart).
+  void write_rows(const std::string& path, H5Dtype dtype, int64_t first, int64_t count,
+                  const void* data);
 
   H5DatasetInfo info(const std::string& path) const;
   // Reads the whole dataset into `out`; its dtype must be `dtype` and its shape `shape`,

@@ -709,6 +709,60 @@ IPUML_INLINE void H5File::read_rows(const std::string& path, H5Dtype dtype, int6
                 " failed (corrupt file? HDF5: ", h5detail::hdf5_error_text(), ")");
 }
 
+IPUML_INLINE void H5File::create_dataset(const std::string& path, H5Dtype dtype,
+                                         const std::vector<int64_t>& shape) {
+  check_writable("create_dataset", path);
+  std::string full = h5detail::normalize(path);
+  IPUML_CHECK(full != "/", "hdf5: create_dataset ", where(path), ": a dataset needs a name");
+  IPUML_CHECK(dtype != H5Dtype::other, "hdf5: create_dataset ", where(path),
+              ": dtype 'other' cannot be stored");
+  for (int64_t d : shape)
+    IPUML_CHECK(d >= 0, "hdf5: create_dataset ", where(path), ": shape ", shape,
+                " has a negative dimension");
+  if (exists(full)) remove(full);
+  h5detail::H5Handle ftype = h5detail::file_type(dtype);
+  h5detail::H5Handle space = h5detail::make_space(shape);
+  h5detail::H5Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  H5Pset_create_intermediate_group(lcpl.get(), 1);
+  h5detail::H5Handle ds(
+      H5Dcreate2(id_, full.c_str(), ftype.get(), space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
+      H5Dclose);
+  if (!space.valid() || !ds.valid())
+    ipuml::fail("hdf5: create_dataset ", where(path), ": cannot create a ", dtype_name(dtype),
+                " dataset of shape ", shape, " (HDF5: ", h5detail::hdf5_error_text(), ")");
+  if (const char* tag = h5detail::tag_of(dtype))
+    h5detail::write_string_attr(ds.get(), h5detail::kDtypeTag, tag);
+}
+
+IPUML_INLINE void H5File::write_rows(const std::string& path, H5Dtype dtype, int64_t first,
+                                     int64_t count, const void* data) {
+  check_writable("write_rows", path);
+  H5DatasetInfo found = describe(path, "write_rows");
+  IPUML_CHECK(found.dtype == dtype, "hdf5: write_rows ", where(path), ": found dtype ",
+              found.type_name, ", expected ", dtype_name(dtype));
+  IPUML_CHECK(!found.shape.empty(), "hdf5: write_rows ", where(path),
+              ": the dataset is a scalar, expected rank >= 1");
+  IPUML_CHECK(first >= 0 && count >= 0 && first + count <= found.shape[0], "hdf5: write_rows ",
+              where(path), ": rows [", first, ", ", first + count, ") are outside the ",
+              found.shape[0], " rows of shape ", found.shape);
+  if (count == 0 || found.numel() == 0) return;
+  IPUML_CHECK(data != nullptr, "hdf5: write_rows ", where(path), ": no data");
+  h5detail::H5Handle ds(H5Dopen2(id_, h5detail::normalize(path).c_str(), H5P_DEFAULT), H5Dclose);
+  h5detail::H5Handle type(H5Dget_type(ds.get()), H5Tclose);
+  h5detail::H5Handle mtype = h5detail::memory_type(dtype, type.get());
+  h5detail::H5Handle fspace(H5Dget_space(ds.get()), H5Sclose);
+  std::vector<hsize_t> start(found.shape.size(), 0), dims(found.shape.begin(), found.shape.end());
+  start[0] = static_cast<hsize_t>(first);
+  dims[0] = static_cast<hsize_t>(count);
+  h5detail::H5Handle mspace(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+                            H5Sclose);
+  if (H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, dims.data(),
+                          nullptr) < 0 ||
+      H5Dwrite(ds.get(), mtype.get(), mspace.get(), fspace.get(), H5P_DEFAULT, data) < 0)
+    ipuml::fail("hdf5: write_rows ", where(path), " failed (HDF5: ", h5detail::hdf5_error_text(),
+                ")");
+}
+
 IPUML_INLINE std::string H5File::read_string(const std::string& path) const {
   IPUML_CHECK(id_ >= 0, "hdf5: read_string ", where(path), ": the file is closed");
   h5detail::H5Handle ds = h5detail::open_dataset(*this, id_, "read_string", where(path), path);
