@@ -19,11 +19,11 @@ namespace ipuml::datasets {
 
 // One split of a cellSpike file as found on disk, checked for consistency.
 struct CellSpikeSplitInfo {
-  std::string path, split;  // file and "train" / "val" / "test"
-  int64_t samples = 0;      // N
-  int64_t time_bins = 0;    // 1600
-  int64_t features = 0;     // 4 probes
-  int64_t params = 0;       // 15
+  std::string path, split;                          // file and "train" / "val" / "test"
+  int64_t samples = 0;                              // N
+  int64_t time_bins = 0;                            // 1600
+  int64_t features = 0;                             // 4 probes
+  int64_t params = 0;                               // 15
   io::H5Dtype frames_dtype = io::H5Dtype::float32;  // float32 or float16
   io::H5Dtype params_dtype = io::H5Dtype::float32;
   int64_t bytes_per_sample() const;  // on disk, frames + params
@@ -86,9 +86,9 @@ class CellSpikeLoader {
 
   const CellSpikeSplitInfo& info() const;
   const CellSpikeLoaderOptions& options() const;
-  int64_t shard_size() const;   // samples in each share
-  int64_t size() const;         // host batches per epoch
-  int64_t batch_rows() const;   // rows of a host batch
+  int64_t shard_size() const;  // samples in each share
+  int64_t size() const;        // host batches per epoch
+  int64_t batch_rows() const;  // rows of a host batch
   // Starts epoch `epoch` (its shuffle); next() then returns size() batches and then false.
   void start_epoch(uint64_t epoch);
   bool next(data::Example& out);

@@ -33,7 +33,7 @@ struct CellSpikeGenOptions {
   IPUML_ARG(int64_t, time_bins) = 1600;
   IPUML_ARG(bool, fp16) = false;  // float16 frames and targets (the _fp16 files)
   IPUML_ARG(uint64_t, seed) = 1;
-  IPUML_ARG(double, noise) = 0.02;     // standard deviation of the recording noise on frames
+  IPUML_ARG(double, noise) = 0.02;        // standard deviation of the recording noise on frames
   IPUML_ARG(int64_t, chunk_rows) = 2048;  // samples simulated and written at a time
 };
 

@@ -97,9 +97,9 @@ IPUML_INLINE CellSpikeMeta cellspike_gen_meta(int64_t time_bins) {
   m.num_time_bins = time_bins;
   m.num_par = kCellSpikeParams;
   m.feature_names = {"soma", "axon", "dend", "sodend"};
-  m.par_names = {"gNa_soma",  "gK_soma",   "gL_soma",   "gNa_axon",    "gK_axon",
-                 "gL_axon",   "gNa_dend",  "gK_dend",   "gL_dend",     "gK_sodend",
-                 "gL_sodend", "gc_axon",   "gc_dend",   "gc_sodend",   "cm"};
+  m.par_names = {"gNa_soma",  "gK_soma",  "gL_soma", "gNa_axon",  "gK_axon",
+                 "gL_axon",   "gNa_dend", "gK_dend", "gL_dend",   "gK_sodend",
+                 "gL_sodend", "gc_axon",  "gc_dend", "gc_sodend", "cm"};
   return m;
 }
 
@@ -176,10 +176,14 @@ IPUML_INLINE void generate_cellspike(const std::string& path, const CellSpikeGen
   const io::H5Dtype dt = o.fp16() ? io::H5Dtype::float16 : io::H5Dtype::float32;
   const CellSpikeMeta meta = cellspike_gen_meta(T);
   io::atomic_write(path, [&](io::H5File& f) {
-    nlohmann::json j = {{"numFeature", F},         {"numTimeBin", T},
-                        {"numPar", P},             {"featureName", meta.feature_names},
-                        {"parName", meta.par_names}, {"simulator", "ipuml 4-compartment HH"},
-                        {"seed", o.seed()},        {"noise", o.noise()}};
+    nlohmann::json j = {{"numFeature", F},
+                        {"numTimeBin", T},
+                        {"numPar", P},
+                        {"featureName", meta.feature_names},
+                        {"parName", meta.par_names},
+                        {"simulator", "ipuml 4-compartment HH"},
+                        {"seed", o.seed()},
+                        {"noise", o.noise()}};
     f.write_string("meta.JSON", j.dump());
     int64_t done = 0;
     for (int s = 0; s < 3; ++s) {
@@ -207,9 +211,9 @@ IPUML_INLINE void generate_cellspike(const std::string& path, const CellSpikeGen
             simulate_cellspike(pr, T, fr);
             if (o.noise() > 0)
               for (int64_t k = 0; k < T * F; ++k)
-                fr[k] += static_cast<float>(o.noise()) *
-                         noise_rng.normal(idx * static_cast<uint64_t>(T * F) +
-                                          static_cast<uint64_t>(k));
+                fr[k] +=
+                    static_cast<float>(o.noise()) *
+                    noise_rng.normal(idx * static_cast<uint64_t>(T * F) + static_cast<uint64_t>(k));
           }
         });
         auto put = [&](const std::string& name, const std::vector<float>& v) {

@@ -49,14 +49,14 @@ inline uint64_t cellspike_stream(uint64_t epoch, int64_t shard, int64_t window) 
 }  // namespace detail
 
 IPUML_INLINE int64_t CellSpikeSplitInfo::bytes_per_sample() const {
-  return time_bins * features * static_cast<int64_t>(detail::cellspike_element_bytes(frames_dtype)) +
+  return time_bins * features *
+             static_cast<int64_t>(detail::cellspike_element_bytes(frames_dtype)) +
          params * static_cast<int64_t>(detail::cellspike_element_bytes(params_dtype));
 }
 
-IPUML_INLINE CellSpikeSplitInfo inspect_cellspike(const std::string& path,
-                                                  const std::string& split,
-                                                  int64_t expect_time_bins,
-                                                  int64_t expect_features, int64_t expect_params) {
+IPUML_INLINE CellSpikeSplitInfo inspect_cellspike(const std::string& path, const std::string& split,
+                                                  int64_t expect_time_bins, int64_t expect_features,
+                                                  int64_t expect_params) {
   IPUML_CHECK(std::find(std::begin(detail::kCellSpikeSplits), std::end(detail::kCellSpikeSplits),
                         split) != std::end(detail::kCellSpikeSplits),
               "cellSpike: unknown split '", split, "' (expected train, val or test)");
@@ -72,8 +72,8 @@ IPUML_INLINE CellSpikeSplitInfo inspect_cellspike(const std::string& path,
   };
   IPUML_CHECK(is_float(fr.dtype) && is_float(pa.dtype), "cellSpike ", path, ": '", fn, "' is ",
               fr.type_name, " and '", pn, "' is ", pa.type_name, ", expected float32 or float16");
-  IPUML_CHECK(fr.shape.size() == 3 && fr.shape[1] > 0 && fr.shape[2] > 0, "cellSpike ", path,
-              ": '", fn, "' has shape ", fr.shape, ", expected (samples, time bins, probes)");
+  IPUML_CHECK(fr.shape.size() == 3 && fr.shape[1] > 0 && fr.shape[2] > 0, "cellSpike ", path, ": '",
+              fn, "' has shape ", fr.shape, ", expected (samples, time bins, probes)");
   IPUML_CHECK(pa.shape.size() == 2 && pa.shape[1] > 0, "cellSpike ", path, ": '", pn,
               "' has shape ", pa.shape, ", expected (samples, parameters)");
   IPUML_CHECK(fr.shape[0] == pa.shape[0], "cellSpike ", path, ": '", fn, "' has ", fr.shape[0],
@@ -149,7 +149,8 @@ struct CellSpikeLoader::State {
       at += n;
     }
     if (o.shuffle()) {
-      out.order = data::shuffled_range(0, rows, o.seed(), detail::cellspike_stream(epoch, sh.global, w));
+      out.order =
+          data::shuffled_range(0, rows, o.seed(), detail::cellspike_stream(epoch, sh.global, w));
     } else {
       out.order.resize(static_cast<size_t>(rows));
       for (int64_t i = 0; i < rows; ++i) out.order[static_cast<size_t>(i)] = i;

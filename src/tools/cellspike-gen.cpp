@@ -15,7 +15,8 @@
 
 int main(int argc, char** argv) {
   using namespace ipuml;
-  CLI::App app{"Write a cellSpike HDF5 file from a simulated neuron (ipuml's Neuron-Inverter data)"};
+  CLI::App app{
+      "Write a cellSpike HDF5 file from a simulated neuron (ipuml's Neuron-Inverter data)"};
   std::string out_path = ".", cell = "gen";
   datasets::CellSpikeGenOptions o;
   app.add_option("--outPath", out_path, "Directory for the data file and its meta yaml")
@@ -23,9 +24,15 @@ int main(int argc, char** argv) {
   app.add_option("--cellName", cell,
                  "Cell name: the file is <cellName>_excite.cellSpike_4prB8kHz.data.h5")
       ->capture_default_str();
-  app.add_option("--train", o.train(), "Training samples")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--val", o.val(), "Validation samples")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--test", o.test(), "Test samples")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--train", o.train(), "Training samples")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--val", o.val(), "Validation samples")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--test", o.test(), "Test samples")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--timeBins", o.time_bins(), "Time bins of 0.125 ms (the model expects 1600)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -40,8 +47,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     std::filesystem::create_directories(out_path);
-    const std::string data = (std::filesystem::path(out_path) / datasets::cellspike_data_file(cell)).string();
-    const std::string meta = (std::filesystem::path(out_path) / datasets::cellspike_meta_file(cell)).string();
+    const std::string data =
+        (std::filesystem::path(out_path) / datasets::cellspike_data_file(cell)).string();
+    const std::string meta =
+        (std::filesystem::path(out_path) / datasets::cellspike_meta_file(cell)).string();
     const auto t0 = std::chrono::steady_clock::now();
     const bool tty = isatty(fileno(stderr)) != 0;
     datasets::generate_cellspike(data, o, [&](int64_t done, int64_t total) {
@@ -57,12 +66,13 @@ int main(int argc, char** argv) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const auto bytes = std::filesystem::file_size(data);
     const int64_t samples = o.train() + o.val() + o.test();
-    std::printf("wrote %s (%.1f MB, %lld samples: %lld train, %lld val, %lld test, %s) and %s in "
-                "%.1f s (%.0f samples/s)\n",
-                data.c_str(), static_cast<double>(bytes) / 1e6, static_cast<long long>(samples),
-                static_cast<long long>(o.train()), static_cast<long long>(o.val()),
-                static_cast<long long>(o.test()), o.fp16() ? "float16" : "float32", meta.c_str(),
-                secs, static_cast<double>(samples) / std::max(secs, 1e-9));
+    std::printf(
+        "wrote %s (%.1f MB, %lld samples: %lld train, %lld val, %lld test, %s) and %s in "
+        "%.1f s (%.0f samples/s)\n",
+        data.c_str(), static_cast<double>(bytes) / 1e6, static_cast<long long>(samples),
+        static_cast<long long>(o.train()), static_cast<long long>(o.val()),
+        static_cast<long long>(o.test()), o.fp16() ? "float16" : "float32", meta.c_str(), secs,
+        static_cast<double>(samples) / std::max(secs, 1e-9));
   } catch (const std::exception& e) {
     std::cerr << "ipuml-cellspike-gen: " << e.what() << "\n";
     return 1;

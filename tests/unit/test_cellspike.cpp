@@ -34,13 +34,16 @@ constexpr int64_t kT = 8, kF = 4, kP = 3;
 float frame_value(int64_t i, int64_t t, int64_t f) {
   return static_cast<float>(i) + static_cast<float>(t) / 8.0f + static_cast<float>(f) / 32.0f;
 }
-float par_value(int64_t i, int64_t k) { return static_cast<float>(i) + static_cast<float>(k) / 4.0f; }
+float par_value(int64_t i, int64_t k) {
+  return static_cast<float>(i) + static_cast<float>(k) / 4.0f;
+}
 
 void write_split(io::H5File& f, const std::string& split, int64_t n, bool fp16) {
   std::vector<float> fr(static_cast<size_t>(n * kT * kF)), pa(static_cast<size_t>(n * kP));
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t t = 0; t < kT; ++t)
-      for (int64_t c = 0; c < kF; ++c) fr[static_cast<size_t>((i * kT + t) * kF + c)] = frame_value(i, t, c);
+      for (int64_t c = 0; c < kF; ++c)
+        fr[static_cast<size_t>((i * kT + t) * kF + c)] = frame_value(i, t, c);
     for (int64_t k = 0; k < kP; ++k) pa[static_cast<size_t>(i * kP + k)] = par_value(i, k);
   }
   if (!fp16) {
@@ -213,14 +216,16 @@ TEST_CASE("cellSpike generator: the layout, reproducible samples and a neuron th
   CHECK(err < 0.2);  // only the recording noise (sd 0.02) differs
   CHECK(err > 0.0);
 
-  // The neuron: at rest (V within 2 mV of -65, frame 0) before the first current step at 20 ms, and firing
-  // action potentials (V above 0 mV, frame > 1.6) on the soma during the strongest step.
+  // The neuron: at rest (V within 2 mV of -65, frame 0) before the first current step at 20 ms, and
+  // firing action potentials (V above 0 mV, frame > 1.6) on the soma during the strongest step.
   const std::vector<float> mid(15, 0.0f);
   datasets::simulate_cellspike(mid.data(), 1600, sim.data());
-  for (int64_t bin = 0; bin < 150; ++bin) CHECK(std::abs(sim[static_cast<size_t>(bin * 4)]) < 0.05f);
+  for (int64_t bin = 0; bin < 150; ++bin)
+    CHECK(std::abs(sim[static_cast<size_t>(bin * 4)]) < 0.05f);
   int spikes = 0;
   for (int64_t bin = 1120 + 1; bin < 1440; ++bin)
-    spikes += sim[static_cast<size_t>(bin * 4)] > 1.6f && sim[static_cast<size_t>(bin * 4 - 4)] <= 1.6f;
+    spikes +=
+        sim[static_cast<size_t>(bin * 4)] > 1.6f && sim[static_cast<size_t>(bin * 4 - 4)] <= 1.6f;
   CHECK(spikes >= 3);
   // More sodium on the soma fires more: the parameters shape the traces.
   std::vector<float> strong(15, 0.0f), weak(15, 0.0f);
@@ -243,10 +248,8 @@ TEST_CASE("cellSpike reader: truncated, corrupted and wrong-shaped files give cl
   const std::string good = make_file(dir, "good.h5", 40);
   const auto size = fs::file_size(good);
   auto read_all = [](const std::string& path) {
-    datasets::CellSpikeLoader l(path, datasets::CellSpikeLoaderOptions()
-                                          .micro_batch(4)
-                                          .block_rows(7)
-                                          .window_blocks(1));
+    datasets::CellSpikeLoader l(
+        path, datasets::CellSpikeLoaderOptions().micro_batch(4).block_rows(7).window_blocks(1));
     data::Example b;
     int64_t n = 0;
     while (l.next(b)) n += b.data.size(0);
@@ -299,20 +302,23 @@ TEST_CASE("cellSpike reader: truncated, corrupted and wrong-shaped files give cl
     f.write("train_frames", {40, kT, kF}, z);
     f.write("train_unitStar_par", {39, kP}, std::vector<float>(39 * kP));
   });
-  CHECK_THROWS_WITH(read_all(count), Catch::Contains("has 40 samples but 'train_unitStar_par' has 39"));
+  CHECK_THROWS_WITH(read_all(count),
+                    Catch::Contains("has 40 samples but 'train_unitStar_par' has 39"));
   const std::string ints = with("ints.h5", [&](io::H5File& f) {
     f.write("train_frames", {40, kT, kF}, std::vector<int32_t>(z.size()));
     f.write("train_unitStar_par", {40, kP}, std::vector<float>(40 * kP));
   });
-  CHECK_THROWS_WITH(read_all(ints), Catch::Contains("is int32") &&
-                                        Catch::Contains("expected float32 or float16"));
+  CHECK_THROWS_WITH(read_all(ints),
+                    Catch::Contains("is int32") && Catch::Contains("expected float32 or float16"));
   CHECK_THROWS_WITH(datasets::inspect_cellspike(good, "train", 1600, 4, 15),
                     Catch::Contains("has 8 time bins, expected 1600"));
   CHECK_THROWS_WITH(datasets::inspect_cellspike(good, "training"),
                     Catch::Contains("unknown split 'training'"));
-  CHECK_THROWS_WITH(datasets::CellSpikeLoader(good, datasets::CellSpikeLoaderOptions().micro_batch(41)),
-                    Catch::Contains("fewer than one host batch"));
-  CHECK_THROWS_WITH(datasets::CellSpikeLoader(good, datasets::CellSpikeLoaderOptions().num_shards(2).first_shard(2)),
+  CHECK_THROWS_WITH(
+      datasets::CellSpikeLoader(good, datasets::CellSpikeLoaderOptions().micro_batch(41)),
+      Catch::Contains("fewer than one host batch"));
+  CHECK_THROWS_WITH(datasets::CellSpikeLoader(
+                        good, datasets::CellSpikeLoaderOptions().num_shards(2).first_shard(2)),
                     Catch::Contains("do not fit in 2 shares"));
   const std::string text = dir.file("text.h5");
   std::ofstream(text) << "not an HDF5 file\n";
