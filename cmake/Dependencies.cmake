@@ -23,3 +23,18 @@ if(IPUML_WITH_HDF5)
   list(APPEND IPUML_DEPENDENCY_TARGETS $<BUILD_INTERFACE:ipuml_hdf5> $<INSTALL_INTERFACE:ipuml::hdf5>)
   list(APPEND IPUML_DEPENDENCY_DEFINITIONS IPUML_WITH_HDF5=1)
 endif()
+
+# MPI (OpenMPI from Debian) for data parallelism across processes (ipuml::dist). Optional: without
+# it every program runs as one instance.
+option(IPUML_WITH_MPI "Data parallelism across processes with MPI, when MPI is found" ON)
+set(IPUML_MPI_FOUND OFF)
+if(IPUML_WITH_MPI)
+  find_package(MPI COMPONENTS C QUIET)
+  if(MPI_C_FOUND)
+    set(IPUML_MPI_FOUND ON)
+    find_program(IPUML_MPIRUN NAMES mpirun mpiexec)
+    message(STATUS "ipuml: MPI found (${MPI_C_LIBRARIES}); mpirun: ${IPUML_MPIRUN}")
+  else()
+    message(STATUS "ipuml: MPI not found; multi-instance runs disabled (apt install libopenmpi-dev)")
+  endif()
+endif()

@@ -5,11 +5,13 @@
 #include <cstdint>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <ipuml/core/dtype.hpp>
 #include <ipuml/core/error.hpp>
+#include <ipuml/dist/communicator.hpp>
 
 namespace ipuml::runtime {
 
@@ -86,11 +88,26 @@ struct TensorLocationOptions {
   }
 };
 
+// `opts.Distributed.setCommunicator(dist::world())`: this process is one instance of a
+// data-parallel job (poprun's role, popdist's configureProcessId). replicationFactor stays the
+// instance's local replicas; gradients are summed over every instance's replicas (in rank order)
+// before the identical weight update on every instance.
+struct DistributedOptions {
+  std::shared_ptr<dist::Communicator> communicator;
+  DistributedOptions& setCommunicator(std::shared_ptr<dist::Communicator> c) {
+    communicator = std::move(c);
+    return *this;
+  }
+  int64_t num_processes() const { return communicator ? communicator->size() : 1; }
+  int64_t process_id() const { return communicator ? communicator->rank() : 0; }
+};
+
 class Options {
  public:
   TrainingOptions Training;
   PrecisionOptions Precision;
   TensorLocationOptions TensorLocations;
+  DistributedOptions Distributed;
 
   Options& deviceIterations(int64_t n) {
     IPUML_CHECK(n >= 1, "Options.deviceIterations: must be >= 1, got ", n);

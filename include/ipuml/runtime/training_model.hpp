@@ -1,7 +1,8 @@
 // trainingModel / inferenceModel: PopTorch's execution model. The first call traces one step
 // (forward, loss, backward, update) into graphs, compiles them for the chosen backend, and
 // later calls stream host batches through them: deviceIterations updates per call, each over
-// replicationFactor x gradientAccumulation micro-batches, gradients averaged across replicas.
+// replicationFactor x gradientAccumulation micro-batches, gradients averaged across replicas
+// (and across instances, with Options.Distributed).
 #pragma once
 
 #include <chrono>
@@ -90,6 +91,8 @@ class TrainingModel {
   uint64_t run_counter_ = 0;
   size_t gradient_bytes_ = 0;
   RunStats stats_;
+  std::vector<float> allreduce_buffer_;
+  void allreduce_accumulators();
 };
 
 class InferenceModel {

@@ -150,7 +150,8 @@ IPUML_INLINE void TrainingModel::compile(const Tensor& data, const Tensor& label
   for (auto& p : params) gradient_bytes_ += static_cast<size_t>(p.numel()) * dtype_size(p.dtype());
   // One replica without accumulation needs no accumulators: the step graph runs the optimizer
   // itself, as PopTorch's single training graph does, and there is no update graph.
-  const bool fused = r == 1 && g == 1;
+  const int64_t instances = o.Distributed.num_processes();
+  const bool fused = r == 1 && g == 1 && instances == 1;
   accumulators_.assign(fused ? 0 : static_cast<size_t>(r), {});
   {
     NoGradGuard ng;
@@ -203,7 +204,7 @@ IPUML_INLINE void TrainingModel::compile(const Tensor& data, const Tensor& label
     ir::Tracer tracer;
     for (auto& [name, t] : model_->named_parameters()) tracer.name_state(t, name);
     NoGradGuard ng;
-    const double scale = 1.0 / static_cast<double>(r * g);
+    const double scale = 1.0 / static_cast<double>(r * g * instances);
     for (size_t i = 0; i < params.size(); ++i) {
       Tensor sum_g = accumulators_[0][i];
       for (int64_t k = 1; k < r; ++k) sum_g = add(sum_g, accumulators_[static_cast<size_t>(k)][i]);
@@ -285,13 +286,16 @@ IPUML_INLINE Tensor TrainingModel::operator()(const Tensor& data, const Tensor& 
       simulated += slowest;
     }
     if (!update_exe_) continue;  // the step graph ran the optimizer itself
+    if (o.Distributed.num_processes() > 1) allreduce_accumulators();
     update_exe_->run({}, update_trace_.states, run_counter_++);
     auto s = update_exe_->simulated_seconds();
     if (s)
       simulated += *s;
     else
       have_sim = false;
-    if (r > 1) simulated += update_exe_->allreduce_seconds(gradient_bytes_, r);
+    const int64_t all_replicas = r * o.Distributed.num_processes();
+    if (all_replicas > 1)
+      simulated += update_exe_->allreduce_seconds(gradient_bytes_, all_replicas);
   }
   stats_.samples = data.shape()[0];
   stats_.wall_seconds =
@@ -299,6 +303,39 @@ IPUML_INLINE Tensor TrainingModel::operator()(const Tensor& data, const Tensor& 
   stats_.simulated_seconds = have_sim ? std::optional<double>(simulated) : std::nullopt;
   OutputMode mode = o.output_mode() == OutputMode::Default ? OutputMode::Final : o.output_mode();
   return detail::select_outputs(losses, o, g * r, mode);
+}
+
+// Across instances: this instance's replicas' sums are added into replica 0's accumulators (the
+// others zeroed, so the update graph's sum is unchanged), then summed over the instances in rank
+// order, so every instance runs the same update on the same bits.
+IPUML_INLINE void TrainingModel::allreduce_accumulators() {
+  NoGradGuard ng;
+  auto& acc0 = accumulators_[0];
+  for (size_t k = 1; k < accumulators_.size(); ++k)
+    for (size_t i = 0; i < acc0.size(); ++i) {
+      acc0[i].add_(accumulators_[k][i]);
+      accumulators_[k][i].zero_();
+    }
+  int64_t n = 0;
+  for (auto& a : acc0) {
+    IPUML_CHECK(a.dtype() == kFloat32,
+                "trainingModel: gradients across instances must be float32, "
+                "got ",
+                dtype_name(a.dtype()));
+    n += a.numel();
+  }
+  allreduce_buffer_.resize(static_cast<size_t>(n));
+  float* at = allreduce_buffer_.data();
+  for (auto& a : acc0) {
+    std::copy_n(a.data_ptr<float>(), a.numel(), at);
+    at += a.numel();
+  }
+  options_.Distributed.communicator->allreduce_sum(allreduce_buffer_.data(), n);
+  at = allreduce_buffer_.data();
+  for (auto& a : acc0) {
+    std::copy_n(at, a.numel(), a.data_ptr<float>());
+    at += a.numel();
+  }
 }
 
 IPUML_INLINE std::string TrainingModel::report_json() const {
