@@ -10,9 +10,9 @@
 #include <ipuml/models/mnist_cnn.hpp>
 #include <ipuml/optim/optim.hpp>
 
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
+
+#include "example_support.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -25,17 +25,10 @@
 namespace {
 
 using namespace ipuml;
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-std::string fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
+using examples::Clock;
+using examples::fixed;
+using examples::Progress;
+using examples::seconds_since;
 
 struct Config {
   int64_t batch_size = 8;
@@ -59,31 +52,6 @@ struct Config {
   int64_t replication_factor = 1;
   int64_t gradient_accumulation = 1;
   bool profile = true;
-};
-
-// A `\r` progress line when stdout is a terminal; silent otherwise (the caller prints one
-// summary line per epoch instead), so logs stay readable.
-class Progress {
- public:
-  Progress() : tty_(::isatty(::fileno(stdout)) != 0) {}
-  bool tty() const { return tty_; }
-  template <typename... Args>
-  void update(const Args&... args) {
-    if (!tty_) return;
-    std::string line = detail::str(args...);
-    const size_t width = line.size();
-    if (line.size() < last_) line.append(last_ - line.size(), ' ');
-    last_ = width;
-    std::cout << '\r' << line << std::flush;
-  }
-  void done() {
-    if (tty_ && last_) std::cout << '\r' << std::string(last_, ' ') << '\r' << std::flush;
-    last_ = 0;
-  }
-
- private:
-  bool tty_;
-  size_t last_ = 0;
 };
 
 // Host batches an epoch or evaluation uses: all of them, or --max-batches.
@@ -144,12 +112,7 @@ Options make_options(const Config& cfg) {
       .useIpuModel(cfg.device == "ipu")
       .target(cfg.target);
   opts.Training.gradientAccumulation(cfg.gradient_accumulation);
-  for (auto& o : cfg.target_overrides) {
-    const auto eq_at = o.find('=');
-    IPUML_CHECK(eq_at != std::string::npos, "ipuml-mnist: --set expects field=value, got '", o,
-                "'");
-    opts.setTargetOption(o.substr(0, eq_at), o.substr(eq_at + 1));
-  }
+  examples::apply_target_overrides(opts, cfg.target_overrides, "ipuml-mnist");
   return opts;
 }
 
@@ -380,10 +343,7 @@ int main(int argc, char** argv) {
           io::save_checkpoint(cfg.checkpoint, *net, optimizer.state_dict(), epoch + 1);
       }
       Options eval_opts = Options().useIpuModel(cfg.device == "ipu").target(cfg.target);
-      for (auto& o : cfg.target_overrides) {
-        const auto eq_at = o.find('=');
-        eval_opts.setTargetOption(o.substr(0, eq_at), o.substr(eq_at + 1));
-      }
+      examples::apply_target_overrides(eval_opts, cfg.target_overrides, "ipuml-mnist");
       auto im = inferenceModel(net.ptr(), eval_opts.showCompilationProgressBar(false));
       const auto t_eval = Clock::now();
       const double acc = evaluate_compiled(im, test_loader, cfg, progress);
