@@ -26,6 +26,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,8 +68,10 @@ T get_or(const YAML::Node& n, const char* key, T fallback) {
 Design load_design(const std::string& name_or_path) {
   fs::path p = name_or_path;
   if (!fs::exists(p)) p = fs::path(IPUML_NEURON_DESIGN_DIR) / (name_or_path + ".yaml");
-  IPUML_CHECK(fs::exists(p), "ipuml-neuron-inverter: no design '", name_or_path, "' (neither a file "
-              "nor ", (fs::path(IPUML_NEURON_DESIGN_DIR) / (name_or_path + ".yaml")).string(),
+  IPUML_CHECK(fs::exists(p), "ipuml-neuron-inverter: no design '", name_or_path,
+              "' (neither a file "
+              "nor ",
+              (fs::path(IPUML_NEURON_DESIGN_DIR) / (name_or_path + ".yaml")).string(),
               "; the shipped designs are hpar_gc4 and hpar_dev)");
   Design d;
   try {
@@ -168,7 +171,10 @@ struct SplitErrors {
     const size_t p = sq.size();
     for (size_t k = 0; k < 3; ++k)
       std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(k * p), p,
-                  (k == 0 ? sq : k == 1 ? y : y2).begin());
+                  (k == 0   ? sq
+                   : k == 1 ? y
+                            : y2)
+                      .begin());
     rows = all.back();
   }
   double mse(size_t k) const { return rows > 0 ? sq[k] / rows : 0.0; }
@@ -188,14 +194,15 @@ struct SplitErrors {
   }
 };
 
-std::vector<std::string> read_par_names(const fs::path& meta, const datasets::CellSpikeSplitInfo& info) {
+std::vector<std::string> read_par_names(const fs::path& meta,
+                                        const datasets::CellSpikeSplitInfo& info) {
   std::vector<std::string> names;
   if (fs::exists(meta)) {
     try {
       const YAML::Node y = YAML::LoadFile(meta.string());
-      IPUML_CHECK(!y["numPar"] || y["numPar"].as<int64_t>() == info.params, "ipuml-neuron-inverter: ",
-                  meta.string(), " says numPar ", y["numPar"].as<int64_t>(), " but the data has ",
-                  info.params);
+      IPUML_CHECK(!y["numPar"] || y["numPar"].as<int64_t>() == info.params,
+                  "ipuml-neuron-inverter: ", meta.string(), " says numPar ",
+                  y["numPar"].as<int64_t>(), " but the data has ", info.params);
       IPUML_CHECK(!y["numTimeBin"] || y["numTimeBin"].as<int64_t>() == info.time_bins,
                   "ipuml-neuron-inverter: ", meta.string(), " says numTimeBin ",
                   y["numTimeBin"].as<int64_t>(), " but the data has ", info.time_bins);
@@ -225,9 +232,12 @@ Options execution_options(const Config& cfg, int64_t iterations, int64_t replica
 // Epoch state saved beside the checkpoint (the scheduler and the history the plots show).
 nlohmann::json scheduler_json(const optim::LinearWarmupThenPlateau& s) {
   auto one = [](const optim::SchedulerState& st) {
-    return nlohmann::json{{"last_epoch", st.last_epoch},      {"base_lrs", st.base_lrs},
-                          {"last_lrs", st.last_lrs},          {"best", st.best},
-                          {"num_bad_epochs", st.num_bad_epochs}, {"cooldown_counter", st.cooldown_counter}};
+    return nlohmann::json{{"last_epoch", st.last_epoch},
+                          {"base_lrs", st.base_lrs},
+                          {"last_lrs", st.last_lrs},
+                          {"best", st.best},
+                          {"num_bad_epochs", st.num_bad_epochs},
+                          {"cooldown_counter", st.cooldown_counter}};
   };
   const auto [a, b] = s.full_state();
   return {one(a), one(b)};
@@ -238,7 +248,9 @@ void load_scheduler_json(optim::LinearWarmupThenPlateau& s, const nlohmann::json
     st.last_epoch = k.at("last_epoch");
     st.base_lrs = k.at("base_lrs").get<std::vector<double>>();
     st.last_lrs = k.at("last_lrs").get<std::vector<double>>();
-    st.best = k.at("best");
+    // JSON has no infinity: a plateau detector that has seen nothing yet saved null.
+    st.best = k.at("best").is_null() ? std::numeric_limits<double>::infinity()
+                                     : k.at("best").get<double>();
     st.num_bad_epochs = k.at("num_bad_epochs");
     st.cooldown_counter = k.at("cooldown_counter");
     return st;
@@ -281,12 +293,14 @@ int run(const Config& cfg) {
   if (replicas == 0)
     if (const char* env = std::getenv("IPUML_NUM_REPLICAS")) replicas = std::atoll(env);
   if (replicas == 0) replicas = instances;
-  IPUML_CHECK(replicas >= instances && replicas % instances == 0, "ipuml-neuron-inverter: ",
-              replicas, " replicas do not divide evenly over ", instances,
-              " instances (each instance runs replicas / instances local replicas)");
+  IPUML_CHECK(replicas >= instances && replicas % instances == 0,
+              "ipuml-neuron-inverter: ", replicas, " replicas do not divide evenly over ",
+              instances, " instances (each instance runs replicas / instances local replicas)");
   const int64_t local = replicas / instances;
-  IPUML_CHECK(cfg.device != "eager" || local == 1, "ipuml-neuron-inverter: --device eager runs one "
-              "replica per instance, got ", local, " (use --device ipu or cpu)");
+  IPUML_CHECK(cfg.device != "eager" || local == 1,
+              "ipuml-neuron-inverter: --device eager runs one "
+              "replica per instance, got ",
+              local, " (use --device ipu or cpu)");
   if (cfg.threads > 0) set_num_threads(cfg.threads);
 
   Design d = load_design(cfg.design);
@@ -303,10 +317,11 @@ int run(const Config& cfg) {
   IPUML_CHECK(fs::exists(data_file), "ipuml-neuron-inverter: no data file ", data_file.string(),
               " (make one with ipuml-cellspike-gen --outPath ", cfg.data_path, " --cellName ",
               cfg.cell, ")");
-  const auto info = datasets::inspect_cellspike(data_file.string(), "train",
-                                                d.model.num_time_bins(), d.model.num_features(),
-                                                d.model.num_outputs());
-  const auto par_names = read_par_names(fs::path(cfg.data_path) / datasets::cellspike_meta_file(cfg.cell), info);
+  const auto info =
+      datasets::inspect_cellspike(data_file.string(), "train", d.model.num_time_bins(),
+                                  d.model.num_features(), d.model.num_outputs());
+  const auto par_names =
+      read_par_names(fs::path(cfg.data_path) / datasets::cellspike_meta_file(cfg.cell), info);
 
   datasets::CellSpikeLoader train(data_file.string(), datasets::CellSpikeLoaderOptions()
                                                           .split("train")
@@ -321,8 +336,12 @@ int run(const Config& cfg) {
   auto eval_loader = [&](const std::string& split, int64_t max_samples) {
     const auto si = datasets::inspect_cellspike(data_file.string(), split);
     const int64_t used = max_samples > 0 ? std::min(max_samples, si.samples) : si.samples;
-    const int64_t share = used / instances;
-    const int64_t steps = std::max<int64_t>(1, std::min(d.steps_per_iter, share / d.local_batch));
+    IPUML_CHECK(used / instances >= d.local_batch, "ipuml-neuron-inverter: the ", used, " ", split,
+                " samples give each of ", instances, " instances fewer than one batch of ",
+                d.local_batch);
+    // One micro-batch per call: at most local_batch - 1 samples per instance left out, and the
+    // same micro-batches (BatchNorm uses their statistics) however many instances share the work.
+    const int64_t steps = 1;
     return datasets::CellSpikeLoader(data_file.string(), datasets::CellSpikeLoaderOptions()
                                                              .split(split)
                                                              .micro_batch(d.local_batch)
@@ -337,8 +356,7 @@ int run(const Config& cfg) {
 
   manual_seed(cfg.seed);
   models::NeuronInverter net(d.model);
-  optim::AdamW optimizer(net->parameters(),
-                         optim::AdamWOptions(lr).weight_decay(d.weight_decay));
+  optim::AdamW optimizer(net->parameters(), optim::AdamWOptions(lr).weight_decay(d.weight_decay));
   optim::LinearWarmupThenPlateau scheduler(
       optimizer, d.warmup,
       optim::ReduceLROnPlateauOptions().factor(d.factor).patience(d.patience).cooldown(d.cooldown));
@@ -352,19 +370,20 @@ int run(const Config& cfg) {
               << " device iterations, warm-up " << d.warmup << ", AdamW lr " << d.init_lr << " x "
               << replicas << " replicas = " << lr << ", plateau patience " << d.patience
               << " factor " << d.factor << "\n";
-    std::cout << "data " << data_file.string() << " ("
-              << io::dtype_name(info.frames_dtype) << "): " << info.samples << " train samples, "
-              << train.shard_size() << " per replica, " << train.size()
-              << " host batches of " << train.batch_rows() << " per instance per epoch\n";
-    std::cout << "instances " << instances << " (" << comm->backend() << "), replicas "
-              << replicas << " (" << local << " per instance), device " << cfg.device
+    std::cout << "data " << data_file.string() << " (" << io::dtype_name(info.frames_dtype)
+              << "): " << info.samples << " train samples, " << train.shard_size()
+              << " per replica, " << train.size() << " host batches of " << train.batch_rows()
+              << " per instance per epoch\n";
+    std::cout << "instances " << instances << " (" << comm->backend() << "), replicas " << replicas
+              << " (" << local << " per instance), device " << cfg.device
               << (cfg.device == "ipu" ? " (emulated " + cfg.target + ")" : std::string()) << "\n"
               << std::flush;
   }
 
   const fs::path out = cfg.out_path;
   if (lead) fs::create_directories(out);
-  const std::string ckpt = cfg.checkpoint.empty() ? (out / "checkpoint.h5").string() : cfg.checkpoint;
+  const std::string ckpt =
+      cfg.checkpoint.empty() ? (out / "checkpoint.h5").string() : cfg.checkpoint;
   const std::string state_file = ckpt + ".json";
   examples::TrainingHistory history;
   int64_t first_epoch = 0;
@@ -389,7 +408,7 @@ int run(const Config& cfg) {
     tm.emplace(net.ptr(), train_opts, optimizer, models::neuron_inverter_loss);
     im.emplace(net.ptr(), execution_options(cfg, val.options().steps_per_batch(), 1));
   }
-  examples::Progress progress(lead);
+  examples::Progress progress(lead && instances == 1);  // mpirun gives ranks a pty
 
   // Predictions of a split, through the inference model or eagerly.
   auto evaluate = [&](datasets::CellSpikeLoader& loader, uint64_t epoch) {
@@ -406,7 +425,8 @@ int run(const Config& cfg) {
         NoGradGuard ng;
         std::vector<Tensor> parts;
         const int64_t mb = loader.options().micro_batch();
-        for (int64_t r = 0; r < b.data.size(0); r += mb) parts.push_back(net(b.data.narrow(0, r, mb)));
+        for (int64_t r = 0; r < b.data.size(0); r += mb)
+          parts.push_back(net(b.data.narrow(0, r, mb)));
         pred = cat(parts, 0);
         net->train();
       }
@@ -472,22 +492,26 @@ int run(const Config& cfg) {
     comm->allreduce_sum(agg, 2);
     const double all_samples = agg[0], wall = agg[1] / instances;
     const double per_ipu_wall = all_samples / (wall * 1e3) / static_cast<double>(replicas);
-    const double per_ipu_sim =
-        have_sim && simulated > 0 ? all_samples / (simulated * 1e3) / static_cast<double>(replicas) : 0;
+    const double per_ipu_sim = have_sim && simulated > 0
+                                   ? all_samples / (simulated * 1e3) / static_cast<double>(replicas)
+                                   : 0;
     wall_total += wall;
     sim_total += simulated;
     samples_total += static_cast<int64_t>(all_samples);
     const auto rs = train.stats();
-    examples::EpochRecord rec{epoch + 1, train_loss, ve.mse(), lr_now, epoch_secs, per_ipu_wall, per_ipu_sim};
+    examples::EpochRecord rec{epoch + 1,  train_loss,   ve.mse(),   lr_now,
+                              epoch_secs, per_ipu_wall, per_ipu_sim};
     history.epochs.push_back(rec);
     if (lead) {
-      std::cout << "Epoch " << epoch + 1 << "/" << d.epochs << ": train loss " << fixed(train_loss, 5)
-                << ", val loss " << fixed(ve.mse(), 5) << " (target variance "
-                << fixed(ve.variance(), 5) << "), LR " << lr_now << ", " << fixed(epoch_secs, 1)
-                << " s, Avg samp/msec/IPU " << fixed(per_ipu_wall, 3) << " wall";
+      std::cout << "Epoch " << epoch + 1 << "/" << d.epochs << ": train loss "
+                << fixed(train_loss, 5) << ", val loss " << fixed(ve.mse(), 5)
+                << " (target variance " << fixed(ve.variance(), 5) << "), LR " << lr_now << ", "
+                << fixed(epoch_secs, 1) << " s, Avg samp/msec/IPU " << fixed(per_ipu_wall, 3)
+                << " wall";
       if (per_ipu_sim > 0) std::cout << ", " << fixed(per_ipu_sim, 2) << " simulated";
       std::cout << "; read " << fixed(rs.megabytes_per_second(), 0) << " MB/s" << std::endl;
-      if (epoch == first_epoch && cfg.profile && cfg.device == "ipu") tm->printProfileSummary(std::cout);
+      if (epoch == first_epoch && cfg.profile && cfg.device == "ipu")
+        tm->printProfileSummary(std::cout);
       io::save_checkpoint(ckpt, *net, optimizer.state_dict(), epoch + 1);
       const nlohmann::json st = {{"scheduler", scheduler_json(scheduler)},
                                  {"history", history.to_json()}};
@@ -503,7 +527,8 @@ int run(const Config& cfg) {
   if (lead) {
     std::cout << "Test loss per parameter (MSE):\n";
     for (size_t k = 0; k < par_names.size(); ++k)
-      std::cout << "  " << par_names[k] << std::string(12 - std::min<size_t>(11, par_names[k].size()), ' ')
+      std::cout << "  " << par_names[k]
+                << std::string(12 - std::min<size_t>(11, par_names[k].size()), ' ')
                 << fixed(te.mse(k), 5) << "\n";
     std::cout << "Test loss " << fixed(te.mse(), 5) << " over " << static_cast<int64_t>(te.rows)
               << " samples; target variance " << fixed(te.variance(), 5) << "\n";
@@ -560,7 +585,8 @@ int run(const Config& cfg) {
 
 int main(int argc, char** argv) {
   Config cfg;
-  CLI::App app{"ipuml-neuron-inverter: the Neuron-Inverter on cellSpike HDF5 data (train_replica.py)"};
+  CLI::App app{
+      "ipuml-neuron-inverter: the Neuron-Inverter on cellSpike HDF5 data (train_replica.py)"};
   app.add_option("--design", cfg.design, "hpar_gc4, hpar_dev, or a design yaml file")
       ->capture_default_str();
   app.add_option("--epochs", cfg.epochs, "Epochs (default: the design's max_epochs)")
@@ -581,19 +607,22 @@ int main(int argc, char** argv) {
   app.add_option("--target", cfg.target, "Emulated IPU target: ipu1, ipu2, bow, tiny")
       ->capture_default_str();
   app.add_option("--set", cfg.target_overrides, "Override a target field (repeatable)");
-  app.add_option("--replication-factor,--num-replicas", cfg.replicas,
-                 "Replicas over all instances (default: $IPUML_NUM_REPLICAS, else one per instance)")
+  app.add_option(
+         "--replication-factor,--num-replicas", cfg.replicas,
+         "Replicas over all instances (default: $IPUML_NUM_REPLICAS, else one per instance)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--maxSamples", cfg.max_samples,
                  "Training samples per epoch over all replicas (default: the design's; 0: all)");
   app.add_option("--maxValSamples", cfg.max_val_samples,
                  "Validation and test samples (default: the design's; 0: all)");
-  app.add_option("--localBS", cfg.local_batch, "Local (per replica) batch size (default: the design's)")
+  app.add_option("--localBS", cfg.local_batch,
+                 "Local (per replica) batch size (default: the design's)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--stepsPerIter", cfg.steps_per_iter,
                  "Device iterations per host batch (default: the design's replica_steps_per_iter)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--seed", cfg.seed, "Seed of initialisation, shuffles and dropout")->capture_default_str();
+  app.add_option("--seed", cfg.seed, "Seed of initialisation, shuffles and dropout")
+      ->capture_default_str();
   app.add_option("--threads", cfg.threads, "Worker threads per instance (0: all cores)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--checkpoint", cfg.checkpoint,

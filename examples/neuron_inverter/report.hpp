@@ -69,8 +69,8 @@ struct TrainingHistory {
            "table{border-collapse:collapse}td,th{padding:2px 8px;text-align:right}</style>"
            "</head><body>\n<h2>"
         << title << "</h2>\n";
-      f << svg_plot("loss (MSE, log scale)", x, {{"train", train, "#1f77b4"}, {"val", val, "#d62728"}},
-                    true);
+      f << svg_plot("loss (MSE, log scale)", x,
+                    {{"train", train, "#1f77b4"}, {"val", val, "#d62728"}}, true);
       f << svg_plot("learning rate", x, {{"lr", lr, "#2ca02c"}}, true);
       f << "<table><tr><th>epoch</th><th>train loss</th><th>val loss</th><th>LR</th><th>s</th>"
            "<th>samp/msec/IPU wall</th><th>simulated</th></tr>\n";
@@ -150,8 +150,8 @@ struct TrainingHistory {
         std::snprintf(buf, sizeof buf, "%.1f,%.1f ", px(x[i]), py(ser.y[i]));
         pts += buf;
       }
-      s += "<polyline fill=\"none\" stroke-width=\"2\" stroke=\"" + ser.color + "\" points=\"" + pts +
-           "\"/>\n";
+      s += "<polyline fill=\"none\" stroke-width=\"2\" stroke=\"" + ser.color + "\" points=\"" +
+           pts + "\"/>\n";
       std::snprintf(buf, sizeof buf,
                     "<text x=\"%g\" y=\"%g\" font-size=\"12\" fill=\"%s\">%s</text>\n", legend,
                     t + 16, ser.color.c_str(), ser.name.c_str());

@@ -134,8 +134,7 @@ class Mpi final : public Communicator {
     for (int spin = 0;; ++spin) {
       check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), what);
       if (done) return;
-      if (spin > 200)
-        std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, spin)));
+      if (spin > 200) std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, spin)));
       const double waited =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (waited > timeout_)
@@ -149,8 +148,8 @@ class Mpi final : public Communicator {
   template <typename T>
   void sum(T* data, int64_t n, MPI_Datatype type) {
     if (size_ == 1 || n == 0) return;
-    IPUML_CHECK(n > 0 && n <= INT_MAX, "dist: allreduce of ", n, " values (expected 1..",
-                INT_MAX, ")");
+    IPUML_CHECK(n > 0 && n <= INT_MAX, "dist: allreduce of ", n, " values (expected 1..", INT_MAX,
+                ")");
     const int p = size_;
     std::vector<int> counts(static_cast<size_t>(p)), displs(static_cast<size_t>(p));
     for (int j = 0; j < p; ++j) {

@@ -269,14 +269,21 @@ IPUML_INLINE Tensor TrainingModel::operator()(const Tensor& data, const Tensor& 
   double simulated = 0;
   bool have_sim = true;
   int64_t row = 0;
+  // Random ops (dropout) are keyed by the step number each micro-batch would have if every
+  // instance's replicas ran in this process, so an instance's replica k draws what global
+  // replica (process_id x r + k) of one process would.
+  const int64_t all_r = r * o.Distributed.num_processes();
+  const int64_t first_rep = r * o.Distributed.process_id();
   for (int64_t it = 0; it < d; ++it) {
+    const uint64_t base = run_counter_;
+    run_counter_ += static_cast<uint64_t>(g * all_r + (update_exe_ ? 1 : 0));
     for (int64_t acc = 0; acc < g; ++acc) {
       double slowest = 0;
       for (int64_t rep = 0; rep < r; ++rep, row += micro_batch_) {
         Tensor xb = data.narrow(0, row, micro_batch_);
         Tensor yb = labels.narrow(0, row, micro_batch_);
-        losses.push_back(
-            step_exe_->run({xb, yb}, step_states_[static_cast<size_t>(rep)], run_counter_++)[0]);
+        const uint64_t step = base + static_cast<uint64_t>(acc * all_r + first_rep + rep);
+        losses.push_back(step_exe_->run({xb, yb}, step_states_[static_cast<size_t>(rep)], step)[0]);
         auto s = step_exe_->simulated_seconds();
         if (s)
           slowest = std::max(slowest, *s);  // replicas run side by side on their own IPUs
@@ -287,7 +294,7 @@ IPUML_INLINE Tensor TrainingModel::operator()(const Tensor& data, const Tensor& 
     }
     if (!update_exe_) continue;  // the step graph ran the optimizer itself
     if (o.Distributed.num_processes() > 1) allreduce_accumulators();
-    update_exe_->run({}, update_trace_.states, run_counter_++);
+    update_exe_->run({}, update_trace_.states, base + static_cast<uint64_t>(g * all_r));
     auto s = update_exe_->simulated_seconds();
     if (s)
       simulated += *s;
