@@ -47,8 +47,8 @@ int main(int argc, char** argv) {
   } else {
     // --oversubscribe: more instances than cores is allowed (a test on a laptop); no binding, so
     // each instance's thread pool may use every core it is given (--threads sets it).
-    args = {"mpirun", "-np", std::to_string(instances), "--oversubscribe", "--bind-to", "none",
-            "-x", "IPUML_NUM_REPLICAS=" + rep};
+    args = {"mpirun", "-np", std::to_string(instances),  "--oversubscribe", "--bind-to",
+            "none",   "-x",  "IPUML_NUM_REPLICAS=" + rep};
     if (::geteuid() == 0) args.push_back("--allow-run-as-root");
   }
   if (instances > 1) {
@@ -64,7 +64,10 @@ int main(int argc, char** argv) {
   for (auto& a : args) cargv.push_back(a.data());
   cargv.push_back(nullptr);
   ::execvp(cargv[0], cargv.data());
-  std::cerr << "ipuml-run: cannot run " << args[0] << " (" << (instances > 1 ? "is OpenMPI "
-            "installed? scripts/install-deps.sh" : "not found") << ")\n";
+  std::cerr << "ipuml-run: cannot run " << args[0] << " ("
+            << (instances > 1 ? "is OpenMPI "
+                                "installed? scripts/install-deps.sh"
+                              : "not found")
+            << ")\n";
   return 127;
 }
