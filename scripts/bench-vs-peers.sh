@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs ipuml's benchmarks and the peers (../shared/peers: OpenBLAS sgemm, PyTorch MNIST CNN,
-# plus benchmarks/peers/torch_conv.py) in one go on the same thread counts, and prints one line
+# plus benchmarks/peers/torch_conv.py and torch_neuron_inverter.py) in one go on the same thread counts, and prints one line
 # per comparison:  name ipuml=X peer=Y ratio=Z  (ratio > 1: ipuml is faster), then the cost
 # of emulation per zoo model (bench_emulator_cost).
 # Usage: scripts/bench-vs-peers.sh [--quick]     Installs what it needs (Debian packages).
@@ -15,7 +15,7 @@ secs=$([[ $quick == 1 ]] && echo 1 || echo 3)
 scripts/install-deps.sh --peers
 build=${IPUML_BENCH_BUILD_DIR:-build-bench}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DIPUML_BUILD_BENCHMARKS=ON -DIPUML_BUILD_TESTS=OFF >/dev/null
-cmake --build "$build" -j"$(nproc)" --target bench_sgemm bench_mnist_train bench_conv bench_emulator_cost >/dev/null
+cmake --build "$build" -j"$(nproc)" --target bench_sgemm bench_mnist_train bench_conv bench_neuron_train bench_emulator_cost >/dev/null
 
 # OpenBLAS 0.3.21 misdetects recent Xeons; give it the core type this CPU really has.
 if grep -qw avx512f /proc/cpuinfo; then coretype=SkylakeX
@@ -121,6 +121,31 @@ ipuml_conv() {
 for r in $(seq "$rounds"); do
   progress "convolutions round $r/$rounds"
   if ((r % 2)); then torch_conv "$r"; ipuml_conv "$r"; else ipuml_conv "$r"; torch_conv "$r"; fi
+done
+summarize
+
+# Neuron-Inverter (hpar_gc4) training step at local batch 192, AdamW: each mode and thread count
+# against PyTorch's best thread count (per round). Goal: >= 2x.
+neuron_name() { echo "neuron_inverter train batch=192 threads=$1 mode=$2 samples_per_s (vs torch best)"; }
+torch_neuron() {
+  local best=0
+  while read -r line; do
+    v=$(echo "$line" | field samples_per_s)
+    best=$(/usr/bin/python3 -c "print(max($best, $v))")
+  done < <(/usr/bin/python3 benchmarks/peers/torch_neuron_inverter.py --threads 1 2 --seconds "$secs" | grep samples_per_s)
+  for t in 1 2; do for mode in eager graph; do record "$1" peer "$(neuron_name "$t" "$mode")" rate "$best"; done; done
+}
+ipuml_neuron() {
+  for t in 1 2; do
+    out=$("$build/benchmarks/bench_neuron_train" --threads "$t" --seconds "$secs")
+    for mode in eager graph; do
+      record "$1" ipuml "$(neuron_name "$t" "$mode")" rate "$(echo "$out" | grep "mode=$mode" | field samples_per_s)"
+    done
+  done
+}
+for r in $(seq "$rounds"); do
+  progress "Neuron-Inverter training round $r/$rounds"
+  if ((r % 2)); then torch_neuron "$r"; ipuml_neuron "$r"; else ipuml_neuron "$r"; torch_neuron "$r"; fi
 done
 summarize
 
