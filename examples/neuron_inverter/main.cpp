@@ -563,6 +563,7 @@ int run(const Config& cfg) {
       models::NeuronInverter fresh(d.model);
       optim::AdamW o2(fresh->parameters(), optim::AdamWOptions(lr).weight_decay(d.weight_decay));
       Options so = execution_options(cfg, d.steps_per_iter, r);
+      so.setTargetOption("num_ipus", std::to_string(std::max<int64_t>(r, 4)));  // a Pod-8 for 8
       auto stm = trainingModel(fresh.ptr(), so, o2, models::neuron_inverter_loss);
       std::vector<Tensor> xs, ys;
       for (int64_t k = 0; k < r; ++k) {
