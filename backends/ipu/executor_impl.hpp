@@ -127,7 +127,6 @@ struct Executable::Impl {
     std::vector<std::vector<float>> parts;               // partial sums, one per K part run
     std::vector<float> acc;                              // running total of the K parts
     std::vector<std::vector<float>> extra;               // a later serial slice, per K part
-    std::vector<std::vector<char>> tmp;                  // a slice's result in a half type
     std::vector<std::vector<std::vector<char>>> slices;  // gathered operand slices
   };
   std::vector<GridScratch> grid_scratch;
@@ -250,14 +249,13 @@ struct Executable::Impl {
     const bool parallel = pk > 1 && numel * static_cast<size_t>(pk) * 4 <= (size_t{64} << 20);
     const size_t bufs = parallel ? static_cast<size_t>(pk) : 1;
     const bool out_f32 = out.meta.dtype == DType::Float32;
+    const ir::TensorMeta fmeta{out.meta.shape, DType::Float32};
     const DType partials = plan.partials_type;
     sc.parts.resize(bufs);
-    sc.tmp.resize(bufs);
     sc.slices.resize(bufs);
     sc.extra.resize(bufs);
     for (size_t i = 0; i < bufs; ++i) {
       sc.parts[i].resize(numel);
-      if (!out_f32) sc.tmp[i].resize(std::max<size_t>(out.meta.nbytes(), 1));
       sc.slices[i].resize(full_in.size());
     }
     // Part kp's partial sums into buffer `buf`.
@@ -290,26 +288,18 @@ struct Executable::Impl {
           }
           in.push_back(x);
         }
-        if (out_f32 && s == 0) {  // the first slice writes the partials in place
-          std::vector<cpu::MutableBuffer> o{{part, out.meta}};
+        // Slices sum in float whatever the output's type: half operands are widened, and only
+        // the partials type and the final result round.
+        if (s == 0) {  // the first slice writes the partials in place
+          std::vector<cpu::MutableBuffer> o{{part, fmeta}};
           cpu::run_kernel(node.kind, node.attrs, in, o, ctx);
           continue;
         }
-        float* dst = part;
-        if (out_f32) {
-          sc.extra[buf].resize(numel);
-          dst = sc.extra[buf].data();
-          std::vector<cpu::MutableBuffer> o{{dst, out.meta}};
-          cpu::run_kernel(node.kind, node.attrs, in, o, ctx);
-        } else {
-          std::vector<cpu::MutableBuffer> o{{sc.tmp[buf].data(), out.meta}};
-          cpu::run_kernel(node.kind, node.attrs, in, o, ctx);
-        }
-        for (size_t i = 0; i < numel; ++i) {
-          const float v =
-              out_f32 ? dst[i] : xdetail::load_float(sc.tmp[buf].data(), out.meta.dtype, i);
-          part[i] = s == 0 ? v : part[i] + v;
-        }
+        sc.extra[buf].resize(numel);
+        float* dst = sc.extra[buf].data();
+        std::vector<cpu::MutableBuffer> o{{dst, fmeta}};
+        cpu::run_kernel(node.kind, node.attrs, in, o, ctx);
+        for (size_t i = 0; i < numel; ++i) part[i] += dst[i];
       }
       if (partials != DType::Float32)
         for (size_t i = 0; i < numel; ++i) part[i] = xdetail::round_to(partials, part[i]);

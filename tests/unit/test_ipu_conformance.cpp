@@ -25,6 +25,22 @@ size_t compare(const Tensor& cpu_t, const Tensor& ipu_t, const std::string& what
   INFO(what);
   REQUIRE(cpu_t.shape() == ipu_t.shape());
   REQUIRE(cpu_t.dtype() == ipu_t.dtype());
+  if (cpu_t.dtype() == kFloat16 || cpu_t.dtype() == kBFloat16) {
+    // Half results: a K split adds its float partial sums in another order before rounding,
+    // so an element may land one ulp away (2^-10 relative in float16, 2^-7 in bfloat16), and
+    // an op that reads it (softmax of a matmul) two (docs/precision.md).
+    const double ulp = 2 * (cpu_t.dtype() == kFloat16 ? 0.0009765625 : 0.0078125);
+    auto a = cpu_t.to(kFloat32).to_vector<float>();
+    auto b = ipu_t.to(kFloat32).to_vector<float>();
+    size_t differ = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      INFO("element " << i);
+      REQUIRE(std::isfinite(a[i]));  // the case keeps its values in the half range
+      differ += a[i] != b[i];
+      REQUIRE(b[i] == Approx(a[i]).epsilon(ulp).margin(1e-4));
+    }
+    return differ;
+  }
   if (cpu_t.dtype() != kFloat32) {
     const size_t n = static_cast<size_t>(numel(cpu_t.shape())) * dtype_size(cpu_t.dtype());
     CHECK(std::memcmp(cpu_t.raw_data(), ipu_t.raw_data(), n) == 0);
@@ -338,6 +354,30 @@ void train_and_compare(const Forward& f, const std::vector<Shape>& shapes, const
 }
 
 }  // namespace
+
+TEST_CASE("ipu executable matches the cpu executor in float16 and bfloat16", "[ipu][half]") {
+  const std::string target = GENERATE(std::string("tiny"), std::string("ipu2"));
+  const DType dt = GENERATE(kFloat16, kBFloat16);
+  Generator g(12);
+  auto hp = [&](const Shape& s, double scale = 0.5) {
+    return mul(randn(s, &g), scale).to(dt).detach().requires_grad_();
+  };
+  auto hx = [&](const Shape& s) { return randn(s, &g).to(dt); };
+  check_case(
+      std::string("half matrix ops ") + dtype_name(dt),
+      [](const Ts& p, const Ts& x) {
+        Tensor y = relu(matmul(x[0], p[0]));                  // K = 300: split on tiles
+        Tensor c = conv2d(x[1], p[1], p[2], {1, 1}, {1, 1});  // conv, its two gradients
+        Tensor m = max_pool2d(c, {2, 2});                     // planes over the tiles
+        Tensor bn = sum(mul(c, c), {0, 2, 3});                // BatchNorm-style sum: a grid
+        // The first output (whose square sum is the loss) reads every parameter.
+        Tensor all = add(add(sum(y, {1}), mean(m)), mul(mean(bn), 0.01));
+        Ts o{all, softmax(y, 1), m, avg_pool2d(c, {2, 2}), bn, y, gelu(m)};
+        return o;
+      },
+      {hp({300, 24}, 0.1), hp({6, 3, 3, 3}, 0.1), hp({6})}, {hx({16, 300}), hx({4, 3, 8, 8})}, true,
+      target);
+}
 
 TEST_CASE("ipu training steps match the cpu executor: MLP", "[ipu]") {
   train_and_compare(mlp(), {{64, 100}, {64}, {10, 64}, {10}}, {16, 100});
