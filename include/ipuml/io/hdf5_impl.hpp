@@ -2,6 +2,7 @@
 // header in header-only mode. The only place that includes <hdf5.h>.
 #pragma once
 
+#include <ipuml/io/file.hpp>
 #include <ipuml/io/hdf5.hpp>
 
 #include <fcntl.h>
@@ -10,6 +11,7 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -269,16 +271,11 @@ std::string read_string_value(hid_t type, ReadFn&& read) {
 
 // True when an HDF5 signature sits where the format allows one (offset 0, 512, 1024, ...): the
 // check H5Fis_hdf5 makes, done here so "not HDF5" and "corrupt HDF5" get different messages.
-inline bool has_hdf5_signature(const std::string& path) {
+inline bool has_hdf5_signature(const RegularFile& f) {
   static const char sig[8] = {'\211', 'H', 'D', 'F', '\r', '\n', '\032', '\n'};
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  in.seekg(0, std::ios::end);
-  auto size = static_cast<uint64_t>(in.tellg());
-  for (uint64_t off = 0; off + 8 <= size; off = off ? off * 2 : 512) {
+  for (uint64_t off = 0; off + 8 <= f.size(); off = off ? off * 2 : 512) {
     char buf[8];
-    in.seekg(static_cast<std::streamoff>(off));
-    if (!in.read(buf, 8)) return false;
+    if (::pread(f.fd(), buf, 8, static_cast<off_t>(off)) != 8) return false;
     if (std::memcmp(buf, sig, 8) == 0) return true;
   }
   return false;
@@ -342,28 +339,31 @@ IPUML_INLINE int64_t H5DatasetInfo::numel() const { return h5detail::numel_of(sh
 
 // --- file -----------------------------------------------------------------------------------
 
-IPUML_INLINE H5File::H5File(const std::string& path, Mode mode) : path_(path), mode_(mode) {
-  namespace fs = std::filesystem;
+IPUML_INLINE H5File::H5File(const std::string& path, Mode mode, size_t userblock_bytes)
+    : path_(path), mode_(mode) {
   h5detail::silence_hdf5();
   // STRONG: closing the file closes everything in it, so close() really releases the file
   // (atomic_write renames it next).
   h5detail::H5Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG);
   if (mode == Mode::truncate) {
-    id_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
+    IPUML_CHECK(userblock_bytes == 0 ||
+                    (userblock_bytes >= 512 && (userblock_bytes & (userblock_bytes - 1)) == 0),
+                "hdf5: cannot create '", path, "': a user block of ", userblock_bytes,
+                " bytes is not 0 or a power of two >= 512");
+    h5detail::H5Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
+    if (userblock_bytes) H5Pset_userblock(fcpl.get(), userblock_bytes);
+    id_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get());
     if (id_ < 0)
       ipuml::fail("hdf5: cannot create '", path, "' (HDF5: ", h5detail::hdf5_error_text(), ")");
     return;
   }
-  std::error_code ec;
-  if (!fs::exists(path, ec)) ipuml::fail("hdf5: cannot open '", path, "': no such file");
-  if (fs::is_directory(path, ec))
-    ipuml::fail("hdf5: cannot open '", path, "': it is a directory, expected an HDF5 file");
-  if (!h5detail::has_hdf5_signature(path)) {
-    auto size = fs::file_size(path, ec);
+  // Opened by us first: a FIFO, device or directory is refused without blocking, and a file
+  // this user cannot read is reported as such rather than as a corrupt one.
+  const RegularFile file = open_regular_file(path, "hdf5: cannot open");
+  if (!h5detail::has_hdf5_signature(file))
     ipuml::fail("hdf5: cannot open '", path, "': not an HDF5 file (no HDF5 signature in its ",
-                ec ? 0 : size, " bytes; truncated, corrupt or another format)");
-  }
+                file.size(), " bytes; truncated, corrupt or another format)");
   id_ = H5Fopen(path.c_str(), mode == Mode::read ? H5F_ACC_RDONLY : H5F_ACC_RDWR, fapl.get());
   if (id_ < 0)
     ipuml::fail("hdf5: cannot open '", path,
@@ -511,6 +511,80 @@ IPUML_INLINE void H5File::remove(const std::string& path) {
   IPUML_CHECK(exists(full), "hdf5: remove ", where(path), ": no such object");
   if (H5Ldelete(id_, full.c_str(), H5P_DEFAULT) < 0)
     ipuml::fail("hdf5: remove ", where(path), " failed (HDF5: ", h5detail::hdf5_error_text(), ")");
+}
+
+IPUML_INLINE void H5File::check_plain_tree(size_t max_links, int max_depth) const {
+  h5detail::silence_hdf5();
+  IPUML_CHECK(id_ >= 0, "hdf5: check_plain_tree '", path_, "': the file is closed");
+  struct Walk {
+    size_t max_links;
+    int max_depth;
+    size_t links = 0;
+#if H5_VERSION_GE(1, 12, 0)
+    std::vector<H5O_token_t> seen;
+#else
+    std::vector<haddr_t> seen;
+#endif
+    std::string problem;
+  } walk{max_links, max_depth};
+  auto visit = [](hid_t, const char* name, const H5L_info_t* info, void* data) -> herr_t {
+    auto& w = *static_cast<Walk*>(data);
+    const std::string where = std::string("'/") + name + "'";
+    if (++w.links > w.max_links) {
+      w.problem = detail::str("more than ", w.max_links, " links");
+      return -1;
+    }
+    const int depth = 1 + static_cast<int>(std::count(name, name + std::strlen(name), '/'));
+    if (depth > w.max_depth) {
+      w.problem = detail::str(where, " lies ", depth, " levels deep, more than ", w.max_depth);
+      return -1;
+    }
+    if (info->type != H5L_TYPE_HARD) {
+      w.problem = where + (info->type == H5L_TYPE_SOFT       ? " is a soft link"
+                           : info->type == H5L_TYPE_EXTERNAL ? " is an external link"
+                                                             : " is a user-defined link");
+      return -1;
+    }
+#if H5_VERSION_GE(1, 12, 0)
+    w.seen.push_back(info->u.token);
+#else
+    w.seen.push_back(info->u.address);
+#endif
+    return 0;
+  };
+  h5detail::H5Handle root(H5Gopen2(id_, "/", H5P_DEFAULT), H5Gclose);
+  if (!root.valid())
+    ipuml::fail("hdf5: '", path_,
+                "': cannot open the root group (HDF5: ", h5detail::hdf5_error_text(), ")");
+  const herr_t r = H5Lvisit(root.get(), H5_INDEX_NAME, H5_ITER_INC, visit, &walk);
+  if (!walk.problem.empty()) {
+    H5Eclear2(H5E_DEFAULT);
+    ipuml::fail("hdf5: '", path_, "': ", walk.problem,
+                " (expected a plain tree of groups and datasets)");
+  }
+  if (r < 0)
+    ipuml::fail("hdf5: '", path_,
+                "': cannot list its objects (corrupt file? HDF5: ", h5detail::hdf5_error_text(),
+                ")");
+    // HDF5 visits a group once however many links lead to it, but reports each link: two links
+    // with one target are a cycle or an alias.
+#if H5_VERSION_GE(1, 12, 0)
+  auto less = [](const H5O_token_t& a, const H5O_token_t& b) {
+    return std::memcmp(&a, &b, sizeof a) < 0;
+  };
+  auto same = [](const H5O_token_t& a, const H5O_token_t& b) {
+    return std::memcmp(&a, &b, sizeof a) == 0;
+  };
+  std::sort(walk.seen.begin(), walk.seen.end(), less);
+  const bool unique =
+      std::adjacent_find(walk.seen.begin(), walk.seen.end(), same) == walk.seen.end();
+#else
+  std::sort(walk.seen.begin(), walk.seen.end());
+  const bool unique = std::adjacent_find(walk.seen.begin(), walk.seen.end()) == walk.seen.end();
+#endif
+  IPUML_CHECK(unique, "hdf5: '", path_,
+              "': an object is reached by more than one link (a link cycle or an alias; expected "
+              "a plain tree of groups and datasets)");
 }
 
 // --- datasets -------------------------------------------------------------------------------
@@ -908,21 +982,27 @@ IPUML_INLINE double H5File::attr_double(const std::string& object, const std::st
 
 // --- atomic save ----------------------------------------------------------------------------
 
-IPUML_INLINE void atomic_write(const std::string& path,
-                               const std::function<void(H5File&)>& writer) {
+IPUML_INLINE void atomic_write(const std::string& path, const std::function<void(H5File&)>& writer,
+                               size_t userblock_bytes,
+                               const std::function<void(const std::string&)>& seal) {
   namespace fs = std::filesystem;
+  remove_stale_temporaries(path, ".tmp-");
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   try {
-    H5File f(tmp, H5File::Mode::truncate);
+    H5File f(tmp, H5File::Mode::truncate, userblock_bytes);
     writer(f);
     f.close();
+    if (seal) seal(tmp);
     // The rename must not reach the disk before the data does, or a power cut could leave the
     // new name pointing at an empty file.
-    int fd = ::open(tmp.c_str(), O_RDONLY);
-    if (fd >= 0) {
-      ::fsync(fd);
-      ::close(fd);
-    }
+    int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+    IPUML_CHECK(fd >= 0, "hdf5: atomic_write '", path, "': cannot reopen '", tmp,
+                "': ", std::strerror(errno));
+    const int synced = ::fsync(fd);
+    const int err = errno;
+    ::close(fd);
+    IPUML_CHECK(synced == 0, "hdf5: atomic_write '", path, "': cannot sync '", tmp,
+                "' to disk: ", std::strerror(err));
   } catch (...) {
     std::error_code ec;
     fs::remove(tmp, ec);
@@ -937,7 +1017,7 @@ IPUML_INLINE void atomic_write(const std::string& path,
                 "' over it: ", ec.message());
   }
   fs::path dir = fs::absolute(fs::path(path), ec).parent_path();
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
