@@ -3,6 +3,7 @@
 // are corrupt, truncated, crafted to overflow allocations, linked in cycles, or hold values an
 // optimizer must not resume from; each is refused with a clear error before harm is done.
 #include <ipuml/core/sha256.hpp>
+#include <ipuml/datasets/mnist.hpp>
 #include <ipuml/io/file.hpp>
 #include <ipuml/ipuml.hpp>
 
@@ -84,8 +85,7 @@ TEST_CASE("sha256 and hmac-sha256 match the published test vectors", "[hostile]"
         "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
 }
 
-TEST_CASE("only regular files are opened: FIFOs and directories are refused at once",
-          "[hostile]") {
+TEST_CASE("only regular files are opened: FIFOs and directories are refused at once", "[hostile]") {
   testing::TempDir dir("ipuml_hostile_open");
   const std::string fifo = dir.file("pipe");
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
@@ -127,6 +127,21 @@ TEST_CASE("only regular files are opened: FIFOs and directories are refused at o
   CHECK_NOTHROW(io::check_writable_path(dir.file("new/f.h5"), "out", true));
   CHECK(fs::is_directory(dir.path / "new"));
   CHECK_THAT(error_of([&] { io::check_writable_path(fifo, "out"); }), Catch::Contains("FIFO"));
+}
+
+TEST_CASE("mnist IDX files: a directory or FIFO in a file's place is named, never read",
+          "[hostile]") {
+  testing::TempDir dir("ipuml_hostile_idx");
+  fs::create_directories(dir.path / "train-images-idx3-ubyte");
+  CHECK_THAT(error_of([&] { datasets::load_mnist(dir.path.string(), true); }),
+             Catch::Contains("train-images-idx3-ubyte' is a directory, expected the IDX file"));
+  const std::string fifo = dir.file("t10k-images-idx3-ubyte");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::ofstream(dir.file("t10k-labels-idx1-ubyte")) << "x";
+  CHECK_THAT(error_of([&] { datasets::load_mnist(dir.path.string(), false); }),
+             Catch::Contains("is a FIFO (named pipe), expected the IDX file"));
+  CHECK_THAT(error_of([&] { datasets::read_mnist(fifo, dir.file("t10k-labels-idx1-ubyte")); }),
+             Catch::Contains("FIFO"));
 }
 
 #ifdef IPUML_WITH_HDF5
@@ -254,8 +269,7 @@ TEST_CASE("checkpoint integrity record: corrupt, truncated, extended and foreign
     f.set_attr("model/b", "dtype", "float32");
   }
   CHECK_THAT(error_of([&] { io::load_checkpoint(foreign, net); }),
-             Catch::Contains("no ipuml integrity record") &&
-                 Catch::Contains("allow_unverified"));
+             Catch::Contains("no ipuml integrity record") && Catch::Contains("allow_unverified"));
   io::CheckpointReadOptions unverified;
   unverified.allow_unverified = true;
   CHECK(io::load_checkpoint(foreign, net, nullptr, nullptr, unverified) == 2);
@@ -306,8 +320,9 @@ TEST_CASE("crafted checkpoints: huge shapes, link cycles, FIFOs and bad values g
   auto wrap_model = variant("wrap_model.h5", [&](hid_t f) {
     huge_dataset(f, "model/w", {two31, two31});
   });
-  CHECK_THAT(error_of([&] { load_all(wrap_model); }),
-             Catch::Contains("'w' has shape [2147483648, 2147483648] in the checkpoint but [4, 3]"));
+  CHECK_THAT(
+      error_of([&] { load_all(wrap_model); }),
+      Catch::Contains("'w' has shape [2147483648, 2147483648] in the checkpoint but [4, 3]"));
   auto wrap_opt = variant("wrap_opt.h5", [&](hid_t f) {
     huge_dataset(f, "optimizer/state/0/momentum_buffer", {two31, two31});
   });
@@ -325,8 +340,8 @@ TEST_CASE("crafted checkpoints: huge shapes, link cycles, FIFOs and bad values g
   // A group linked into itself made list_state's path grow forever; soft and external links
   // (an external one could name a FIFO) are refused the same way, before anything is read.
   auto cycle = variant("cycle.h5", [](hid_t f) {
-    REQUIRE(H5Lcreate_hard(f, "optimizer", f, "optimizer/group/loop", H5P_DEFAULT,
-                           H5P_DEFAULT) >= 0);
+    REQUIRE(H5Lcreate_hard(f, "optimizer", f, "optimizer/group/loop", H5P_DEFAULT, H5P_DEFAULT) >=
+            0);
   });
   CHECK_THAT(error_of([&] { load_all(cycle); }),
              Catch::Contains("more than one link") && Catch::Contains("cycle"));
