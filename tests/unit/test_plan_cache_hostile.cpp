@@ -103,10 +103,14 @@ TEST_CASE("ipu plan cache: forged entries with a valid keyed checksum are recomp
          p.nodes[flat].span.extent *= 100;
          p.nodes[flat].spec.extent *= 100;
        }},
-      {"in_dim [9, 0, 0]", [&](ipu::Plan& p) { p.nodes[multi_input].spec.in_dim = {9, 0, 0}; }},
+      {"in_dim [9, 0, 0]",
+       [&](ipu::Plan& p) {
+         p.nodes[multi_input].spec.in_dim = {9, 0, 0};
+       }},
       {"TreeSum on a convolution",
        [&](ipu::Plan& p) { p.nodes[conv].spec.kind = ipu::SplitKind::TreeSum; }},
-      {"more parts than the split allows", [&](ipu::Plan& p) { p.nodes[flat].span.parts = 1 << 30; }},
+      {"more parts than the split allows",
+       [&](ipu::Plan& p) { p.nodes[flat].span.parts = 1 << 30; }},
       {"a value on axis 7", [&](ipu::Plan& p) { p.values[0].axis = 7; }},
       {"a value's extent x100", [&](ipu::Plan& p) { p.values[0].span.extent *= 100; }},
       {"a superstep of node 10^6", [&](ipu::Plan& p) { p.supersteps.at(0).node = 1000000; }},
@@ -159,9 +163,7 @@ TEST_CASE("ipu plan cache: entries are checked under the cache's key, FIFOs do n
   REQUIRE(ipu::load_plan(path, key, p));
   std::string other_key(32, 'k');
   fs::remove(key_file);
-  {
-    std::ofstream(key_file, std::ios::binary) << other_key;
-  }
+  { std::ofstream(key_file, std::ios::binary) << other_key; }
   ::chmod(key_file.c_str(), 0600);
   CHECK_FALSE(ipu::load_plan(path, key, p));
   // A key others may read is not used.
