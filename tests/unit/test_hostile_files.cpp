@@ -22,6 +22,8 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -417,6 +419,90 @@ TEST_CASE("crafted checkpoints: huge shapes, link cycles, FIFOs and bad values g
   // None of the refused files changed the module they were loaded into.
   CHECK(net.w.to_vector<float>() == weights);
   CHECK_NOTHROW(load_all(good));
+}
+
+TEST_CASE("training resumed mid-run from a checkpoint is bit-identical on eager, cpu and ipu",
+          "[hostile][checkpoint]") {
+  testing::TempDir dir("ipuml_hostile_resume");
+  Generator g(3);
+  const int steps = 6, cut = 3;
+  std::vector<Tensor> xs, ys;
+  for (int s = 0; s < steps; ++s) {
+    xs.push_back(randn({4, 8}, &g));
+    ys.push_back(randint(0, 4, {4}, &g));
+  }
+  auto ce = [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); };
+  for (const std::string device : {"eager", "cpu", "ipu"}) {
+    INFO("device " << device);
+    struct Run {
+      nn::Sequential model;
+      optim::SGD sgd;
+      std::optional<runtime::TrainingModel> tm;
+      explicit Run(uint64_t init)
+          : model((manual_seed(init),
+                   nn::Sequential(nn::Linear(nn::LinearOptions(8, 16)), nn::ReLU(),
+                                  nn::Dropout(0.5), nn::Linear(nn::LinearOptions(16, 4))))),
+            sgd(model->parameters(), optim::SGDOptions(0.1).momentum(0.9)) {}
+    };
+    auto make = [&](uint64_t init) {
+      auto r = std::make_unique<Run>(init);
+      if (device != "eager")
+        r->tm.emplace(trainingModel(
+            r->model.ptr(),
+            Options().useIpuModel(device == "ipu").randomSeed(5).showCompilationProgressBar(false),
+            r->sgd, ce));
+      manual_seed(11);  // eager dropout draws from here on
+      return r;
+    };
+    auto train = [&](Run& r, int from, int to) {
+      for (int s = from; s < to; ++s) {
+        if (r.tm) {
+          (*r.tm)(xs[static_cast<size_t>(s)], ys[static_cast<size_t>(s)]);
+          continue;
+        }
+        r.sgd.zero_grad();
+        Tensor loss = ce(r.model(xs[static_cast<size_t>(s)]), ys[static_cast<size_t>(s)]);
+        loss.backward();
+        r.sgd.step();
+      }
+    };
+    auto whole = make(1);
+    train(*whole, 0, steps);
+
+    auto first = make(1);
+    train(*first, 0, cut);
+    auto i64 = [](uint64_t v) { return full({}, static_cast<double>(v), kInt64); };
+    const std::string path = dir.file(device + ".h5");
+    io::save_checkpoint(path, *first->model, first->sgd.state_dict(), cut,
+                        {{"rng_seed", i64(default_generator().seed())},
+                         {"rng_position", i64(default_generator().position())},
+                         {"run_counter", i64(first->tm ? first->tm->run_counter() : 0)}});
+
+    auto resumed = make(2);  // other initial weights, another generator state
+    nn::StateDict opt, training;
+    CHECK(io::load_checkpoint(path, *resumed->model, &opt, &training) == cut);
+    resumed->sgd.load_state_dict(opt);
+    auto value = [&](const char* k) { return nn::find_in(training, k)->item<int64_t>(); };
+    default_generator().manual_seed(static_cast<uint64_t>(value("rng_seed")));
+    default_generator().set_position(static_cast<uint64_t>(value("rng_position")));
+    if (resumed->tm) resumed->tm->set_run_counter(static_cast<uint64_t>(value("run_counter")));
+    train(*resumed, cut, steps);
+
+    const auto a = whole->model->state_dict(), b = resumed->model->state_dict();
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      INFO(a[i].first);
+      CHECK(a[i].second.to_vector<float>() == b[i].second.to_vector<float>());
+    }
+    // Without the run counter or the generator position the masks would differ: the check
+    // can fail.
+    auto again = make(2);
+    io::load_checkpoint(path, *again->model, &opt);
+    again->sgd.load_state_dict(opt);
+    train(*again, cut, steps);
+    CHECK(again->model->state_dict()[0].second.to_vector<float>() !=
+          a[0].second.to_vector<float>());
+  }
 }
 
 TEST_CASE("checkpoint saves remove temporaries of writers that died mid-save",
