@@ -4,7 +4,7 @@
 # working copy of its seed corpus (tests/fuzz/corpus/<harness>, left unchanged). Prints one line
 # per harness: executions, coverage, corpus size, and crashes/timeouts (inputs kept under
 # build-fuzz/artifacts/<harness>/). Exits non-zero if any harness found a crash or a hang.
-# Usage: scripts/fuzz.sh [SECONDS] [harness ...]   (harnesses: idx checkpoint plan_cache
+# Usage: scripts/fuzz.sh [SECONDS] [harness ...]   (harnesses: idx checkpoint checkpoint_sealed plan_cache
 #        options_json target_override; default all)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,7 +13,7 @@ cd "$root"
 seconds=${1:-60}
 shift || true
 harnesses=("$@")
-((${#harnesses[@]})) || harnesses=(idx checkpoint plan_cache options_json target_override)
+((${#harnesses[@]})) || harnesses=(idx checkpoint checkpoint_sealed plan_cache options_json target_override)
 
 scripts/install-deps.sh --fuzz
 build=${IPUML_FUZZ_BUILD_DIR:-build-fuzz}

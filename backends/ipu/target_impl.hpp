@@ -2,8 +2,10 @@
 // src/lib/ipu_target.cpp).
 #pragma once
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <iomanip>
@@ -44,6 +46,29 @@ inline double parse_double(const std::string& field, const std::string& v) {
   return d;
 }
 
+// Target names appear in JSON, reports and file names: a short plain-ASCII word.
+inline bool valid_name(const std::string& s) {
+  return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == '.';
+  });
+}
+
+// `s` with bytes outside printable ASCII as \xNN, for messages.
+inline std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s.substr(0, 80)) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  return s.size() > 80 ? out + "..." : out;
+}
+
 inline const std::vector<Field>& fields() {
   static const std::vector<Field> f = [] {
     std::vector<Field> v;
@@ -55,7 +80,10 @@ inline const std::vector<Field>& fields() {
                [](const Target& t) { return nlohmann::json(t.n); }});
     v.push_back({"name",
                  [](Target& t, const std::string& s) {
-                   IPUML_CHECK(!s.empty(), "target override: name must not be empty");
+                   IPUML_CHECK(valid_name(s),
+                               "target override: name must be 1 to 64 letters, "
+                               "digits or '_', '-', '.', got '",
+                               printable(s), "'");
                    t.name = s;
                  },
                  [](const Target& t) { return nlohmann::json(t.name); }});
@@ -185,6 +213,10 @@ IPUML_INLINE void validate(const Target& t) {
   auto pos = [&](const char* n, double v, double lo, double hi) { in(n, v, lo, hi, false); };
   auto nonneg = [&](const char* n, double v, double hi) { in(n, v, 1, hi, true); };
   const auto d = [](int64_t v) { return static_cast<double>(v); };
+  IPUML_CHECK(tdetail::valid_name(t.name),
+              "target: name must be 1 to 64 letters, digits or "
+              "'_', '-', '.', got '",
+              tdetail::printable(t.name), "'");
   pos("num_ipus", d(t.num_ipus), 1, 4096);
   pos("tiles_per_ipu", d(t.tiles_per_ipu), 1, 1 << 24);
   pos("bytes_per_tile", d(t.bytes_per_tile), 64, 1LL << 34);

@@ -1,9 +1,10 @@
-// libFuzzer harness: the checkpoint loader. The first byte picks the mode:
-//   even: the input is the file, as load_checkpoint meets it on disk (its integrity record must
-//         stop anything damaged before libhdf5 parses it);
-//   odd:  the input is a checkpoint's body, sealed with a correct integrity record first, as a
-//         forger would: ipuml's own checks (links, shapes, sizes, dtypes, values) and libhdf5's
-//         parser see arbitrary HDF5.
+// libFuzzer harness: the checkpoint loader.
+//   fuzz_checkpoint:        the input is the file, as load_checkpoint meets it on disk (its
+//                           integrity record must stop anything damaged before libhdf5 parses it);
+//   fuzz_checkpoint_sealed: (IPUML_FUZZ_SEALED) the input is a checkpoint's body, sealed with a
+//                           correct integrity record first, as a forger would: ipuml's own checks
+//                           (links, shapes, sizes, dtypes, values) and libhdf5's parser see
+//                           arbitrary HDF5.
 // Either way every input must load or throw ipuml::Error.
 #include <ipuml/core/sha256.hpp>
 #include <ipuml/io/checkpoint.hpp>
@@ -31,9 +32,12 @@ struct Small : ipuml::nn::Module {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ipuml;
-  if (size < 1) return 0;
-  const bool sealed = data[0] & 1;
-  std::string bytes(reinterpret_cast<const char*>(data + 1), size - 1);
+#ifdef IPUML_FUZZ_SEALED
+  constexpr bool sealed = true;
+#else
+  constexpr bool sealed = false;
+#endif
+  std::string bytes(reinterpret_cast<const char*>(data), size);
   if (sealed) {
     std::string block = "ipuml checkpoint integrity v1\nbody-bytes " +
                         std::to_string(bytes.size()) + "\nbody-sha256 " + to_hex(sha256(bytes)) +

@@ -2,6 +2,7 @@
 // vectors, regular-file-only opens (FIFOs, directories, permission denied), and checkpoints that
 // are corrupt, truncated, crafted to overflow allocations, linked in cycles, or hold values an
 // optimizer must not resume from; each is refused with a clear error before harm is done.
+#include <ipuml/backends/ipu/target.hpp>
 #include <ipuml/core/sha256.hpp>
 #include <ipuml/datasets/mnist.hpp>
 #include <ipuml/io/file.hpp>
@@ -146,6 +147,27 @@ TEST_CASE("mnist IDX files: a directory or FIFO in a file's place is named, neve
              Catch::Contains("FIFO"));
 }
 
+TEST_CASE("target overrides found by fuzzing get ipuml errors", "[hostile]") {
+  // A name with bytes that are not UTF-8 made to_json throw nlohmann's type_error.
+  const fs::path regressions = fs::path(IPUML_SOURCE_DIR) / "tests" / "fuzz" / "regressions";
+  int seen = 0;
+  for (const auto& e : fs::directory_iterator(regressions)) {
+    if (e.path().filename().string().rfind("target_override-", 0) != 0) continue;
+    ++seen;
+    std::ifstream in(e.path(), std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ipu::Target t = ipu::target_preset("ipu2");
+    CHECK_THROWS_AS(ipu::apply_override(t, text), Error);
+    CHECK_THROWS_AS(ipu::target_from_json(text), Error);
+  }
+  CHECK(seen >= 1);
+  ipu::Target t = ipu::target_preset("ipu2");
+  CHECK_THAT(error_of([&] { ipu::apply_override(t, std::string("name=a\xff")); }),
+             Catch::Contains("name must be 1 to 64 letters") && Catch::Contains("a\\xff"));
+  CHECK_NOTHROW(ipu::apply_override(t, "name=my-ipu_2.1"));
+  CHECK(t.name == "my-ipu_2.1");
+}
+
 #ifdef IPUML_WITH_HDF5
 
 namespace {
@@ -182,6 +204,20 @@ void craft(const std::string& path, const std::function<void(hid_t)>& edit) {
   reseal(path);
 }
 
+// A fixed-length string attribute, as save_checkpoint writes them.
+void put_string_attr(hid_t obj, const char* name, const std::string& value) {
+  H5Adelete(obj, name);
+  H5Eclear2(H5E_DEFAULT);
+  const hid_t str = H5Tcopy(H5T_C_S1);
+  H5Tset_size(str, value.size());
+  const hid_t scalar = H5Screate(H5S_SCALAR);
+  const hid_t a = H5Acreate2(obj, name, str, scalar, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, str, value.data());
+  H5Aclose(a);
+  H5Sclose(scalar);
+  H5Tclose(str);
+}
+
 // A float32 dataset of `dims` with chunked (unallocated) storage: a tiny file claiming a huge
 // tensor, tagged as save_checkpoint tags its datasets.
 void huge_dataset(hid_t f, const std::string& name, std::vector<hsize_t> dims) {
@@ -194,15 +230,7 @@ void huge_dataset(hid_t f, const std::string& name, std::vector<hsize_t> dims) {
   const hid_t ds =
       H5Dcreate2(f, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
   REQUIRE(ds >= 0);
-  const hid_t str = H5Tcopy(H5T_C_S1);
-  H5Tset_size(str, H5T_VARIABLE);
-  const hid_t scalar = H5Screate(H5S_SCALAR);
-  const hid_t a = H5Acreate2(ds, "dtype", str, scalar, H5P_DEFAULT, H5P_DEFAULT);
-  const char* v = "float32";
-  H5Awrite(a, str, &v);
-  H5Aclose(a);
-  H5Sclose(scalar);
-  H5Tclose(str);
+  put_string_attr(ds, "dtype", "float32");
   H5Dclose(ds);
   H5Pclose(dcpl);
   H5Sclose(space);
@@ -372,16 +400,7 @@ TEST_CASE("crafted checkpoints: huge shapes, link cycles, FIFOs and bad values g
       H5Sclose(space);
       // The per-tensor checksum is recomputed too: a forger's file.
       const std::string sum = to_hex(sha256(v.data(), v.size() * sizeof(float)));
-      H5Adelete(ds, "sha256");
-      const hid_t str = H5Tcopy(H5T_C_S1);
-      H5Tset_size(str, H5T_VARIABLE);
-      const hid_t scalar = H5Screate(H5S_SCALAR);
-      const hid_t a = H5Acreate2(ds, "sha256", str, scalar, H5P_DEFAULT, H5P_DEFAULT);
-      const char* s = sum.c_str();
-      H5Awrite(a, str, &s);
-      H5Aclose(a);
-      H5Sclose(scalar);
-      H5Tclose(str);
+      put_string_attr(ds, "sha256", sum);
       H5Dclose(ds);
     });
   };
@@ -419,6 +438,61 @@ TEST_CASE("crafted checkpoints: huge shapes, link cycles, FIFOs and bad values g
   // None of the refused files changed the module they were loaded into.
   CHECK(net.w.to_vector<float>() == weights);
   CHECK_NOTHROW(load_all(good));
+}
+
+TEST_CASE("checkpoints found by fuzzing and forged storage are refused, not parsed",
+          "[hostile][checkpoint]") {
+  testing::TempDir dir("ipuml_hostile_regress");
+  TwoLayer net;
+  // Inputs tests/fuzz kept: a checkpoint_sealed-* input is a body the harness seals with a
+  // valid integrity record first, as a forger would; a checkpoint-* input is the file itself.
+  const fs::path regressions = fs::path(IPUML_SOURCE_DIR) / "tests" / "fuzz" / "regressions";
+  for (const auto& e : fs::directory_iterator(regressions)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("checkpoint", 0) != 0) continue;
+    INFO(name);
+    std::ifstream in(e.path(), std::ios::binary);
+    const std::string input((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    REQUIRE(!input.empty());
+    const std::string p = dir.file("regression.h5");
+    const bool sealed = name.rfind("checkpoint_sealed-", 0) == 0;
+    std::ofstream(p, std::ios::binary | std::ios::trunc)
+        << (sealed ? std::string(io::kCheckpointUserBlock, '\0') : std::string()) << input;
+    if (sealed) reseal(p);
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK_THROWS_AS(io::read_checkpoint(p), Error);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  }
+
+  // What save_checkpoint never writes is refused in a verified file before libhdf5 reads it: a
+  // variable-length string (libhdf5's global heap looped on a crafted one) and chunked storage.
+  const std::string good = dir.file("good.h5");
+  io::save_checkpoint(good, net, {}, 1);
+  auto variant = [&](const std::string& name, const std::function<void(hid_t)>& edit) {
+    const std::string p = dir.file(name);
+    fs::copy_file(good, p);
+    craft(p, edit);
+    return p;
+  };
+  const auto vlen = variant("vlen.h5", [](hid_t f) {
+    const hid_t ds = H5Dopen2(f, "model/b", H5P_DEFAULT);
+    H5Adelete(ds, "dtype");
+    const hid_t str = H5Tcopy(H5T_C_S1);
+    H5Tset_size(str, H5T_VARIABLE);
+    const hid_t scalar = H5Screate(H5S_SCALAR);
+    const hid_t a = H5Acreate2(ds, "dtype", str, scalar, H5P_DEFAULT, H5P_DEFAULT);
+    const char* v = "float32";
+    H5Awrite(a, str, &v);
+    H5Aclose(a);
+    H5Sclose(scalar);
+    H5Tclose(str);
+    H5Dclose(ds);
+  });
+  CHECK_THAT(error_of([&] { io::load_checkpoint(vlen, net); }),
+             Catch::Contains("is a variable-length string"));
+  const auto chunked = variant("chunked.h5", [](hid_t f) { huge_dataset(f, "model/b", {4}); });
+  CHECK_THAT(error_of([&] { io::load_checkpoint(chunked, net); }),
+             Catch::Contains("'b' is not stored as save_checkpoint stores tensors"));
 }
 
 TEST_CASE("training resumed mid-run from a checkpoint is bit-identical on eager, cpu and ipu",

@@ -316,6 +316,12 @@ inline Tensor read_tensor(Source& src, const std::string& key, const std::string
               " bytes), more than the file can hold (", src.byte_budget, " bytes ",
               src.verified ? "left in the file" : "at most, allowing for compression", ")");
   src.byte_budget -= static_cast<uint64_t>(bytes);
+  // save_checkpoint writes plain contiguous data; reading anything else (chunk indexes,
+  // filters) is left to files the caller chose to trust.
+  IPUML_CHECK(!src.verified || f.is_plain_contiguous(p, static_cast<uint64_t>(bytes)),
+              "load_checkpoint '", file, "': '", key,
+              "' is not stored as save_checkpoint stores tensors (contiguous, unfiltered, ", bytes,
+              " bytes)");
   Tensor t = [&] {
     try {
       return empty(info.shape, dt);
@@ -367,6 +373,8 @@ inline H5File open_checkpoint(const std::string& path, const Verified& v) {
       fail("load_checkpoint '", path, "': not a readable checkpoint (", e.what(), ")");
     }
   }();
+  // What ipuml writes holds no variable-length strings: a verified file's are refused unread.
+  f.set_fixed_length_strings(v.verified);
   // libhdf5 opened the file by name: it must still be the file that was verified.
   struct stat was {
   }, now{};
@@ -409,6 +417,7 @@ IPUML_INLINE void save_checkpoint(const std::string& path, const nn::Module& mod
   atomic_write(
       path,
       [&](H5File& f) {
+        f.set_fixed_length_strings(true);  // nothing in libhdf5's global heap
         f.set_attr("/", "ipuml_checkpoint", kCheckpointFormat);
         f.set_attr("/", "step", step);
         ckpt_detail::write_state(f, path, ckpt_detail::kModelGroup, model);

@@ -131,6 +131,15 @@ class H5File {
   void write_string(const std::string& path, const std::string& value);
 
   H5DatasetInfo info(const std::string& path) const;
+  // True when the dataset is stored as written by `write`: contiguous (or compact), no filters,
+  // and `bytes` of storage allocated. Reading such a dataset touches no chunk index or filter.
+  bool is_plain_contiguous(const std::string& path, uint64_t bytes) const;
+
+  // Strings written fixed-length (h5py reads them as bytes) and variable-length strings refused
+  // when read: variable-length data lives in libhdf5's global heap, whose parser a crafted file
+  // can send into an endless loop. Checkpoints use this.
+  void set_fixed_length_strings(bool on) { fixed_strings_ = on; }
+  bool fixed_length_strings() const { return fixed_strings_; }
   // Reads the whole dataset into `out`; its dtype must be `dtype` and its shape `shape`,
   // otherwise Error names both.
   void read(const std::string& path, H5Dtype dtype, const std::vector<int64_t>& shape,
@@ -201,6 +210,7 @@ class H5File {
 
   std::string path_;
   Mode mode_ = Mode::read;
+  bool fixed_strings_ = false;
   int64_t id_ =
       -1;  // the hid_t (int64_t since HDF5 1.10), kept as a plain integer so <hdf5.h> stays private
 };

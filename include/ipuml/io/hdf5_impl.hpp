@@ -372,13 +372,17 @@ IPUML_INLINE H5File::H5File(const std::string& path, Mode mode, size_t userblock
 }
 
 IPUML_INLINE H5File::H5File(H5File&& other) noexcept
-    : path_(std::move(other.path_)), mode_(other.mode_), id_(std::exchange(other.id_, -1)) {}
+    : path_(std::move(other.path_)),
+      mode_(other.mode_),
+      fixed_strings_(other.fixed_strings_),
+      id_(std::exchange(other.id_, -1)) {}
 
 IPUML_INLINE H5File& H5File::operator=(H5File&& other) noexcept {
   if (this != &other) {
     if (id_ >= 0) H5Fclose(id_);
     path_ = std::move(other.path_);
     mode_ = other.mode_;
+    fixed_strings_ = other.fixed_strings_;
     id_ = std::exchange(other.id_, -1);
   }
   return *this;
@@ -624,7 +628,16 @@ inline H5Handle open_dataset(const H5File& f, hid_t file, const std::string& op,
   return ds;
 }
 
-inline std::string read_tag(hid_t obj) {
+// Variable-length data lives in libhdf5's global heap, whose parser a crafted file can send
+// into an endless loop (libhdf5 1.10.8, found by fuzzing): files opened with fixed-length
+// strings only refuse such strings before reading them.
+inline void refuse_variable(bool fixed_only, hid_t type, const std::string& what) {
+  if (fixed_only && H5Tis_variable_str(type) > 0)
+    ipuml::fail("hdf5: ", what,
+                " is a variable-length string; this file is read with fixed-length strings only");
+}
+
+inline std::string read_tag(hid_t obj, bool fixed_only, const std::string& where) {
   if (H5Aexists(obj, kDtypeTag) <= 0) {
     H5Eclear2(H5E_DEFAULT);
     return {};
@@ -633,6 +646,7 @@ inline std::string read_tag(hid_t obj) {
   if (!attr.valid()) return {};
   H5Handle type(H5Aget_type(attr.get()), H5Tclose);
   if (H5Tget_class(type.get()) != H5T_STRING) return {};
+  refuse_variable(fixed_only, type.get(), where + " attribute '" + kDtypeTag + "'");
   return read_string_value(type.get(),
                            [&](hid_t mem, void* buf) { return H5Aread(attr.get(), mem, buf); });
 }
@@ -647,14 +661,23 @@ inline std::vector<int64_t> extent(hid_t space) {
   return std::vector<int64_t>(dims.begin(), dims.end());
 }
 
-inline void write_string_attr(hid_t obj, const char* name, const std::string& value) {
+inline void write_string_attr(hid_t obj, const char* name, const std::string& value,
+                              bool fixed = false) {
   if (H5Aexists(obj, name) > 0) H5Adelete(obj, name);
   H5Eclear2(H5E_DEFAULT);
   H5Handle type = string_type_variable();
+  if (fixed) {  // null-padded, as h5py's fixed-length bytes
+    type = H5Handle(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(type.get(), std::max<size_t>(value.size(), 1));
+    H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
+  }
   H5Handle space(H5Screate(H5S_SCALAR), H5Sclose);
   H5Handle attr(H5Acreate2(obj, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
   const char* p = value.c_str();
-  if (!attr.valid() || H5Awrite(attr.get(), type.get(), &p) < 0)
+  std::string padded = value;
+  padded.resize(std::max<size_t>(value.size(), 1), '\0');
+  const void* data = fixed ? static_cast<const void*>(padded.data()) : static_cast<const void*>(&p);
+  if (!attr.valid() || H5Awrite(attr.get(), type.get(), data) < 0)
     ipuml::fail("hdf5: cannot write attribute '", name, "' (HDF5: ", hdf5_error_text(), ")");
 }
 
@@ -695,7 +718,7 @@ IPUML_INLINE void H5File::write(const std::string& path, H5Dtype dtype,
   if (n > 0 && H5Dwrite(ds.get(), mtype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
     ipuml::fail("hdf5: write ", where(path), " failed (HDF5: ", h5detail::hdf5_error_text(), ")");
   if (const char* tag = h5detail::tag_of(dtype))
-    h5detail::write_string_attr(ds.get(), h5detail::kDtypeTag, tag);
+    h5detail::write_string_attr(ds.get(), h5detail::kDtypeTag, tag, fixed_strings_);
 }
 
 IPUML_INLINE void H5File::write_string(const std::string& path, const std::string& value) {
@@ -731,9 +754,27 @@ IPUML_INLINE H5DatasetInfo H5File::describe(const std::string& path, const char*
                 ": cannot read the dataset's type or shape (corrupt file? HDF5: ",
                 h5detail::hdf5_error_text(), ")");
   H5DatasetInfo out;
-  std::tie(out.dtype, out.type_name) = h5detail::classify(type.get(), h5detail::read_tag(ds.get()));
+  std::tie(out.dtype, out.type_name) =
+      h5detail::classify(type.get(), h5detail::read_tag(ds.get(), fixed_strings_, where(path)));
   out.shape = h5detail::extent(space.get());
   return out;
+}
+
+IPUML_INLINE bool H5File::is_plain_contiguous(const std::string& path, uint64_t bytes) const {
+  h5detail::silence_hdf5();
+  h5detail::H5Handle ds =
+      h5detail::open_dataset(*this, id_, "is_plain_contiguous", where(path), path);
+  h5detail::H5Handle dcpl(H5Dget_create_plist(ds.get()), H5Pclose);
+  if (!dcpl.valid()) {
+    H5Eclear2(H5E_DEFAULT);
+    return false;
+  }
+  const H5D_layout_t layout = H5Pget_layout(dcpl.get());
+  const int filters = H5Pget_nfilters(dcpl.get());
+  H5Eclear2(H5E_DEFAULT);
+  if (filters != 0 || !(layout == H5D_CONTIGUOUS || layout == H5D_COMPACT)) return false;
+  // Unwritten contiguous storage reads as the fill value: only what was written counts.
+  return bytes == 0 || H5Dget_storage_size(ds.get()) == bytes;
 }
 
 IPUML_INLINE void H5File::read(const std::string& path, H5Dtype dtype,
@@ -788,10 +829,14 @@ IPUML_INLINE std::string H5File::read_string(const std::string& path) const {
   h5detail::H5Handle ds = h5detail::open_dataset(*this, id_, "read_string", where(path), path);
   h5detail::H5Handle type(H5Dget_type(ds.get()), H5Tclose);
   h5detail::H5Handle space(H5Dget_space(ds.get()), H5Sclose);
+  if (H5Tget_class(type.get()) == H5T_STRING)
+    h5detail::refuse_variable(fixed_strings_, type.get(), "read_string " + where(path));
   if (H5Tget_class(type.get()) != H5T_STRING)
-    ipuml::fail("hdf5: read_string ", where(path), ": found dtype ",
-                h5detail::classify(type.get(), h5detail::read_tag(ds.get())).second,
-                ", expected a string");
+    ipuml::fail(
+        "hdf5: read_string ", where(path), ": found dtype ",
+        h5detail::classify(type.get(), h5detail::read_tag(ds.get(), fixed_strings_, where(path)))
+            .second,
+        ", expected a string");
   IPUML_CHECK(H5Sget_simple_extent_npoints(space.get()) == 1, "hdf5: read_string ", where(path),
               ": found shape ", h5detail::extent(space.get()), ", expected a single string");
   bool ok = true;
@@ -876,7 +921,7 @@ IPUML_INLINE void H5File::set_attr(const std::string& object, const std::string&
   check_writable("set_attr", object);
   h5detail::H5Handle obj = h5detail::open_object(*this, id_, "set_attr", where(object), object);
   try {
-    h5detail::write_string_attr(obj.get(), name.c_str(), value);
+    h5detail::write_string_attr(obj.get(), name.c_str(), value, fixed_strings_);
   } catch (const Error& e) {
     ipuml::fail("hdf5: set_attr ", where(object), ": ", e.what());
   }
@@ -928,6 +973,8 @@ IPUML_INLINE std::string H5File::attr_string(const std::string& object,
   if (H5Tget_class(type.get()) != H5T_STRING)
     ipuml::fail("hdf5: attr_string ", where(object), ": attribute '", name, "' holds ",
                 h5detail::classify(type.get(), "").second, ", expected a string");
+  h5detail::refuse_variable(fixed_strings_, type.get(),
+                            "attr_string " + where(object) + ": attribute '" + name + "'");
   h5detail::H5Handle space(H5Aget_space(attr.get()), H5Sclose);
   IPUML_CHECK(H5Sget_simple_extent_npoints(space.get()) == 1, "hdf5: attr_string ", where(object),
               ": attribute '", name, "' has shape ", h5detail::extent(space.get()),
