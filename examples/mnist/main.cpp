@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -296,11 +297,33 @@ Accuracy accuracy(Loader& loader, const Config& cfg, Progress& progress, Predict
   return {100.0 * double(correct) / double(total), total};
 }
 
-// PopTorch's inferenceModel for the test set; a short last batch runs padded.
+// PopTorch's inferenceModel for the test set, compiled for the largest micro-batch up to the
+// test batch that fits the device (a batch of 10000 does not fit one IPU's tile memory); each
+// test batch runs in pieces of that size, a short last piece padded.
 template <typename Loader>
-Accuracy evaluate_compiled(runtime::InferenceModel& im, Loader& loader, const Config& cfg,
-                           Progress& progress) {
-  return accuracy(loader, cfg, progress, [&](const Tensor& x) { return im(x); });
+Accuracy evaluate_compiled(models::MnistCnn& net, const Options& opts, Loader& loader,
+                           const Config& cfg, int64_t test_samples, Progress& progress) {
+  int64_t micro = std::min(cfg.test_batch_size, std::max<int64_t>(test_samples, 1));
+  std::optional<runtime::InferenceModel> im;
+  for (;;) {
+    try {
+      im.emplace(inferenceModel(net.ptr(), opts));
+      im->compile(zeros({micro, 1, 28, 28}));
+      break;
+    } catch (const Error& e) {
+      if (micro == 1 || std::string(e.what()).find("Out of memory") == std::string::npos) throw;
+      micro = (micro + 1) / 2;
+    }
+  }
+  if (micro < cfg.test_batch_size)
+    std::cout << "Evaluation micro-batch: " << micro << " (the largest that fits, up to "
+              << cfg.test_batch_size << ")\n";
+  return accuracy(loader, cfg, progress, [&](const Tensor& x) {
+    std::vector<Tensor> parts;
+    for (int64_t at = 0; at < x.size(0); at += micro)
+      parts.push_back((*im)(x.narrow(0, at, std::min(micro, x.size(0) - at)).contiguous()));
+    return parts.size() == 1 ? parts[0] : cat(parts, 0);
+  });
 }
 
 // The network in eval mode, no grad.
@@ -485,9 +508,10 @@ int main(int argc, char** argv) {
         const auto eq_at = o.find('=');
         eval_opts.setTargetOption(o.substr(0, eq_at), o.substr(eq_at + 1));
       }
-      auto im = inferenceModel(net.ptr(), eval_opts.showCompilationProgressBar(false));
+      eval_opts.showCompilationProgressBar(false);
       const auto t_eval = Clock::now();
-      const Accuracy acc = evaluate_compiled(im, test_loader, cfg, progress);
+      const Accuracy acc = evaluate_compiled(net, eval_opts, test_loader, cfg,
+                                             static_cast<int64_t>(test_set.size()), progress);
       std::cout << "Evaluation: " << fixed(seconds_since(t_eval), 1) << " s\n";
       print_accuracy(acc);
       if (samples > 0) {
