@@ -4,7 +4,11 @@
 
 #include <ipuml/datasets/mnist.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
+
+#include <ipuml/io/file.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -36,14 +40,19 @@ inline std::string fetch_hint() {
          "/mnist (or set IPUML_DATA_DIR)";
 }
 
-// `dir/name` or `dir/name.gz`, whichever exists; empty when neither does.
-inline std::string resolve(const std::string& dir, const std::string& name) {
+// `dir/name` or `dir/name.gz`, whichever exists; empty when neither does. A path that exists
+// but is not a regular file (a directory, a FIFO) is an error naming what it is, unless
+// `quiet` (when probing candidate directories).
+inline std::string resolve(const std::string& dir, const std::string& name, bool quiet = false) {
   namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path plain = fs::path(dir) / name;
-  if (fs::is_regular_file(plain, ec)) return plain.string();
-  fs::path gz = fs::path(dir) / (name + ".gz");
-  if (fs::is_regular_file(gz, ec)) return gz.string();
+  for (const fs::path& p : {fs::path(dir) / name, fs::path(dir) / (name + ".gz")}) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) continue;
+    if (S_ISREG(st.st_mode)) return p.string();
+    if (!quiet)
+      ipuml::fail("mnist: '", p.string(), "' is ", io::file_type_name(st.st_mode),
+                  ", expected the IDX file ", name);
+  }
   return {};
 }
 
@@ -51,11 +60,16 @@ inline std::string resolve(const std::string& dir, const std::string& name) {
 class GzReader {
  public:
   explicit GzReader(const std::string& path) : path_(path) {
+    // Opened as a regular file first: a FIFO or device is refused instead of blocking.
+    io::RegularFile f = io::open_regular_file(path, "mnist: cannot open");
     errno = 0;
-    file_ = gzopen(path.c_str(), "rb");
-    if (!file_)
+    const int fd = f.release();
+    file_ = gzdopen(fd, "rb");
+    if (!file_) {
+      ::close(fd);
       ipuml::fail("mnist: cannot open '", path,
                   "': ", errno ? std::strerror(errno) : "out of memory");
+    }
     gzbuffer(file_, 1 << 17);
   }
   GzReader(const GzReader&) = delete;
@@ -109,8 +123,9 @@ inline IdxFile read_idx(const std::string& path, uint32_t magic, size_t ndims, c
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::exists(path, ec)) ipuml::fail("mnist: cannot find '", path, "'; ", fetch_hint());
-  if (!fs::is_regular_file(path, ec))
-    ipuml::fail("mnist: '", path, "' is not a regular file, expected ", what);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    ipuml::fail("mnist: '", path, "' is ", io::file_type_name(st.st_mode), ", expected ", what);
   GzReader in(path);
   const size_t header_size = 4 + 4 * ndims;
   uint8_t header[16] = {};
@@ -217,7 +232,7 @@ IPUML_INLINE std::string find_mnist_dir(const std::string& hint) {
     bool complete = true;
     for (const char* name :
          {kMnistTrainImages, kMnistTrainLabels, kMnistTestImages, kMnistTestLabels})
-      complete = complete && !resolve(dir, name).empty();
+      complete = complete && !resolve(dir, name, true).empty();
     if (complete) return dir;
   }
   std::string searched;

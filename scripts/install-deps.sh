@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
 # Installs what building and testing ipuml needs, from Debian's packages only. Idempotent:
 # packages already present are skipped, and apt's index is refreshed at most once a day.
-# Usage: scripts/install-deps.sh [--peers]   (--peers adds PyTorch and OpenBLAS for benchmarks
-#        and for regenerating golden data)
+# Usage: scripts/install-deps.sh [--peers] [--fuzz]   (--peers adds PyTorch and OpenBLAS for
+#        benchmarks and for regenerating golden data; --fuzz adds Clang and libFuzzer for
+#        scripts/fuzz.sh)
 set -euo pipefail
 
 build_pkgs=(build-essential cmake pkg-config libxtensor-dev libxsimd-dev libtbb-dev
             libhdf5-dev catch2 nlohmann-json3-dev libcli11-dev zlib1g-dev nodejs npm
             libyaml-cpp-dev libopenmpi-dev openmpi-bin)
 peer_pkgs=(python3-torch libopenblas-dev)
+fuzz_pkgs=(clang libclang-rt-dev)
 
 want=("${build_pkgs[@]}")
-[[ "${1:-}" == "--peers" ]] && want+=("${peer_pkgs[@]}")
+for arg in "$@"; do
+  case "$arg" in
+    --peers) want+=("${peer_pkgs[@]}") ;;
+    --fuzz) want+=("${fuzz_pkgs[@]}") ;;
+  esac
+done
 
 missing=()
 for p in "${want[@]}"; do

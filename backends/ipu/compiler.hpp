@@ -164,9 +164,12 @@ uint64_t plan_key(const ir::Graph& g, const Target& t, const CompileOptions& o);
 std::string plan_cache_path(const std::string& dir, uint64_t key);
 // Empty when no cache directory is configured.
 std::string resolve_cache_dir(const CompileOptions& o);
-// Writes atomically; a failure to write is not an error (the cache is an optimisation).
+// Writes atomically, with an HMAC-SHA-256 under the cache directory's key (ipuml-cache.key, 32
+// random bytes, mode 0600, made on first use): an integrity check, not a security boundary.
+// A failure to write is not an error (the cache is an optimisation).
 bool save_plan(const Plan& p, const std::string& path);
-// Loads and verifies (magic, version, key, size, checksum); false if absent or not trustworthy.
+// Loads and verifies (a regular file, magic, version, key, size, HMAC); false if absent or not
+// trustworthy. compile_plan also requires plan_fits_graph.
 bool load_plan(const std::string& path, uint64_t key, Plan& out);
 // Whether every node's partition of a loaded plan is one the planner could make for this graph
 // and target (kinds, part counts, tiles, the grid's K slicing); compile_plan recompiles if not.

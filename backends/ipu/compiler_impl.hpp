@@ -3,7 +3,10 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
+#include <cerrno>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,12 +16,17 @@
 #include <sstream>
 #include <unordered_map>
 
+#include <fcntl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include <ipuml/backends/ipu/compiler.hpp>
 #include <ipuml/core/error.hpp>
+#include <ipuml/core/sha256.hpp>
+#include <ipuml/io/file.hpp>
 
 namespace ipuml::ipu {
 
@@ -1046,7 +1054,7 @@ inline Plan plan_from_json(const json& j) {
 }
 
 inline constexpr char kMagic[8] = {'I', 'P', 'U', 'M', 'L', 'P', 'L', 'N'};
-inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kVersion = 3;
 
 struct FileHeader {
   char magic[8];
@@ -1054,8 +1062,59 @@ struct FileHeader {
   uint32_t reserved;
   uint64_t key;
   uint64_t payload_size;
-  uint64_t checksum;
+  uint8_t mac[32];  // HMAC-SHA-256 of the header up to here and the payload, under the cache key
 };
+
+// The cache's secret: 32 random bytes in `<dir>/ipuml-cache.key`, mode 0600, made by the first
+// writer. It turns the checksum into a keyed one, so an entry cannot be forged or edited without
+// reading the key: an integrity check against accidents and other users' files, not a security
+// boundary (whoever can read the key can forge entries; loaded plans are validated anyway).
+inline constexpr const char* kKeyFile = "ipuml-cache.key";
+
+inline bool read_cache_key(const std::string& dir, std::string& key) {
+  const std::string path = (std::filesystem::path(dir) / kKeyFile).string();
+  try {
+    const io::RegularFile f = io::open_regular_file(path, "plan cache key", false);
+    struct stat st {};
+    if (::fstat(f.fd(), &st) != 0 || f.size() != 32 || (st.st_mode & 077) != 0 ||
+        st.st_uid != ::geteuid())
+      return false;
+    key.assign(32, '\0');
+    f.read_at(0, key.data(), key.size(), "plan cache key");
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// Reads the key, making it first if there is none (written to a temporary and linked into
+// place, so a concurrent reader never sees half a key and two writers agree on one).
+inline bool cache_key(const std::string& dir, bool create, std::string& key) {
+  if (read_cache_key(dir, key) || !create) return !key.empty() && key.size() == 32;
+  uint8_t fresh[32];
+  for (size_t got = 0; got < sizeof fresh;) {
+    const ssize_t n = ::getrandom(fresh + got, sizeof fresh - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    got += static_cast<size_t>(n);
+  }
+  const std::string path = (std::filesystem::path(dir) / kKeyFile).string();
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  const bool written = ::write(fd, fresh, sizeof fresh) == static_cast<ssize_t>(sizeof fresh);
+  ::close(fd);
+  if (written) (void)::link(tmp.c_str(), path.c_str());  // loses to an existing key: fine
+  ::unlink(tmp.c_str());
+  return read_cache_key(dir, key);
+}
+
+inline std::array<uint8_t, 32> entry_mac(const std::string& key, const FileHeader& h,
+                                         const uint8_t* payload, size_t n) {
+  std::string msg(reinterpret_cast<const char*>(&h), offsetof(FileHeader, mac));
+  msg.append(reinterpret_cast<const char*>(payload), n);
+  return hmac_sha256(key.data(), key.size(), msg.data(), msg.size());
+}
 
 inline void progress(const CompileOptions& o, int pct, int& shown) {
   if (!o.progress || pct == shown) return;
@@ -1121,47 +1180,70 @@ IPUML_INLINE std::string resolve_cache_dir(const CompileOptions& o) {
 }
 
 IPUML_INLINE bool save_plan(const Plan& p, const std::string& path) {
+  std::string tmp;
   try {
     const auto payload = nlohmann::json::to_cbor(cdetail::plan_to_json(p));
+    const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+    std::filesystem::create_directories(dir);
+    std::string key;
+    if (!cdetail::cache_key(dir.empty() ? "." : dir.string(), true, key)) return false;
     cdetail::FileHeader h{};
     std::memcpy(h.magic, cdetail::kMagic, 8);
     h.version = cdetail::kVersion;
     h.key = p.key;
     h.payload_size = payload.size();
-    h.checksum = cdetail::fnv1a(payload.data(), payload.size());
-    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-    const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-    {
-      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-      if (!f) return false;
-      f.write(reinterpret_cast<const char*>(&h), sizeof h);
-      f.write(reinterpret_cast<const char*>(payload.data()),
-              static_cast<std::streamsize>(payload.size()));
-      if (!f) return false;
+    const auto mac = cdetail::entry_mac(key, h, payload.data(), payload.size());
+    std::memcpy(h.mac, mac.data(), mac.size());
+    io::remove_stale_temporaries(path, ".tmp");
+    tmp = path + ".tmp" + std::to_string(::getpid());
+    // A new file of our own (no following a link planted at the temporary's name); on any
+    // failure (a full disk) the partial file goes, and the cache simply misses.
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return false;
+    auto put = [fd](const void* data, size_t n) {
+      const auto* c = static_cast<const char*>(data);
+      while (n > 0) {
+        const ssize_t w = ::write(fd, c, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        c += w;
+        n -= static_cast<size_t>(w);
+      }
+      return true;
+    };
+    const bool ok = put(&h, sizeof h) && put(payload.data(), payload.size());
+    if (::close(fd) != 0 || !ok) {
+      ::unlink(tmp.c_str());
+      return false;
     }
     std::filesystem::rename(tmp, path);  // readers never see a half-written entry
     return true;
   } catch (const std::exception&) {
+    if (!tmp.empty()) ::unlink(tmp.c_str());
     return false;
   }
 }
 
 IPUML_INLINE bool load_plan(const std::string& path, uint64_t key, Plan& out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-  cdetail::FileHeader h{};
-  f.read(reinterpret_cast<char*>(&h), sizeof h);
-  if (!f || std::memcmp(h.magic, cdetail::kMagic, 8) != 0 || h.version != cdetail::kVersion ||
-      h.key != key)
-    return false;
-  if (h.payload_size > (uint64_t{1} << 32)) return false;
-  std::vector<uint8_t> payload(static_cast<size_t>(h.payload_size));
-  f.read(reinterpret_cast<char*>(payload.data()), static_cast<std::streamsize>(payload.size()));
-  if (!f || f.gcount() != static_cast<std::streamsize>(payload.size())) return false;
-  if (f.peek() != std::char_traits<char>::eof()) return false;  // trailing bytes: not what we wrote
-  if (cdetail::fnv1a(payload.data(), payload.size()) != h.checksum) return false;
   try {
-    Plan p = cdetail::plan_from_json(nlohmann::json::from_cbor(payload));
+    // Only a regular file, never through a link: a FIFO planted at an entry's name would
+    // otherwise block the open forever.
+    const auto bytes = io::read_regular_file(
+        path, "plan cache", sizeof(cdetail::FileHeader) + (uint64_t{1} << 32), false);
+    cdetail::FileHeader h{};
+    if (bytes.size() < sizeof h) return false;
+    std::memcpy(&h, bytes.data(), sizeof h);
+    if (std::memcmp(h.magic, cdetail::kMagic, 8) != 0 || h.version != cdetail::kVersion ||
+        h.key != key || h.payload_size != bytes.size() - sizeof h)
+      return false;
+    const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+    std::string mac_key;
+    if (!cdetail::cache_key(dir.empty() ? "." : dir.string(), false, mac_key)) return false;
+    const uint8_t* payload = bytes.data() + sizeof h;
+    const auto mac = cdetail::entry_mac(mac_key, h, payload, static_cast<size_t>(h.payload_size));
+    if (std::memcmp(mac.data(), h.mac, mac.size()) != 0) return false;
+    Plan p = cdetail::plan_from_json(
+        nlohmann::json::from_cbor(payload, payload + static_cast<size_t>(h.payload_size)));
     if (p.key != key) return false;
     out = std::move(p);
     return true;
@@ -1259,8 +1341,40 @@ IPUML_INLINE Plan plan_graph(const ir::Graph& g, const Target& t, const CompileO
   return p;
 }
 
+namespace cdetail {
+
+inline bool same_spec(const SliceSpec& a, const SliceSpec& b) {
+  return a.kind == b.kind && a.out_dim == b.out_dim && a.in_dim == b.in_dim &&
+         a.extent == b.extent && a.grain == b.grain && a.min_rows == b.min_rows &&
+         a.merge_all == b.merge_all && a.matrix == b.matrix;
+}
+
+inline bool span_in_target(const TileSpan& s, const Target& t) {
+  return s.ipu >= 0 && s.ipu < t.num_ipus && s.first_tile >= 0 && s.first_tile < t.tiles_per_ipu &&
+         s.parts >= 1 && s.grain >= 1 && s.extent >= 1;
+}
+
+inline bool finite_non_negative(double x) { return std::isfinite(x) && x >= 0; }
+
+}  // namespace cdetail
+
 IPUML_INLINE bool plan_fits_graph(const ir::Graph& g, const Target& t, const Plan& p) {
   if (p.nodes.size() != g.nodes.size() || p.values.size() != g.values.size()) return false;
+  if (to_json(p.target) != to_json(t) || !is_floating(p.partials_type)) return false;
+  const auto n_nodes = static_cast<int64_t>(g.nodes.size());
+  // Every value's layout lies on this target and covers the value's own extent.
+  for (size_t v = 0; v < p.values.size(); ++v) {
+    const ValueLayout& l = p.values[v];
+    const auto& m = g.values[v].meta;
+    const int64_t elems = std::max<int64_t>(1, m.numel());
+    if (!cdetail::span_in_target(l.span, t) || l.bytes < 0 ||
+        l.bytes > static_cast<int64_t>(m.nbytes()))
+      return false;
+    if (l.axis >= 0 ? (static_cast<size_t>(l.axis) >= m.shape.size() ||
+                       l.span.extent != m.shape[static_cast<size_t>(l.axis)])
+                    : (l.axis < cdetail::kBlockedAxis || l.span.extent > elems))
+      return false;
+  }
   for (size_t i = 0; i < p.nodes.size(); ++i) {
     const auto& np = p.nodes[i];
     const auto& n = g.nodes[i];
@@ -1269,8 +1383,27 @@ IPUML_INLINE bool plan_fits_graph(const ir::Graph& g, const Target& t, const Pla
         np.span.first_tile < 0 || np.span.first_tile >= t.tiles_per_ipu)
       return false;
     if (np.follows < -1 || np.follows >= static_cast<int32_t>(n.inputs.size())) return false;
+    if (np.serial < 1 || np.serial > (1 << 20)) return false;
     if ((np.spec.kind == SplitKind::Grid) != plans_as_grid(g, n)) return false;
-    if (np.spec.kind != SplitKind::Grid) continue;
+    if (np.spec.kind != SplitKind::Grid) {
+      // A split the planner offers for this op (kind, dims, extent, grain), over a span with
+      // that extent and grain, or exactly the layout of the input it follows.
+      bool offered = false;
+      for (const SliceSpec& c : split_candidates(g, n))
+        offered = offered || cdetail::same_spec(c, np.spec);
+      if (!offered || !cdetail::span_in_target(np.span, t)) return false;
+      if (np.follows >= 0) {
+        const auto v = static_cast<size_t>(n.inputs[static_cast<size_t>(np.follows)]);
+        if (!(np.span == p.values[v].span)) return false;
+      } else {
+        const bool whole = np.spec.kind == SplitKind::Whole;
+        if (np.span.extent != (whole ? 1 : np.spec.extent) ||
+            np.span.grain != (whole ? 1 : np.spec.grain) ||
+            np.span.parts > (whole ? 1 : max_parts(np.spec)))
+          return false;
+      }
+      continue;
+    }
     const auto& gr = np.grid;
     const MatrixProblem mp = matrix_problem(g, n);
     if (gr.pb < 1 || gr.pm < 1 || gr.pn < 1 || gr.pk < 1 || gr.sk < 1 ||
@@ -1279,6 +1412,27 @@ IPUML_INLINE bool plan_fits_graph(const ir::Graph& g, const Target& t, const Pla
         np.resident > 3)
       return false;
   }
+  // What reports index with: steps, tiles and IPUs in range, figures finite.
+  for (const auto& s : p.supersteps)
+    if (s.node < -2 || s.node >= n_nodes || s.ipu < 0 || s.ipu >= t.num_ipus ||
+        !cdetail::finite_non_negative(s.compute) || !cdetail::finite_non_negative(s.exchange) ||
+        !cdetail::finite_non_negative(s.sync))
+      return false;
+  const auto& m = p.memory;
+  if (m.tiles.size() != static_cast<size_t>(t.num_ipus) * static_cast<size_t>(t.tiles_per_ipu) ||
+      m.worst_tile < 0 || m.worst_tile >= static_cast<int64_t>(m.tiles.size()) ||
+      m.always_live_per_step.size() != m.not_always_live_per_step.size() ||
+      m.always_live_per_step.size() > g.nodes.size() || m.tiles_over < 0 ||
+      m.tiles_over > static_cast<int64_t>(m.tiles.size()))
+    return false;
+  for (const auto& tm : m.tiles) {
+    if (tm.peak_step < -1 || tm.peak_step >= n_nodes) return false;
+    for (auto b : tm.bytes)
+      if (b < 0) return false;
+  }
+  if (p.cycles.per_ipu.size() != static_cast<size_t>(t.num_ipus) ||
+      !cdetail::finite_non_negative(p.cycles.total))
+    return false;
   return true;
 }
 

@@ -2,8 +2,10 @@
 // src/lib/ipu_target.cpp).
 #pragma once
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <iomanip>
@@ -44,6 +46,29 @@ inline double parse_double(const std::string& field, const std::string& v) {
   return d;
 }
 
+// Target names appear in JSON, reports and file names: a short plain-ASCII word.
+inline bool valid_name(const std::string& s) {
+  return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == '.';
+  });
+}
+
+// `s` with bytes outside printable ASCII as \xNN, for messages.
+inline std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s.substr(0, 80)) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  return s.size() > 80 ? out + "..." : out;
+}
+
 inline const std::vector<Field>& fields() {
   static const std::vector<Field> f = [] {
     std::vector<Field> v;
@@ -55,7 +80,10 @@ inline const std::vector<Field>& fields() {
                [](const Target& t) { return nlohmann::json(t.n); }});
     v.push_back({"name",
                  [](Target& t, const std::string& s) {
-                   IPUML_CHECK(!s.empty(), "target override: name must not be empty");
+                   IPUML_CHECK(valid_name(s),
+                               "target override: name must be 1 to 64 letters, "
+                               "digits or '_', '-', '.', got '",
+                               printable(s), "'");
                    t.name = s;
                  },
                  [](const Target& t) { return nlohmann::json(t.name); }});
@@ -174,41 +202,44 @@ IPUML_INLINE void apply_override(Target& t, const std::string& assignment) {
 }
 
 IPUML_INLINE void validate(const Target& t) {
-  auto pos = [&](const char* n, double v) {
-    IPUML_CHECK(v > 0 && std::isfinite(v), "target ", t.name, ": ", n, " must be positive, got ",
-                v);
+  // Each field within a range no real or plausible device leaves by orders of magnitude, so a
+  // typo (clock_hz=1e-300) is an error, not an "inf us" report.
+  auto in = [&](const char* n, double v, double lo, double hi, bool zero_ok) {
+    IPUML_CHECK(
+        std::isfinite(v) && (v > 0 || (zero_ok && v == 0)) && (v == 0 || v >= lo) && v <= hi,
+        "target ", t.name, ": ", n, " must be ", zero_ok ? "0 or " : "", "in [", lo, ", ", hi,
+        "], got ", v);
   };
-  auto nonneg = [&](const char* n, double v) {
-    IPUML_CHECK(v >= 0 && std::isfinite(v), "target ", t.name, ": ", n,
-                " must be non-negative, got ", v);
-  };
-  pos("num_ipus", static_cast<double>(t.num_ipus));
-  pos("tiles_per_ipu", static_cast<double>(t.tiles_per_ipu));
-  IPUML_CHECK(t.tiles_per_ipu <= (int64_t{1} << 24) && t.num_ipus <= 4096, "target ", t.name,
-              ": at most 2^24 tiles per IPU and 4096 IPUs, got ", t.tiles_per_ipu, " and ",
-              t.num_ipus);
-  pos("bytes_per_tile", static_cast<double>(t.bytes_per_tile));
-  pos("worker_contexts", static_cast<double>(t.worker_contexts));
-  pos("clock_hz", t.clock_hz);
-  pos("flops_per_cycle_fp32", t.flops_per_cycle_fp32);
-  pos("flops_per_cycle_fp16", t.flops_per_cycle_fp16);
-  pos("vector_flops_per_cycle_fp32", t.vector_flops_per_cycle_fp32);
-  pos("vector_flops_per_cycle_fp16", t.vector_flops_per_cycle_fp16);
-  pos("load_store_bytes_per_cycle", t.load_store_bytes_per_cycle);
-  pos("exchange_bytes_per_cycle", t.exchange_bytes_per_cycle);
-  pos("inter_ipu_bytes_per_cycle", t.inter_ipu_bytes_per_cycle);
-  nonneg("sync_cycles", static_cast<double>(t.sync_cycles));
-  nonneg("global_sync_cycles", static_cast<double>(t.global_sync_cycles));
-  pos("host_bytes_per_second", t.host_bytes_per_second);
-  pos("streaming_bytes_per_second", t.streaming_bytes_per_second);
-  nonneg("vertex_overhead_cycles", static_cast<double>(t.vertex_overhead_cycles));
-  nonneg("codelet_bytes_matrix", static_cast<double>(t.codelet_bytes_matrix));
-  nonneg("codelet_bytes_vector", static_cast<double>(t.codelet_bytes_vector));
-  nonneg("vertex_state_bytes_per_field", static_cast<double>(t.vertex_state_bytes_per_field));
-  nonneg("exchange_code_bytes_per_transfer",
-         static_cast<double>(t.exchange_code_bytes_per_transfer));
-  nonneg("stack_bytes_per_tile", static_cast<double>(t.stack_bytes_per_tile));
-  pos("alignment_bytes", static_cast<double>(t.alignment_bytes));
+  auto pos = [&](const char* n, double v, double lo, double hi) { in(n, v, lo, hi, false); };
+  auto nonneg = [&](const char* n, double v, double hi) { in(n, v, 1, hi, true); };
+  const auto d = [](int64_t v) { return static_cast<double>(v); };
+  IPUML_CHECK(tdetail::valid_name(t.name),
+              "target: name must be 1 to 64 letters, digits or "
+              "'_', '-', '.', got '",
+              tdetail::printable(t.name), "'");
+  pos("num_ipus", d(t.num_ipus), 1, 4096);
+  pos("tiles_per_ipu", d(t.tiles_per_ipu), 1, 1 << 24);
+  pos("bytes_per_tile", d(t.bytes_per_tile), 64, 1LL << 34);
+  pos("worker_contexts", d(t.worker_contexts), 1, 1024);
+  pos("clock_hz", t.clock_hz, 1e3, 1e12);
+  pos("flops_per_cycle_fp32", t.flops_per_cycle_fp32, 1e-3, 1e6);
+  pos("flops_per_cycle_fp16", t.flops_per_cycle_fp16, 1e-3, 1e6);
+  pos("vector_flops_per_cycle_fp32", t.vector_flops_per_cycle_fp32, 1e-3, 1e6);
+  pos("vector_flops_per_cycle_fp16", t.vector_flops_per_cycle_fp16, 1e-3, 1e6);
+  pos("load_store_bytes_per_cycle", t.load_store_bytes_per_cycle, 1e-3, 1e6);
+  pos("exchange_bytes_per_cycle", t.exchange_bytes_per_cycle, 1e-3, 1e6);
+  pos("inter_ipu_bytes_per_cycle", t.inter_ipu_bytes_per_cycle, 1e-3, 1e9);
+  nonneg("sync_cycles", d(t.sync_cycles), 1e9);
+  nonneg("global_sync_cycles", d(t.global_sync_cycles), 1e9);
+  pos("host_bytes_per_second", t.host_bytes_per_second, 1, 1e15);
+  pos("streaming_bytes_per_second", t.streaming_bytes_per_second, 1, 1e15);
+  nonneg("vertex_overhead_cycles", d(t.vertex_overhead_cycles), 1e9);
+  nonneg("codelet_bytes_matrix", d(t.codelet_bytes_matrix), 1LL << 30);
+  nonneg("codelet_bytes_vector", d(t.codelet_bytes_vector), 1LL << 30);
+  nonneg("vertex_state_bytes_per_field", d(t.vertex_state_bytes_per_field), 1LL << 20);
+  nonneg("exchange_code_bytes_per_transfer", d(t.exchange_code_bytes_per_transfer), 1LL << 20);
+  nonneg("stack_bytes_per_tile", d(t.stack_bytes_per_tile), 1LL << 30);
+  pos("alignment_bytes", d(t.alignment_bytes), 1, 1 << 20);
 }
 
 IPUML_INLINE std::string to_string(const Target& t) {

@@ -3,9 +3,11 @@
 //
 // The training loop lives in train_epoch() / evaluate(), which take the model, optimizer and
 // loaders, so a compiled (emulated-IPU) path can replace the eager step without touching the rest.
+#include <ipuml/backends/ipu/target.hpp>
 #include <ipuml/data/data.hpp>
 #include <ipuml/datasets/mnist_dataset.hpp>
 #include <ipuml/io/checkpoint.hpp>
+#include <ipuml/io/file.hpp>
 #include <ipuml/ipuml.hpp>
 #include <ipuml/models/mnist_cnn.hpp>
 #include <ipuml/optim/optim.hpp>
@@ -16,9 +18,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,7 +56,81 @@ struct Config {
   int64_t replication_factor = 1;
   int64_t gradient_accumulation = 1;
   bool profile = true;
+  bool allow_unverified = false;
 };
+
+// Everything the flags say, checked before any data is read or any work starts: one clear line
+// for the first problem.
+void validate(const Config& cfg) {
+  constexpr int64_t kMaxBatch = int64_t{1} << 31;
+  auto bounded = [&](const char* flag, int64_t v) {
+    IPUML_CHECK(v >= 1 && v <= kMaxBatch, "ipuml-mnist: ", flag, " ", v, " is outside [1, 2^31]");
+  };
+  bounded("--batch-size", cfg.batch_size);
+  bounded("--test-batch-size", cfg.test_batch_size);
+  bounded("--device-iterations", cfg.device_iterations);
+  bounded("--replication-factor", cfg.replication_factor);
+  bounded("--gradient-accumulation", cfg.gradient_accumulation);
+  int64_t host = cfg.batch_size;
+  for (int64_t f : {cfg.device_iterations, cfg.replication_factor, cfg.gradient_accumulation})
+    IPUML_CHECK(!__builtin_mul_overflow(host, f, &host) && host <= kMaxBatch,
+                "ipuml-mnist: --batch-size x --device-iterations x --replication-factor x "
+                "--gradient-accumulation is more than 2^31 samples per host batch");
+  IPUML_CHECK(std::isfinite(cfg.lr) && cfg.lr >= 0, "ipuml-mnist: --lr ", cfg.lr,
+              " must be a finite number >= 0");
+  IPUML_CHECK(cfg.epochs >= 1 && cfg.epochs <= 1000000, "ipuml-mnist: --epochs ", cfg.epochs,
+              " is outside [1, 10^6]");
+  IPUML_CHECK(cfg.threads >= 0 && cfg.threads <= 4096, "ipuml-mnist: --threads ", cfg.threads,
+              " is outside [0, 4096]");
+  IPUML_CHECK(cfg.prefetch >= 0 && cfg.prefetch <= 1024, "ipuml-mnist: --prefetch ", cfg.prefetch,
+              " is outside [0, 1024]");
+  // The target and its overrides (ranges included) as the compiler will see them.
+  ipu::Target target = ipu::target_preset(cfg.target);
+  for (const auto& o : cfg.target_overrides) ipu::apply_override(target, o);
+  if (!cfg.data_dir.empty()) {
+    std::error_code ec;
+    // A missing directory is left to the reader, whose error says how to fetch the data.
+    IPUML_CHECK(!std::filesystem::exists(cfg.data_dir, ec) ||
+                    std::filesystem::is_directory(cfg.data_dir, ec),
+                "ipuml-mnist: --data-dir '", cfg.data_dir, "' is not a directory");
+  }
+  // The checkpoint is written after the first epoch: an unwritable place is reported now.
+  if (!cfg.checkpoint.empty()) io::check_writable_path(cfg.checkpoint, "ipuml-mnist: --checkpoint");
+}
+
+// What a resumed run must share with the saved one to continue it bit for bit, and the
+// compiled model's run counter (which varies dropout between runs).
+nn::StateDict training_state(const Config& cfg, uint64_t run_counter) {
+  auto i64 = [](int64_t v) { return full({}, static_cast<double>(v), kInt64); };
+  return {{"seed", i64(static_cast<int64_t>(cfg.seed))},
+          {"batch_size", i64(cfg.batch_size)},
+          {"device_iterations", i64(cfg.device_iterations)},
+          {"replication_factor", i64(cfg.replication_factor)},
+          {"gradient_accumulation", i64(cfg.gradient_accumulation)},
+          {"compiled", i64(cfg.device != "eager")},
+          {"run_counter", i64(static_cast<int64_t>(run_counter))}};
+}
+
+// Checks a checkpoint's training state against the flags; returns its run counter.
+uint64_t resume_state(const Config& cfg, const nn::StateDict& saved) {
+  if (saved.empty()) return 0;  // a checkpoint from before run counters were saved
+  const nn::StateDict mine = training_state(cfg, 0);
+  for (const auto& [key, t] : mine) {
+    const Tensor* s = nn::find_in(saved, key);
+    IPUML_CHECK(s != nullptr && s->numel() == 1 && s->dtype() == kInt64,
+                "ipuml-mnist: --checkpoint '", cfg.checkpoint, "' has no training state '", key,
+                "'");
+    if (key == "run_counter") continue;
+    const int64_t want = s->item<int64_t>(), have = t.item<int64_t>();
+    IPUML_CHECK(want == have, "ipuml-mnist: --checkpoint '", cfg.checkpoint, "' was saved with ",
+                key, " ", want, " but this run has ", have,
+                "; resuming continues the saved run (use the same flags, or another checkpoint)");
+  }
+  const int64_t runs = nn::find_in(saved, "run_counter")->item<int64_t>();
+  IPUML_CHECK(runs >= 0, "ipuml-mnist: --checkpoint '", cfg.checkpoint, "': run_counter ", runs,
+              " is negative");
+  return static_cast<uint64_t>(runs);
+}
 
 // Host batches an epoch or evaluation uses: all of them, or --max-batches.
 int64_t batch_limit(const Config& cfg, int64_t available) {
@@ -154,40 +232,74 @@ CompiledStats train_epoch_compiled(runtime::TrainingModel& tm, Loader& loader, c
   return st;
 }
 
-// Percentage of correct predictions of `predict` (images -> class probabilities) over the
-// test loader; stops at a short last batch when `full_batches_only` (a compiled model has one
-// batch shape).
+struct Accuracy {
+  double percent = 0;
+  int64_t samples = 0;
+};
+
+// Percentage of correct predictions of `predict` (images -> class probabilities) over every
+// sample of the test loader (or --max-batches of it); evaluating nothing is an error, never 0%.
 template <typename Loader, typename Predict>
-double accuracy(Loader& loader, const Config& cfg, Progress& progress, bool full_batches_only,
-                Predict&& predict) {
+Accuracy accuracy(Loader& loader, const Config& cfg, Progress& progress, Predict&& predict) {
   int64_t correct = 0, total = 0, b = 0;
   const int64_t batches = batch_limit(cfg, loader.size());
   for (auto& batch : loader) {
     if (b == batches) break;
-    if (full_batches_only && batch.data.size(0) != cfg.test_batch_size) break;
-    const Tensor pred = argmax(predict(batch.data), 1);
+    const Tensor probs = predict(batch.data);
+    IPUML_CHECK(probs.dim() == 2 && probs.size(0) == batch.data.size(0),
+                "ipuml-mnist: evaluation returned ", shape_str(probs.shape()), " for a batch of ",
+                batch.data.size(0), " samples");
+    const Tensor pred = argmax(probs, 1);
     correct += sum(eq(pred, batch.target).to(kInt64)).template item<int64_t>();
     total += batch.data.size(0);
     ++b;
     progress.update("Evaluating [", b, "/", batches, "]");
   }
   progress.done();
-  return total ? 100.0 * double(correct) / double(total) : 0.0;
+  IPUML_CHECK(total > 0, "ipuml-mnist: the evaluation covered 0 test samples");
+  return {100.0 * double(correct) / double(total), total};
 }
 
-// PopTorch's inferenceModel for the test set.
+// PopTorch's inferenceModel for the test set, compiled for the largest micro-batch up to the
+// test batch that fits the device (a batch of 10000 does not fit one IPU's tile memory); each
+// test batch runs in pieces of that size, a short last piece padded.
 template <typename Loader>
-double evaluate_compiled(runtime::InferenceModel& im, Loader& loader, const Config& cfg,
-                         Progress& progress) {
-  return accuracy(loader, cfg, progress, true, [&](const Tensor& x) { return im(x); });
+Accuracy evaluate_compiled(models::MnistCnn& net, const Options& opts, Loader& loader,
+                           const Config& cfg, int64_t test_samples, Progress& progress) {
+  int64_t micro = std::min(cfg.test_batch_size, std::max<int64_t>(test_samples, 1));
+  std::optional<runtime::InferenceModel> im;
+  for (;;) {
+    try {
+      im.emplace(inferenceModel(net.ptr(), opts));
+      im->compile(zeros({micro, 1, 28, 28}));
+      break;
+    } catch (const Error& e) {
+      if (micro == 1 || std::string(e.what()).find("Out of memory") == std::string::npos) throw;
+      micro = (micro + 1) / 2;
+    }
+  }
+  if (micro < cfg.test_batch_size)
+    std::cout << "Evaluation micro-batch: " << micro << " (the largest that fits, up to "
+              << cfg.test_batch_size << ")\n";
+  return accuracy(loader, cfg, progress, [&](const Tensor& x) {
+    std::vector<Tensor> parts;
+    for (int64_t at = 0; at < x.size(0); at += micro)
+      parts.push_back((*im)(x.narrow(0, at, std::min(micro, x.size(0) - at)).contiguous()));
+    return parts.size() == 1 ? parts[0] : cat(parts, 0);
+  });
 }
 
 // The network in eval mode, no grad.
 template <typename Loader>
-double evaluate(models::MnistCnn& net, Loader& loader, const Config& cfg, Progress& progress) {
+Accuracy evaluate(models::MnistCnn& net, Loader& loader, const Config& cfg, Progress& progress) {
   net->eval();
   NoGradGuard ng;
-  return accuracy(loader, cfg, progress, false, [&](const Tensor& x) { return net(x); });
+  return accuracy(loader, cfg, progress, [&](const Tensor& x) { return net(x); });
+}
+
+void print_accuracy(const Accuracy& a) {
+  std::cout << "Accuracy on test set: " << fixed(a.percent, 2) << "%\n";
+  std::cout << "Evaluated " << a.samples << " test samples\n";
 }
 
 }  // namespace
@@ -253,6 +365,9 @@ int main(int argc, char** argv) {
   bool no_profile = false;
   app.add_flag("--no-profile", no_profile, "Skip the profile summary");
   bool flush_denormal = false;
+  app.add_flag("--allow-unverified", cfg.allow_unverified,
+               "Resume from a checkpoint without ipuml's integrity record (written by another "
+               "tool); its contents are still checked");
   app.add_flag("--flush-denormal", flush_denormal,
                "Flush denormal floats to zero (torch.set_flush_denormal): late epochs run faster");
   CLI11_PARSE(app, argc, argv);
@@ -268,6 +383,7 @@ int main(int argc, char** argv) {
   }
 
   try {
+    validate(cfg);
     const auto t_start = Clock::now();
     if (cfg.threads > 0) set_num_threads(cfg.threads);
     manual_seed(cfg.seed);
@@ -299,13 +415,19 @@ int main(int argc, char** argv) {
     std::cout << *model << "\n";
     if (!cfg.double_softmax) std::cout << "(loss on the logits: --no-double-softmax)\n";
 
-    // The checkpoint's step counts finished epochs; each epoch reseeds dropout and reshuffles
-    // from (seed, epoch), so a resumed run continues exactly as an uninterrupted one.
+    // The checkpoint's step counts finished epochs; each epoch reshuffles and (eager) reseeds
+    // dropout from (seed, epoch), and a compiled model continues its run counter (which varies
+    // its dropout masks), so a resumed run continues bit for bit as an uninterrupted one.
     int64_t first_epoch = 0;
-    if (!cfg.checkpoint.empty() && std::filesystem::exists(cfg.checkpoint)) {
-      nn::StateDict opt_state;
-      first_epoch = io::load_checkpoint(cfg.checkpoint, *net, &opt_state);
+    uint64_t run_counter = 0;
+    std::error_code exists_ec;
+    if (!cfg.checkpoint.empty() && std::filesystem::exists(cfg.checkpoint, exists_ec)) {
+      nn::StateDict opt_state, saved;
+      io::CheckpointReadOptions read_options;
+      read_options.allow_unverified = cfg.allow_unverified;
+      first_epoch = io::load_checkpoint(cfg.checkpoint, *net, &opt_state, &saved, read_options);
       optimizer.load_state_dict(opt_state);
+      run_counter = resume_state(cfg, saved);
       std::cout << "Resumed from " << cfg.checkpoint << " after epoch " << first_epoch << "\n";
     }
 
@@ -323,6 +445,7 @@ int main(int argc, char** argv) {
             // which equals cross-entropy on the logits.
             return double_softmax ? cross_entropy(probs, y) : nll_loss(log(probs), y);
           });
+      tm.set_run_counter(run_counter);  // dropout continues where the saved run stopped
       double wall = 0, simulated = 0;
       int64_t samples = 0;
       for (int64_t epoch = first_epoch; epoch < cfg.epochs; ++epoch) {
@@ -340,15 +463,17 @@ int main(int argc, char** argv) {
         if (epoch == first_epoch && cfg.profile && cfg.device == "ipu")
           tm.printProfileSummary(std::cout);
         if (!cfg.checkpoint.empty())
-          io::save_checkpoint(cfg.checkpoint, *net, optimizer.state_dict(), epoch + 1);
+          io::save_checkpoint(cfg.checkpoint, *net, optimizer.state_dict(), epoch + 1,
+                              training_state(cfg, tm.run_counter()));
       }
       Options eval_opts = Options().useIpuModel(cfg.device == "ipu").target(cfg.target);
       examples::apply_target_overrides(eval_opts, cfg.target_overrides, "ipuml-mnist");
-      auto im = inferenceModel(net.ptr(), eval_opts.showCompilationProgressBar(false));
+      eval_opts.showCompilationProgressBar(false);
       const auto t_eval = Clock::now();
-      const double acc = evaluate_compiled(im, test_loader, cfg, progress);
+      const Accuracy acc = evaluate_compiled(net, eval_opts, test_loader, cfg,
+                                             static_cast<int64_t>(test_set.size()), progress);
       std::cout << "Evaluation: " << fixed(seconds_since(t_eval), 1) << " s\n";
-      std::cout << "Accuracy on test set: " << fixed(acc, 2) << "%\n";
+      print_accuracy(acc);
       if (samples > 0) {
         std::cout << "Training throughput: " << fixed(double(samples) / std::max(wall, 1e-9), 0)
                   << " samples/s wall-clock";
@@ -370,16 +495,18 @@ int main(int argc, char** argv) {
                 << fixed(double(st.samples) / std::max(st.seconds, 1e-9), 0) << " samples/s)"
                 << std::endl;
       if (!cfg.checkpoint.empty())
-        io::save_checkpoint(cfg.checkpoint, *net, optimizer.state_dict(), epoch + 1);
+        io::save_checkpoint(cfg.checkpoint, *net, optimizer.state_dict(), epoch + 1,
+                            training_state(cfg, 0));
     }
 
     const auto t_eval = Clock::now();
-    const double acc = evaluate(net, test_loader, cfg, progress);
+    const Accuracy acc = evaluate(net, test_loader, cfg, progress);
     std::cout << "Evaluation: " << fixed(seconds_since(t_eval), 1) << " s\n";
-    std::cout << "Accuracy on test set: " << fixed(acc, 2) << "%\n";
+    print_accuracy(acc);
     std::cout << "Wall time: " << fixed(seconds_since(t_start), 1) << " s" << std::endl;
   } catch (const std::exception& e) {
-    std::cerr << "ipuml-mnist: " << e.what() << "\n";
+    const std::string what = e.what();
+    std::cerr << (what.rfind("ipuml-mnist: ", 0) == 0 ? "" : "ipuml-mnist: ") << what << "\n";
     return 1;
   }
   return 0;

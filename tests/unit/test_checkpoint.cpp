@@ -131,6 +131,10 @@ TEST_CASE("checkpoint load validates the file and names file and key", "[checkpo
   NetImpl net(1);
   const std::string good = dir.file("good.h5");
   io::save_checkpoint(good, net, {}, 3);
+  // Files edited below lose their integrity record's match: they are read as foreign files,
+  // which still get every key, shape and dtype check.
+  io::CheckpointReadOptions unverified;
+  unverified.allow_unverified = true;
 
   auto msg = error_of([&] { io::load_checkpoint(dir.file("missing.h5"), net); });
   CHECK_THAT(msg, Catch::Contains("missing.h5") && Catch::Contains("no such file"));
@@ -146,13 +150,16 @@ TEST_CASE("checkpoint load validates the file and names file and key", "[checkpo
   fs::resize_file(cut, fs::file_size(good) / 2);
   CHECK_THAT(error_of([&] { io::load_checkpoint(cut, net); }), Catch::Contains("cut.h5"));
 
-  // HDF5, but not a checkpoint.
+  // HDF5, but not a checkpoint: refused for want of an integrity record, and when unverified
+  // files are allowed, for want of the marker.
   const std::string plain = dir.file("plain.h5");
   {
     io::H5File f(plain, io::H5File::Mode::truncate);
     f.write<float>("x", {2}, std::vector<float>{1, 2});
   }
   CHECK_THAT(error_of([&] { io::load_checkpoint(plain, net); }),
+             Catch::Contains("no ipuml integrity record"));
+  CHECK_THAT(error_of([&] { io::load_checkpoint(plain, net, nullptr, nullptr, unverified); }),
              Catch::Contains("not an ipuml checkpoint"));
 
   auto edited = [&](const std::string& name, const std::function<void(io::H5File&)>& edit) {
@@ -173,27 +180,29 @@ TEST_CASE("checkpoint load validates the file and names file and key", "[checkpo
   const auto no_key =
       edited("nokey.h5", [](io::H5File& f) { f.remove("model/layer1/head/weight"); });
   CHECK_THAT(error_of([&] { io::load_checkpoint(no_key, target); }),
+             Catch::Contains("nokey.h5") && Catch::Contains("integrity record"));
+  CHECK_THAT(error_of([&] { io::load_checkpoint(no_key, target, nullptr, nullptr, unverified); }),
              Catch::Contains("nokey.h5") && Catch::Contains("missing 'layer1.head.weight'"));
 
   const auto extra = edited("extra.h5", [](io::H5File& f) {
     f.write<float>("model/layer1/bias", {4}, std::vector<float>(4, 0.0f));
     f.set_attr("model/layer1/bias", "dtype", "float32");
   });
-  CHECK_THAT(error_of([&] { io::load_checkpoint(extra, target); }),
+  CHECK_THAT(error_of([&] { io::load_checkpoint(extra, target, nullptr, nullptr, unverified); }),
              Catch::Contains("extra.h5") && Catch::Contains("unexpected 'layer1.bias'"));
 
   const auto shape = edited("shape.h5", [](io::H5File& f) {
     f.write<float>("model/b1", {5}, std::vector<float>(5, 0.0f));
     f.set_attr("model/b1", "dtype", "float32");
   });
-  CHECK_THAT(error_of([&] { io::load_checkpoint(shape, target); }),
+  CHECK_THAT(error_of([&] { io::load_checkpoint(shape, target, nullptr, nullptr, unverified); }),
              Catch::Contains("shape.h5") && Catch::Contains("'b1' has shape [5]"));
 
   const auto dtype = edited("dtype.h5", [](io::H5File& f) {
     f.write<int32_t>("model/b1", {4}, std::vector<int32_t>(4, 0));
     f.set_attr("model/b1", "dtype", "int32");
   });
-  CHECK_THAT(error_of([&] { io::load_checkpoint(dtype, target); }),
+  CHECK_THAT(error_of([&] { io::load_checkpoint(dtype, target, nullptr, nullptr, unverified); }),
              Catch::Contains("dtype.h5") && Catch::Contains("'b1' is int32"));
 
   // Nothing above changed the module.

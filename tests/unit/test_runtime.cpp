@@ -126,6 +126,22 @@ TEST_CASE("output modes select losses as PopTorch does", "[runtime]") {
   CHECK(run(OutputMode::Sum).item<float>() == Approx(all.sum().item<float>()).epsilon(1e-6));
 }
 
+TEST_CASE("inference model evaluates a short last batch padded, every row counted",
+          "[runtime][hostile]") {
+  Generator g(14);
+  Tensor x = randn({12, 6}, &g);
+  Mlp a = make_model();
+  auto im = inferenceModel(a.ptr(), cpu_options().deviceIterations(3).replicationFactor(2));
+  const Tensor full_out = im(x);
+  // 5 rows: not even a multiple of the 6 micro-batches; padded to 12, 5 outputs come back.
+  const Tensor part = im(x.narrow(0, 0, 5).contiguous());
+  CHECK(part.shape() == Shape{5, full_out.size(1)});
+  CHECK(im.last_stats().samples == 5);
+  CHECK(part.to_vector<float>() == full_out.narrow(0, 0, 5).contiguous().to_vector<float>());
+  CHECK_THROWS_WITH(im(randn({13, 6}, &g)), Catch::Contains("more rows need a new inferenceModel"));
+  CHECK_THROWS_WITH(im(randn({5, 7}, &g)), Catch::Contains("compiled for data [12, 6]"));
+}
+
 TEST_CASE("inference model returns every row's output in order", "[runtime]") {
   Generator g(13);
   Tensor x = randn({12, 6}, &g);

@@ -82,7 +82,10 @@ class H5File {
     read_write,  // open an existing file for changes
   };
 
-  explicit H5File(const std::string& path, Mode mode = Mode::read);
+  // `userblock_bytes` (truncate only; 0 or a power of two >= 512) reserves that many bytes at
+  // the start of the file for the caller (HDF5's user block): checkpoints keep their
+  // integrity record there. Reading opens only regular files (see io/file.hpp).
+  explicit H5File(const std::string& path, Mode mode = Mode::read, size_t userblock_bytes = 0);
   H5File(H5File&& other) noexcept;
   H5File& operator=(H5File&& other) noexcept;
   H5File(const H5File&) = delete;
@@ -103,6 +106,10 @@ class H5File {
   void create_group(const std::string& path);  // creates missing parents; existing is fine
   std::vector<std::string> list(const std::string& group = "/") const;  // children, sorted by name
   void remove(const std::string& path);
+  // Throws unless the file's objects form a plain tree: every link a hard link (no soft or
+  // external links, which could point anywhere, even at other files), every object reached
+  // once (no link cycles or aliases), at most `max_depth` levels and `max_links` links.
+  void check_plain_tree(size_t max_links, int max_depth) const;
 
   // --- datasets ---
   // Writes `data` (numel(shape) elements of dtype_size(dtype) bytes, row-major) as a new
@@ -131,6 +138,15 @@ class H5File {
                   const void* data);
 
   H5DatasetInfo info(const std::string& path) const;
+  // True when the dataset is stored as written by `write`: contiguous (or compact), no filters,
+  // and `bytes` of storage allocated. Reading such a dataset touches no chunk index or filter.
+  bool is_plain_contiguous(const std::string& path, uint64_t bytes) const;
+
+  // Strings written fixed-length (h5py reads them as bytes) and variable-length strings refused
+  // when read: variable-length data lives in libhdf5's global heap, whose parser a crafted file
+  // can send into an endless loop. Checkpoints use this.
+  void set_fixed_length_strings(bool on) { fixed_strings_ = on; }
+  bool fixed_length_strings() const { return fixed_strings_; }
   // Reads the whole dataset into `out`; its dtype must be `dtype` and its shape `shape`,
   // otherwise Error names both.
   void read(const std::string& path, H5Dtype dtype, const std::vector<int64_t>& shape,
@@ -201,14 +217,20 @@ class H5File {
 
   std::string path_;
   Mode mode_ = Mode::read;
+  bool fixed_strings_ = false;
   int64_t id_ =
       -1;  // the hid_t (int64_t since HDF5 1.10), kept as a plain integer so <hdf5.h> stays private
 };
 
-// Saves through a temporary file beside `path` that is renamed over it only after `writer`
-// returned and the data reached the disk, so a crash or an exception mid-save leaves the
-// previous file intact. On exception the temporary file is removed and the exception rethrown.
-void atomic_write(const std::string& path, const std::function<void(H5File&)>& writer);
+// Saves through a temporary file beside `path` (`<path>.tmp-<pid>`) that is renamed over it
+// only after `writer` returned and the data reached the disk, so a crash or an exception
+// mid-save leaves the previous file intact. On exception the temporary file is removed and the
+// exception rethrown; temporaries of writers that died mid-save are removed first. With
+// `userblock_bytes`, the file reserves a user block and `seal(temporary path)` runs after the
+// HDF5 file is closed and before it is synced and renamed (to write the user block).
+void atomic_write(const std::string& path, const std::function<void(H5File&)>& writer,
+                  size_t userblock_bytes = 0,
+                  const std::function<void(const std::string&)>& seal = {});
 
 }  // namespace ipuml::io
 

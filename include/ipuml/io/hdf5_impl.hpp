@@ -2,6 +2,7 @@
 // header in header-only mode. The only place that includes <hdf5.h>.
 #pragma once
 
+#include <ipuml/io/file.hpp>
 #include <ipuml/io/hdf5.hpp>
 
 #include <fcntl.h>
@@ -10,6 +11,7 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -269,16 +271,11 @@ std::string read_string_value(hid_t type, ReadFn&& read) {
 
 // True when an HDF5 signature sits where the format allows one (offset 0, 512, 1024, ...): the
 // check H5Fis_hdf5 makes, done here so "not HDF5" and "corrupt HDF5" get different messages.
-inline bool has_hdf5_signature(const std::string& path) {
+inline bool has_hdf5_signature(const RegularFile& f) {
   static const char sig[8] = {'\211', 'H', 'D', 'F', '\r', '\n', '\032', '\n'};
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  in.seekg(0, std::ios::end);
-  auto size = static_cast<uint64_t>(in.tellg());
-  for (uint64_t off = 0; off + 8 <= size; off = off ? off * 2 : 512) {
+  for (uint64_t off = 0; off + 8 <= f.size(); off = off ? off * 2 : 512) {
     char buf[8];
-    in.seekg(static_cast<std::streamoff>(off));
-    if (!in.read(buf, 8)) return false;
+    if (::pread(f.fd(), buf, 8, static_cast<off_t>(off)) != 8) return false;
     if (std::memcmp(buf, sig, 8) == 0) return true;
   }
   return false;
@@ -342,28 +339,31 @@ IPUML_INLINE int64_t H5DatasetInfo::numel() const { return h5detail::numel_of(sh
 
 // --- file -----------------------------------------------------------------------------------
 
-IPUML_INLINE H5File::H5File(const std::string& path, Mode mode) : path_(path), mode_(mode) {
-  namespace fs = std::filesystem;
+IPUML_INLINE H5File::H5File(const std::string& path, Mode mode, size_t userblock_bytes)
+    : path_(path), mode_(mode) {
   h5detail::silence_hdf5();
   // STRONG: closing the file closes everything in it, so close() really releases the file
   // (atomic_write renames it next).
   h5detail::H5Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG);
   if (mode == Mode::truncate) {
-    id_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
+    IPUML_CHECK(userblock_bytes == 0 ||
+                    (userblock_bytes >= 512 && (userblock_bytes & (userblock_bytes - 1)) == 0),
+                "hdf5: cannot create '", path, "': a user block of ", userblock_bytes,
+                " bytes is not 0 or a power of two >= 512");
+    h5detail::H5Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
+    if (userblock_bytes) H5Pset_userblock(fcpl.get(), userblock_bytes);
+    id_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get());
     if (id_ < 0)
       ipuml::fail("hdf5: cannot create '", path, "' (HDF5: ", h5detail::hdf5_error_text(), ")");
     return;
   }
-  std::error_code ec;
-  if (!fs::exists(path, ec)) ipuml::fail("hdf5: cannot open '", path, "': no such file");
-  if (fs::is_directory(path, ec))
-    ipuml::fail("hdf5: cannot open '", path, "': it is a directory, expected an HDF5 file");
-  if (!h5detail::has_hdf5_signature(path)) {
-    auto size = fs::file_size(path, ec);
+  // Opened by us first: a FIFO, device or directory is refused without blocking, and a file
+  // this user cannot read is reported as such rather than as a corrupt one.
+  const RegularFile file = open_regular_file(path, "hdf5: cannot open");
+  if (!h5detail::has_hdf5_signature(file))
     ipuml::fail("hdf5: cannot open '", path, "': not an HDF5 file (no HDF5 signature in its ",
-                ec ? 0 : size, " bytes; truncated, corrupt or another format)");
-  }
+                file.size(), " bytes; truncated, corrupt or another format)");
   id_ = H5Fopen(path.c_str(), mode == Mode::read ? H5F_ACC_RDONLY : H5F_ACC_RDWR, fapl.get());
   if (id_ < 0)
     ipuml::fail("hdf5: cannot open '", path,
@@ -372,13 +372,17 @@ IPUML_INLINE H5File::H5File(const std::string& path, Mode mode) : path_(path), m
 }
 
 IPUML_INLINE H5File::H5File(H5File&& other) noexcept
-    : path_(std::move(other.path_)), mode_(other.mode_), id_(std::exchange(other.id_, -1)) {}
+    : path_(std::move(other.path_)),
+      mode_(other.mode_),
+      fixed_strings_(other.fixed_strings_),
+      id_(std::exchange(other.id_, -1)) {}
 
 IPUML_INLINE H5File& H5File::operator=(H5File&& other) noexcept {
   if (this != &other) {
     if (id_ >= 0) H5Fclose(id_);
     path_ = std::move(other.path_);
     mode_ = other.mode_;
+    fixed_strings_ = other.fixed_strings_;
     id_ = std::exchange(other.id_, -1);
   }
   return *this;
@@ -513,6 +517,80 @@ IPUML_INLINE void H5File::remove(const std::string& path) {
     ipuml::fail("hdf5: remove ", where(path), " failed (HDF5: ", h5detail::hdf5_error_text(), ")");
 }
 
+IPUML_INLINE void H5File::check_plain_tree(size_t max_links, int max_depth) const {
+  h5detail::silence_hdf5();
+  IPUML_CHECK(id_ >= 0, "hdf5: check_plain_tree '", path_, "': the file is closed");
+  struct Walk {
+    size_t max_links;
+    int max_depth;
+    size_t links = 0;
+#if H5_VERSION_GE(1, 12, 0)
+    std::vector<H5O_token_t> seen;
+#else
+    std::vector<haddr_t> seen;
+#endif
+    std::string problem;
+  } walk{max_links, max_depth};
+  auto visit = [](hid_t, const char* name, const H5L_info_t* info, void* data) -> herr_t {
+    auto& w = *static_cast<Walk*>(data);
+    const std::string where = std::string("'/") + name + "'";
+    if (++w.links > w.max_links) {
+      w.problem = detail::str("more than ", w.max_links, " links");
+      return -1;
+    }
+    const int depth = 1 + static_cast<int>(std::count(name, name + std::strlen(name), '/'));
+    if (depth > w.max_depth) {
+      w.problem = detail::str(where, " lies ", depth, " levels deep, more than ", w.max_depth);
+      return -1;
+    }
+    if (info->type != H5L_TYPE_HARD) {
+      w.problem = where + (info->type == H5L_TYPE_SOFT       ? " is a soft link"
+                           : info->type == H5L_TYPE_EXTERNAL ? " is an external link"
+                                                             : " is a user-defined link");
+      return -1;
+    }
+#if H5_VERSION_GE(1, 12, 0)
+    w.seen.push_back(info->u.token);
+#else
+    w.seen.push_back(info->u.address);
+#endif
+    return 0;
+  };
+  h5detail::H5Handle root(H5Gopen2(id_, "/", H5P_DEFAULT), H5Gclose);
+  if (!root.valid())
+    ipuml::fail("hdf5: '", path_,
+                "': cannot open the root group (HDF5: ", h5detail::hdf5_error_text(), ")");
+  const herr_t r = H5Lvisit(root.get(), H5_INDEX_NAME, H5_ITER_INC, visit, &walk);
+  if (!walk.problem.empty()) {
+    H5Eclear2(H5E_DEFAULT);
+    ipuml::fail("hdf5: '", path_, "': ", walk.problem,
+                " (expected a plain tree of groups and datasets)");
+  }
+  if (r < 0)
+    ipuml::fail("hdf5: '", path_,
+                "': cannot list its objects (corrupt file? HDF5: ", h5detail::hdf5_error_text(),
+                ")");
+    // HDF5 visits a group once however many links lead to it, but reports each link: two links
+    // with one target are a cycle or an alias.
+#if H5_VERSION_GE(1, 12, 0)
+  auto less = [](const H5O_token_t& a, const H5O_token_t& b) {
+    return std::memcmp(&a, &b, sizeof a) < 0;
+  };
+  auto same = [](const H5O_token_t& a, const H5O_token_t& b) {
+    return std::memcmp(&a, &b, sizeof a) == 0;
+  };
+  std::sort(walk.seen.begin(), walk.seen.end(), less);
+  const bool unique =
+      std::adjacent_find(walk.seen.begin(), walk.seen.end(), same) == walk.seen.end();
+#else
+  std::sort(walk.seen.begin(), walk.seen.end());
+  const bool unique = std::adjacent_find(walk.seen.begin(), walk.seen.end()) == walk.seen.end();
+#endif
+  IPUML_CHECK(unique, "hdf5: '", path_,
+              "': an object is reached by more than one link (a link cycle or an alias; expected "
+              "a plain tree of groups and datasets)");
+}
+
 // --- datasets -------------------------------------------------------------------------------
 
 namespace h5detail {
@@ -550,7 +628,16 @@ inline H5Handle open_dataset(const H5File& f, hid_t file, const std::string& op,
   return ds;
 }
 
-inline std::string read_tag(hid_t obj) {
+// Variable-length data lives in libhdf5's global heap, whose parser a crafted file can send
+// into an endless loop (libhdf5 1.10.8, found by fuzzing): files opened with fixed-length
+// strings only refuse such strings before reading them.
+inline void refuse_variable(bool fixed_only, hid_t type, const std::string& what) {
+  if (fixed_only && H5Tis_variable_str(type) > 0)
+    ipuml::fail("hdf5: ", what,
+                " is a variable-length string; this file is read with fixed-length strings only");
+}
+
+inline std::string read_tag(hid_t obj, bool fixed_only, const std::string& where) {
   if (H5Aexists(obj, kDtypeTag) <= 0) {
     H5Eclear2(H5E_DEFAULT);
     return {};
@@ -559,6 +646,7 @@ inline std::string read_tag(hid_t obj) {
   if (!attr.valid()) return {};
   H5Handle type(H5Aget_type(attr.get()), H5Tclose);
   if (H5Tget_class(type.get()) != H5T_STRING) return {};
+  refuse_variable(fixed_only, type.get(), where + " attribute '" + kDtypeTag + "'");
   return read_string_value(type.get(),
                            [&](hid_t mem, void* buf) { return H5Aread(attr.get(), mem, buf); });
 }
@@ -573,14 +661,23 @@ inline std::vector<int64_t> extent(hid_t space) {
   return std::vector<int64_t>(dims.begin(), dims.end());
 }
 
-inline void write_string_attr(hid_t obj, const char* name, const std::string& value) {
+inline void write_string_attr(hid_t obj, const char* name, const std::string& value,
+                              bool fixed = false) {
   if (H5Aexists(obj, name) > 0) H5Adelete(obj, name);
   H5Eclear2(H5E_DEFAULT);
   H5Handle type = string_type_variable();
+  if (fixed) {  // null-padded, as h5py's fixed-length bytes
+    type = H5Handle(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(type.get(), std::max<size_t>(value.size(), 1));
+    H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
+  }
   H5Handle space(H5Screate(H5S_SCALAR), H5Sclose);
   H5Handle attr(H5Acreate2(obj, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
   const char* p = value.c_str();
-  if (!attr.valid() || H5Awrite(attr.get(), type.get(), &p) < 0)
+  std::string padded = value;
+  padded.resize(std::max<size_t>(value.size(), 1), '\0');
+  const void* data = fixed ? static_cast<const void*>(padded.data()) : static_cast<const void*>(&p);
+  if (!attr.valid() || H5Awrite(attr.get(), type.get(), data) < 0)
     ipuml::fail("hdf5: cannot write attribute '", name, "' (HDF5: ", hdf5_error_text(), ")");
 }
 
@@ -621,7 +718,7 @@ IPUML_INLINE void H5File::write(const std::string& path, H5Dtype dtype,
   if (n > 0 && H5Dwrite(ds.get(), mtype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
     ipuml::fail("hdf5: write ", where(path), " failed (HDF5: ", h5detail::hdf5_error_text(), ")");
   if (const char* tag = h5detail::tag_of(dtype))
-    h5detail::write_string_attr(ds.get(), h5detail::kDtypeTag, tag);
+    h5detail::write_string_attr(ds.get(), h5detail::kDtypeTag, tag, fixed_strings_);
 }
 
 IPUML_INLINE void H5File::write_string(const std::string& path, const std::string& value) {
@@ -657,9 +754,27 @@ IPUML_INLINE H5DatasetInfo H5File::describe(const std::string& path, const char*
                 ": cannot read the dataset's type or shape (corrupt file? HDF5: ",
                 h5detail::hdf5_error_text(), ")");
   H5DatasetInfo out;
-  std::tie(out.dtype, out.type_name) = h5detail::classify(type.get(), h5detail::read_tag(ds.get()));
+  std::tie(out.dtype, out.type_name) =
+      h5detail::classify(type.get(), h5detail::read_tag(ds.get(), fixed_strings_, where(path)));
   out.shape = h5detail::extent(space.get());
   return out;
+}
+
+IPUML_INLINE bool H5File::is_plain_contiguous(const std::string& path, uint64_t bytes) const {
+  h5detail::silence_hdf5();
+  h5detail::H5Handle ds =
+      h5detail::open_dataset(*this, id_, "is_plain_contiguous", where(path), path);
+  h5detail::H5Handle dcpl(H5Dget_create_plist(ds.get()), H5Pclose);
+  if (!dcpl.valid()) {
+    H5Eclear2(H5E_DEFAULT);
+    return false;
+  }
+  const H5D_layout_t layout = H5Pget_layout(dcpl.get());
+  const int filters = H5Pget_nfilters(dcpl.get());
+  H5Eclear2(H5E_DEFAULT);
+  if (filters != 0 || !(layout == H5D_CONTIGUOUS || layout == H5D_COMPACT)) return false;
+  // Unwritten contiguous storage reads as the fill value: only what was written counts.
+  return bytes == 0 || H5Dget_storage_size(ds.get()) == bytes;
 }
 
 IPUML_INLINE void H5File::read(const std::string& path, H5Dtype dtype,
@@ -768,10 +883,14 @@ IPUML_INLINE std::string H5File::read_string(const std::string& path) const {
   h5detail::H5Handle ds = h5detail::open_dataset(*this, id_, "read_string", where(path), path);
   h5detail::H5Handle type(H5Dget_type(ds.get()), H5Tclose);
   h5detail::H5Handle space(H5Dget_space(ds.get()), H5Sclose);
+  if (H5Tget_class(type.get()) == H5T_STRING)
+    h5detail::refuse_variable(fixed_strings_, type.get(), "read_string " + where(path));
   if (H5Tget_class(type.get()) != H5T_STRING)
-    ipuml::fail("hdf5: read_string ", where(path), ": found dtype ",
-                h5detail::classify(type.get(), h5detail::read_tag(ds.get())).second,
-                ", expected a string");
+    ipuml::fail(
+        "hdf5: read_string ", where(path), ": found dtype ",
+        h5detail::classify(type.get(), h5detail::read_tag(ds.get(), fixed_strings_, where(path)))
+            .second,
+        ", expected a string");
   IPUML_CHECK(H5Sget_simple_extent_npoints(space.get()) == 1, "hdf5: read_string ", where(path),
               ": found shape ", h5detail::extent(space.get()), ", expected a single string");
   bool ok = true;
@@ -856,7 +975,7 @@ IPUML_INLINE void H5File::set_attr(const std::string& object, const std::string&
   check_writable("set_attr", object);
   h5detail::H5Handle obj = h5detail::open_object(*this, id_, "set_attr", where(object), object);
   try {
-    h5detail::write_string_attr(obj.get(), name.c_str(), value);
+    h5detail::write_string_attr(obj.get(), name.c_str(), value, fixed_strings_);
   } catch (const Error& e) {
     ipuml::fail("hdf5: set_attr ", where(object), ": ", e.what());
   }
@@ -908,6 +1027,8 @@ IPUML_INLINE std::string H5File::attr_string(const std::string& object,
   if (H5Tget_class(type.get()) != H5T_STRING)
     ipuml::fail("hdf5: attr_string ", where(object), ": attribute '", name, "' holds ",
                 h5detail::classify(type.get(), "").second, ", expected a string");
+  h5detail::refuse_variable(fixed_strings_, type.get(),
+                            "attr_string " + where(object) + ": attribute '" + name + "'");
   h5detail::H5Handle space(H5Aget_space(attr.get()), H5Sclose);
   IPUML_CHECK(H5Sget_simple_extent_npoints(space.get()) == 1, "hdf5: attr_string ", where(object),
               ": attribute '", name, "' has shape ", h5detail::extent(space.get()),
@@ -962,21 +1083,27 @@ IPUML_INLINE double H5File::attr_double(const std::string& object, const std::st
 
 // --- atomic save ----------------------------------------------------------------------------
 
-IPUML_INLINE void atomic_write(const std::string& path,
-                               const std::function<void(H5File&)>& writer) {
+IPUML_INLINE void atomic_write(const std::string& path, const std::function<void(H5File&)>& writer,
+                               size_t userblock_bytes,
+                               const std::function<void(const std::string&)>& seal) {
   namespace fs = std::filesystem;
+  remove_stale_temporaries(path, ".tmp-");
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   try {
-    H5File f(tmp, H5File::Mode::truncate);
+    H5File f(tmp, H5File::Mode::truncate, userblock_bytes);
     writer(f);
     f.close();
+    if (seal) seal(tmp);
     // The rename must not reach the disk before the data does, or a power cut could leave the
     // new name pointing at an empty file.
-    int fd = ::open(tmp.c_str(), O_RDONLY);
-    if (fd >= 0) {
-      ::fsync(fd);
-      ::close(fd);
-    }
+    int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+    IPUML_CHECK(fd >= 0, "hdf5: atomic_write '", path, "': cannot reopen '", tmp,
+                "': ", std::strerror(errno));
+    const int synced = ::fsync(fd);
+    const int err = errno;
+    ::close(fd);
+    IPUML_CHECK(synced == 0, "hdf5: atomic_write '", path, "': cannot sync '", tmp,
+                "' to disk: ", std::strerror(err));
   } catch (...) {
     std::error_code ec;
     fs::remove(tmp, ec);
@@ -991,7 +1118,7 @@ IPUML_INLINE void atomic_write(const std::string& path,
                 "' over it: ", ec.message());
   }
   fs::path dir = fs::absolute(fs::path(path), ec).parent_path();
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);

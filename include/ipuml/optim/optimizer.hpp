@@ -173,6 +173,14 @@ class Optimizer {
       IPUML_CHECK(src->shape() == t.shape(), name_, ".load_state_dict: '", k, "' has shape ",
                   shape_str(src->shape()), " in the state dict but ", shape_str(t.shape()),
                   " in the optimizer");
+      IPUML_CHECK(src->dtype() == t.dtype(), name_, ".load_state_dict: '", k, "' is ",
+                  dtype_name(src->dtype()), " in the state dict but ", dtype_name(t.dtype()),
+                  " in the optimizer");
+      if (k.size() > 3 && k.compare(k.size() - 3, 3, ".lr") == 0) {
+        const double lr = src->item<float>();
+        detail::check_range(std::isfinite(lr) && lr >= 0.0, name_ + ".load_state_dict '" + k + "'",
+                            "lr", lr, "finite and >= 0");
+      }
     }
     for (auto& [k, v] : d)
       IPUML_CHECK(nn::find_in(mine, k) != nullptr, name_, ".load_state_dict: unexpected key '", k,

@@ -75,6 +75,11 @@ class TrainingModel {
     if (step_exe_) step_exe_->print_summary(os, static_cast<double>(micro_batch_));
   }
   const ir::Graph& step_graph() const { return step_trace_.graph; }
+  // Device runs so far: what varies the random ops (dropout masks) of each run. Saved with a
+  // checkpoint and restored before the first call, a resumed run draws the same masks as an
+  // uninterrupted one.
+  uint64_t run_counter() const { return run_counter_; }
+  void set_run_counter(uint64_t runs) { run_counter_ = runs; }
 
  private:
   std::shared_ptr<nn::Module> model_;
@@ -100,6 +105,9 @@ class InferenceModel {
   InferenceModel(std::shared_ptr<nn::Module> model, Options options);
   // Consumes micro x deviceIterations x replicationFactor rows; returns the outputs the mode
   // asks for (All by default: every row's output, in input order).
+  // A batch with fewer rows than the compiled one (a data set's last batch) is padded with
+  // zero rows and the outputs for the padding dropped (OutputMode::All), so every sample is
+  // evaluated; rows must be independent in eval mode, as they are for inference.
   Tensor operator()(const Tensor& data);
   bool is_compiled() const { return compiled_; }
   void compile(const Tensor& data);

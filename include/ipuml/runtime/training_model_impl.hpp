@@ -379,11 +379,29 @@ IPUML_INLINE void InferenceModel::compile(const Tensor& data) {
   compiled_ = true;
 }
 
-IPUML_INLINE Tensor InferenceModel::operator()(const Tensor& data) {
-  if (!compiled_) compile(data);
-  IPUML_CHECK(data.shape() == data_shape_, "inferenceModel: this model was compiled for data ",
-              shape_str(data_shape_), ", got ", shape_str(data.shape()));
+IPUML_INLINE Tensor InferenceModel::operator()(const Tensor& input) {
+  if (!compiled_) compile(input);
   const Options& o = options_;
+  const OutputMode mode =
+      o.output_mode() == OutputMode::Default ? OutputMode::All : o.output_mode();
+  // A short last batch runs padded with zero rows; only its own rows' outputs come back.
+  const bool short_batch = input.defined() &&
+                           input.dim() == static_cast<int64_t>(data_shape_.size()) &&
+                           input.dim() >= 1 && input.shape()[0] > 0 &&
+                           input.shape()[0] < data_shape_[0] && mode == OutputMode::All &&
+                           Shape(input.shape().begin() + 1, input.shape().end()) ==
+                               Shape(data_shape_.begin() + 1, data_shape_.end());
+  const int64_t rows = short_batch ? input.shape()[0] : 0;
+  Tensor data = input;
+  if (short_batch) {
+    NoGradGuard ng;
+    Shape pad = data_shape_;
+    pad[0] -= rows;
+    data = cat({input, zeros(pad, input.dtype())}, 0);
+  }
+  IPUML_CHECK(data.shape() == data_shape_, "inferenceModel: this model was compiled for data ",
+              shape_str(data_shape_), ", got ", shape_str(data.shape()),
+              " (a batch with fewer rows is padded; more rows need a new inferenceModel)");
   const int64_t parts = o.device_iterations() * o.replication_factor();
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Tensor> outs;
@@ -403,8 +421,12 @@ IPUML_INLINE Tensor InferenceModel::operator()(const Tensor& data) {
   stats_.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   stats_.simulated_seconds = have_sim ? std::optional<double>(simulated) : std::nullopt;
-  OutputMode mode = o.output_mode() == OutputMode::Default ? OutputMode::All : o.output_mode();
-  return detail::select_outputs(outs, o, o.replication_factor(), mode);
+  Tensor out = detail::select_outputs(outs, o, o.replication_factor(), mode);
+  if (short_batch) {
+    stats_.samples = rows;
+    out = out.narrow(0, 0, rows).contiguous();
+  }
+  return out;
 }
 
 IPUML_INLINE std::string InferenceModel::report_json() const {

@@ -1,0 +1,14 @@
+// libFuzzer harness: IPUML_ENGINE_OPTIONS (JSON). Every input parses or throws ipuml::Error.
+#include <ipuml/backends/ipu/profile.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  try {
+    ipuml::ipu::parse_engine_options(std::string(reinterpret_cast<const char*>(data), size));
+  } catch (const ipuml::Error&) {
+  }
+  return 0;
+}
