@@ -796,32 +796,47 @@ IPUML_INLINE void H5File::read(const std::string& path, H5Dtype dtype,
                 " failed (corrupt file? HDF5: ", h5detail::hdf5_error_text(), ")");
 }
 
-IPUML_INLINE void H5File::read_rows(const std::string& path, H5Dtype dtype, int64_t first,
-                                    int64_t count, void* out) const {
-  H5DatasetInfo found = describe(path, "read_rows");
-  IPUML_CHECK(found.dtype == dtype, "hdf5: read_rows ", where(path), ": found dtype ",
-              found.type_name, ", expected ", dtype_name(dtype));
-  IPUML_CHECK(!found.shape.empty(), "hdf5: read_rows ", where(path),
+namespace h5detail {
+
+// Rows [first, first + count) of a dataset described by `found`, checked, then moved by `io`
+// (H5Dread or H5Dwrite given the dataset, memory type, memory space and file selection).
+// Returns false when there is nothing to move.
+template <typename Io>
+bool row_slab(hid_t file, const std::string& path, const std::string& where,
+              const H5DatasetInfo& found, H5Dtype dtype, int64_t first, int64_t count,
+              const char* op, const void* buf, Io&& io) {
+  IPUML_CHECK(found.dtype == dtype, "hdf5: ", op, " ", where, ": found dtype ", found.type_name,
+              ", expected ", dtype_name(dtype));
+  IPUML_CHECK(!found.shape.empty(), "hdf5: ", op, " ", where,
               ": the dataset is a scalar, expected rank >= 1");
-  IPUML_CHECK(first >= 0 && count >= 0 && first + count <= found.shape[0], "hdf5: read_rows ",
-              where(path), ": rows [", first, ", ", first + count, ") are outside the ",
-              found.shape[0], " rows of shape ", found.shape);
-  if (count == 0 || found.numel() == 0) return;
-  IPUML_CHECK(out != nullptr, "hdf5: read_rows ", where(path), ": no output buffer");
-  h5detail::H5Handle ds(H5Dopen2(id_, h5detail::normalize(path).c_str(), H5P_DEFAULT), H5Dclose);
-  h5detail::H5Handle type(H5Dget_type(ds.get()), H5Tclose);
-  h5detail::H5Handle mtype = h5detail::memory_type(dtype, type.get());
-  h5detail::H5Handle fspace(H5Dget_space(ds.get()), H5Sclose);
+  IPUML_CHECK(first >= 0 && count >= 0 && first + count <= found.shape[0], "hdf5: ", op, " ", where,
+              ": rows [", first, ", ", first + count, ") are outside the ", found.shape[0],
+              " rows of shape ", found.shape);
+  if (count == 0 || found.numel() == 0) return false;
+  IPUML_CHECK(buf != nullptr, "hdf5: ", op, " ", where, ": no buffer");
+  H5Handle ds(H5Dopen2(file, normalize(path).c_str(), H5P_DEFAULT), H5Dclose);
+  H5Handle type(H5Dget_type(ds.get()), H5Tclose);
+  H5Handle mtype = memory_type(dtype, type.get());
+  H5Handle fspace(H5Dget_space(ds.get()), H5Sclose);
   std::vector<hsize_t> start(found.shape.size(), 0), dims(found.shape.begin(), found.shape.end());
   start[0] = static_cast<hsize_t>(first);
   dims[0] = static_cast<hsize_t>(count);
-  h5detail::H5Handle mspace(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
-                            H5Sclose);
+  H5Handle mspace(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
   if (H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, dims.data(),
                           nullptr) < 0 ||
-      H5Dread(ds.get(), mtype.get(), mspace.get(), fspace.get(), H5P_DEFAULT, out) < 0)
-    ipuml::fail("hdf5: read_rows ", where(path),
-                " failed (corrupt file? HDF5: ", h5detail::hdf5_error_text(), ")");
+      io(ds.get(), mtype.get(), mspace.get(), fspace.get()) < 0)
+    ipuml::fail("hdf5: ", op, " ", where, " failed (corrupt file? HDF5: ", hdf5_error_text(), ")");
+  return true;
+}
+
+}  // namespace h5detail
+
+IPUML_INLINE void H5File::read_rows(const std::string& path, H5Dtype dtype, int64_t first,
+                                    int64_t count, void* out) const {
+  h5detail::row_slab(id_, path, where(path), describe(path, "read_rows"), dtype, first, count,
+                     "read_rows", out, [&](hid_t ds, hid_t mt, hid_t ms, hid_t fs) {
+                       return H5Dread(ds, mt, ms, fs, H5P_DEFAULT, out);
+                     });
 }
 
 IPUML_INLINE void H5File::create_dataset(const std::string& path, H5Dtype dtype,
@@ -852,30 +867,10 @@ IPUML_INLINE void H5File::create_dataset(const std::string& path, H5Dtype dtype,
 IPUML_INLINE void H5File::write_rows(const std::string& path, H5Dtype dtype, int64_t first,
                                      int64_t count, const void* data) {
   check_writable("write_rows", path);
-  H5DatasetInfo found = describe(path, "write_rows");
-  IPUML_CHECK(found.dtype == dtype, "hdf5: write_rows ", where(path), ": found dtype ",
-              found.type_name, ", expected ", dtype_name(dtype));
-  IPUML_CHECK(!found.shape.empty(), "hdf5: write_rows ", where(path),
-              ": the dataset is a scalar, expected rank >= 1");
-  IPUML_CHECK(first >= 0 && count >= 0 && first + count <= found.shape[0], "hdf5: write_rows ",
-              where(path), ": rows [", first, ", ", first + count, ") are outside the ",
-              found.shape[0], " rows of shape ", found.shape);
-  if (count == 0 || found.numel() == 0) return;
-  IPUML_CHECK(data != nullptr, "hdf5: write_rows ", where(path), ": no data");
-  h5detail::H5Handle ds(H5Dopen2(id_, h5detail::normalize(path).c_str(), H5P_DEFAULT), H5Dclose);
-  h5detail::H5Handle type(H5Dget_type(ds.get()), H5Tclose);
-  h5detail::H5Handle mtype = h5detail::memory_type(dtype, type.get());
-  h5detail::H5Handle fspace(H5Dget_space(ds.get()), H5Sclose);
-  std::vector<hsize_t> start(found.shape.size(), 0), dims(found.shape.begin(), found.shape.end());
-  start[0] = static_cast<hsize_t>(first);
-  dims[0] = static_cast<hsize_t>(count);
-  h5detail::H5Handle mspace(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
-                            H5Sclose);
-  if (H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, dims.data(),
-                          nullptr) < 0 ||
-      H5Dwrite(ds.get(), mtype.get(), mspace.get(), fspace.get(), H5P_DEFAULT, data) < 0)
-    ipuml::fail("hdf5: write_rows ", where(path), " failed (HDF5: ", h5detail::hdf5_error_text(),
-                ")");
+  h5detail::row_slab(id_, path, where(path), describe(path, "write_rows"), dtype, first, count,
+                     "write_rows", data, [&](hid_t ds, hid_t mt, hid_t ms, hid_t fs) {
+                       return H5Dwrite(ds, mt, ms, fs, H5P_DEFAULT, data);
+                     });
 }
 
 IPUML_INLINE std::string H5File::read_string(const std::string& path) const {
