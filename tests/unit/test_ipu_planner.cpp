@@ -12,6 +12,7 @@
 #include <ipuml/models/mnist_cnn.hpp>
 
 #include "../support/ipu_options.hpp"
+#include "../support/mnist_step.hpp"
 #include "../support/temp_dir.hpp"
 
 using namespace ipuml;
@@ -29,24 +30,7 @@ ir::Trace matmul_trace(int64_t m, int64_t k, int64_t n) {
   return tracer.finish({matmul(x, w)});
 }
 
-// One training step of the MNIST CNN: forward, loss, backward and the SGD update.
-ir::Trace mnist_step(int64_t batch) {
-  static auto net = models::MnistCnn();
-  static optim::SGD sgd(net->parameters(), optim::SGDOptions(0.05));
-  ir::Tracer tracer;
-  for (auto& [name, t] : net->named_parameters()) tracer.name_state(t, name);
-  Tensor x = tracer.input(ir::TensorMeta{{batch, 1, 28, 28}, kFloat32}, "x");
-  Tensor y = tracer.input(ir::TensorMeta{{batch}, kInt64}, "y");
-  sgd.zero_grad();
-  Tensor loss = cross_entropy(net(x), y);
-  loss.backward();
-  {
-    NoGradGuard ng;
-    sgd.step();
-  }
-  sgd.zero_grad();
-  return tracer.finish({loss});
-}
+using testing::mnist_step;
 
 }  // namespace
 

@@ -12,6 +12,7 @@
 #include <ipuml/models/mnist_cnn.hpp>
 
 #include "../support/ipu_options.hpp"
+#include "../support/mnist_step.hpp"
 #include "../support/temp_dir.hpp"
 
 #include <chrono>
@@ -26,24 +27,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// One training step of the MNIST CNN (convolutions, pooling, softmax, the SGD update).
-ir::Trace mnist_step(int64_t batch) {
-  static auto net = models::MnistCnn();
-  static optim::SGD sgd(net->parameters(), optim::SGDOptions(0.05));
-  ir::Tracer tracer;
-  for (auto& [name, t] : net->named_parameters()) tracer.name_state(t, name);
-  Tensor x = tracer.input(ir::TensorMeta{{batch, 1, 28, 28}, kFloat32}, "x");
-  Tensor y = tracer.input(ir::TensorMeta{{batch}, kInt64}, "y");
-  sgd.zero_grad();
-  Tensor loss = cross_entropy(net(x), y);
-  loss.backward();
-  {
-    NoGradGuard ng;
-    sgd.step();
-  }
-  sgd.zero_grad();
-  return tracer.finish({loss});
-}
+using testing::mnist_step;
 
 // The first node of a plan that `pred` accepts.
 size_t first_node(const ipu::Plan& p, const std::function<bool(const ipu::NodePlan&)>& pred) {
