@@ -240,3 +240,88 @@ TEST_CASE("BeginBlock splits a model over IPUs, backward included, with the same
   auto tp = trainingModel(a.ptr(), Options().replicationFactor(3), oa, ce());
   CHECK_THROWS_WITH(tp(randn({6, 6}), randint(0, 3, {6})), Catch::Contains("needs 6 IPUs"));
 }
+
+namespace {
+
+// Two inputs (features and a per-sample scale), two outputs (class logits and a regression),
+// as BERT takes ids, token types and a mask and returns MLM and NSP logits.
+struct TwoHeadImpl : nn::Module {
+  nn::Linear body{nullptr}, cls{nullptr}, reg{nullptr};
+  TwoHeadImpl() : nn::Module("TwoHead") {
+    body = register_module("body", nn::Linear(nn::LinearOptions(6, 8)));
+    cls = register_module("cls", nn::Linear(nn::LinearOptions(8, 3)));
+    reg = register_module("reg", nn::Linear(nn::LinearOptions(8, 1)));
+  }
+  runtime::Tensors forward(const Tensor& x, const Tensor& scale) {
+    Tensor h = relu(body(x)) * scale;
+    return {cls(h), reg(h)};
+  }
+};
+IPUML_MODULE(TwoHead);
+
+TwoHead make_two_head() {
+  manual_seed(5);
+  return TwoHead();
+}
+
+}  // namespace
+
+TEST_CASE("trainingModel and inferenceModel take several inputs, targets and outputs",
+          "[runtime][ipu]") {
+  Generator g(41);
+  Tensor x = randn({8, 6}, &g), scale = rand({8, 1}, &g) + 0.5;
+  Tensor y = randint(0, 3, {8}, &g), z = randn({8, 1}, &g);
+  auto loss = [](const runtime::Tensors& out, const runtime::Tensors& tg) {
+    return cross_entropy(out[0], tg[0]) + mse_loss(out[1], tg[1]);
+  };
+  TwoHead eager = make_two_head();
+  optim::SGD oe(eager->parameters(), optim::SGDOptions(0.05));
+  std::vector<float> eager_losses;
+  for (int i = 0; i < 3; ++i) {
+    oe.zero_grad();
+    Tensor l = loss(eager->forward(x, scale), {y, z});
+    l.backward();
+    oe.step();
+    eager_losses.push_back(l.item<float>());
+  }
+  for (bool ipu : {false, true}) {
+    INFO((ipu ? "ipu" : "cpu"));
+    TwoHead m = make_two_head();
+    optim::SGD o(m->parameters(), optim::SGDOptions(0.05));
+    Options opts = ipu ? Options().showCompilationProgressBar(false) : cpu_options();
+    TwoHeadImpl* raw = m.ptr().get();
+    auto fwd = [raw](const runtime::Tensors& in) { return raw->forward(in[0], in[1]); };
+    auto t = trainingModel(m.ptr(), Options(opts).gradientAccumulation(2), o, fwd, loss);
+    for (int i = 0; i < 3; ++i) {
+      // Two micro-batches of 4 summed over accumulation equal one eager step on all 8 rows.
+      Tensor l = t({x, scale}, {y, z});
+      REQUIRE(l.numel() == 2);
+    }
+    auto pe = eager->parameters(), pm = m->parameters();
+    for (size_t i = 0; i < pe.size(); ++i) {
+      auto a = pe[i].to_vector<float>(), b = pm[i].to_vector<float>();
+      for (size_t k = 0; k < a.size(); ++k) REQUIRE(b[k] == Approx(a[k]).margin(1e-5));
+    }
+    CHECK_THROWS_WITH(t({x}, {y, z}), Catch::Contains("compiled for data [8, 6], [8, 1]"));
+    auto inf = inferenceModel(m.ptr(), opts, fwd);
+    runtime::Tensors out = inf({x, scale});
+    REQUIRE(out.size() == 2);
+    NoGradGuard ng;
+    runtime::Tensors want = m->forward(x, scale);
+    for (size_t k = 0; k < 2; ++k) {
+      REQUIRE(out[k].shape() == want[k].shape());
+      auto a = out[k].to_vector<float>(), b = want[k].to_vector<float>();
+      for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(b[i]).margin(1e-5));
+    }
+    // A short last batch of 5 rows: both inputs padded, both outputs cut back to 5 rows.
+    runtime::Tensors part = inf({x.narrow(0, 0, 5), scale.narrow(0, 0, 5)});
+    CHECK(part[0].shape() == Shape{5, 3});
+    CHECK(part[1].shape() == Shape{5, 1});
+    CHECK_THROWS_WITH(inf(x), Catch::Contains("compiled for data [8, 6], [8, 1], got [8, 6]"));
+  }
+  auto bad = trainingModel(
+      make_two_head().ptr(), cpu_options(), oe, [](const runtime::Tensors& in) { return in; },
+      loss);
+  CHECK_THROWS_WITH(bad({x, scale.narrow(0, 0, 4)}, {y, z}),
+                    Catch::Contains("input 1 of shape [4, 1] does not match the 8 samples"));
+}

@@ -23,6 +23,12 @@
 namespace ipuml::runtime {
 
 using LossFn = std::function<Tensor(const Tensor& output, const Tensor& target)>;
+// Models with several inputs or outputs (BERT: ids, token types, mask; MLM and NSP logits), as
+// PopTorch's wrapped models take them: the forward pass maps the input tensors to the outputs,
+// and the loss maps (outputs..., targets...) to a scalar.
+using Tensors = std::vector<Tensor>;
+using ForwardFn = std::function<Tensors(const Tensors& inputs)>;
+using MultiLossFn = std::function<Tensor(const Tensors& outputs, const Tensors& targets)>;
 
 // Timing of the last call: wall clock, and the emulated device's simulated time when the
 // backend models one.
@@ -49,16 +55,24 @@ class TrainingModel {
  public:
   TrainingModel(std::shared_ptr<nn::Module> model, Options options, optim::Optimizer& optimizer,
                 LossFn loss);
+  // Any number of inputs and targets: `forward` runs the model (its parameters are the
+  // model's), `loss` reduces (outputs, targets) to a scalar. Every input and target is batched
+  // along dim 0 with the same number of rows.
+  TrainingModel(std::shared_ptr<nn::Module> model, Options options, optim::Optimizer& optimizer,
+                ForwardFn forward, MultiLossFn loss);
 
   // Consumes one combined batch (micro x deviceIterations x replicationFactor x
   // gradientAccumulation rows, laid out [deviceIteration][accumulationStep][replica][micro])
   // and returns the losses the output mode asks for: All -> one per micro-batch, Sum -> their
   // sum, Final -> the losses of the last device iteration, EveryN -> every N-th iteration's.
   Tensor operator()(const Tensor& data, const Tensor& labels);
+  // The same for several input and target tensors, each laid out as above.
+  Tensor operator()(const Tensors& inputs, const Tensors& targets);
 
   bool is_compiled() const { return compiled_; }
   // Traces and compiles for batches shaped like these (the first call does it implicitly).
   void compile(const Tensor& data, const Tensor& labels);
+  void compile(const Tensors& inputs, const Tensors& targets);
 
   // Weights live in the same host tensors the device graphs are bound to, so host and device
   // copies are always in sync; these exist for PopTorch parity and are cheap no-ops.
@@ -85,10 +99,11 @@ class TrainingModel {
   std::shared_ptr<nn::Module> model_;
   Options options_;
   optim::Optimizer& optimizer_;
-  LossFn loss_;
+  ForwardFn forward_;
+  MultiLossFn loss_;
   bool compiled_ = false;
   int64_t micro_batch_ = 0;
-  Shape data_shape_, label_shape_;
+  std::vector<Shape> input_shapes_, target_shapes_;
   std::vector<std::vector<Tensor>> accumulators_;  // [replica][param]
   ir::Trace step_trace_, update_trace_;
   std::vector<std::vector<Tensor>> step_states_;  // per replica
@@ -103,14 +118,19 @@ class TrainingModel {
 class InferenceModel {
  public:
   InferenceModel(std::shared_ptr<nn::Module> model, Options options);
+  // Any number of inputs and outputs, batched along dim 0 (see TrainingModel).
+  InferenceModel(std::shared_ptr<nn::Module> model, Options options, ForwardFn forward);
   // Consumes micro x deviceIterations x replicationFactor rows; returns the outputs the mode
   // asks for (All by default: every row's output, in input order).
   // A batch with fewer rows than the compiled one (a data set's last batch) is padded with
   // zero rows and the outputs for the padding dropped (OutputMode::All), so every sample is
   // evaluated; rows must be independent in eval mode, as they are for inference.
   Tensor operator()(const Tensor& data);
+  // Every output, each selected by the output mode as the single-output call selects its one.
+  Tensors operator()(const Tensors& inputs);
   bool is_compiled() const { return compiled_; }
   void compile(const Tensor& data);
+  void compile(const Tensors& inputs);
   const RunStats& last_stats() const { return stats_; }
   std::string report_json() const;
   void printProfileSummary(std::ostream& os) const {
@@ -120,9 +140,11 @@ class InferenceModel {
  private:
   std::shared_ptr<nn::Module> model_;
   Options options_;
+  ForwardFn forward_;
   bool compiled_ = false;
   int64_t micro_batch_ = 0;
-  Shape data_shape_;
+  std::vector<Shape> input_shapes_;
+  size_t num_outputs_ = 1;
   ir::Trace trace_;
   std::unique_ptr<backend::Executable> exe_;
   uint64_t run_counter_ = 0;
@@ -135,8 +157,17 @@ inline TrainingModel trainingModel(std::shared_ptr<nn::Module> model, const Opti
                                    optim::Optimizer& optimizer, LossFn loss) {
   return TrainingModel(std::move(model), options, optimizer, std::move(loss));
 }
+inline TrainingModel trainingModel(std::shared_ptr<nn::Module> model, const Options& options,
+                                   optim::Optimizer& optimizer, ForwardFn forward,
+                                   MultiLossFn loss) {
+  return TrainingModel(std::move(model), options, optimizer, std::move(forward), std::move(loss));
+}
 inline InferenceModel inferenceModel(std::shared_ptr<nn::Module> model, const Options& options) {
   return InferenceModel(std::move(model), options);
+}
+inline InferenceModel inferenceModel(std::shared_ptr<nn::Module> model, const Options& options,
+                                     ForwardFn forward) {
+  return InferenceModel(std::move(model), options, std::move(forward));
 }
 
 }  // namespace ipuml::runtime

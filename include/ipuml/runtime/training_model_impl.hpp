@@ -123,26 +123,56 @@ inline Tensor select_outputs(const std::vector<Tensor>& per_micro, const Options
 
 IPUML_INLINE TrainingModel::TrainingModel(std::shared_ptr<nn::Module> model, Options options,
                                           optim::Optimizer& optimizer, LossFn loss)
-    : model_(std::move(model)),
-      options_(std::move(options)),
-      optimizer_(optimizer),
-      loss_(std::move(loss)) {
+    : model_(std::move(model)), options_(std::move(options)), optimizer_(optimizer) {
   IPUML_CHECK(model_ != nullptr, "trainingModel: the model is null");
-  IPUML_CHECK(loss_ != nullptr, "trainingModel: a loss function is required");
+  IPUML_CHECK(loss != nullptr, "trainingModel: a loss function is required");
+  nn::Module* m = model_.get();
+  forward_ = [m](const Tensors& in) { return Tensors{m->forward(in[0])}; };
+  loss_ = [l = std::move(loss)](const Tensors& out, const Tensors& tg) { return l(out[0], tg[0]); };
   detail::backend_for(options_);  // an unusable backend is reported before anything runs
 }
 
+IPUML_INLINE TrainingModel::TrainingModel(std::shared_ptr<nn::Module> model, Options options,
+                                          optim::Optimizer& optimizer, ForwardFn forward,
+                                          MultiLossFn loss)
+    : model_(std::move(model)),
+      options_(std::move(options)),
+      optimizer_(optimizer),
+      forward_(std::move(forward)),
+      loss_(std::move(loss)) {
+  IPUML_CHECK(model_ != nullptr, "trainingModel: the model is null");
+  IPUML_CHECK(forward_ != nullptr, "trainingModel: a forward function is required");
+  IPUML_CHECK(loss_ != nullptr, "trainingModel: a loss function is required");
+  detail::backend_for(options_);
+}
+
 IPUML_INLINE void TrainingModel::compile(const Tensor& data, const Tensor& labels) {
+  compile(Tensors{data}, Tensors{labels});
+}
+
+IPUML_INLINE void TrainingModel::compile(const Tensors& inputs, const Tensors& targets) {
   const Options& o = options_;
   const int64_t r = o.replication_factor(), g = o.gradient_accumulation();
   const int64_t parts = o.device_iterations() * r * g;
-  micro_batch_ = detail::split_batch(data, parts, "trainingModel", o, true);
-  IPUML_CHECK(labels.defined() && labels.dim() >= 1 && labels.shape()[0] == data.shape()[0],
-              "trainingModel: labels of shape ",
-              labels.defined() ? shape_str(labels.shape()) : "undefined", " do not match the ",
-              data.shape()[0], " samples of the data");
-  data_shape_ = data.shape();
-  label_shape_ = labels.shape();
+  IPUML_CHECK(!inputs.empty(), "trainingModel: at least one input tensor is required");
+  micro_batch_ = detail::split_batch(inputs[0], parts, "trainingModel", o, true);
+  const int64_t rows = inputs[0].shape()[0];
+  const bool single = inputs.size() == 1 && targets.size() == 1;
+  auto check_rows = [&](const Tensors& ts, const char* what) {
+    for (size_t i = 0; i < ts.size(); ++i)
+      IPUML_CHECK(ts[i].defined() && ts[i].dim() >= 1 && ts[i].shape()[0] == rows,
+                  "trainingModel: ", single ? "labels" : what,
+                  single ? "" : (" " + std::to_string(i)), " of shape ",
+                  ts[i].defined() ? shape_str(ts[i].shape()) : "undefined",
+                  single ? " do" : " does", " not match the ", rows,
+                  " samples of the data (every input and target is batched along dim 0)");
+  };
+  check_rows(inputs, "input");
+  check_rows(targets, "target");
+  input_shapes_.clear();
+  target_shapes_.clear();
+  for (auto& t : inputs) input_shapes_.push_back(t.shape());
+  for (auto& t : targets) target_shapes_.push_back(t.shape());
   if (o.has_seed()) manual_seed(o.seed());
 
   const std::vector<Tensor> params = optimizer_.parameters();
@@ -166,12 +196,19 @@ IPUML_INLINE void TrainingModel::compile(const Tensor& data, const Tensor& label
     ir::Tracer tracer;
     for (auto& [name, t] : model_->named_parameters()) tracer.name_state(t, name);
     for (auto& [name, t] : model_->named_buffers()) tracer.name_state(t, name);
-    Shape ds = data_shape_, ls = label_shape_;
-    ds[0] = ls[0] = micro_batch_;
-    Tensor x = tracer.input(ir::TensorMeta{ds, data.dtype()}, "data");
-    Tensor y = tracer.input(ir::TensorMeta{ls, labels.dtype()}, "labels");
+    Tensors xs, ys;
+    auto feed = [&](const Tensors& ts, Tensors& out, const char* one, const char* many) {
+      for (size_t i = 0; i < ts.size(); ++i) {
+        Shape s = ts[i].shape();
+        s[0] = micro_batch_;
+        out.push_back(tracer.input(ir::TensorMeta{s, ts[i].dtype()},
+                                   ts.size() == 1 ? one : many + std::to_string(i)));
+      }
+    };
+    feed(inputs, xs, "data", "input");
+    feed(targets, ys, "labels", "target");
     optimizer_.zero_grad();
-    Tensor loss = loss_(model_->forward(x), y);
+    Tensor loss = loss_(forward_(xs), ys);
     IPUML_CHECK(loss.numel() == 1, "trainingModel: the loss must be a scalar, got shape ",
                 shape_str(loss.shape()));
     // PopTorch's loss_scaling: the gradient seed is the scale; the optimizer divides it out.
@@ -256,11 +293,31 @@ IPUML_INLINE void TrainingModel::compile(const Tensor& data, const Tensor& label
 }
 
 IPUML_INLINE Tensor TrainingModel::operator()(const Tensor& data, const Tensor& labels) {
-  if (!compiled_) compile(data, labels);
-  IPUML_CHECK(data.shape() == data_shape_ && labels.shape() == label_shape_,
-              "trainingModel: this model was compiled for data ", shape_str(data_shape_),
-              " and labels ", shape_str(label_shape_), ", got ", shape_str(data.shape()), " and ",
-              shape_str(labels.shape()), " (a new batch shape needs a new trainingModel)");
+  return (*this)(Tensors{data}, Tensors{labels});
+}
+
+IPUML_INLINE Tensor TrainingModel::operator()(const Tensors& inputs, const Tensors& targets) {
+  if (!compiled_) compile(inputs, targets);
+  auto same = [](const Tensors& ts, const std::vector<Shape>& shapes) {
+    if (ts.size() != shapes.size()) return false;
+    for (size_t i = 0; i < ts.size(); ++i)
+      if (!ts[i].defined() || ts[i].shape() != shapes[i]) return false;
+    return true;
+  };
+  auto shapes_str = [](const std::vector<Shape>& shapes) {
+    std::string s;
+    for (auto& sh : shapes) s += (s.empty() ? "" : ", ") + shape_str(sh);
+    return s;
+  };
+  auto tensors_str = [](const Tensors& ts) {
+    std::string s;
+    for (auto& t : ts) s += (s.empty() ? "" : ", ") + (t.defined() ? shape_str(t.shape()) : "?");
+    return s;
+  };
+  IPUML_CHECK(same(inputs, input_shapes_) && same(targets, target_shapes_),
+              "trainingModel: this model was compiled for data ", shapes_str(input_shapes_),
+              " and labels ", shapes_str(target_shapes_), ", got ", tensors_str(inputs), " and ",
+              tensors_str(targets), " (a new batch shape needs a new trainingModel)");
   const Options& o = options_;
   const int64_t d = o.device_iterations(), g = o.gradient_accumulation(),
                 r = o.replication_factor();
@@ -280,10 +337,11 @@ IPUML_INLINE Tensor TrainingModel::operator()(const Tensor& data, const Tensor& 
     for (int64_t acc = 0; acc < g; ++acc) {
       double slowest = 0;
       for (int64_t rep = 0; rep < r; ++rep, row += micro_batch_) {
-        Tensor xb = data.narrow(0, row, micro_batch_);
-        Tensor yb = labels.narrow(0, row, micro_batch_);
+        Tensors feed;
+        for (auto& t : inputs) feed.push_back(t.narrow(0, row, micro_batch_));
+        for (auto& t : targets) feed.push_back(t.narrow(0, row, micro_batch_));
         const uint64_t step = base + static_cast<uint64_t>(acc * all_r + first_rep + rep);
-        losses.push_back(step_exe_->run({xb, yb}, step_states_[static_cast<size_t>(rep)], step)[0]);
+        losses.push_back(step_exe_->run(feed, step_states_[static_cast<size_t>(rep)], step)[0]);
         auto s = step_exe_->simulated_seconds();
         if (s)
           slowest = std::max(slowest, *s);  // replicas run side by side on their own IPUs
@@ -304,7 +362,7 @@ IPUML_INLINE Tensor TrainingModel::operator()(const Tensor& data, const Tensor& 
     if (all_replicas > 1)
       simulated += update_exe_->allreduce_seconds(gradient_bytes_, all_replicas);
   }
-  stats_.samples = data.shape()[0];
+  stats_.samples = inputs[0].shape()[0];
   stats_.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   stats_.simulated_seconds = have_sim ? std::optional<double>(simulated) : std::nullopt;
@@ -352,24 +410,52 @@ IPUML_INLINE std::string TrainingModel::report_json() const {
 IPUML_INLINE InferenceModel::InferenceModel(std::shared_ptr<nn::Module> model, Options options)
     : model_(std::move(model)), options_(std::move(options)) {
   IPUML_CHECK(model_ != nullptr, "inferenceModel: the model is null");
+  nn::Module* m = model_.get();
+  forward_ = [m](const Tensors& in) { return Tensors{m->forward(in[0])}; };
   detail::backend_for(options_);
 }
 
-IPUML_INLINE void InferenceModel::compile(const Tensor& data) {
+IPUML_INLINE InferenceModel::InferenceModel(std::shared_ptr<nn::Module> model, Options options,
+                                            ForwardFn forward)
+    : model_(std::move(model)), options_(std::move(options)), forward_(std::move(forward)) {
+  IPUML_CHECK(model_ != nullptr, "inferenceModel: the model is null");
+  IPUML_CHECK(forward_ != nullptr, "inferenceModel: a forward function is required");
+  detail::backend_for(options_);
+}
+
+IPUML_INLINE void InferenceModel::compile(const Tensor& data) { compile(Tensors{data}); }
+
+IPUML_INLINE void InferenceModel::compile(const Tensors& inputs) {
   const Options& o = options_;
-  micro_batch_ = detail::split_batch(data, o.device_iterations() * o.replication_factor(),
+  IPUML_CHECK(!inputs.empty(), "inferenceModel: at least one input tensor is required");
+  micro_batch_ = detail::split_batch(inputs[0], o.device_iterations() * o.replication_factor(),
                                      "inferenceModel", o, false);
-  data_shape_ = data.shape();
+  input_shapes_.clear();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    IPUML_CHECK(
+        inputs[i].defined() && inputs[i].dim() >= 1 && inputs[i].shape()[0] == inputs[0].shape()[0],
+        "inferenceModel: input ", i, " of shape ",
+        inputs[i].defined() ? shape_str(inputs[i].shape()) : "undefined", " does not match the ",
+        inputs[0].shape()[0], " samples of input 0 (every input is batched along dim 0)");
+    input_shapes_.push_back(inputs[i].shape());
+  }
   const bool was_training = model_->is_training();
   model_->eval();
   {
     ir::Tracer tracer;
     for (auto& [name, t] : model_->named_parameters()) tracer.name_state(t, name);
-    Shape ds = data_shape_;
-    ds[0] = micro_batch_;
-    Tensor x = tracer.input(ir::TensorMeta{ds, data.dtype()}, "data");
+    Tensors xs;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      Shape s = input_shapes_[i];
+      s[0] = micro_batch_;
+      xs.push_back(tracer.input(ir::TensorMeta{s, inputs[i].dtype()},
+                                inputs.size() == 1 ? "data" : "input" + std::to_string(i)));
+    }
     NoGradGuard ng;
-    trace_ = tracer.finish({model_->forward(x)});
+    Tensors outs = forward_(xs);
+    IPUML_CHECK(!outs.empty(), "inferenceModel: the forward function returned no outputs");
+    num_outputs_ = outs.size();
+    trace_ = tracer.finish(outs);
   }
   model_->train(was_training);
   const int64_t ipus = detail::ipus_used(trace_.graph);
@@ -380,36 +466,58 @@ IPUML_INLINE void InferenceModel::compile(const Tensor& data) {
 }
 
 IPUML_INLINE Tensor InferenceModel::operator()(const Tensor& input) {
-  if (!compiled_) compile(input);
+  Tensors out = (*this)(Tensors{input});
+  IPUML_CHECK(out.size() == 1, "inferenceModel: the model has ", out.size(),
+              " outputs; call it with a vector of inputs to get them all");
+  return out[0];
+}
+
+IPUML_INLINE Tensors InferenceModel::operator()(const Tensors& given) {
+  if (!compiled_) compile(given);
   const Options& o = options_;
   const OutputMode mode =
       o.output_mode() == OutputMode::Default ? OutputMode::All : o.output_mode();
+  const Shape& first = input_shapes_[0];
   // A short last batch runs padded with zero rows; only its own rows' outputs come back.
-  const bool short_batch = input.defined() &&
-                           input.dim() == static_cast<int64_t>(data_shape_.size()) &&
-                           input.dim() >= 1 && input.shape()[0] > 0 &&
-                           input.shape()[0] < data_shape_[0] && mode == OutputMode::All &&
-                           Shape(input.shape().begin() + 1, input.shape().end()) ==
-                               Shape(data_shape_.begin() + 1, data_shape_.end());
-  const int64_t rows = short_batch ? input.shape()[0] : 0;
-  Tensor data = input;
+  auto tail_matches = [](const Tensor& t, const Shape& s) {
+    return t.defined() && t.dim() == static_cast<int64_t>(s.size()) && t.dim() >= 1 &&
+           Shape(t.shape().begin() + 1, t.shape().end()) == Shape(s.begin() + 1, s.end());
+  };
+  bool short_batch = given.size() == input_shapes_.size() && mode == OutputMode::All;
+  for (size_t i = 0; i < given.size() && short_batch; ++i)
+    short_batch = tail_matches(given[i], input_shapes_[i]) && given[i].shape()[0] > 0 &&
+                  given[i].shape()[0] < first[0] && given[i].shape()[0] == given[0].shape()[0];
+  const int64_t rows = short_batch ? given[0].shape()[0] : 0;
+  Tensors inputs = given;
   if (short_batch) {
     NoGradGuard ng;
-    Shape pad = data_shape_;
-    pad[0] -= rows;
-    data = cat({input, zeros(pad, input.dtype())}, 0);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      Shape pad = input_shapes_[i];
+      pad[0] -= rows;
+      inputs[i] = cat({given[i], zeros(pad, given[i].dtype())}, 0);
+    }
   }
-  IPUML_CHECK(data.shape() == data_shape_, "inferenceModel: this model was compiled for data ",
-              shape_str(data_shape_), ", got ", shape_str(data.shape()),
-              " (a batch with fewer rows is padded; more rows need a new inferenceModel)");
+  bool same = inputs.size() == input_shapes_.size();
+  for (size_t i = 0; i < inputs.size() && same; ++i)
+    same = inputs[i].defined() && inputs[i].shape() == input_shapes_[i];
+  if (!same) {
+    std::string want, got;
+    for (auto& sh : input_shapes_) want += (want.empty() ? "" : ", ") + shape_str(sh);
+    for (auto& t : given)
+      got += (got.empty() ? "" : ", ") + (t.defined() ? shape_str(t.shape()) : "?");
+    fail("inferenceModel: this model was compiled for data ", want, ", got ", got,
+         " (a batch with fewer rows is padded; more rows need a new inferenceModel)");
+  }
   const int64_t parts = o.device_iterations() * o.replication_factor();
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<Tensor> outs;
+  std::vector<Tensors> outs(num_outputs_);
   double simulated = 0;
   bool have_sim = true;
   for (int64_t i = 0; i < parts; ++i) {
-    outs.push_back(exe_->run({data.narrow(0, i * micro_batch_, micro_batch_)}, trace_.states,
-                             run_counter_++)[0]);
+    Tensors feed;
+    for (auto& t : inputs) feed.push_back(t.narrow(0, i * micro_batch_, micro_batch_));
+    Tensors res = exe_->run(feed, trace_.states, run_counter_++);
+    for (size_t k = 0; k < num_outputs_; ++k) outs[k].push_back(res[k]);
     auto s = exe_->simulated_seconds();
     if (s) {
       if (i % o.replication_factor() == 0) simulated += *s;  // replicas overlap
@@ -417,16 +525,18 @@ IPUML_INLINE Tensor InferenceModel::operator()(const Tensor& input) {
       have_sim = false;
     }
   }
-  stats_.samples = data.shape()[0];
+  stats_.samples = first[0];
   stats_.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   stats_.simulated_seconds = have_sim ? std::optional<double>(simulated) : std::nullopt;
-  Tensor out = detail::select_outputs(outs, o, o.replication_factor(), mode);
-  if (short_batch) {
-    stats_.samples = rows;
-    out = out.narrow(0, 0, rows).contiguous();
+  Tensors result;
+  for (auto& per_micro : outs) {
+    Tensor out = detail::select_outputs(per_micro, o, o.replication_factor(), mode);
+    if (short_batch && out.defined() && out.dim() >= 1) out = out.narrow(0, 0, rows).contiguous();
+    result.push_back(out);
   }
-  return out;
+  if (short_batch) stats_.samples = rows;
+  return result;
 }
 
 IPUML_INLINE std::string InferenceModel::report_json() const {
