@@ -32,7 +32,8 @@ struct CompileOptions {
   uint64_t rounding_seed = 0;
   // Finish the compile even when a tile overflows; the memory report says so.
   bool allow_out_of_memory = false;
-  // Replicas share one program: the cycle model adds the gradient all-reduce if > 1.
+  // Replicas share one program (each on its own IPUs). The gradient all-reduce is charged
+  // once per weight update by the runtime (allreduce_cycles), not inside any program.
   int64_t replication_factor = 1;
   // Where compiled plans are cached; empty: the IPUML_CACHE_DIR environment variable, if set.
   std::string cache_dir;

@@ -810,11 +810,10 @@ struct Planner {
       host_out[static_cast<size_t>(plan.values[static_cast<size_t>(v)].span.ipu)] += b;
       plan.host_out_bytes += b;
     }
-    double writeback = 0, updated_bytes = 0;
+    double writeback = 0;
     for (auto& u : g.updates) {
       const auto& ls = plan.values[static_cast<size_t>(u.state)];
       const auto& lv = plan.values[static_cast<size_t>(u.value)];
-      updated_bytes += static_cast<double>(ls.bytes);
       if (!(ls.axis == lv.axis && ls.span == lv.span)) {
         double mx = 0;
         for (int64_t p = 0; p < ls.span.parts; ++p) mx = std::max(mx, ls.bytes_on_part(p));
@@ -835,9 +834,6 @@ struct Planner {
     if (writeback > 0)
       plan.supersteps.push_back(
           Superstep{-1, 0, 0, exchange_cycles(t, writeback), static_cast<double>(t.sync_cycles)});
-    if (o.replication_factor > 1)
-      plan.supersteps.push_back(
-          Superstep{-2, 0, 0, allreduce_cycles(t, updated_bytes, o.replication_factor), 0});
     for (auto& s : plan.supersteps) {
       auto& c = plan.cycles.per_ipu[static_cast<size_t>(s.ipu)];
       c.compute += s.compute;
@@ -1054,8 +1050,8 @@ inline Plan plan_from_json(const json& j) {
 }
 
 inline constexpr char kMagic[8] = {'I', 'P', 'U', 'M', 'L', 'P', 'L', 'N'};
-inline constexpr uint32_t kVersion = 3;
-
+// 4: the replica all-reduce left the programs (charged once per update by the runtime).
+inline constexpr uint32_t kVersion = 4;
 struct FileHeader {
   char magic[8];
   uint32_t version;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <ipuml/backend/backend.hpp>
 #include <ipuml/backends/ipu/compiler.hpp>
 #include <ipuml/backends/ipu/cycle_model.hpp>
 #include <ipuml/backends/ipu/target.hpp>
@@ -30,6 +31,8 @@ struct ExecOptions {
   uint64_t rounding_seed = 0;
 };
 
+using backend::RunItem;
+
 struct RunRecord {
   uint64_t step = 0;
   RunCycles cycles;
@@ -47,6 +50,16 @@ class Executable {
   // are bound to graph.states and receive the step's updates; `step` varies random ops.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<Tensor>& states,
                           uint64_t step = 0);
+  // The items as run() would run them one after another, with the same results. `pipelined`:
+  // the graph's pipeline stages (ir::Node::stage) run different micro-batches at once, each
+  // stage taking them in order, as the IPUs of a pipelined program do; it falls back to one
+  // after another where the stages cannot overlap with the same bits (see pipelinable()).
+  std::vector<std::vector<Tensor>> run_many(const std::vector<RunItem>& items, bool pipelined);
+  bool pipelinable() const;
+  int num_stages() const;
+  // Modelled cycles of `micro_batches` runs back to back (backends/ipu/schedule.hpp):
+  // pipelined over the program's stages, or one after another (sharded, or a single IPU).
+  double cycles_for(int64_t micro_batches, bool pipelined) const;
 
   const ir::Graph& graph() const;
   const Plan& plan() const;
@@ -58,7 +71,7 @@ class Executable {
   // Cycles of the last run (per IPU compute/exchange/sync/host) and its wall time.
   const RunCycles& last_run_cycles() const;
   double last_run_wall_seconds() const;
-  const std::vector<RunRecord>& run_history() const;  // the last 1000 runs
+  std::vector<RunRecord> run_history() const;  // the last 1000 runs, oldest first
 
   // The profile report (see docs/profile-report.md); samples_per_step > 0 adds throughputs.
   std::string profile_json(double samples_per_step = 0) const;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include <tbb/parallel_for.h>
+#include <tbb/parallel_pipeline.h>
 #include <tbb/task_arena.h>
 
 #include <ipuml/backends/cpu/graph_executor.hpp>
@@ -15,8 +16,10 @@
 #include <ipuml/backends/cpu/kernels_reduce.hpp>
 #include <ipuml/backends/ipu/executor.hpp>
 #include <ipuml/backends/ipu/profile.hpp>
+#include <ipuml/backends/ipu/schedule.hpp>
 #include <ipuml/core/parallel.hpp>
 #include <ipuml/core/rng.hpp>
+#include <ipuml/ir/stages.hpp>
 
 namespace ipuml::ipu {
 
@@ -117,8 +120,21 @@ struct Executable::Impl {
   Plan plan;
   ExecOptions exec;
   cpu::MemoryPlan mem;
-  std::unique_ptr<Storage> arena;
-  std::vector<void*> ptr;
+  // A micro-batch in flight: its activation arena and where every value lives. Slot 0 serves
+  // run(); a pipelined run_many keeps one slot per micro-batch in flight.
+  struct Slot {
+    std::unique_ptr<Storage> arena;
+    std::vector<void*> ptr;
+    std::vector<Tensor> keep;  // contiguous copies of strided inputs
+  };
+  std::vector<Slot> slots;
+  // Pipeline stages (ir/stages.hpp): nodes per stage in program order, and the stage whose end
+  // applies each state update. pipeline_ok: stages may run different micro-batches at once
+  // with the bits of a sequential run (every update's state is read only in its own stage).
+  int num_stages = 1;
+  std::vector<std::vector<size_t>> stage_nodes;
+  std::vector<int> update_stage;
+  bool pipeline_ok = false;
   std::vector<std::vector<cpu::ConstBuffer>> in_bufs;
   std::vector<std::vector<cpu::MutableBuffer>> out_bufs;
   std::vector<std::unique_ptr<tbb::task_arena>> ipus;  // one per emulated IPU
@@ -132,9 +148,18 @@ struct Executable::Impl {
   std::vector<GridScratch> grid_scratch;
   RunCycles last;
   double last_wall = 0;
-  std::vector<RunRecord> history;
+  static constexpr size_t kHistory = 1000;
+  std::vector<RunRecord> history;  // a ring: the oldest record at history_next once full
+  size_t history_next = 0;
   uint64_t runs = 0;
   EngineOptions engine;
+
+  void add_slot();
+  void find_stages();
+  void bind(Slot& sl, const std::vector<Tensor>& inputs, const std::vector<Tensor>& states);
+  std::vector<Tensor> collect_outputs(const Slot& sl) const;
+  void apply_updates(const Slot& sl, int stage);  // stage -1: every update
+  void record(uint64_t step, double wall);
 
   // Rows [b, e) of node n's split: every tile in the range runs its vertex's slice in one call.
   void run_rows(size_t n, int64_t b, int64_t e, const cpu::KernelContext& ctx) {
@@ -359,7 +384,7 @@ struct Executable::Impl {
     return false;
   }
 
-  void run_node(size_t n, const cpu::KernelContext& ctx) {
+  void run_node(size_t n, const cpu::KernelContext& ctx, const std::vector<void*>& ptr) {
     const auto& node = graph.nodes[n];
     for (size_t i = 0; i < node.inputs.size(); ++i)
       in_bufs[n][i].data = ptr[static_cast<size_t>(node.inputs[i])];
@@ -463,10 +488,7 @@ IPUML_INLINE Executable::Executable(ir::Graph graph, Plan plan, ExecOptions exec
         "ipu executable: the plan of node ", n, " does not fit the graph");
   }
   m.mem = cpu::plan_memory(m.graph);
-  m.arena = std::make_unique<Storage>(std::max<size_t>(m.mem.arena_bytes, 64));
-  m.ptr.assign(m.graph.values.size(), nullptr);
-  for (size_t v = 0; v < m.graph.values.size(); ++v)
-    if (m.mem.offset[v] >= 0) m.ptr[v] = static_cast<char*>(m.arena->data()) + m.mem.offset[v];
+  m.add_slot();
   m.grid_scratch.resize(m.graph.nodes.size());
   m.in_bufs.resize(m.graph.nodes.size());
   m.out_bufs.resize(m.graph.nodes.size());
@@ -476,6 +498,7 @@ IPUML_INLINE Executable::Executable(ir::Graph graph, Plan plan, ExecOptions exec
     for (auto v : m.graph.nodes[n].outputs)
       m.out_bufs[n].push_back({nullptr, m.graph.values[static_cast<size_t>(v)].meta});
   }
+  m.find_stages();
   for (int64_t i = 0; i < m.plan.target.num_ipus; ++i)
     m.ipus.push_back(std::make_unique<tbb::task_arena>());
   m.last = m.plan.cycles;
@@ -485,17 +508,55 @@ IPUML_INLINE Executable::Executable(ir::Graph graph, Plan plan, ExecOptions exec
 
 IPUML_INLINE Executable::~Executable() = default;
 
-IPUML_INLINE std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs,
-                                                 const std::vector<Tensor>& states, uint64_t step) {
-  auto& m = *impl_;
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto& g = m.graph;
+IPUML_INLINE void Executable::Impl::add_slot() {
+  Slot sl;
+  sl.arena = std::make_unique<Storage>(std::max<size_t>(mem.arena_bytes, 64));
+  sl.ptr.assign(graph.values.size(), nullptr);
+  for (size_t v = 0; v < graph.values.size(); ++v)
+    if (mem.offset[v] >= 0) sl.ptr[v] = static_cast<char*>(sl.arena->data()) + mem.offset[v];
+  slots.push_back(std::move(sl));
+}
+
+IPUML_INLINE void Executable::Impl::find_stages() {
+  const auto& g = graph;
+  num_stages = ir::stage_count(g);
+  stage_nodes.assign(static_cast<size_t>(num_stages), {});
+  for (size_t n = 0; n < g.nodes.size(); ++n)
+    stage_nodes[static_cast<size_t>(std::max(g.nodes[n].stage, 0))].push_back(n);
+  // Stages must follow program order for a stage to find its inputs computed.
+  pipeline_ok = num_stages > 1;
+  for (size_t n = 1; n < g.nodes.size(); ++n)
+    pipeline_ok = pipeline_ok && g.nodes[n].stage >= g.nodes[n - 1].stage;
+  std::vector<int> reader_lo(g.values.size(), num_stages), reader_hi(g.values.size(), -1);
+  for (auto& node : g.nodes)
+    for (auto v : node.inputs) {
+      reader_lo[static_cast<size_t>(v)] = std::min(reader_lo[static_cast<size_t>(v)], node.stage);
+      reader_hi[static_cast<size_t>(v)] = std::max(reader_hi[static_cast<size_t>(v)], node.stage);
+    }
+  update_stage.assign(g.updates.size(), num_stages - 1);
+  for (size_t i = 0; i < g.updates.size(); ++i) {
+    const auto& u = g.updates[i];
+    const auto& val = g.values[static_cast<size_t>(u.value)];
+    if (val.kind != ir::ValueKind::Op || val.node < 0) {
+      pipeline_ok = false;
+      continue;
+    }
+    const int st = std::max(g.nodes[static_cast<size_t>(val.node)].stage, 0);
+    update_stage[i] = st;
+    const size_t sv = static_cast<size_t>(u.state);
+    if (reader_hi[sv] >= 0 && (reader_lo[sv] != st || reader_hi[sv] != st)) pipeline_ok = false;
+  }
+}
+
+IPUML_INLINE void Executable::Impl::bind(Slot& sl, const std::vector<Tensor>& inputs,
+                                         const std::vector<Tensor>& states) {
+  const auto& g = graph;
   IPUML_CHECK(inputs.size() == g.inputs.size(), "ipu run: the graph takes ", g.inputs.size(),
               " inputs, got ", inputs.size());
   IPUML_CHECK(states.size() == g.states.size(), "ipu run: the graph binds ", g.states.size(),
               " state tensors, got ", states.size());
-  std::vector<Tensor> keep;
-  auto bind = [&](int64_t v, const Tensor& t, const char* what, size_t i) {
+  sl.keep.clear();
+  auto one = [&](int64_t v, const Tensor& t, const char* what, size_t i) {
     const auto& meta = g.values[static_cast<size_t>(v)].meta;
     IPUML_CHECK(t.defined() && t.shape() == meta.shape && t.dtype() == meta.dtype,
                 "ipu run: ", what, " ", i, " ('", g.values[static_cast<size_t>(v)].name,
@@ -504,56 +565,150 @@ IPUML_INLINE std::vector<Tensor> Executable::run(const std::vector<Tensor>& inpu
                 t.defined() ? dtype_name(t.dtype()) : "");
     IPUML_CHECK(!t.is_symbolic(), "ipu run: ", what, " ", i, " is symbolic");
     if (t.is_contiguous()) {
-      m.ptr[static_cast<size_t>(v)] = t.raw_data();
+      sl.ptr[static_cast<size_t>(v)] = t.raw_data();
     } else {
       IPUML_CHECK(std::string(what) == "input", "ipu run: state tensor ", i, " ('",
                   g.values[static_cast<size_t>(v)].name, "') is not contiguous");
-      keep.push_back(t.contiguous());
-      m.ptr[static_cast<size_t>(v)] = keep.back().raw_data();
+      sl.keep.push_back(t.contiguous());
+      sl.ptr[static_cast<size_t>(v)] = sl.keep.back().raw_data();
     }
   };
-  for (size_t i = 0; i < inputs.size(); ++i) bind(g.inputs[i], inputs[i], "input", i);
-  for (size_t i = 0; i < states.size(); ++i) bind(g.states[i], states[i], "state", i);
+  for (size_t i = 0; i < inputs.size(); ++i) one(g.inputs[i], inputs[i], "input", i);
+  for (size_t i = 0; i < states.size(); ++i) one(g.states[i], states[i], "state", i);
+}
 
-  cpu::KernelContext ctx;
-  ctx.rng_step = step;
-  for (size_t n = 0; n < g.nodes.size(); ++n) m.run_node(n, ctx);
-
+IPUML_INLINE std::vector<Tensor> Executable::Impl::collect_outputs(const Slot& sl) const {
   std::vector<Tensor> outputs;
-  for (auto v : g.outputs) {
-    const auto& meta = g.values[static_cast<size_t>(v)].meta;
+  for (auto v : graph.outputs) {
+    const auto& meta = graph.values[static_cast<size_t>(v)].meta;
     auto impl = std::make_shared<TensorImpl>();
     impl->shape = meta.shape;
     impl->strides = contiguous_strides(meta.shape);
     impl->dtype = meta.dtype;
     impl->storage = std::make_shared<Storage>(meta.nbytes());
-    std::memcpy(impl->storage->data(), m.ptr[static_cast<size_t>(v)], meta.nbytes());
+    std::memcpy(impl->storage->data(), sl.ptr[static_cast<size_t>(v)], meta.nbytes());
     outputs.emplace_back(std::move(impl));
   }
+  return outputs;
+}
+
+IPUML_INLINE void Executable::Impl::apply_updates(const Slot& sl, int stage) {
+  const auto& g = graph;
+  // Every update reads the step's values before any state changes (a state may feed another).
   std::vector<std::vector<char>> snap(g.updates.size());
+  auto mine = [&](size_t i) { return stage < 0 || update_stage[i] == stage; };
   for (size_t i = 0; i < g.updates.size(); ++i) {
     const auto& u = g.updates[i];
-    if (g.values[static_cast<size_t>(u.value)].kind != ir::ValueKind::Op) {
-      const char* src = static_cast<const char*>(m.ptr[static_cast<size_t>(u.value)]);
+    if (mine(i) && g.values[static_cast<size_t>(u.value)].kind != ir::ValueKind::Op) {
+      const char* src = static_cast<const char*>(sl.ptr[static_cast<size_t>(u.value)]);
       snap[i].assign(src, src + g.values[static_cast<size_t>(u.value)].meta.nbytes());
     }
   }
   for (size_t i = 0; i < g.updates.size(); ++i) {
+    if (!mine(i)) continue;
     const auto& u = g.updates[i];
-    const void* src = snap[i].empty() ? m.ptr[static_cast<size_t>(u.value)] : snap[i].data();
-    std::memcpy(m.ptr[static_cast<size_t>(u.state)], src,
+    const void* src = snap[i].empty() ? sl.ptr[static_cast<size_t>(u.value)] : snap[i].data();
+    std::memcpy(sl.ptr[static_cast<size_t>(u.state)], src,
                 g.values[static_cast<size_t>(u.state)].meta.nbytes());
   }
-  for (auto& s : states) s.impl()->version++;
+}
 
-  // The schedule is static, so every run costs the plan's cycles.
-  m.last = m.plan.cycles;
-  m.last_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (m.history.size() >= 1000) m.history.erase(m.history.begin());
-  m.history.push_back(RunRecord{step, m.last, m.last_wall});
-  ++m.runs;
+IPUML_INLINE void Executable::Impl::record(uint64_t step, double wall) {
+  last = plan.cycles;  // the schedule is static, so every run costs the plan's cycles
+  last_wall = wall;
+  // A ring of the last kHistory runs, rotated into order when read.
+  if (history.size() < kHistory) {
+    history.push_back(RunRecord{step, last, wall});
+  } else {
+    history[history_next] = RunRecord{step, last, wall};
+    history_next = (history_next + 1) % kHistory;
+  }
+  ++runs;
+}
+
+IPUML_INLINE std::vector<Tensor> Executable::run(const std::vector<Tensor>& inputs,
+                                                 const std::vector<Tensor>& states, uint64_t step) {
+  auto& m = *impl_;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto& sl = m.slots[0];
+  m.bind(sl, inputs, states);
+  cpu::KernelContext ctx;
+  ctx.rng_step = step;
+  for (size_t n = 0; n < m.graph.nodes.size(); ++n) m.run_node(n, ctx, sl.ptr);
+  std::vector<Tensor> outputs = m.collect_outputs(sl);
+  m.apply_updates(sl, -1);
+  sl.keep.clear();
+  for (auto& s : states) s.impl()->version++;
+  m.record(step, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   if (m.engine.auto_report && m.runs == 1) write_profile(m.engine.directory);
   return outputs;
+}
+
+IPUML_INLINE std::vector<std::vector<Tensor>> Executable::run_many(
+    const std::vector<RunItem>& items, bool pipelined) {
+  auto& m = *impl_;
+  std::vector<std::vector<Tensor>> outs(items.size());
+  // Slots in flight: one per stage at most, within a memory budget for the extra arenas.
+  size_t in_flight = std::min(items.size(), static_cast<size_t>(m.num_stages));
+  const size_t budget = size_t{2} << 30;
+  if (m.mem.arena_bytes > 0)
+    in_flight = std::min(in_flight, std::max<size_t>(1, budget / m.mem.arena_bytes));
+  if (!pipelined || !m.pipeline_ok || in_flight < 2) {
+    for (size_t i = 0; i < items.size(); ++i)
+      outs[i] = run(items[i].inputs, *items[i].states, items[i].step);
+    return outs;
+  }
+  while (m.slots.size() < in_flight) m.add_slot();
+  const auto t0 = std::chrono::steady_clock::now();
+  // Micro-batch i lives in slot i % in_flight; a token for it exists only once micro-batch
+  // i - in_flight has left the last stage. Every stage takes micro-batches in order, one at a
+  // time, so each node and each state sees the order of a sequential run: the same bits.
+  size_t next = 0;
+  auto filters = tbb::make_filter<void, size_t>(
+      tbb::filter_mode::serial_in_order, [&](tbb::flow_control& fc) -> size_t {
+        if (next == items.size()) {
+          fc.stop();
+          return 0;
+        }
+        const size_t i = next++;
+        m.bind(m.slots[i % in_flight], items[i].inputs, *items[i].states);
+        return i;
+      });
+  for (int st = 0; st < m.num_stages; ++st) {
+    filters =
+        filters & tbb::make_filter<size_t, size_t>(
+                      tbb::filter_mode::serial_in_order, [&m, &items, st, in_flight](size_t i) {
+                        auto& sl = m.slots[i % in_flight];
+                        cpu::KernelContext ctx;
+                        ctx.rng_step = items[i].step;
+                        for (size_t n : m.stage_nodes[static_cast<size_t>(st)])
+                          m.run_node(n, ctx, sl.ptr);
+                        m.apply_updates(sl, st);
+                        return i;
+                      });
+  }
+  const auto last =
+      filters & tbb::make_filter<size_t, void>(tbb::filter_mode::serial_in_order, [&](size_t i) {
+        auto& sl = m.slots[i % in_flight];
+        outs[i] = m.collect_outputs(sl);
+        sl.keep.clear();
+        for (auto& s : *items[i].states) s.impl()->version++;
+      });
+  tbb::parallel_pipeline(in_flight, last);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+                      static_cast<double>(items.size());
+  for (auto& it : items) m.record(it.step, wall);
+  return outs;
+}
+
+IPUML_INLINE bool Executable::pipelinable() const { return impl_->pipeline_ok; }
+IPUML_INLINE int Executable::num_stages() const { return impl_->num_stages; }
+
+IPUML_INLINE double Executable::cycles_for(int64_t micro_batches, bool pipelined) const {
+  const auto& m = *impl_;
+  if (!pipelined || m.num_stages <= 1)
+    return m.plan.cycles.total * static_cast<double>(std::max<int64_t>(micro_batches, 0));
+  return pipelined_cycles(stage_cycles(m.graph, m.plan), m.plan.target, micro_batches);
 }
 
 IPUML_INLINE const ir::Graph& Executable::graph() const { return impl_->graph; }
@@ -564,12 +719,15 @@ IPUML_INLINE bool Executable::loaded_from_cache() const { return impl_->plan.fro
 IPUML_INLINE void Executable::set_exec_options(const ExecOptions& e) { impl_->exec = e; }
 IPUML_INLINE const RunCycles& Executable::last_run_cycles() const { return impl_->last; }
 IPUML_INLINE double Executable::last_run_wall_seconds() const { return impl_->last_wall; }
-IPUML_INLINE const std::vector<RunRecord>& Executable::run_history() const {
-  return impl_->history;
+IPUML_INLINE std::vector<RunRecord> Executable::run_history() const {
+  const auto& h = impl_->history;
+  std::vector<RunRecord> out(h.begin() + static_cast<std::ptrdiff_t>(impl_->history_next), h.end());
+  out.insert(out.end(), h.begin(), h.begin() + static_cast<std::ptrdiff_t>(impl_->history_next));
+  return out;
 }
 
 IPUML_INLINE std::string Executable::profile_json(double samples_per_step) const {
-  return make_profile_json(impl_->graph, impl_->plan, impl_->history, samples_per_step);
+  return make_profile_json(impl_->graph, impl_->plan, run_history(), samples_per_step);
 }
 IPUML_INLINE void Executable::write_profile(const std::string& directory,
                                             double samples_per_step) const {
@@ -577,7 +735,7 @@ IPUML_INLINE void Executable::write_profile(const std::string& directory,
 }
 IPUML_INLINE void Executable::print_profile_summary(std::ostream& os,
                                                     double samples_per_step) const {
-  ipu::print_profile_summary(os, impl_->graph, impl_->plan, impl_->history, samples_per_step);
+  ipu::print_profile_summary(os, impl_->graph, impl_->plan, run_history(), samples_per_step);
 }
 
 IPUML_INLINE std::unique_ptr<Executable> compile(const ir::Graph& graph, const Target& target,

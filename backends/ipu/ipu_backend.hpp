@@ -15,14 +15,22 @@ inline constexpr int64_t kDefaultSystemIpus = 4;
 
 class IpuBackendExecutable : public backend::Executable {
  public:
-  IpuBackendExecutable(std::unique_ptr<ipu::Executable> exe, std::string report_dir)
-      : exe_(std::move(exe)), report_dir_(std::move(report_dir)) {
+  IpuBackendExecutable(std::unique_ptr<ipu::Executable> exe, std::string report_dir, bool pipelined)
+      : exe_(std::move(exe)), report_dir_(std::move(report_dir)), pipelined_(pipelined) {
     if (!report_dir_.empty()) exe_->write_profile(report_dir_);
   }
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<Tensor>& states,
                           uint64_t step) override {
     auto out = exe_->run(inputs, states, step);
     if (!report_dir_.empty() && !wrote_after_run_) {
+      exe_->write_profile(report_dir_);
+      wrote_after_run_ = true;
+    }
+    return out;
+  }
+  std::vector<std::vector<Tensor>> run_many(const std::vector<backend::RunItem>& items) override {
+    auto out = exe_->run_many(items, pipelined_);
+    if (!report_dir_.empty() && !wrote_after_run_ && !items.empty()) {
       exe_->write_profile(report_dir_);
       wrote_after_run_ = true;
     }
@@ -35,6 +43,10 @@ class IpuBackendExecutable : public backend::Executable {
   std::optional<double> simulated_seconds() const override {
     return exe_->last_run_cycles().simulated_seconds;
   }
+  std::optional<double> simulated_seconds_for(int64_t micro_batches) const override {
+    return exe_->cycles_for(micro_batches, pipelined_) / exe_->target().clock_hz;
+  }
+  bool pipelined() const { return pipelined_; }
   double allreduce_seconds(size_t bytes, int64_t replicas) const override {
     const Target& t = exe_->target();
     return allreduce_cycles(t, static_cast<double>(bytes), replicas) / t.clock_hz;
@@ -44,6 +56,7 @@ class IpuBackendExecutable : public backend::Executable {
  private:
   std::unique_ptr<ipu::Executable> exe_;
   std::string report_dir_;
+  bool pipelined_ = false;
   bool wrote_after_run_ = false;
 };
 
@@ -110,11 +123,13 @@ class IpuBackend : public backend::Backend {
     co.cache_dir = take("cache_dir", "");
     co.progress = take("progress", "1") == "1";
     const std::string report_dir = take("report_dir", "");
-    // Accepted for the record; the cycle model runs shards one after another.
-    for (const char* k : {"pipelined", "training", "gradient_accumulation", "device_iterations"})
-      take(k, "");
+    // Pipelined: the stages of a model-parallel program overlap (backends/ipu/schedule.hpp);
+    // sharded, its IPUs run one after another.
+    const bool pipelined = take("pipelined", "0") == "1" && per_replica > 1;
+    for (const char* k : {"training", "gradient_accumulation", "device_iterations"}) take(k, "");
     for (auto& [k, v] : o) fail("ipu backend: unknown compile option '", k, "'");
-    return std::make_unique<IpuBackendExecutable>(ipu::compile(graph, t, co), report_dir);
+    return std::make_unique<IpuBackendExecutable>(ipu::compile(graph, t, co), report_dir,
+                                                  pipelined);
   }
 
  private:

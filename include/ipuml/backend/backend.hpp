@@ -22,6 +22,14 @@ struct DeviceInfo {
   int compute_units = 0;  // cores, tiles
 };
 
+// One micro-batch of Executable::run_many: its inputs, the state tensors it binds (the
+// caller keeps them alive), its random step.
+struct RunItem {
+  std::vector<Tensor> inputs;
+  const std::vector<Tensor>* states = nullptr;
+  uint64_t step = 0;
+};
+
 // A compiled graph, runnable many times with the cpu::GraphExecutor contract.
 class Executable {
  public:
@@ -30,6 +38,13 @@ class Executable {
   // place at the end of the run), `step` varies random ops between runs.
   virtual std::vector<Tensor> run(const std::vector<Tensor>& inputs,
                                   const std::vector<Tensor>& states, uint64_t step) = 0;
+  // The items as run() runs them one after another, with the same results; a backend may
+  // overlap them (the IPU emulator's pipelined stages) where that gives the same bits.
+  virtual std::vector<std::vector<Tensor>> run_many(const std::vector<RunItem>& items) {
+    std::vector<std::vector<Tensor>> out;
+    for (auto& it : items) out.push_back(run(it.inputs, *it.states, it.step));
+    return out;
+  }
   // Backend-specific report (memory, cycles) as JSON text; "{}" when there is none.
   virtual std::string report_json() const { return "{}"; }
   // A short human-readable report (memory, busiest tiles, cycles) for the terminal.
@@ -39,6 +54,13 @@ class Executable {
   }
   // The modelled device time of the last run, for backends that model one.
   virtual std::optional<double> simulated_seconds() const { return std::nullopt; }
+  // The modelled device time of `micro_batches` runs back to back, as the program's execution
+  // strategy schedules them (pipelined stages overlap).
+  virtual std::optional<double> simulated_seconds_for(int64_t micro_batches) const {
+    auto s = simulated_seconds();
+    if (!s) return std::nullopt;
+    return *s * static_cast<double>(micro_batches);
+  }
   // Modelled time to all-reduce `bytes` of gradients across `replicas` devices.
   virtual double allreduce_seconds(size_t bytes, int64_t replicas) const {
     (void)bytes;

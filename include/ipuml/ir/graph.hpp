@@ -34,6 +34,9 @@ struct Node {
   // The share of tile memory its temporaries may use (PopTorch's per-op
   // set_available_memory); 0: the program's setting.
   double available_memory_proportion = 0;
+  // Its pipeline stage (ir/stages.hpp): stages run concurrently on different micro-batches in
+  // a pipelined program; -1 where no stages were assigned (one stage).
+  int stage = -1;
 };
 
 struct StateUpdate {

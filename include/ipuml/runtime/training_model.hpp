@@ -93,6 +93,8 @@ class TrainingModel {
   // checkpoint and restored before the first call, a resumed run draws the same masks as an
   // uninterrupted one.
   uint64_t run_counter() const { return run_counter_; }
+  // Gradient all-reduces charged so far: one per weight update with more than one replica.
+  int64_t allreduce_count() const { return allreduces_; }
   void set_run_counter(uint64_t runs) { run_counter_ = runs; }
 
  private:
@@ -110,8 +112,10 @@ class TrainingModel {
   std::unique_ptr<backend::Executable> step_exe_, update_exe_;
   uint64_t run_counter_ = 0;
   size_t gradient_bytes_ = 0;
+  int64_t allreduces_ = 0;
   RunStats stats_;
   std::vector<float> allreduce_buffer_;
+  void reduce_replicas();
   void allreduce_accumulators();
 };
 

@@ -5,6 +5,7 @@
 
 #include <ipuml/ir/placement.hpp>
 #include <ipuml/ir/recompute.hpp>
+#include <ipuml/ir/stages.hpp>
 #include <ipuml/runtime/training_model.hpp>
 
 namespace ipuml::runtime {
@@ -59,9 +60,16 @@ IPUML_INLINE int64_t ipus_used(const ir::Graph& g) {
   return n;
 }
 
-inline void check_pipeline(const Options& o, int64_t ipus, bool training) {
-  if (o.execution_strategy() != ExecutionStrategy::Pipelined || ipus <= 1) return;
-  const int64_t stages = training ? 2 * ipus - 1 : ipus;
+inline bool pipelined(const Options& o, int64_t ipus) {
+  return o.execution_strategy() == ExecutionStrategy::Pipelined && ipus > 1;
+}
+
+// PopTorch's rule: every stage needs a micro-batch of its own, so a pipelined training step
+// accumulates at least as many micro-batches as it has stages (2N - 1 for N IPUs in order).
+inline void check_pipeline(const Options& o, const ir::Graph& g, bool training) {
+  const int64_t ipus = ipus_used(g);
+  if (!pipelined(o, ipus)) return;
+  const int64_t stages = ir::stage_count(g);
   if (training)
     IPUML_CHECK(o.gradient_accumulation() >= stages, "Options: pipelined training over ", ipus,
                 " IPUs has ", stages, " stages, so gradientAccumulation must be >= ", stages,
@@ -234,24 +242,27 @@ IPUML_INLINE void TrainingModel::compile(const Tensors& inputs, const Tensors& t
     // forward pass ended.
     auto homes = ir::state_homes(step_trace_.graph, update_begin);
     ir::place_update(step_trace_.graph, update_begin, homes);
-    ir::recompute_from_checkpoints(step_trace_.graph, backward_begin, update_begin);
+    const auto rec =
+        ir::recompute_from_checkpoints(step_trace_.graph, backward_begin, update_begin);
+    if (detail::pipelined(o, detail::ipus_used(step_trace_.graph)))
+      ir::assign_pipeline_stages(step_trace_.graph, backward_begin,
+                                 update_begin + static_cast<size_t>(rec.nodes_recomputed));
   }
-  // The update: average the replicas' accumulated gradients, step, clear the accumulators.
+  // The update: average the accumulated gradients, step, clear the accumulators. The replicas'
+  // sums reach replica 0's accumulators first, through the all-reduce (reduce_replicas), which
+  // the runtime performs and charges once per update, outside every program.
   if (!fused) {
     ir::Tracer tracer;
     for (auto& [name, t] : model_->named_parameters()) tracer.name_state(t, name);
     NoGradGuard ng;
     const double scale = 1.0 / static_cast<double>(r * g * instances);
     for (size_t i = 0; i < params.size(); ++i) {
-      Tensor sum_g = accumulators_[0][i];
-      for (int64_t k = 1; k < r; ++k) sum_g = add(sum_g, accumulators_[static_cast<size_t>(k)][i]);
       Tensor p = params[i];
       tracer.remember_grad(p.impl());
-      p.set_grad(mul(sum_g, scale));
+      p.set_grad(mul(accumulators_[0][i], scale));
     }
     optimizer_.step();
-    for (auto& acc : accumulators_)
-      for (auto& a : acc) a.zero_();
+    for (auto& a : accumulators_[0]) a.zero_();
     optimizer_.zero_grad();
     update_trace_ = tracer.finish({});
     // Each state's home from the step graph, found by the tensor it is bound to.
@@ -283,7 +294,7 @@ IPUML_INLINE void TrainingModel::compile(const Tensors& inputs, const Tensors& t
           step_states_[static_cast<size_t>(k)][s] = accumulators_[static_cast<size_t>(k)][i];
 
   const int64_t ipus = detail::ipus_used(step_trace_.graph);
-  detail::check_pipeline(o, ipus, true);
+  detail::check_pipeline(o, step_trace_.graph, true);
   auto be = backend::get_backend(detail::backend_for(o));
   step_exe_ = be->compile(step_trace_.graph, detail::compile_options_for(o, ipus, true));
   auto update_opts = detail::compile_options_for(o, ipus, true);
@@ -334,33 +345,40 @@ IPUML_INLINE Tensor TrainingModel::operator()(const Tensors& inputs, const Tenso
   for (int64_t it = 0; it < d; ++it) {
     const uint64_t base = run_counter_;
     run_counter_ += static_cast<uint64_t>(g * all_r + (update_exe_ ? 1 : 0));
-    for (int64_t acc = 0; acc < g; ++acc) {
-      double slowest = 0;
+    // The iteration's micro-batches in order [accumulation step][replica]; a pipelined program
+    // overlaps them over its stages, with the bits of one after another.
+    std::vector<backend::RunItem> items;
+    for (int64_t acc = 0; acc < g; ++acc)
       for (int64_t rep = 0; rep < r; ++rep, row += micro_batch_) {
-        Tensors feed;
-        for (auto& t : inputs) feed.push_back(t.narrow(0, row, micro_batch_));
-        for (auto& t : targets) feed.push_back(t.narrow(0, row, micro_batch_));
-        const uint64_t step = base + static_cast<uint64_t>(acc * all_r + first_rep + rep);
-        losses.push_back(step_exe_->run(feed, step_states_[static_cast<size_t>(rep)], step)[0]);
-        auto s = step_exe_->simulated_seconds();
-        if (s)
-          slowest = std::max(slowest, *s);  // replicas run side by side on their own IPUs
-        else
-          have_sim = false;
+        backend::RunItem item;
+        for (auto& t : inputs) item.inputs.push_back(t.narrow(0, row, micro_batch_));
+        for (auto& t : targets) item.inputs.push_back(t.narrow(0, row, micro_batch_));
+        item.states = &step_states_[static_cast<size_t>(rep)];
+        item.step = base + static_cast<uint64_t>(acc * all_r + first_rep + rep);
+        items.push_back(std::move(item));
       }
-      simulated += slowest;
-    }
-    if (!update_exe_) continue;  // the step graph ran the optimizer itself
-    if (o.Distributed.num_processes() > 1) allreduce_accumulators();
-    update_exe_->run({}, update_trace_.states, base + static_cast<uint64_t>(g * all_r));
-    auto s = update_exe_->simulated_seconds();
+    for (auto& out : step_exe_->run_many(items)) losses.push_back(out[0]);
+    // Replicas run side by side on their own IPUs: the iteration costs one replica's G
+    // micro-batches, then one update and one all-reduce of the gradients.
+    auto s = step_exe_->simulated_seconds_for(g);
     if (s)
       simulated += *s;
     else
       have_sim = false;
+    if (!update_exe_) continue;  // the step graph ran the optimizer itself
+    reduce_replicas();
+    if (o.Distributed.num_processes() > 1) allreduce_accumulators();
+    update_exe_->run({}, update_trace_.states, base + static_cast<uint64_t>(g * all_r));
+    auto su = update_exe_->simulated_seconds();
+    if (su)
+      simulated += *su;
+    else
+      have_sim = false;
     const int64_t all_replicas = r * o.Distributed.num_processes();
-    if (all_replicas > 1)
+    if (all_replicas > 1) {
       simulated += update_exe_->allreduce_seconds(gradient_bytes_, all_replicas);
+      ++allreduces_;
+    }
   }
   stats_.samples = inputs[0].shape()[0];
   stats_.wall_seconds =
@@ -370,10 +388,10 @@ IPUML_INLINE Tensor TrainingModel::operator()(const Tensors& inputs, const Tenso
   return detail::select_outputs(losses, o, g * r, mode);
 }
 
-// Across instances: this instance's replicas' sums are added into replica 0's accumulators (the
-// others zeroed, so the update graph's sum is unchanged), then summed over the instances in rank
-// order, so every instance runs the same update on the same bits.
-IPUML_INLINE void TrainingModel::allreduce_accumulators() {
+// The replicas' all-reduce, performed: replica k's sums are added into replica 0's in replica
+// order (the others zeroed for the next update), so the result does not depend on how the
+// replicas were scheduled.
+IPUML_INLINE void TrainingModel::reduce_replicas() {
   NoGradGuard ng;
   auto& acc0 = accumulators_[0];
   for (size_t k = 1; k < accumulators_.size(); ++k)
@@ -381,6 +399,14 @@ IPUML_INLINE void TrainingModel::allreduce_accumulators() {
       acc0[i].add_(accumulators_[k][i]);
       accumulators_[k][i].zero_();
     }
+}
+
+// Across instances: replica 0's accumulators (already holding this instance's replicas) are
+// summed over the instances in rank order, so every instance runs the same update on the same
+// bits.
+IPUML_INLINE void TrainingModel::allreduce_accumulators() {
+  NoGradGuard ng;
+  auto& acc0 = accumulators_[0];
   int64_t n = 0;
   for (auto& a : acc0) {
     IPUML_CHECK(a.dtype() == kFloat32,
@@ -459,7 +485,9 @@ IPUML_INLINE void InferenceModel::compile(const Tensors& inputs) {
   }
   model_->train(was_training);
   const int64_t ipus = detail::ipus_used(trace_.graph);
-  detail::check_pipeline(o, ipus, false);
+  if (detail::pipelined(o, ipus))
+    ir::assign_pipeline_stages(trace_.graph, trace_.graph.nodes.size(), trace_.graph.nodes.size());
+  detail::check_pipeline(o, trace_.graph, false);
   exe_ = backend::get_backend(detail::backend_for(o))
              ->compile(trace_.graph, detail::compile_options_for(o, ipus, false));
   compiled_ = true;
@@ -513,18 +541,21 @@ IPUML_INLINE Tensors InferenceModel::operator()(const Tensors& given) {
   std::vector<Tensors> outs(num_outputs_);
   double simulated = 0;
   bool have_sim = true;
+  std::vector<backend::RunItem> items;
   for (int64_t i = 0; i < parts; ++i) {
-    Tensors feed;
-    for (auto& t : inputs) feed.push_back(t.narrow(0, i * micro_batch_, micro_batch_));
-    Tensors res = exe_->run(feed, trace_.states, run_counter_++);
-    for (size_t k = 0; k < num_outputs_; ++k) outs[k].push_back(res[k]);
-    auto s = exe_->simulated_seconds();
-    if (s) {
-      if (i % o.replication_factor() == 0) simulated += *s;  // replicas overlap
-    } else {
-      have_sim = false;
-    }
+    backend::RunItem item;
+    for (auto& t : inputs) item.inputs.push_back(t.narrow(0, i * micro_batch_, micro_batch_));
+    item.states = &trace_.states;
+    item.step = run_counter_++;
+    items.push_back(std::move(item));
   }
+  for (auto& res : exe_->run_many(items))
+    for (size_t k = 0; k < num_outputs_; ++k) outs[k].push_back(res[k]);
+  // Replicas run side by side: the call costs one replica's deviceIterations micro-batches.
+  if (auto s = exe_->simulated_seconds_for(o.device_iterations()))
+    simulated = *s;
+  else
+    have_sim = false;
   stats_.samples = first[0];
   stats_.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
