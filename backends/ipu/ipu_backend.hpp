@@ -52,6 +52,7 @@ class IpuBackendExecutable : public backend::Executable {
     return allreduce_cycles(t, static_cast<double>(bytes), replicas) / t.clock_hz;
   }
   ipu::Executable& ipu() { return *exe_; }
+  const ipu::Executable& ipu() const { return *exe_; }
 
  private:
   std::unique_ptr<ipu::Executable> exe_;

@@ -42,8 +42,8 @@ inline std::vector<std::vector<double>> stage_cycles(const ir::Graph& g, const P
 }
 
 // Cycles of `micro_batches` micro-batches through the stages in lockstep (see above).
-inline double pipelined_cycles(const std::vector<std::vector<double>>& stage_ipu,
-                               const Target& t, int64_t micro_batches) {
+inline double pipelined_cycles(const std::vector<std::vector<double>>& stage_ipu, const Target& t,
+                               int64_t micro_batches) {
   const int64_t S = static_cast<int64_t>(stage_ipu.size());
   if (S == 0 || micro_batches <= 0) return 0.0;
   const size_t ipus = stage_ipu[0].size();

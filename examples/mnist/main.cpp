@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -52,7 +53,8 @@ struct Config {
   std::string device = "ipu";
   std::string target = "ipu2";
   std::vector<std::string> target_overrides;
-  int64_t ipus = 1;  // IPUs per replica: the network's blocks spread over them (BeginBlock)
+  int64_t ipus = 1;        // IPUs per replica: the network's blocks spread over them (BeginBlock)
+  bool pipelined = false;  // PopTorch's PipelinedExecution instead of ShardedExecution
   int64_t replication_factor = 1;
   int64_t gradient_accumulation = 1;
   bool profile = true;
@@ -84,6 +86,12 @@ void validate(const Config& cfg) {
               " is outside [0, 4096]");
   IPUML_CHECK(cfg.prefetch >= 0 && cfg.prefetch <= 1024, "ipuml-mnist: --prefetch ", cfg.prefetch,
               " is outside [0, 1024]");
+  // Every pipeline stage needs a micro-batch: 2N - 1 stages for N IPUs (PopTorch's rule).
+  IPUML_CHECK(!cfg.pipelined || (cfg.ipus >= 2 && cfg.gradient_accumulation >= 2 * cfg.ipus - 1),
+              "ipuml-mnist: --pipelined needs --ipus >= 2 and --gradient-accumulation >= ",
+              2 * std::max<int64_t>(cfg.ipus, 2) - 1,
+              " (2 x ipus - 1 pipeline stages), got --ipus ", cfg.ipus,
+              " and --gradient-accumulation ", cfg.gradient_accumulation);
   // The target and its overrides (ranges included) as the compiler will see them.
   ipu::Target target = ipu::target_preset(cfg.target);
   for (const auto& o : cfg.target_overrides) ipu::apply_override(target, o);
@@ -190,8 +198,54 @@ Options make_options(const Config& cfg) {
       .useIpuModel(cfg.device == "ipu")
       .target(cfg.target);
   opts.Training.gradientAccumulation(cfg.gradient_accumulation);
+  if (cfg.pipelined) opts.setExecutionStrategy(runtime::ExecutionStrategy::Pipelined);
   examples::apply_target_overrides(opts, cfg.target_overrides, "ipuml-mnist");
   return opts;
+}
+
+void split_blocks(models::MnistCnn& net, int64_t ipus) {
+  if (ipus >= 2) runtime::BeginBlock(net->layer2, 1);
+  if (ipus >= 3) runtime::BeginBlock(net->layer3, 2);
+  if (ipus >= 4) runtime::BeginBlock(net->layer4, 3);
+}
+
+// Graphcore's tutorial comparison: the same training step on one IPU, sharded over --ipus IPUs
+// and pipelined over them, one host batch each from the same initial weights, with the
+// simulated throughput of each side by side.
+void compare_strategies(const Config& cfg, const Tensor& data, const Tensor& labels) {
+  struct Row {
+    const char* name;
+    int64_t ipus;
+    bool pipelined;
+  };
+  const Row rows[] = {
+      {"single IPU", 1, false}, {"sharded", cfg.ipus, false}, {"pipelined", cfg.ipus, true}};
+  std::cout << "Model parallelism (simulated, " << cfg.target << ", micro-batch " << cfg.batch_size
+            << ", gradient accumulation " << cfg.gradient_accumulation << "):\n";
+  for (const Row& r : rows) {
+    Config c = cfg;
+    c.ipus = r.ipus;
+    c.pipelined = r.pipelined;
+    std::cout << "  " << std::left << std::setw(11) << r.name << std::right;
+    if (r.pipelined && c.gradient_accumulation < 2 * c.ipus - 1) {
+      std::cout << "  needs --gradient-accumulation >= " << 2 * c.ipus - 1 << "\n";
+      continue;
+    }
+    manual_seed(cfg.seed);
+    models::MnistCnn net;
+    split_blocks(net, c.ipus);
+    optim::SGD opt(net->parameters(), optim::SGDOptions(cfg.lr));
+    Options opts = make_options(c);
+    opts.showCompilationProgressBar(false);
+    auto tm = trainingModel(net.ptr(), opts, opt, [](const Tensor& probs, const Tensor& y) {
+      return cross_entropy(probs, y);
+    });
+    tm(data, labels);
+    const auto& st = tm.last_stats();
+    std::cout << "  " << r.ipus << " IPU" << (r.ipus > 1 ? "s" : " ") << "  "
+              << fixed(st.simulated_samples_per_second().value_or(0), 0) << " samples/s simulated, "
+              << fixed(st.wall_samples_per_second(), 0) << " samples/s wall-clock\n";
+  }
 }
 
 struct CompiledStats : EpochStats {
@@ -354,6 +408,9 @@ int main(int argc, char** argv) {
   app.add_option("--ipus", cfg.ipus, "IPUs per replica; the blocks spread over them (BeginBlock)")
       ->check(CLI::Range(1, 4))
       ->capture_default_str();
+  app.add_flag("--pipelined", cfg.pipelined,
+               "Pipelined execution over the --ipus IPUs (PopTorch's PipelinedExecution; needs "
+               "--gradient-accumulation >= 2 x ipus - 1); without it, sharded");
   app.add_option("--replication-factor", cfg.replication_factor,
                  "Data-parallel replicas, one per IPU (group)")
       ->check(CLI::PositiveNumber)
@@ -435,9 +492,7 @@ int main(int argc, char** argv) {
     if (compiled) {
       // PopTorch's execution options; BeginBlock spreads the blocks over --ipus IPUs.
       const Options opts = make_options(cfg);
-      if (cfg.ipus >= 2) runtime::BeginBlock(net->layer2, 1);
-      if (cfg.ipus >= 3) runtime::BeginBlock(net->layer3, 2);
-      if (cfg.ipus >= 4) runtime::BeginBlock(net->layer4, 3);
+      split_blocks(net, cfg.ipus);
       const bool double_softmax = cfg.double_softmax;
       auto tm = trainingModel(
           net.ptr(), opts, optimizer, [double_softmax](const Tensor& probs, const Tensor& y) {
@@ -481,6 +536,13 @@ int main(int argc, char** argv) {
           std::cout << ", " << fixed(double(samples) / simulated, 0) << " samples/s simulated on "
                     << cfg.replication_factor * cfg.ipus << " x " << cfg.target;
         std::cout << "\n";
+      }
+      if (cfg.device == "ipu" && cfg.ipus > 1) {
+        // One host batch of the training set, the first the loader gives.
+        for (auto& batch : train_loader) {
+          compare_strategies(cfg, batch.data, batch.target);
+          break;
+        }
       }
       std::cout << "Wall time: " << fixed(seconds_since(t_start), 1) << " s" << std::endl;
       return 0;

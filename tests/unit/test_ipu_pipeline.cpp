@@ -61,21 +61,21 @@ struct RunResult {
   std::vector<float> losses;
   double simulated = 0;
   int stages = 0;
+  bool overlapped = false;  // the micro-batches really ran through overlapping stages
 };
 
-RunResult train(int64_t w, bool split, runtime::ExecutionStrategy strategy, int64_t g,
-                int steps) {
+RunResult train(int64_t w, bool split, runtime::ExecutionStrategy strategy, int64_t g, int steps) {
   Generator gen(5);
   const int64_t micro = 16;
   Tensor x = randn({micro * g, w}, &gen);
   Tensor y = randint(0, 10, {micro * g}, &gen);
   Tower t = make_tower(w, split);
   optim::SGD opt(t->parameters(), optim::SGDOptions(0.05).momentum(0.9));
-  auto model = trainingModel(
-      t.ptr(),
-      ipu_options().gradientAccumulation(g).setExecutionStrategy(strategy).outputMode(
-          runtime::OutputMode::All),
-      opt, ce());
+  auto model =
+      trainingModel(t.ptr(),
+                    ipu_options().gradientAccumulation(g).setExecutionStrategy(strategy).outputMode(
+                        runtime::OutputMode::All),
+                    opt, ce());
   RunResult r;
   for (int i = 0; i < steps; ++i) {
     auto l = model(x, y).to_vector<float>();
@@ -84,6 +84,9 @@ RunResult train(int64_t w, bool split, runtime::ExecutionStrategy strategy, int6
   r.weights = flat_weights(t);
   r.simulated = *model.last_stats().simulated_seconds;
   r.stages = ir::stage_count(model.step_graph());
+  const auto* exe = dynamic_cast<const ipu::IpuBackendExecutable*>(model.step_executable());
+  REQUIRE(exe != nullptr);
+  r.overlapped = exe->pipelined() && exe->ipu().pipelinable();
   return r;
 }
 
@@ -93,11 +96,10 @@ TEST_CASE("pipeline stages: 2N - 1 for a training step over N IPUs, N for infere
           "[ipu][pipeline]") {
   Tower t = make_tower(16, true);
   optim::SGD opt(t->parameters(), optim::SGDOptions(0.1));
-  auto model = trainingModel(
-      t.ptr(),
-      ipu_options().gradientAccumulation(3).setExecutionStrategy(
-          runtime::ExecutionStrategy::Pipelined),
-      opt, ce());
+  auto model = trainingModel(t.ptr(),
+                             ipu_options().gradientAccumulation(3).setExecutionStrategy(
+                                 runtime::ExecutionStrategy::Pipelined),
+                             opt, ce());
   model(randn({24, 16}), randint(0, 10, {24}));
   const auto& g = model.step_graph();
   CHECK(ir::stage_count(g) == 3);
@@ -111,29 +113,28 @@ TEST_CASE("pipeline stages: 2N - 1 for a training step over N IPUs, N for infere
   // Fewer micro-batches than stages cannot fill the pipeline: PopTorch's error, before running.
   Tower t2 = make_tower(16, true);
   optim::SGD opt2(t2->parameters(), optim::SGDOptions(0.1));
-  auto bad = trainingModel(
-      t2.ptr(),
-      ipu_options().gradientAccumulation(2).setExecutionStrategy(
-          runtime::ExecutionStrategy::Pipelined),
-      opt2, ce());
+  auto bad = trainingModel(t2.ptr(),
+                           ipu_options().gradientAccumulation(2).setExecutionStrategy(
+                               runtime::ExecutionStrategy::Pipelined),
+                           opt2, ce());
   CHECK_THROWS_WITH(bad(randn({16, 16}), randint(0, 10, {16})),
                     Catch::Contains("has 3 stages, so gradientAccumulation must be >= 3"));
 
-  auto inf = inferenceModel(
-      t.ptr(), ipu_options().deviceIterations(2).setExecutionStrategy(
-                   runtime::ExecutionStrategy::Pipelined));
+  auto inf = inferenceModel(t.ptr(), ipu_options().deviceIterations(2).setExecutionStrategy(
+                                         runtime::ExecutionStrategy::Pipelined));
   Tensor out = inf(randn({8, 16}));
   CHECK(out.shape() == Shape{8, 10});
 }
 
-TEST_CASE("pipelined, sharded and single-IPU training give the same numbers",
-          "[ipu][pipeline]") {
+TEST_CASE("pipelined, sharded and single-IPU training give the same numbers", "[ipu][pipeline]") {
   using runtime::ExecutionStrategy;
   auto single = train(32, false, ExecutionStrategy::Sharded, 4, 3);
   auto sharded = train(32, true, ExecutionStrategy::Sharded, 4, 3);
   auto pipelined = train(32, true, ExecutionStrategy::Pipelined, 4, 3);
   CHECK(pipelined.stages == 3);
   CHECK(sharded.stages == 1);
+  CHECK(pipelined.overlapped);
+  CHECK_FALSE(sharded.overlapped);
   // The pipeline runs each stage's micro-batches in order: the very bits of the sharded run.
   CHECK(pipelined.weights == sharded.weights);
   CHECK(pipelined.losses == sharded.losses);
@@ -150,8 +151,8 @@ TEST_CASE("simulated throughput: pipelined > single IPU > sharded, as Graphcore'
   auto sharded = train(512, true, ExecutionStrategy::Sharded, g, 1);
   auto pipelined = train(512, true, ExecutionStrategy::Pipelined, g, 1);
   INFO("simulated seconds per update: single " << single.simulated << ", sharded "
-                                                << sharded.simulated << ", pipelined "
-                                                << pipelined.simulated);
+                                               << sharded.simulated << ", pipelined "
+                                               << pipelined.simulated);
   CHECK(pipelined.simulated < single.simulated);
   CHECK(single.simulated < sharded.simulated);
   // Two balanced IPUs: the steady state runs at about twice the single IPU's rate; ramp-up and

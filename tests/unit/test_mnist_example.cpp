@@ -312,6 +312,8 @@ TEST_CASE("mnist example: bad flags and paths get one clear line before any work
       {"--checkpoint " + (dir / "missing" / "ck.h5").string(), "does not exist"},
       {"--checkpoint " + dir.string(), "is a directory, expected a regular file"},
       {"--checkpoint " + fifo, "is a FIFO (named pipe)"},
+      {"--ipus 2 --pipelined", "--pipelined needs --ipus >= 2 and --gradient-accumulation >= 3"},
+      {"--ipus 5", "--ipus: Value 5 not in range 1 to 4"},
   };
   for (const auto& [flags, message] : cases) {
     INFO(flags);
@@ -325,6 +327,15 @@ TEST_CASE("mnist example: bad flags and paths get one clear line before any work
   std::string out = run(exe.string() + " --data-dir " + (dir / "baddata").string(), &status);
   CHECK(status != 0);
   CHECK_THAT(out, Catch::Contains("is a directory, expected the IDX file"));
+  // Pipelined over 2 IPUs: trains, then prints the three strategies side by side.
+  out = run(base +
+                "--ipus 2 --pipelined --gradient-accumulation 3 --device-iterations 1 "
+                "--batch-size 2 --test-batch-size 10 --epochs 1 --no-profile",
+            &status);
+  CHECK(status == 0);
+  for (const char* line : {"Model parallelism (simulated", "single IPU   1 IPU ",
+                           "sharded      2 IPUs", "pipelined    2 IPUs"})
+    CHECK_THAT(out, Catch::Contains(line));
   std::error_code ec;
   fs::remove_all(dir, ec);
 }

@@ -89,6 +89,8 @@ class TrainingModel {
     if (step_exe_) step_exe_->print_summary(os, static_cast<double>(micro_batch_));
   }
   const ir::Graph& step_graph() const { return step_trace_.graph; }
+  // The compiled micro-step (null before the first call), for backend-specific inspection.
+  const backend::Executable* step_executable() const { return step_exe_.get(); }
   // Device runs so far: what varies the random ops (dropout masks) of each run. Saved with a
   // checkpoint and restored before the first call, a resumed run draws the same masks as an
   // uninterrupted one.
