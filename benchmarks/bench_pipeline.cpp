@@ -4,6 +4,7 @@
 // simulated throughput shows the cost of the gradient all-reduce).
 //
 //   build/benchmarks/bench_pipeline [--width 512] [--micro 16] [--accumulation 16] [--seconds 3]
+//                                   [--threads N]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -54,9 +55,8 @@ Result measure(int64_t w, int64_t micro, int64_t g, int64_t r, int64_t ipus, boo
                   .replicationFactor(r)
                   .setTargetOption("num_ipus", std::to_string(std::max<int64_t>(8, r * ipus)));
   if (pipelined) o.setExecutionStrategy(runtime::ExecutionStrategy::Pipelined);
-  auto model = trainingModel(t.ptr(), o, opt, [](const Tensor& out, const Tensor& y) {
-    return cross_entropy(out, y);
-  });
+  auto model = trainingModel(
+      t.ptr(), o, opt, [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); });
   Generator gen(2);
   Tensor x = randn({micro * g * r, w}, &gen);
   Tensor y = randint(0, 10, {micro * g * r}, &gen);
@@ -75,19 +75,26 @@ int main(int argc, char** argv) {
   double seconds = 3;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string f = argv[i];
-    if (f == "--width") w = std::atoll(argv[i + 1]);
-    else if (f == "--micro") micro = std::atoll(argv[i + 1]);
-    else if (f == "--accumulation") g = std::atoll(argv[i + 1]);
-    else if (f == "--seconds") seconds = std::atof(argv[i + 1]);
+    if (f == "--width")
+      w = std::atoll(argv[i + 1]);
+    else if (f == "--micro")
+      micro = std::atoll(argv[i + 1]);
+    else if (f == "--accumulation")
+      g = std::atoll(argv[i + 1]);
+    else if (f == "--seconds")
+      seconds = std::atof(argv[i + 1]);
+    else if (f == "--threads")
+      set_num_threads(std::atoi(argv[i + 1]));
     else {
       std::fprintf(stderr, "bench_pipeline: unknown flag %s\n", f.c_str());
       return 2;
     }
   }
-  std::printf("# tower of 4 x Linear(%lld) + head, micro-batch %lld, gradient accumulation %lld, "
-              "%d threads\n",
-              static_cast<long long>(w), static_cast<long long>(micro), static_cast<long long>(g),
-              get_num_threads());
+  std::printf(
+      "# tower of 4 x Linear(%lld) + head, micro-batch %lld, gradient accumulation %lld, "
+      "%d threads\n",
+      static_cast<long long>(w), static_cast<long long>(micro), static_cast<long long>(g),
+      get_num_threads());
   const Result single = measure(w, micro, g, 1, 1, false, seconds);
   const Result sharded = measure(w, micro, g, 1, 2, false, seconds);
   const Result piped = measure(w, micro, g, 1, 2, true, seconds);
@@ -108,9 +115,10 @@ int main(int argc, char** argv) {
   for (int64_t r : {1, 2, 4, 8}) {
     const Result res = measure(w, micro, g, r, 1, false, seconds / 2);
     if (r == 1) base = res.simulated_rate;
-    std::printf("replicas %lld: simulated %10.0f samples/s  (%.2fx of 1 replica, %.0f%% of linear)\n",
-                static_cast<long long>(r), res.simulated_rate, res.simulated_rate / base,
-                100.0 * res.simulated_rate / (base * static_cast<double>(r)));
+    std::printf(
+        "replicas %lld: simulated %10.0f samples/s  (%.2fx of 1 replica, %.0f%% of linear)\n",
+        static_cast<long long>(r), res.simulated_rate, res.simulated_rate / base,
+        100.0 * res.simulated_rate / (base * static_cast<double>(r)));
   }
   return 0;
 }

@@ -154,6 +154,18 @@ struct Executable::Impl {
   uint64_t runs = 0;
   EngineOptions engine;
 
+  // Runs fn in the IPU's task arena. In a pipelined run the stages' threads already share the
+  // host's cores through the pipeline; entering an arena whose master slot another stage holds
+  // would queue the work and block the thread, so there fn runs in the caller's arena.
+  bool pipelining = false;
+  template <typename Fn>
+  void on_ipu(int32_t ipu, Fn&& fn) {
+    if (pipelining)
+      fn();
+    else
+      ipus[static_cast<size_t>(ipu)]->execute(std::forward<Fn>(fn));
+  }
+
   void add_slot();
   void find_stages();
   void bind(Slot& sl, const std::vector<Tensor>& inputs, const std::vector<Tensor>& states);
@@ -430,7 +442,7 @@ struct Executable::Impl {
       // one call, which parallelises inside itself; only K's partial sums change the arithmetic.
       if (np.spec.kind == SplitKind::Grid && np.grid.k_slices() > 1 &&
           k_parts_are_sums(node.kind)) {
-        ipus[static_cast<size_t>(np.span.ipu)]->execute([&] { run_grid_k(n, ctx); });
+        on_ipu(np.span.ipu, [&] { run_grid_k(n, ctx); });
       } else {
         cpu::run_kernel(node.kind, node.attrs, in_bufs[n], out_bufs[n], ctx);
       }
@@ -464,7 +476,7 @@ struct Executable::Impl {
     if (chunks <= 1 && np.spec.kind != SplitKind::TreeSum)
       body();  // one call: the kernel parallelises inside itself
     else
-      ipus[static_cast<size_t>(np.span.ipu)]->execute(body);
+      on_ipu(np.span.ipu, body);
   }
 };
 
@@ -694,7 +706,14 @@ IPUML_INLINE std::vector<std::vector<Tensor>> Executable::run_many(
         sl.keep.clear();
         for (auto& s : *items[i].states) s.impl()->version++;
       });
-  tbb::parallel_pipeline(in_flight, last);
+  m.pipelining = true;
+  try {
+    tbb::parallel_pipeline(in_flight, last);
+  } catch (...) {
+    m.pipelining = false;
+    throw;
+  }
+  m.pipelining = false;
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
                       static_cast<double>(items.size());
   for (auto& it : items) m.record(it.step, wall);
