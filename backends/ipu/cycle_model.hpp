@@ -1,5 +1,6 @@
 // The cycle model: cycles of a vertex, an exchange, a sync, host transfers and a replica
-// all-reduce, derived only from Target parameters (never fitted to published benchmarks).
+// all-reduce over the IPU system's topology, derived only from Target parameters (their sources
+// and the calibration against published figures are in docs/targets.md).
 #pragma once
 
 #include <cstdint>
@@ -19,13 +20,27 @@ double vertex_cycles(const Target& t, double flops, double bytes, DType dtype, b
 
 // Cycles to move `bytes_per_tile` into the busiest tile over the IPU's exchange.
 double exchange_cycles(const Target& t, double bytes_per_tile);
-// Cycles to move `bytes` from one IPU to another over the IPU-Links.
+// Cycles to move `bytes` from one IPU to the other IPU of its pair over the links between them
+// (ipu_links_per_pair at ipu_link_bytes_per_second x ipu_link_efficiency, one direction).
 double inter_ipu_cycles(const Target& t, double bytes);
-// Cycles (at the tile clock) to stream `bytes` between host and device.
+// Cycles (at the tile clock) to stream `bytes` between host and device, one direction.
 double host_cycles(const Target& t, double bytes);
-// Cycles of a ring all-reduce of `bytes` over `replicas` IPUs: 2(R-1) steps, each moving B/R
-// over the links and paying a global sync.
-double allreduce_cycles(const Target& t, double bytes, int64_t replicas);
+
+// Cycles of the gradient all-reduce of `bytes` (one replica's gradients) over `replicas`
+// replicas of `ipus_per_replica` IPUs each, hierarchical as the system is built: the replicas of
+// one machine reduce-scatter over its IPU-Link ring, the machines of a POD all-reduce their
+// shares over the IPU-Links between machines, PODs over the GW-Links (shared by a machine's
+// IPUs), then the machines all-gather. Each ring step pays a barrier across the IPUs it spans.
+// The IPUs of a replica reduce their own shares side by side. docs/targets.md, "Collectives".
+double allreduce_cycles(const Target& t, double bytes, int64_t replicas,
+                        int64_t ipus_per_replica = 1);
+
+// The ring levels of allreduce_cycles: members of a ring inside a machine, machines per POD
+// ring, PODs; their product covers `replicas`.
+struct CollectiveShape {
+  int64_t in_machine = 1, machines = 1, pods = 1;
+};
+CollectiveShape collective_shape(const Target& t, int64_t replicas, int64_t ipus_per_replica = 1);
 
 // Cycles a program spends, per IPU, by BSP phase.
 struct IpuCycles {

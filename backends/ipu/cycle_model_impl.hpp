@@ -30,18 +30,62 @@ IPUML_INLINE double exchange_cycles(const Target& t, double bytes_per_tile) {
 }
 
 IPUML_INLINE double inter_ipu_cycles(const Target& t, double bytes) {
-  return bytes <= 0 ? 0.0 : std::ceil(bytes / t.inter_ipu_bytes_per_cycle);
+  const double bw = static_cast<double>(t.ipu_links_per_pair) * t.ipu_link_bytes_per_second *
+                    t.ipu_link_efficiency;
+  return bytes <= 0 ? 0.0 : std::ceil(bytes / bw * t.clock_hz);
 }
 
 IPUML_INLINE double host_cycles(const Target& t, double bytes) {
   return bytes <= 0 ? 0.0 : std::ceil(bytes / t.host_bytes_per_second * t.clock_hz);
 }
 
-IPUML_INLINE double allreduce_cycles(const Target& t, double bytes, int64_t replicas) {
+IPUML_INLINE CollectiveShape collective_shape(const Target& t, int64_t replicas,
+                                              int64_t ipus_per_replica) {
+  CollectiveShape s;
+  const int64_t r = std::max<int64_t>(replicas, 1), k = std::max<int64_t>(ipus_per_replica, 1);
+  const auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  s.in_machine = std::min(r, std::max<int64_t>(1, t.ipus_per_machine / k));
+  const int64_t groups = ceil_div(r, s.in_machine);
+  const int64_t per_pod = std::max<int64_t>(1, t.ipus_per_pod / (k * s.in_machine));
+  s.machines = std::min(groups, per_pod);
+  s.pods = ceil_div(groups, s.machines);
+  return s;
+}
+
+IPUML_INLINE double allreduce_cycles(const Target& t, double bytes, int64_t replicas,
+                                     int64_t ipus_per_replica) {
   if (replicas <= 1 || bytes <= 0) return 0.0;
-  const double r = static_cast<double>(replicas);
-  const double steps = 2.0 * (r - 1.0);
-  return steps * (inter_ipu_cycles(t, bytes / r) + static_cast<double>(t.global_sync_cycles));
+  const int64_t k = std::max<int64_t>(ipus_per_replica, 1);
+  const CollectiveShape s = collective_shape(t, replicas, k);
+  const double link = t.ipu_link_bytes_per_second * t.ipu_link_efficiency;
+  // A ring of two is the pair's own links; a longer ring inside a machine also crosses the
+  // links between pairs, which are fewer and set its pace.
+  const double bw_machine =
+      link * static_cast<double>(s.in_machine == 2 && k == 1 ? t.ipu_links_per_pair
+                                                             : t.ipu_links_between_pairs);
+  const double bw_pod = link * static_cast<double>(t.ipu_links_between_pairs);
+  const double bw_gw = t.gw_link_bytes_per_second / static_cast<double>(t.ipus_per_machine);
+  const auto xfer = [&](double b, double bw) { return std::ceil(b / bw * t.clock_hz); };
+  const auto sync = [&](int64_t ipus) {
+    return static_cast<double>(t.sync_cycles) + sync_hop_cycles(t, ipus);
+  };
+  const double share = bytes / static_cast<double>(k);  // each IPU of a replica reduces its own
+  const double g = static_cast<double>(s.in_machine), m = static_cast<double>(s.machines),
+               q = static_cast<double>(s.pods);
+  double cycles = 0;
+  // Reduce-scatter and, at the end, all-gather inside the machine: 2(g-1) steps of share/g.
+  if (s.in_machine > 1)
+    cycles += 2.0 * (g - 1.0) *
+              (xfer(share / g, bw_machine) + sync(std::min(t.ipus_per_machine, s.in_machine * k)));
+  // The machines of a POD all-reduce their 1/g shares: 2(m-1) steps of share/(g m).
+  if (s.machines > 1)
+    cycles += 2.0 * (m - 1.0) *
+              (xfer(share / (g * m), bw_pod) +
+               sync(std::min(t.ipus_per_pod, s.in_machine * k * s.machines)));
+  // PODs all-reduce their 1/(g m) shares over the GW-Links: 2(q-1) steps of share/(g m q).
+  if (s.pods > 1)
+    cycles += 2.0 * (q - 1.0) * (xfer(share / (g * m * q), bw_gw) + sync(replicas * k));
+  return cycles;
 }
 
 }  // namespace ipuml::ipu

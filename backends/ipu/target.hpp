@@ -18,18 +18,32 @@ struct Target {
   int64_t worker_contexts = 6;
   double clock_hz = 1.33e9;
   // Matrix-unit (AMP) throughput per tile; elementwise work goes through the vector units.
+  // Every default below is the ipu2 (GC200 in an IPU-M2000) value; docs/targets.md gives the
+  // source of each, or says that it is assumed.
   double flops_per_cycle_fp32 = 31.92;
   double flops_per_cycle_fp16 = 127.7;
   double vector_flops_per_cycle_fp32 = 2;  // one 64-bit vector issue per cycle per tile
   double vector_flops_per_cycle_fp16 = 4;
-  double load_store_bytes_per_cycle = 16;  // tile memory bandwidth seen by the workers
-  double exchange_bytes_per_cycle = 8;     // per tile, inside one IPU
-  double inter_ipu_bytes_per_cycle = 240;  // per IPU over the IPU-Links
-  int64_t sync_cycles = 150;               // IPU-internal barrier
-  int64_t global_sync_cycles = 1000;       // barrier across IPUs (and with the host)
-  double host_bytes_per_second = 64e9;
-  double streaming_bytes_per_second = 20e9;  // streaming memory (off-chip DRAM) per IPU
-  int64_t vertex_overhead_cycles = 40;
+  double load_store_bytes_per_cycle = 24;  // two 64-bit loads and a 64-bit store (ld2xst64pace)
+  double exchange_bytes_per_cycle = 4;     // per tile, inside one IPU (8 TB/s all-to-all)
+  int64_t sync_cycles = 150;               // IPU-internal barrier (assumed)
+  // A barrier across the IPUs of one machine (and with the host): the internal barrier plus a
+  // Sync-Link round trip over the machine's hops; the collective model adds hops for larger groups.
+  int64_t global_sync_cycles = 230;
+  double sync_seconds_per_hop = 15e-9;  // Sync-Link latency per hop, one way
+  // Host link, one direction (PCIe Gen4 x16: 64 GB/s counts both directions).
+  double host_bytes_per_second = 32e9;
+  double streaming_bytes_per_second = 16e9;  // streaming memory (off-chip DRAM) per IPU
+  int64_t vertex_overhead_cycles = 185;
+  // The IPU system: IPU-Links inside a machine and between the machines of a POD, GW-Links
+  // between PODs (docs/targets.md, "Collectives").
+  double ipu_link_bytes_per_second = 16e9;  // one IPU-Link, one direction (128 Gbit/s)
+  double ipu_link_efficiency = 0.85;        // payload share of a link's raw rate
+  int64_t ipu_links_per_pair = 4;           // between the two IPUs of a pair (a ladder rung)
+  int64_t ipu_links_between_pairs = 2;      // each way along the ladder, in and across machines
+  int64_t ipus_per_machine = 4;             // IPU-M2000 / Bow-2000
+  int64_t ipus_per_pod = 64;                // IPU-Link domain (IPU-POD64); GW-Links beyond
+  double gw_link_bytes_per_second = 25e9;   // per machine, one direction (2 x 100 Gbit/s)
   // Memory that is not tensor data (docs/memory-model.md gives the reason for each term):
   int64_t codelet_bytes_matrix = 3072;       // a matmul/conv vertex type's code, once per tile
   int64_t codelet_bytes_vector = 640;        // any other vertex type's code, once per tile
@@ -47,6 +61,10 @@ struct Target {
 // "ipu1" (Mk1 GC2), "ipu2" (Mk2 GC200), "bow" (Bow IPU), "tiny" (4 tiles, small memory, tests).
 Target target_preset(const std::string& name);
 std::vector<std::string> target_preset_names();
+// Sync-Link hops of a barrier across `ipus` IPUs (poplibs' IPU model: one within a pair of
+// IPUs plus one per two pairs), and the cycles of its round trip at sync_seconds_per_hop.
+int64_t sync_hops(int64_t ipus);
+double sync_hop_cycles(const Target& t, int64_t ipus);
 // Names of the fields apply_override accepts, in declaration order.
 std::vector<std::string> target_field_names();
 

@@ -98,12 +98,19 @@ inline const std::vector<Field>& fields() {
     IPUML_TF_DBL(vector_flops_per_cycle_fp16)
     IPUML_TF_DBL(load_store_bytes_per_cycle)
     IPUML_TF_DBL(exchange_bytes_per_cycle)
-    IPUML_TF_DBL(inter_ipu_bytes_per_cycle)
     IPUML_TF_INT(sync_cycles)
     IPUML_TF_INT(global_sync_cycles)
+    IPUML_TF_DBL(sync_seconds_per_hop)
     IPUML_TF_DBL(host_bytes_per_second)
     IPUML_TF_DBL(streaming_bytes_per_second)
     IPUML_TF_INT(vertex_overhead_cycles)
+    IPUML_TF_DBL(ipu_link_bytes_per_second)
+    IPUML_TF_DBL(ipu_link_efficiency)
+    IPUML_TF_INT(ipu_links_per_pair)
+    IPUML_TF_INT(ipu_links_between_pairs)
+    IPUML_TF_INT(ipus_per_machine)
+    IPUML_TF_INT(ipus_per_pod)
+    IPUML_TF_DBL(gw_link_bytes_per_second)
     IPUML_TF_INT(codelet_bytes_matrix)
     IPUML_TF_INT(codelet_bytes_vector)
     IPUML_TF_INT(vertex_state_bytes_per_field)
@@ -135,6 +142,13 @@ IPUML_INLINE std::vector<std::string> target_preset_names() {
   return {"ipu1", "ipu2", "bow", "tiny"};
 }
 
+IPUML_INLINE int64_t sync_hops(int64_t ipus) { return 1 + std::max<int64_t>(ipus, 1) / 4; }
+
+IPUML_INLINE double sync_hop_cycles(const Target& t, int64_t ipus) {
+  return std::ceil(2.0 * static_cast<double>(sync_hops(ipus)) * t.sync_seconds_per_hop *
+                   t.clock_hz);
+}
+
 IPUML_INLINE Target target_preset(const std::string& name) {
   Target t;
   // Per-tile matrix throughput is derived from the published per-IPU peaks, never tuned.
@@ -142,6 +156,11 @@ IPUML_INLINE Target target_preset(const std::string& name) {
     const double per_cycle = static_cast<double>(x.tiles_per_ipu) * x.clock_hz;
     x.flops_per_cycle_fp32 = peak_fp32 / per_cycle;
     x.flops_per_cycle_fp16 = peak_fp16 / per_cycle;
+  };
+  // A barrier across one machine's IPUs: the internal barrier plus the Sync-Link round trip.
+  auto machine_sync = [](Target& x) {
+    x.global_sync_cycles =
+        x.sync_cycles + static_cast<int64_t>(sync_hop_cycles(x, x.ipus_per_machine));
   };
   if (name == "ipu2") {
     t.name = "ipu2";
@@ -157,13 +176,17 @@ IPUML_INLINE Target target_preset(const std::string& name) {
     derive(t, 62.5e12, 250e12);  // same tile as GC200, only the clock is higher
     t.clock_hz = 1.85e9;
   } else if (name == "ipu1") {
+    // Mk1 GC2 on a C2 card (2 IPUs per card, cards joined in a ladder by IPU-Links).
     t.name = "ipu1";
     t.tiles_per_ipu = 1216;
     t.bytes_per_tile = 262144;
     t.clock_hz = 1.6e9;
-    derive(t, 31.1e12, 124.5e12);  // GC2 published peaks
-    t.exchange_bytes_per_cycle = 4;
-    t.inter_ipu_bytes_per_cycle = 80;
+    derive(t, 31.1e12, 124.5e12);        // GC2 published peaks
+    t.ipu_link_bytes_per_second = 32e9;  // 64 GB/s per link counting both directions
+    t.ipu_links_per_pair = 2;
+    t.ipus_per_machine = 2;
+    t.ipus_per_pod = 16;
+    t.gw_link_bytes_per_second = 32e9;  // no GW-Links on Mk1: beyond 16 IPUs, the host's PCIe
   } else if (name == "tiny") {
     t.name = "tiny";
     t.tiles_per_ipu = 4;
@@ -177,6 +200,7 @@ IPUML_INLINE Target target_preset(const std::string& name) {
     for (auto& n : target_preset_names()) names += (names.empty() ? "" : ", ") + n;
     fail("unknown IPU target '", name, "'; expected one of: ", names);
   }
+  machine_sync(t);
   return t;
 }
 
@@ -228,12 +252,19 @@ IPUML_INLINE void validate(const Target& t) {
   pos("vector_flops_per_cycle_fp16", t.vector_flops_per_cycle_fp16, 1e-3, 1e6);
   pos("load_store_bytes_per_cycle", t.load_store_bytes_per_cycle, 1e-3, 1e6);
   pos("exchange_bytes_per_cycle", t.exchange_bytes_per_cycle, 1e-3, 1e6);
-  pos("inter_ipu_bytes_per_cycle", t.inter_ipu_bytes_per_cycle, 1e-3, 1e9);
   nonneg("sync_cycles", d(t.sync_cycles), 1e9);
   nonneg("global_sync_cycles", d(t.global_sync_cycles), 1e9);
+  in("sync_seconds_per_hop", t.sync_seconds_per_hop, 1e-12, 1, true);
   pos("host_bytes_per_second", t.host_bytes_per_second, 1, 1e15);
   pos("streaming_bytes_per_second", t.streaming_bytes_per_second, 1, 1e15);
   nonneg("vertex_overhead_cycles", d(t.vertex_overhead_cycles), 1e9);
+  pos("ipu_link_bytes_per_second", t.ipu_link_bytes_per_second, 1, 1e15);
+  pos("ipu_link_efficiency", t.ipu_link_efficiency, 1e-3, 1);
+  pos("ipu_links_per_pair", d(t.ipu_links_per_pair), 1, 1024);
+  pos("ipu_links_between_pairs", d(t.ipu_links_between_pairs), 1, 1024);
+  pos("ipus_per_machine", d(t.ipus_per_machine), 1, 4096);
+  pos("ipus_per_pod", d(t.ipus_per_pod), 1, 1 << 20);
+  pos("gw_link_bytes_per_second", t.gw_link_bytes_per_second, 1, 1e15);
   nonneg("codelet_bytes_matrix", d(t.codelet_bytes_matrix), 1LL << 30);
   nonneg("codelet_bytes_vector", d(t.codelet_bytes_vector), 1LL << 30);
   nonneg("vertex_state_bytes_per_field", d(t.vertex_state_bytes_per_field), 1LL << 20);

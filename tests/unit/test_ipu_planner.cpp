@@ -64,7 +64,9 @@ TEST_CASE("ipu planner: partition choices for the zoo's shapes are pinned", "[ip
                         Case{8, 1600, 128, "b1 m2 n43 k16 s1"},      // MNIST fc at batch 8
                         Case{128, 3072, 768, "b1 m3 n14 k35 s1"},    // a transformer MLP
                         Case{1024, 768, 50257, "b1 m7 n209 k1 s4"},  // GPT-2's LM head
-                        Case{16, 16, 16, "b1 m8 n8 k1 s1"}}) {
+                        // m8 n8 at the unsourced 8 B/cycle exchange; at the cited 4 B/cycle
+                        // (docs/targets.md) receiving less per tile wins
+                        Case{16, 16, 16, "b1 m16 n16 k1 s1"}}) {
     INFO(c.m << "x" << c.k << "x" << c.n);
     auto tr = matmul_trace(c.m, c.k, c.n);
     CHECK(ipu::to_string(ipu::plan_graph(tr.graph, t, quiet()).nodes[0].grid) == c.grid);
@@ -173,7 +175,9 @@ TEST_CASE("ipu planner: broadcast ops and embedding lookups spread over the IPU"
   const auto& lookup = pe.nodes[0];
   CHECK(lookup.spec.kind == ipu::SplitKind::Grid);
   CHECK((lookup.resident & 2) != 0);  // the table stays where it lives: each tile serves its block
-  CHECK(lookup.grid.pk * lookup.grid.pn >= 1024);  // rows x columns over (nearly) every tile
+  // Rows x columns over at least half the tiles (1024 or more at the unsourced 8 B/cycle
+  // exchange; at the cited 4 B/cycle fewer K parts send fewer selected rows).
+  CHECK(lookup.grid.pk * lookup.grid.pn >= t.tiles_per_ipu / 2);
   CHECK(lookup.max_temp_bytes < 0.6 * static_cast<double>(t.bytes_per_tile));
   int64_t most_state = 0;
   for (auto& tm : pe.memory.tiles) most_state = std::max(most_state, tm.bytes[ipu::kState]);
