@@ -48,8 +48,8 @@ class Gpt2Tokenizer {
   std::shared_ptr<Cache> cache_;
 };
 
-// The first directory holding encoder.json and vocab.bpe: `hint` (if non-empty), then
-// <data cache>/gpt2 (scripts/fetch-data.sh gpt2-tokenizer). The error says how to fetch them.
+// The directory holding encoder.json and vocab.bpe: `hint` if non-empty, else <data cache>/gpt2
+// (scripts/fetch-data.sh gpt2-tokenizer). The error says how to fetch them.
 std::string find_gpt2_tokenizer_dir(const std::string& hint = "");
 
 }  // namespace ipuml::datasets

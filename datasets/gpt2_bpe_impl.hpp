@@ -181,8 +181,8 @@ IPUML_INLINE Gpt2Tokenizer Gpt2Tokenizer::from_files(const std::string& encoder_
 IPUML_INLINE std::string find_gpt2_tokenizer_dir(const std::string& hint) {
   namespace fs = std::filesystem;
   std::vector<std::string> places;
-  if (!hint.empty()) places.push_back(hint);
-  places.push_back(data_cache_dir() + "/gpt2");
+  // An explicit directory is taken at its word rather than quietly replaced by the cache.
+  places.push_back(hint.empty() ? data_cache_dir() + "/gpt2" : hint);
   std::error_code ec;
   for (const auto& p : places)
     if (fs::is_regular_file(fs::path(p) / "encoder.json", ec) &&

@@ -57,8 +57,8 @@ class BertTokenizer {
   int64_t pad_ = -1, unk_ = -1, cls_ = -1, sep_ = -1, mask_ = -1;
 };
 
-// The first directory holding vocab.json or vocab.txt: `hint` (if non-empty), then
-// <data cache>/bert (scripts/fetch-data.sh bert-tokenizer). The error says how to fetch it.
+// The directory holding vocab.json or vocab.txt: `hint` if non-empty, else <data cache>/bert
+// (scripts/fetch-data.sh bert-tokenizer). The error says how to fetch it.
 std::string find_bert_vocab_dir(const std::string& hint = "");
 
 }  // namespace ipuml::datasets

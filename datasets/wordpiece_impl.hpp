@@ -126,8 +126,8 @@ IPUML_INLINE BertTokenizer BertTokenizer::from_file(const std::string& path) {
 IPUML_INLINE std::string find_bert_vocab_dir(const std::string& hint) {
   namespace fs = std::filesystem;
   std::vector<std::string> places;
-  if (!hint.empty()) places.push_back(hint);
-  places.push_back(data_cache_dir() + "/bert");
+  // An explicit directory is taken at its word rather than quietly replaced by the cache.
+  places.push_back(hint.empty() ? data_cache_dir() + "/bert" : hint);
   std::error_code ec;
   for (const auto& p : places)
     if (fs::is_regular_file(fs::path(p) / "vocab.json", ec) ||
