@@ -74,6 +74,7 @@ struct Config {
   int threads = 0;
   double dropout = 0.0;
   int64_t log_steps = 10;
+  int64_t val_sequences = 256;
   bool profile = false;
 };
 
@@ -287,6 +288,45 @@ int tokenize_file(const std::string& path, const std::string& vocab_dir) {
   return 0;
 }
 
+struct Evaluation {
+  double loss = 0;
+  std::optional<double> mlm;  // mean MLM cross-entropy over the labelled tokens
+  int64_t exact = 0, rows = 0;
+};
+
+// Loss, MLM loss (pre-training) or exact start/end matches (SQuAD) over the first
+// --val-sequences validation rows, eagerly and without gradients.
+Evaluation evaluate(nn::Module& net, const Data& data, const Config& cfg,
+                    const runtime::LossFn& loss_fn, bool squad) {
+  const bool was_training = net.is_training();
+  net.eval();
+  NoGradGuard ng;
+  Evaluation ev;
+  const int64_t n_val = std::min(data.val_x.size(0), cfg.val_sequences);
+  double mlm_sum = 0, mlm_count = 0, loss_sum = 0;
+  for (int64_t at = 0; at < n_val; at += cfg.micro_batch_size) {
+    const int64_t end = std::min(at + cfg.micro_batch_size, n_val);
+    const Tensor x = slice(data.val_x, 0, at, end), y = slice(data.val_y, 0, at, end);
+    const Tensor out = net.forward(x);
+    loss_sum += loss_fn(out, y).item<float>() * double(end - at);
+    ev.rows += end - at;
+    if (squad) {
+      const auto pos = y.contiguous().to_vector<int64_t>();
+      const auto s0 = argmax(contiguous(squeeze(slice(out, 2, 0, 1), 2)), 1).to_vector<int64_t>();
+      const auto e0 = argmax(contiguous(squeeze(slice(out, 2, 1, 2), 2)), 1).to_vector<int64_t>();
+      for (size_t r = 0; r < s0.size(); ++r)
+        ev.exact += s0[r] == pos[2 * r] && e0[r] == pos[2 * r + 1];
+    } else {
+      mlm_sum += sum(slice(out, 1, 2, 3)).item<float>();
+      mlm_count += sum(slice(out, 1, 3, 4)).item<float>();
+    }
+  }
+  ev.loss = loss_sum / double(std::max<int64_t>(ev.rows, 1));
+  if (mlm_count > 0) ev.mlm = mlm_sum / mlm_count;
+  net.train(was_training);
+  return ev;
+}
+
 Options make_options(const Config& cfg) {
   Options opts;
   opts.deviceIterations(cfg.device_iterations)
@@ -378,6 +418,10 @@ int train(const Config& cfg) {
     std::cout << "Resumed from " << ck << " after " << done << " weight updates\n";
   }
 
+  // The starting point, for the MLM loss to be compared with (pre-training from scratch only).
+  std::optional<Evaluation> before;
+  if (!squad && done == 0) before = evaluate(*net, data, cfg, loss_fn, squad);
+
   std::optional<runtime::TrainingModel> tm;
   if (compiled) tm.emplace(trainingModel(net, make_options(cfg), *optimizer, loss_fn));
 
@@ -437,35 +481,14 @@ int train(const Config& cfg) {
     if (!ck.empty()) io::save_checkpoint(ck, *weights, optimizer->state_dict(), done);
   }
 
-  // Evaluation, eagerly and without gradients.
-  net->eval();
-  NoGradGuard ng;
-  const int64_t n_val = data.val_x.size(0);
-  double mlm_sum = 0, mlm_count = 0, loss_sum = 0;
-  int64_t exact = 0, rows = 0;
-  for (int64_t at = 0; at < n_val; at += cfg.micro_batch_size) {
-    const int64_t end = std::min(at + cfg.micro_batch_size, n_val);
-    const Tensor x = slice(data.val_x, 0, at, end), y = slice(data.val_y, 0, at, end);
-    const Tensor out = net->forward(x);
-    loss_sum += loss_fn(out, y).item<float>() * double(end - at);
-    rows += end - at;
-    if (squad) {
-      const auto pos = y.contiguous().to_vector<int64_t>();
-      const auto s0 = argmax(contiguous(squeeze(slice(out, 2, 0, 1), 2)), 1).to_vector<int64_t>();
-      const auto e0 = argmax(contiguous(squeeze(slice(out, 2, 1, 2), 2)), 1).to_vector<int64_t>();
-      for (size_t r = 0; r < s0.size(); ++r)
-        exact += s0[r] == pos[2 * r] && e0[r] == pos[2 * r + 1];
-    } else {
-      mlm_sum += sum(slice(out, 1, 2, 3)).item<float>();
-      mlm_count += sum(slice(out, 1, 3, 4)).item<float>();
-    }
-  }
-  std::cout << "Validation: loss " << fixed(loss_sum / double(std::max<int64_t>(rows, 1)), 4);
+  const Evaluation after = evaluate(*net, data, cfg, loss_fn, squad);
+  std::cout << "Validation: loss " << fixed(after.loss, 4);
   if (squad) {
-    std::cout << ", exact span match " << exact << "/" << rows << " features";
-  } else if (mlm_count > 0) {
-    const double mlm = mlm_sum / mlm_count;
-    std::cout << ", MLM loss " << fixed(mlm, 4) << " (perplexity " << fixed(std::exp(mlm), 1);
+    std::cout << ", exact span match " << after.exact << "/" << after.rows << " features";
+  } else if (after.mlm) {
+    std::cout << ", MLM loss " << fixed(*after.mlm, 4) << " (perplexity "
+              << fixed(std::exp(*after.mlm), 1);
+    if (before) std::cout << "; before training " << fixed(*before->mlm, 4);
     if (data.unigram_mlm_loss)
       std::cout << "; unigram baseline loss " << fixed(*data.unigram_mlm_loss, 4) << ", perplexity "
                 << fixed(std::exp(*data.unigram_mlm_loss), 1);
@@ -561,6 +584,9 @@ int main(int argc, char** argv) {
   app.add_option("--threads", cfg.threads, "Worker threads (0: all cores)")->capture_default_str();
   app.add_option("--dropout", cfg.dropout, "Hidden and attention dropout")->capture_default_str();
   app.add_option("--log-steps", cfg.log_steps, "Host batches between log lines without a terminal")
+      ->capture_default_str();
+  app.add_option("--val-sequences", cfg.val_sequences, "Validation sequences evaluated at most")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_flag("--profile", cfg.profile, "Print the emulated IPU's profile summary");
   app.add_option("--tokenize", tokenize,

@@ -62,6 +62,7 @@ struct Config {
   bool recompute_checkpoint_every_layer = false;
   int64_t embedding_serialization_factor = 1;
   bool enable_half_partials = false;
+  bool optimizer_state_offchip = false;
   std::vector<double> matmul_proportion;
   std::string checkpoint_output_dir;
   std::string device = "cpu";
@@ -117,10 +118,11 @@ void validate(const Config& cfg) {
                 " needs --layers-per-ipu to say which layers each IPU runs");
   if (cfg.device == "eager")
     IPUML_CHECK(cfg.replication_factor == 1 && cfg.gradient_accumulation == 1 &&
-                    cfg.layers_per_ipu.empty() && !cfg.enable_half_partials,
+                    cfg.layers_per_ipu.empty() && !cfg.enable_half_partials &&
+                    !cfg.optimizer_state_offchip,
                 kWho,
-                ": --replication-factor, --gradient-accumulation, --layers-per-ipu and "
-                "--enable-half-partials need --device cpu or ipu");
+                ": --replication-factor, --gradient-accumulation, --layers-per-ipu, "
+                "--enable-half-partials and --optimizer-state-offchip need --device cpu or ipu");
   ipu::Target target = ipu::target_preset(cfg.target);
   for (const auto& o : cfg.target_overrides) ipu::apply_override(target, o);
   if (!cfg.checkpoint_output_dir.empty())
@@ -314,6 +316,8 @@ Options make_options(const Config& cfg) {
       .target(cfg.target);
   opts.Training.gradientAccumulation(cfg.gradient_accumulation);
   if (cfg.enable_half_partials) opts.Precision.setPartialsType(kFloat16);
+  if (cfg.optimizer_state_offchip)
+    opts.TensorLocations.setOptimizerLocation(TensorLocationSettings().useOnChipStorage(false));
   if (!cfg.matmul_proportion.empty()) {
     std::map<std::string, double> per_ipu;
     for (size_t i = 0; i < cfg.matmul_proportion.size(); ++i)
@@ -468,7 +472,7 @@ bool parse_bool(const std::string& flag, const std::string& v) {
 int main(int argc, char** argv) {
   Config cfg;
   std::string tokenize;
-  std::string recompute = "False", half_partials = "False";
+  std::string recompute = "False", half_partials = "False", offchip = "False";
   CLI::App app{
       "ipuml-gpt2: GPT-2 language-model training (Graphcore's train_gpt2.py), "
       "generation and tokenization"};
@@ -522,6 +526,9 @@ int main(int argc, char** argv) {
   app.add_option("--enable-half-partials", half_partials,
                  "True: float16 partial sums in matrix products (IPU)")
       ->capture_default_str();
+  app.add_option("--optimizer-state-offchip", offchip,
+                 "True: AdamW's moments live in streaming memory, not on the tiles (IPU)")
+      ->capture_default_str();
   app.add_option("--matmul-proportion", cfg.matmul_proportion,
                  "Per IPU: the fraction of tile memory for matmul temporaries");
   app.add_option("--checkpoint-output-dir", cfg.checkpoint_output_dir,
@@ -572,6 +579,7 @@ int main(int argc, char** argv) {
     cfg.recompute_checkpoint_every_layer =
         parse_bool("--recompute-checkpoint-every-layer", recompute);
     cfg.enable_half_partials = parse_bool("--enable-half-partials", half_partials);
+    cfg.optimizer_state_offchip = parse_bool("--optimizer-state-offchip", offchip);
     if (!tokenize.empty()) return tokenize_file(tokenize, cfg.tokenizer_dir);
     if (gen->parsed()) return generate(cfg);
     return train(cfg);
