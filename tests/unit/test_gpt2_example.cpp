@@ -9,6 +9,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "../support/run_command.hpp"
+
 #include "../support/temp_dir.hpp"
 
 #include <cstdio>
@@ -24,14 +26,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string run(const std::string& cmd, int* status) {
-  std::string out;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int st = ::pclose(p);
-  *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return out;
+  return ipuml::testing::run_command(cmd, status);
 }
 
 const fs::path kExe = fs::path(IPUML_BINARY_DIR) / "examples" / "gpt2" / "ipuml-gpt2";

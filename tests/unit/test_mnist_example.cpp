@@ -13,6 +13,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "../support/run_command.hpp"
+
 #include <array>
 #include <atomic>
 #include <cstdio>
@@ -72,13 +74,7 @@ void write_idx(const fs::path& images, const fs::path& labels, const datasets::M
 }
 
 std::string run(const std::string& cmd, int* status) {
-  std::string out;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  *status = ::pclose(p);
-  return out;
+  return ipuml::testing::run_command(cmd, status);
 }
 
 }  // namespace
