@@ -457,4 +457,27 @@ TEST_CASE("fused attention speed against the composite", "[.bench][attention]") 
   WARN("causal attention fwd+bwd [1, 12, 256, 64]: fused " << fused << " ms, composite " << comp
                                                            << " ms");
   CHECK(fused > 0);
+  // Layer norm over GPT-2 small's rows (512 tokens x 768): the fused ops against the formula.
+  Tensor x = leaf({512, 768}, g), w = leaf({768}, g), b = leaf({768}, g);
+  Tensor dx = randn({512, 768}, &g);
+  auto time_ln = [&](const std::function<Tensor()>& f) {
+    double best = 1e30;
+    for (int rep = 0; rep < 5; ++rep) {
+      for (Tensor* t : {&x, &w, &b}) t->set_grad(Tensor());
+      auto t0 = std::chrono::steady_clock::now();
+      sum(mul(f(), dx)).backward();
+      best = std::min(
+          best,
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best;
+  };
+  const double ln_fused = time_ln([&] { return layer_norm(x, {768}, w, b); });
+  const double ln_comp = time_ln([&] {
+    Tensor mu = mean(x, {1}, true);
+    return add(mul(mul(sub(x, mu), rsqrt(add(var(x, {1}, 0, true), 1e-5))), w), b);
+  });
+  WARN("layer norm fwd+bwd [512, 768]: fused " << ln_fused << " ms, composite " << ln_comp
+                                               << " ms");
+  CHECK(ln_fused > 0);
 }
