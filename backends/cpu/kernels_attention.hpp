@@ -1,9 +1,9 @@
 // Fused scaled dot-product attention on 64 x 64 blocks whose products run on the GEMM. The
 // forward walks each query block over the key blocks with an online softmax (running max and
 // sum), so the [L, S] scores never exist in memory; it also returns each row's log-sum-exp. The
-// backward recomputes the probabilities from it: dq per query block, dk and dv per key block,
-// each summed in a fixed order (same bits on any thread count). Causal masks skip the key blocks
-// a query block cannot see.
+// backward recomputes each block's probabilities from it once, for dq, dk and dv together, all
+// summed in a fixed order (same bits on any thread count). Causal masks skip the key blocks a
+// query block cannot see.
 #pragma once
 
 #include <ipuml/backends/cpu/gemm.hpp>
@@ -217,45 +217,31 @@ inline void k_attention_backward(const ir::Attrs& a, const std::vector<ConstBuff
       for (int64_t c = 0; c < cols; ++c) drow[c] = row[c] * (drow[c] - di);
     }
   };
-  // dq: per query block, keys in order.
-  const int64_t qblocks = (g.l + kAttnQ - 1) / kAttnQ;
-  parallel_items(g.batch * qblocks, kAttnQ * g.s * (g.e + g.ev), [&](int64_t t0, int64_t t1) {
+  // One task per batch index walks key blocks in order and, for each, the query blocks in
+  // order: every block pair's probabilities are computed once and feed dv, dk and dq, and all
+  // three sums run in a fixed order. (The GEMMs inside split further over threads.)
+  parallel_items(g.batch, g.l * g.s * (g.e + g.ev), [&](int64_t n0, int64_t n1) {
     float* sc = attn_scratch(0, kAttnQ * kAttnK);
     float* dp = attn_scratch(1, kAttnQ * kAttnK);
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t n = t / qblocks, i0 = (t % qblocks) * kAttnQ;
-      const int64_t i1 = std::min(g.l, i0 + kAttnQ);
-      float* dqb = dq + (n * g.l + i0) * g.e;
-      std::fill_n(dqb, (i1 - i0) * g.e, 0.0f);
-      const int64_t s_end = causal ? std::min(g.s, i1) : g.s;
-      for (int64_t j0 = 0; j0 < s_end; j0 += kAttnK) {
-        const int64_t j1 = std::min(s_end, j0 + kAttnK);
-        block(n, i0, i1, j0, j1, sc, dp);
-        sgemm(false, false, i1 - i0, g.e, j1 - j0, scale, dp, kAttnK, k + (n * g.s + j0) * g.e, g.e,
-              1.0f, dqb, g.e);
-      }
-    }
-  });
-  // dk, dv: per key block, queries in order.
-  const int64_t kblocks = (g.s + kAttnK - 1) / kAttnK;
-  parallel_items(g.batch * kblocks, kAttnK * g.l * (g.e + g.ev), [&](int64_t t0, int64_t t1) {
-    float* sc = attn_scratch(0, kAttnQ * kAttnK);
-    float* dp = attn_scratch(1, kAttnQ * kAttnK);
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t n = t / kblocks, j0 = (t % kblocks) * kAttnK;
-      const int64_t j1 = std::min(g.s, j0 + kAttnK), cols = j1 - j0;
-      float* dkb = dk + (n * g.s + j0) * g.e;
-      float* dvb = dv + (n * g.s + j0) * g.ev;
-      std::fill_n(dkb, cols * g.e, 0.0f);
-      std::fill_n(dvb, cols * g.ev, 0.0f);
-      // Under a causal mask, queries before j0 see none of these keys.
-      for (int64_t i0 = causal ? j0 - j0 % kAttnQ : 0; i0 < g.l; i0 += kAttnQ) {
-        const int64_t i1 = std::min(g.l, i0 + kAttnQ), rows = i1 - i0;
-        block(n, i0, i1, j0, j1, sc, dp);
-        sgemm(true, false, cols, g.ev, rows, 1.0f, sc, kAttnK, dout + (n * g.l + i0) * g.ev, g.ev,
-              1.0f, dvb, g.ev);
-        sgemm(true, false, cols, g.e, rows, scale, dp, kAttnK, q + (n * g.l + i0) * g.e, g.e, 1.0f,
-              dkb, g.e);
+    for (int64_t n = n0; n < n1; ++n) {
+      std::fill_n(dq + n * g.l * g.e, g.l * g.e, 0.0f);
+      for (int64_t j0 = 0; j0 < g.s; j0 += kAttnK) {
+        const int64_t j1 = std::min(g.s, j0 + kAttnK), cols = j1 - j0;
+        float* dkb = dk + (n * g.s + j0) * g.e;
+        float* dvb = dv + (n * g.s + j0) * g.ev;
+        std::fill_n(dkb, cols * g.e, 0.0f);
+        std::fill_n(dvb, cols * g.ev, 0.0f);
+        // Under a causal mask, queries before j0 see none of these keys.
+        for (int64_t i0 = causal ? j0 - j0 % kAttnQ : 0; i0 < g.l; i0 += kAttnQ) {
+          const int64_t i1 = std::min(g.l, i0 + kAttnQ), rows = i1 - i0;
+          block(n, i0, i1, j0, j1, sc, dp);
+          sgemm(true, false, cols, g.ev, rows, 1.0f, sc, kAttnK, dout + (n * g.l + i0) * g.ev, g.ev,
+                1.0f, dvb, g.ev);
+          sgemm(true, false, cols, g.e, rows, scale, dp, kAttnK, q + (n * g.l + i0) * g.e, g.e,
+                1.0f, dkb, g.e);
+          sgemm(false, false, rows, g.e, cols, scale, dp, kAttnK, k + (n * g.s + j0) * g.e, g.e,
+                1.0f, dq + (n * g.l + i0) * g.e, g.e);
+        }
       }
     }
   });
