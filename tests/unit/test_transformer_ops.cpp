@@ -163,6 +163,16 @@ TEST_CASE("losses follow PyTorch's ignore_index and weight rules", "[ops][transf
   CHECK(per[3] == 0.0f);
   const float mean = cross_entropy(logits, t, Reduction::Mean, 0.0, w).item<float>();
   CHECK(mean == Approx((per[0] + per[2]) / 2.5f).epsilon(1e-6));
+  // An ignored row whose stand-in class has log p = -inf still contributes 0, not NaN.
+  Tensor masked =
+      masked_fill(logits, from_vector<bool>({1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {4, 3}),
+                  -std::numeric_limits<double>::infinity());
+  Tensor tm = from_vector<int64_t>({-100, 1, 2, 0}, {4});
+  Tensor lm = masked.detach().requires_grad_();
+  Tensor lossm = cross_entropy(lm, tm);
+  CHECK(std::isfinite(lossm.item<float>()));
+  lossm.backward();
+  for (float v : lm.grad().to_vector<float>()) CHECK(std::isfinite(v));
   // Every target ignored: 0 / 0, as in PyTorch.
   CHECK(std::isnan(cross_entropy(logits, full({4}, -100, kInt64)).item<float>()));
   CHECK(nll_loss(log_softmax(logits, 1), full({4}, -100, kInt64), Reduction::Sum).item<float>() ==
@@ -304,6 +314,12 @@ TEST_CASE("MultiheadAttention: parameters, paths and modes", "[nn][transformer][
   auto [t1, tw] = mha(x, x, x);
   mha->eval();
   CHECK(t1.to_vector<float>() != std::get<0>(mha(x, x, x)).to_vector<float>());
+  // is_causal alone (the fused kernel's causal flag) equals the explicit causal mask.
+  Tensor causal = gt(triu(ones({6, 6}), 1), 0.0);  // true = may not attend (MHA's convention)
+  require_same(std::get<0>(mha(x, x, x, Tensor(), false, Tensor(), true, true)),
+               std::get<0>(mha(x, x, x, Tensor(), false, causal)), 1e-5);
+  require_same(std::get<0>(mha(x, x, x, Tensor(), true, Tensor(), true, true)),
+               std::get<0>(mha(x, x, x, Tensor(), true, causal)), 1e-6);
   // batch_first gives the transposed result of the same module.
   nn::MultiheadAttention bf(nn::MultiheadAttentionOptions(8, 2).batch_first(true));
   bf->load_state_dict(mha->state_dict());

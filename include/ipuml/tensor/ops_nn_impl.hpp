@@ -393,7 +393,9 @@ IPUML_INLINE Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Redu
   }
   auto [w, safe] = target_weights(target, weight, ignore_index, log_probs.dtype());
   Tensor picked = squeeze(gather(log_probs, 1, unsqueeze(safe, 1)), 1);
-  Tensor loss = neg(mul(picked, w));
+  // Ignored entries are 0 even where the stand-in class has log p = -inf (-inf * 0 is NaN).
+  Tensor loss =
+      masked_fill(neg(mul(picked, w)), eq(target, static_cast<double>(ignore_index)), 0.0);
   switch (reduction) {
     case Reduction::None:
       return loss;

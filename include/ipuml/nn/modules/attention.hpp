@@ -124,7 +124,13 @@ class MultiheadAttentionImpl : public Module {
                 shape_str(key.shape()), " and value of shape ", shape_str(value.shape()),
                 " do not match the query of shape ", shape_str(query.shape()),
                 " (expected the same batch and one source length)");
-    Tensor bias = mask_bias(key_padding_mask, attn_mask, is_causal, batched, n, l, s, q.dtype());
+    // A causal mask alone, without weights to return, goes to the fused kernel as is_causal
+    // (it then skips the key blocks no query sees).
+    const bool causal_only =
+        is_causal && !attn_mask.defined() && !key_padding_mask.defined() && !need_weights;
+    Tensor bias = causal_only ? Tensor()
+                              : mask_bias(key_padding_mask, attn_mask, is_causal, batched, n, l, s,
+                                          q.dtype());
 
     auto proj = [&](const Tensor& x, int64_t i, const Tensor& sep) {
       Tensor w = sep.defined() ? sep : slice(in_proj_weight, 0, i * e, (i + 1) * e);
@@ -145,7 +151,7 @@ class MultiheadAttentionImpl : public Module {
       if (p > 0.0) weights = dropout(weights, p, true);
       attn = matmul(weights, vh);
     } else {
-      attn = scaled_dot_product_attention(qh, kh, vh, bias, p);
+      attn = scaled_dot_product_attention(qh, kh, vh, bias, p, causal_only);
     }
     Tensor out = out_proj(reshape(permute(attn, {0, 2, 1, 3}), {n, l, e}));
     if (!batched)
