@@ -308,6 +308,30 @@ TEST_CASE("ipu executable matches the cpu executor for every op family", "[ipu]"
                          {5, 5})},
       true, target);
 
+  {
+    // A pre-LN causal transformer block with a tied LM head: MultiheadAttention (fused causal
+    // kernel), layer norms, GELU MLP and cross-entropy with ignored targets, forward and backward.
+    Generator mg(21);
+    nn::MultiheadAttention mha(nn::MultiheadAttentionOptions(8, 2).batch_first(true));
+    check_case(
+        "transformer block",
+        [&mha](const Ts& p, const Ts& x) {
+          Tensor h = embedding(p[0], x[0]);  // [2, 6, 8]
+          Tensor a = layer_norm(h, {8}, p[1], p[2]);
+          h = add(h, std::get<0>(mha(a, a, a, Tensor(), false, Tensor(), true, true)));
+          Tensor m = layer_norm(h, {8}, p[3], p[4]);
+          h = add(h, linear(gelu(linear(m, p[5]), "tanh"), p[6]));
+          Tensor logits = linear(h, p[0]);  // tied to the embedding
+          Tensor loss = cross_entropy(reshape(logits, {12, 11}), reshape(x[1], {12}));
+          return Ts{add(loss, sum(mul(logits, 0.01))), logits};
+        },
+        {param({11, 8}, mg), param({8}, mg), param({8}, mg), param({8}, mg), param({8}, mg),
+         param({16, 8}, mg), param({8, 16}, mg)},
+        {randint(0, 11, {2, 6}, &mg),
+         from_vector<int64_t>({1, 2, 3, -100, 5, 6, 7, 8, -100, 10, 0, 1}, {2, 6})},
+        true, target);
+  }
+
   check_case(
       "weighted cross-entropy with ignored targets",
       [](const Ts& p, const Ts& x) {
