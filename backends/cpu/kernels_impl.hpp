@@ -4,11 +4,13 @@
 
 #include <ipuml/backends/cpu/kernels.hpp>
 #include <ipuml/core/denormals.hpp>
+#include <ipuml/backends/cpu/kernels_attention.hpp>
 #include <ipuml/backends/cpu/kernels_common.hpp>
 #include <ipuml/backends/cpu/kernels_elementwise.hpp>
 #include <ipuml/backends/cpu/kernels_half.hpp>
 #include <ipuml/backends/cpu/kernels_movement.hpp>
 #include <ipuml/backends/cpu/kernels_nn.hpp>
+#include <ipuml/backends/cpu/kernels_norm.hpp>
 #include <ipuml/backends/cpu/kernels_reduce.hpp>
 
 namespace ipuml::cpu {
@@ -239,6 +241,21 @@ IPUML_INLINE void run_kernel(ir::OpKind kind, const ir::Attrs& attrs,
     case K::LogSoftmax:
       inputs(1, 1);
       return k_softmax(kind == K::LogSoftmax, attrs, in[0], o);
+    case K::LayerNorm:
+      inputs(1, 3);
+      return k_layer_norm(attrs, in, out);
+    case K::LayerNormBackward:
+      inputs(4, 5);
+      return k_layer_norm_backward(attrs, in, o);
+    case K::LayerNormParamBackward:
+      inputs(4, 4);
+      return k_layer_norm_param_backward(attrs, in, out);
+    case K::Attention:
+      inputs(3, 4);
+      return k_attention(attrs, in, out);
+    case K::AttentionBackward:
+      inputs(6, 7);
+      return k_attention_backward(attrs, in, out);
     case K::Count:
       break;
   }

@@ -171,6 +171,29 @@ IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const i
         axis(keeps || j < d ? j : j - 1, {j}, j > d ? 2 : 1);
       }
     }
+  } else if ((k == K::LayerNorm || k == K::LayerNormBackward) && !a.dims.empty()) {
+    // Whole rows over the first leading dim of size >= 2: y/dx, x, dy, mean and rstd slice
+    // alike; weight and bias go whole to every part.
+    const int d = first_big_dim(Shape(os.begin(), os.begin() + a.dims[0]));
+    std::vector<int> dims(nin, -1);
+    for (size_t j = 0; j < (k == K::LayerNorm ? 1u : 4u) && j < nin; ++j) dims[j] = d;
+    if (d >= 0) axis(d, dims);
+  } else if (k == K::LayerNormParamBackward && !a.dims.empty()) {
+    // dweight and dbias by columns: each part sums its columns of dy and x over every row.
+    const int j = first_big_dim(os);
+    const int in_d = static_cast<int>(a.dims[0]) + j;
+    if (j >= 0) axis(j, {in_d, in_d, -1, -1});
+  } else if (k == K::Attention || k == K::AttentionBackward) {
+    // Whole attention problems over the first batch dim of size >= 2: q, k, v (and dout, out,
+    // logsumexp) slice alike; a bias slices where it has that dim, else goes whole.
+    const int d = first_big_dim(Shape(os.begin(), os.end() - 2));
+    if (d >= 0) {
+      std::vector<int> dims(nin, d);
+      if (node.attrs.flag2 &&
+          in_shape(nin - 1)[static_cast<size_t>(d)] != os[static_cast<size_t>(d)])
+        dims.back() = -1;
+      axis(d, dims);
+    }
   } else if (k == K::Permute) {
     const int d = first_big_dim(os);
     if (d >= 0) axis(d, {static_cast<int>(a.dims[static_cast<size_t>(d)])});

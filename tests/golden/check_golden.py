@@ -48,6 +48,18 @@ def batch_norm(x, w, b, rm, rv, a):
     return y, rm, rv
 
 
+def sdpa_ref(q, k, v, mask, is_causal, scale):
+    """PyTorch 2's documented reference of F.scaled_dot_product_attention."""
+    L, S = q.size(-2), k.size(-2)
+    sc = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
+    bias = torch.zeros(L, S, dtype=q.dtype)
+    if is_causal:
+        bias = bias.masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(0), float("-inf"))
+    if mask is not None:
+        bias = bias.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else bias + mask
+    return torch.softmax(q @ k.transpose(-2, -1) * sc + bias, dim=-1) @ v
+
+
 OPS = {
     "add": lambda a, x, y: torch.add(x, y),
     "sub": lambda a, x, y: torch.sub(x, y),
@@ -87,12 +99,22 @@ OPS = {
     "adaptive_avg_pool2d": lambda a, x: F.adaptive_avg_pool2d(x, a["output_size"]),
     "softmax": lambda a, x: F.softmax(x, a["dim"]),
     "log_softmax": lambda a, x: F.log_softmax(x, a["dim"]),
-    "cross_entropy": lambda a, x, t: F.cross_entropy(x, t, reduction=a["reduction"],
-                                                     label_smoothing=a["label_smoothing"]),
-    "nll_loss": lambda a, x, t: F.nll_loss(x, t, reduction=a["reduction"]),
+    "cross_entropy": lambda a, x, t, w=None: F.cross_entropy(
+        x, t, weight=w, ignore_index=a.get("ignore_index", -100), reduction=a["reduction"],
+        label_smoothing=a["label_smoothing"]),
+    "nll_loss": lambda a, x, t, w=None: F.nll_loss(x, t, weight=w, reduction=a["reduction"],
+                                                   ignore_index=a.get("ignore_index", -100)),
+    "triu": lambda a, x: torch.triu(x, a["diagonal"]),
+    "tril": lambda a, x: torch.tril(x, a["diagonal"]),
+    "bmm": lambda a, x, y: torch.bmm(x, y),
+    "baddbmm": lambda a, i, x, y: torch.baddbmm(i, x, y, beta=a["beta"], alpha=a["alpha"]),
+    "einsum": lambda a, *xs: torch.einsum(a["equation"], *xs),
+    "scaled_dot_product_attention": lambda a, q, k, v, m=None: sdpa_ref(q, k, v, m, a["is_causal"],
+                                                                        a["scale"]),
     "mse_loss": lambda a, x, y: F.mse_loss(x, y, reduction=a["reduction"]),
     "batch_norm": lambda a, x, w, b, rm, rv: batch_norm(x, w, b, rm, rv, a),
-    "layer_norm": lambda a, x, w, b: F.layer_norm(x, a["normalized_shape"], w, b, a["eps"]),
+    "layer_norm": lambda a, x, w=None, b=None: F.layer_norm(x, a["normalized_shape"], w, b,
+                                                             a["eps"]),
     "group_norm": lambda a, x, w, b: F.group_norm(x, a["num_groups"], w, b, a["eps"]),
     "embedding": lambda a, w, i: F.embedding(i, w),
     "cat": lambda a, *xs: torch.cat(xs, a["dim"]),
@@ -113,7 +135,7 @@ OPS = {
     "squeeze": lambda a, x: x.squeeze(a["dim"]),
     "unsqueeze": lambda a, x: x.unsqueeze(a["dim"]),
 }
-NODIFF_IN = {"batch_norm": (3, 4)}
+NODIFF_IN = {"batch_norm": (3, 4), "cross_entropy": (2,), "nll_loss": (2,)}
 NOGRAD_OUT = {"batch_norm": (1, 2)}
 
 

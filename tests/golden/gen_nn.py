@@ -44,6 +44,8 @@ def num(v):
 
 def T(t):
     t = t.detach()
+    if t.dtype == torch.bool:
+        return {"shape": list(t.shape), "dtype": "bool", "data": [bool(v) for v in t.reshape(-1).tolist()]}
     if t.dtype in (torch.int64, torch.int32):
         return {"shape": list(t.shape), "dtype": "int64", "data": [int(v) for v in t.reshape(-1).tolist()]}
     return {"shape": list(t.shape), "dtype": "float32", "data": [num(v) for v in t.reshape(-1).tolist()]}
@@ -107,6 +109,10 @@ def reprs():
         ("crossentropyloss_opts", nn.CrossEntropyLoss(reduction="sum", label_smoothing=0.1)),
         ("nllloss", nn.NLLLoss()),
         ("mseloss", nn.MSELoss(reduction="none")),
+        ("crossentropyloss_weight", nn.CrossEntropyLoss(weight=torch.ones(3), ignore_index=2)),
+        ("multiheadattention", nn.MultiheadAttention(8, 2)),
+        ("multiheadattention_opts", nn.MultiheadAttention(8, 4, dropout=0.1, bias=False, kdim=6,
+                                                          vdim=4, batch_first=True)),
         ("sequential", nn.Sequential(nn.Conv1d(4, 30, 4), nn.MaxPool1d(4), nn.ReLU(),
                                      nn.Flatten(), nn.BatchNorm1d(4320, track_running_stats=False),
                                      nn.Linear(4320, 512), nn.ReLU(), nn.Dropout(0.05))),
@@ -257,6 +263,27 @@ def losses():
     y = nn.NLLLoss()(logp, tgt2)
     cases.append({"name": "nll_mean_3d", "module": "NLLLoss", "options": {"reduction": "mean"},
                   "input": T(logp), "target": T(tgt2), "output": T(y)})
+    # class weights and ignored targets (-100, and a valid class used as ignore_index)
+    logits2 = randn(7, 4)
+    tgt3 = torch.tensor([0, -100, 3, 1, -100, 2, 1])
+    tgt4 = torch.tensor([0, 2, 3, 1, 2, 2, 1])
+    w = f32(torch.rand(4) * 1.8 + 0.2)
+    for red in ("mean", "sum", "none"):
+        for ls in (0.0, 0.1):
+            y = nn.CrossEntropyLoss(weight=w, reduction=red, label_smoothing=ls)(logits2, tgt3)
+            cases.append({"name": "ce_weight_ignore_%s_%g" % (red, ls), "module": "CrossEntropyLoss",
+                          "options": {"reduction": red, "label_smoothing": ls, "weight": T(w)},
+                          "input": T(logits2), "target": T(tgt3), "output": T(y)})
+    y = nn.CrossEntropyLoss(ignore_index=2, label_smoothing=0.2)(logits2, tgt4)
+    cases.append({"name": "ce_ignore_class2", "module": "CrossEntropyLoss",
+                  "options": {"reduction": "mean", "label_smoothing": 0.2, "ignore_index": 2},
+                  "input": T(logits2), "target": T(tgt4), "output": T(y)})
+    logp2 = torch.log_softmax(logits2, 1)
+    for red in ("mean", "sum"):
+        y = nn.NLLLoss(weight=w, reduction=red)(logp2, tgt3)
+        cases.append({"name": "nll_weight_ignore_%s" % red, "module": "NLLLoss",
+                      "options": {"reduction": red, "weight": T(w)},
+                      "input": T(logp2), "target": T(tgt3), "output": T(y)})
     a, b = randn(3, 4), randn(3, 4)
     y = nn.MSELoss(reduction="sum")(a, b)
     cases.append({"name": "mse_sum", "module": "MSELoss", "options": {"reduction": "sum"},
@@ -264,11 +291,88 @@ def losses():
     return cases
 
 
+# ---------------------------------------------------------------- multi-head attention
+def attention():
+    """nn.MultiheadAttention with random parameters, each mask kind, outputs and gradients."""
+    cases = []
+
+    def keep_one(m):
+        """A bool mask (True = masked) that leaves every row at least one key."""
+        m = m.clone()
+        m[..., 0] = False
+        return m
+
+    def run(name, opts, L, S, N, self_attn=False, kpm=None, am=None, need_weights=True,
+            average=True, is_causal=False):
+        torch.manual_seed(1000 + len(cases))
+        E, H = opts["embed_dim"], opts["num_heads"]
+        kdim, vdim = opts.get("kdim", E), opts.get("vdim", E)
+        bf = opts.get("batch_first", False)
+        m = nn.MultiheadAttention(E, H, bias=opts.get("bias", True), kdim=kdim, vdim=vdim,
+                                  batch_first=bf)
+        randomise(m)
+        m = m.to(F64).eval()
+        batched = N is not None
+
+        def shape(T_, D):
+            if not batched:
+                return (T_, D)
+            return (N, T_, D) if bf else (T_, N, D)
+        q = randn(*shape(L, E))
+        k = q if self_attn else randn(*shape(S, kdim))
+        v = q if self_attn else randn(*shape(S, vdim))
+        masks = {}
+        if kpm == "bool":
+            masks["key_padding_mask"] = keep_one(torch.rand(*((N, S) if batched else (S,))) < 0.4)
+        elif kpm == "float":
+            masks["key_padding_mask"] = randn(*((N, S) if batched else (S,)))
+        if am == "bool":
+            masks["attn_mask"] = keep_one(torch.rand(L, S) < 0.4)
+        elif am == "float":
+            masks["attn_mask"] = randn(L, S)
+        elif am == "float3d":
+            masks["attn_mask"] = randn(N * H, L, S)
+        elif am == "causal":
+            masks["attn_mask"] = torch.ones(L, S, dtype=torch.bool).triu(1)
+        ins = [q] if self_attn else [q, k, v]
+        for t in ins:
+            t.requires_grad_(True)
+        out, w = m(q, k, v, need_weights=need_weights, average_attn_weights=average, **masks)
+        g = randn(*out.shape)
+        params = dict(m.named_parameters())
+        grads = torch.autograd.grad((out * g).sum(), ins + list(params.values()))
+        names = (["query"] if self_attn else ["query", "key", "value"]) + list(params)
+        c = {"name": name, "options": opts, "state": state(m), "self": self_attn,
+             "query": T(q), "key": T(k), "value": T(v),
+             "key_padding_mask": T(masks["key_padding_mask"]) if "key_padding_mask" in masks else None,
+             "attn_mask": None if am in (None, "causal") else T(masks["attn_mask"]),
+             "is_causal": am == "causal", "need_weights": need_weights,
+             "average_attn_weights": average, "output": T(out),
+             "weights": T(w) if w is not None else None, "grad_output": T(g),
+             "grads": {n: T(t) for n, t in zip(names, grads)}}
+        cases.append(c)
+
+    E8 = {"embed_dim": 8, "num_heads": 2}
+    run("self_batch_first", dict(E8, batch_first=True), 5, 5, 2, self_attn=True)
+    run("bool_attn_mask_per_head_weights", E8, 4, 6, 2, am="bool", average=False)
+    run("bool_key_padding_mask", E8, 4, 6, 2, kpm="bool")
+    run("float_attn_mask_3d", E8, 4, 6, 2, am="float3d")
+    run("bool_kpm_and_float_attn_mask", E8, 4, 6, 3, kpm="bool", am="float")
+    run("float_key_padding_mask", E8, 3, 5, 2, kpm="float")
+    run("causal", E8, 5, 5, 2, am="causal", self_attn=True)
+    run("kdim_vdim_nobias", {"embed_dim": 8, "num_heads": 4, "kdim": 6, "vdim": 4, "bias": False},
+        3, 5, 2, kpm="bool")
+    run("unbatched", E8, 5, 4, None, kpm="bool")
+    run("no_weights", dict(E8, batch_first=True), 4, 6, 2, am="bool", kpm="bool",
+        need_weights=False)
+    return cases
+
+
 def main(out):
     warnings.filterwarnings("ignore", message="Using padding='same'")
     doc = {"generator": "tests/golden/gen_nn.py", "torch_version": torch.__version__,
            "reprs": reprs(), "mnist": mnist(), "batchnorm": batchnorm(), "forward": forward(),
-           "losses": losses()}
+           "losses": losses(), "attention": attention()}
     json.dump(doc, out, allow_nan=False, separators=(",", ":"))
     out.write("\n")
 

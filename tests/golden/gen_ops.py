@@ -506,6 +506,156 @@ for xs, dim in (([3, 4], 0), ([3, 4], -1), ([3, 4], 2), ([3, 4], 1), ([], 0)):
          lambda x, d=dim: x.unsqueeze(d))
 
 
+# ---------------------------------------------------------------- triu / tril
+for nm, xs, d in (("4x5_d0", [4, 5], 0), ("4x5_d1", [4, 5], 1), ("4x5_dneg1", [4, 5], -1),
+                  ("2x3x4_d0", [2, 3, 4], 0), ("2x3x4_d2", [2, 3, 4], 2),
+                  ("5x3_dneg2", [5, 3], -2), ("3x3_d5", [3, 3], 5)):
+    for op, fn in (("triu", torch.triu), ("tril", torch.tril)):
+        case("%s_%s" % (op, nm), op, {"diagonal": d}, lambda xs=xs: [randn(*xs)],
+             lambda x, d=d, fn=fn: fn(x, d))
+
+# ---------------------------------------------------------------- bmm / baddbmm / einsum
+case("bmm_2x3x4_2x4x5", "bmm", {}, lambda: [randn(2, 3, 4), randn(2, 4, 5)], torch.bmm)
+case("bmm_1x1x3_1x3x2", "bmm", {}, lambda: [randn(1, 1, 3), randn(1, 3, 2)], torch.bmm)
+for nm, ins, beta, alpha in (("full", [2, 3, 5], 1.0, 1.0), ("row", [5], 0.5, 2.0),
+                             ("bcast", [1, 3, 1], -1.0, 0.25), ("mat", [3, 5], 2.0, 1.0)):
+    case("baddbmm_%s_b%g_a%g" % (nm, beta, alpha), "baddbmm", {"beta": beta, "alpha": alpha},
+         lambda ins=ins: [randn(*ins), randn(2, 3, 4), randn(2, 4, 5)],
+         lambda i, a, b, be=beta, al=alpha: torch.baddbmm(i, a, b, beta=be, alpha=al))
+# beta = 0: the input is ignored (PyTorch gives it a zero gradient)
+case("baddbmm_beta0", "baddbmm", {"beta": 0.0, "alpha": 1.5},
+     lambda: [randn(2, 3, 5), randn(2, 3, 4), randn(2, 4, 5)],
+     lambda i, a, b: torch.baddbmm(i, a, b, beta=0.0, alpha=1.5))
+
+EINSUM = [
+    ("ij,jk->ik", [[3, 4], [4, 5]]),
+    ("bij,bjk->bik", [[2, 3, 4], [2, 4, 5]]),
+    ("bhqd,bhkd->bhqk", [[2, 2, 3, 4], [2, 2, 5, 4]]),
+    ("bhqk,bhkd->bhqd", [[2, 2, 3, 5], [2, 2, 5, 4]]),
+    ("bi,bi->b", [[3, 4], [3, 4]]),
+    ("i,j->ij", [[3], [4]]),
+    ("ii->i", [[4, 4]]),
+    ("ii->", [[4, 4]]),
+    ("ij->ji", [[3, 4]]),
+    ("ij->", [[3, 4]]),
+    ("ijk->kij", [[2, 3, 4]]),
+    ("ij,jk", [[3, 4], [4, 5]]),
+    ("ba,ca", [[3, 4], [5, 4]]),
+    ("i,i", [[5], [5]]),
+    ("bqd,bkd->bqk", [[2, 3, 4], [2, 5, 4]]),
+    ("ij,jk,kl->il", [[2, 3], [3, 4], [4, 5]]),
+    ("bn,anm,bm->ba", [[2, 3], [4, 3, 5], [2, 5]]),
+    ("iij->j", [[3, 3, 4]]),
+    ("ik,jk->ijk", [[2, 3], [4, 3]]),
+    ("bid,bjd->bij", [[1, 3, 2], [1, 4, 2]]),
+]
+for eq, shapes in EINSUM:
+    nm = "einsum_" + eq.replace("->", "_to_").replace(",", "_")
+    case(nm, "einsum", {"equation": eq}, lambda shapes=shapes: [randn(*s) for s in shapes],
+         lambda *xs, eq=eq: torch.einsum(eq, *xs))
+
+
+# ---------------------------------------------------------------- scaled dot-product attention
+# PyTorch 1.13 has no F.scaled_dot_product_attention: PyTorch 2's documented reference, in float64.
+def sdpa_ref(q, k, v, mask=None, is_causal=False, scale=None):
+    L, S = q.size(-2), k.size(-2)
+    sc = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
+    bias = torch.zeros(L, S, dtype=q.dtype)
+    if is_causal:
+        bias = bias.masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(0), float("-inf"))
+    if mask is not None:
+        if mask.dtype == torch.bool:
+            bias = bias.masked_fill(~mask, float("-inf"))
+        else:
+            bias = bias + mask
+    w = torch.softmax(q @ k.transpose(-2, -1) * sc + bias, dim=-1)
+    return w @ v
+
+
+def allowed_mask(*shape):
+    """A random bool mask (True = attend) whose rows are never all False."""
+    m = torch.rand(tuple(shape)) < 0.6
+    m[..., 0] = True
+    return m
+
+
+SDPA = [
+    ("plain_4d", [2, 3, 4, 8], [2, 3, 5, 8], [2, 3, 5, 6], None, False, None),
+    ("plain_3d", [2, 4, 8], [2, 6, 8], [2, 6, 3], None, False, None),
+    ("causal", [2, 2, 5, 4], [2, 2, 5, 4], [2, 2, 5, 4], None, True, None),
+    ("bool_mask", [2, 2, 4, 4], [2, 2, 6, 4], [2, 2, 6, 4], ("bool", [4, 6]), False, None),
+    ("bool_mask_batched", [2, 2, 4, 4], [2, 2, 6, 4], [2, 2, 6, 4], ("bool", [2, 1, 4, 6]),
+     False, None),
+    ("float_mask", [2, 2, 4, 4], [2, 2, 6, 4], [2, 2, 6, 4], ("float", [2, 1, 1, 6]), False, None),
+    ("scale", [1, 2, 3, 4], [1, 2, 3, 4], [1, 2, 3, 4], None, False, 0.3),
+    ("causal_scale_long", [1, 1, 9, 4], [1, 1, 9, 4], [1, 1, 9, 2], None, True, 0.7),
+]
+for nm, qs, ks, vs, mask, causal, scale in SDPA:
+    def mk(qs=qs, ks=ks, vs=vs, mask=mask):
+        r = [randn(*qs), randn(*ks), randn(*vs)]
+        if mask is not None:
+            r.append(allowed_mask(*mask[1]) if mask[0] == "bool" else randn(*mask[1]))
+        return r
+    case("sdpa_" + nm, "scaled_dot_product_attention",
+         {"is_causal": causal, "scale": scale}, mk,
+         lambda q, k, v, m=None, c=causal, sc=scale: sdpa_ref(q, k, v, m, c, sc))
+
+
+# ---------------------------------------------------------------- losses with weight / ignore_index
+def with_ignored(t, idx, every=3):
+    t = t.clone()
+    t.view(-1)[::every] = idx
+    return t
+
+
+for red in ("mean", "sum", "none"):
+    for ls in (0.0, 0.2):
+        for w in (False, True):
+            for ign in (-100, 1):
+                nm = "cross_entropy_opts_%s_ls%g_w%d_ign%d" % (red, ls, w, ign)
+
+                def mk(w=w, ign=ign):
+                    r = [randn(7, 4) * 2, with_ignored(randint(0, 4, 7), ign)]
+                    if w:
+                        r.append(uniform(0.2, 2.0, 4))
+                    return r
+                case(nm, "cross_entropy",
+                     {"reduction": red, "label_smoothing": ls, "ignore_index": ign}, mk,
+                     lambda x, t, wt=None, r=red, l=ls, i=ign: F.cross_entropy(
+                         x, t, weight=wt, ignore_index=i, reduction=r, label_smoothing=l),
+                     nodiff_in=(2,))
+for red, ls in (("mean", 0.1), ("sum", 0.0), ("none", 0.1)):
+    case("cross_entropy_opts_NCd_%s_ls%g" % (red, ls), "cross_entropy",
+         {"reduction": red, "label_smoothing": ls, "ignore_index": -100},
+         lambda: [randn(2, 4, 3) * 2, with_ignored(randint(0, 4, 2, 3), -100, 4),
+                  uniform(0.2, 2.0, 4)],
+         lambda x, t, wt, r=red, l=ls: F.cross_entropy(x, t, weight=wt, reduction=r,
+                                                       label_smoothing=l),
+         nodiff_in=(2,))
+for red in ("mean", "sum", "none"):
+    for w in (False, True):
+        def mk(w=w):
+            r = [F.log_softmax(randn(6, 5) * 2, dim=1).to(torch.float32).to(F64),
+                 with_ignored(randint(0, 5, 6), -100, 4)]
+            if w:
+                r.append(uniform(0.2, 2.0, 5))
+            return r
+        case("nll_loss_opts_%s_w%d" % (red, w), "nll_loss",
+             {"reduction": red, "ignore_index": -100}, mk,
+             lambda x, t, wt=None, r=red: F.nll_loss(x, t, weight=wt, reduction=r),
+             nodiff_in=(2,))
+case("nll_loss_opts_ignore_class2", "nll_loss", {"reduction": "mean", "ignore_index": 2},
+     lambda: [F.log_softmax(randn(8, 3), dim=1).to(torch.float32).to(F64),
+              torch.tensor([0, 2, 1, 2, 2, 0, 1, 1])],
+     lambda x, t: F.nll_loss(x, t, ignore_index=2))
+
+case("layer_norm_noaffine_3x4", "layer_norm", {"normalized_shape": [4], "eps": 1e-5},
+     lambda: [randn(3, 4) * 2 + 0.5], lambda x: F.layer_norm(x, [4], eps=1e-5))
+case("layer_norm_eps1e-3_2x3x8", "layer_norm", {"normalized_shape": [8], "eps": 1e-3},
+     lambda: [randn(2, 3, 8) * 0.1, randn(8), randn(8)],
+     lambda x, w, b: F.layer_norm(x, [8], w, b, eps=1e-3))
+
+
 # ---------------------------------------------------------------- output
 def dump(out):
     out.write('{"generator": "tests/golden/gen_ops.py", "torch_version": %s, "cases": [\n'

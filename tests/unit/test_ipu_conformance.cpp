@@ -271,6 +271,82 @@ TEST_CASE("ipu executable matches the cpu executor for every op family", "[ipu]"
       {param({4, 6, 5}, g)}, {randn({4, 6, 5}, &g)}, true, target);
 
   check_case(
+      "layer norm",
+      [](const Ts& p, const Ts& x) {
+        Tensor h = mul(x[0], p[0]);                                      // [4, 6, 16]
+        Tensor a = layer_norm(h, {16}, p[1], p[2]);                      // fused, affine
+        Tensor b = layer_norm(h, {6, 16}, Tensor(), Tensor(), 1e-3);     // two dims, no affine
+        Tensor c = layer_norm(slice(h, 0, 0, 1), {16}, p[1], Tensor());  // one leading row
+        return Ts{add(sum(mul(a, a)), add(sum(mul(b, p[0])), sum(mul(c, c)))), a, b, c};
+      },
+      {param({6, 16}, g), param({16}, g), param({16}, g)}, {randn({4, 6, 16}, &g)}, true, target);
+
+  check_case(
+      "attention ops",
+      [](const Ts& p, const Ts& x) {
+        Tensor q = mul(x[0], p[0]);  // [2, 3, 5, 4]
+        Tensor causal = scaled_dot_product_attention(q, x[1], x[1], Tensor(), 0.0, true);
+        Tensor masked = scaled_dot_product_attention(q, x[1], q, x[2]);
+        Tensor e = einsum("bhqd,bhkd->bhqk", {q, x[1]});
+        Tensor f = einsum("ij,jk->ik", {reshape(q, {30, 4}), p[1]});
+        Tensor t = add(triu(e, 1), tril(e, -1));
+        Tensor m = bmm(reshape(q, {6, 5, 4}), transpose(reshape(x[1], {6, 5, 4}), 1, 2));
+        Tensor bb = baddbmm(p[2], reshape(q, {6, 5, 4}), reshape(x[1], {6, 4, 5}), 0.5, 2.0);
+        return Ts{add(sum(mul(causal, masked)), add(sum(mul(t, t)), add(sum(f), sum(mul(m, bb))))),
+                  causal,
+                  masked,
+                  e,
+                  f,
+                  t,
+                  m,
+                  bb};
+      },
+      {param({2, 3, 5, 4}, g), param({4, 7}, g), param({5, 5}, g)},
+      {randn({2, 3, 5, 4}, &g), randn({2, 3, 5, 4}, &g),
+       from_vector<bool>({1, 0, 0, 1, 0, 1, 1, 0, 0, 1, 1, 0, 1, 1, 0,  // true = attend, and
+                          1, 1, 1, 0, 0, 1, 0, 0, 0, 0},                // every row attends
+                         {5, 5})},
+      true, target);
+
+  {
+    // A pre-LN causal transformer block with a tied LM head: MultiheadAttention (fused causal
+    // kernel), layer norms, GELU MLP and cross-entropy with ignored targets, forward and backward.
+    Generator mg(21);
+    nn::MultiheadAttention mha(nn::MultiheadAttentionOptions(8, 2).batch_first(true));
+    check_case(
+        "transformer block",
+        [&mha](const Ts& p, const Ts& x) {
+          Tensor h = embedding(p[0], x[0]);  // [2, 6, 8]
+          Tensor a = layer_norm(h, {8}, p[1], p[2]);
+          h = add(h, std::get<0>(mha(a, a, a, Tensor(), false, Tensor(), true, true)));
+          Tensor m = layer_norm(h, {8}, p[3], p[4]);
+          h = add(h, linear(gelu(linear(m, p[5]), "tanh"), p[6]));
+          Tensor logits = linear(h, p[0]);  // tied to the embedding
+          Tensor loss = cross_entropy(reshape(logits, {12, 11}), reshape(x[1], {12}));
+          return Ts{add(loss, sum(mul(logits, 0.01))), logits};
+        },
+        {param({11, 8}, mg), param({8}, mg), param({8}, mg), param({8}, mg), param({8}, mg),
+         param({16, 8}, mg), param({8, 16}, mg)},
+        {randint(0, 11, {2, 6}, &mg),
+         from_vector<int64_t>({1, 2, 3, -100, 5, 6, 7, 8, -100, 10, 0, 1}, {2, 6})},
+        true, target);
+  }
+
+  check_case(
+      "weighted cross-entropy with ignored targets",
+      [](const Ts& p, const Ts& x) {
+        Tensor h = mul(x[0], p[0]);  // [7, 10]
+        return Ts{add(cross_entropy(h, x[1], Reduction::Mean, 0.1, x[2]),
+                      nll_loss(log_softmax(h, 1), x[1], Reduction::Sum, x[2])),
+                  cross_entropy(h, x[1], Reduction::None, 0.0, x[2]),
+                  nll_loss(log_softmax(h, 1), x[3], Reduction::Mean, Tensor(), 3)};
+      },
+      {param({7, 10}, g)},
+      {randn({7, 10}, &g), from_vector<int64_t>({1, -100, 3, 9, -100, 0, 3}, {7}),
+       add(rand({10}, &g), 0.5), from_vector<int64_t>({1, 3, 3, 9, 2, 0, 3}, {7})},
+      true, target);
+
+  check_case(
       "random",
       [](const Ts& p, const Ts& x) {
         Generator rg(5);

@@ -1,5 +1,6 @@
 // nn modules against PyTorch 1.13 (tests/golden/nn.json, made by tests/golden/gen_nn.py): reprs,
 // the MNIST tutorial network, BatchNorm running statistics over steps, module-level logic, losses.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -159,6 +160,21 @@ std::shared_ptr<nn::Module> build_repr_case(const std::string& name) {
        }},
       {"nllloss", [] { return NLLLoss().ptr(); }},
       {"mseloss", [] { return MSELoss(MSELossOptions().reduction(kNone)).ptr(); }},
+      {"crossentropyloss_weight",
+       [] {
+         return CrossEntropyLoss(CrossEntropyLossOptions().weight(ones({3})).ignore_index(2)).ptr();
+       }},
+      {"multiheadattention", [] { return MultiheadAttention(8, 2).ptr(); }},
+      {"multiheadattention_opts",
+       [] {
+         return MultiheadAttention(MultiheadAttentionOptions(8, 4)
+                                       .dropout(0.1)
+                                       .bias(false)
+                                       .kdim(6)
+                                       .vdim(4)
+                                       .batch_first(true))
+             .ptr();
+       }},
       {"sequential",
        [] {
          return Sequential(Conv1d(4, 30, 4), MaxPool1d(4), ReLU(), Flatten(),
@@ -307,13 +323,67 @@ TEST_CASE("nn loss modules match PyTorch", "[nn][golden]") {
     Tensor x = tensor_from_json(c.at("input"));
     Tensor t = tensor_from_json(c.at("target"));
     Tensor y;
+    const Tensor w = o.contains("weight") ? tensor_from_json(o["weight"]) : Tensor();
+    const int64_t ignore = o.value("ignore_index", int64_t{-100});
     if (c.at("module") == "CrossEntropyLoss")
-      y = nn::CrossEntropyLoss(nn::CrossEntropyLossOptions().reduction(r).label_smoothing(
-          o.at("label_smoothing").get<double>()))(x, t);
+      y = nn::CrossEntropyLoss(nn::CrossEntropyLossOptions()
+                                   .reduction(r)
+                                   .label_smoothing(o.at("label_smoothing").get<double>())
+                                   .weight(w)
+                                   .ignore_index(ignore))(x, t);
     else if (c.at("module") == "NLLLoss")
-      y = nn::NLLLoss(nn::NLLLossOptions().reduction(r))(x, t);
+      y = nn::NLLLoss(nn::NLLLossOptions().reduction(r).weight(w).ignore_index(ignore))(x, t);
     else
       y = nn::MSELoss(nn::MSELossOptions().reduction(r))(x, t);
     require_close(y, c.at("output"), 1e-5, 1e-5, name);
+  }
+}
+
+TEST_CASE("nn MultiheadAttention matches PyTorch with every mask kind", "[nn][golden][attention]") {
+  for (auto& c : golden().at("attention")) {
+    const std::string name = c.at("name");
+    INFO("case " << name);
+    const json& o = c.at("options");
+    const int64_t e = o.at("embed_dim");
+    nn::MultiheadAttentionOptions opts(e, o.at("num_heads").get<int64_t>());
+    opts.bias(o.value("bias", true))
+        .kdim(o.value("kdim", e))
+        .vdim(o.value("vdim", e))
+        .batch_first(o.value("batch_first", false));
+    nn::MultiheadAttention m(opts);
+    m->eval();
+    m->load_state_dict(state_from_json(c.at("state")));
+    // Parameter names are PyTorch's (the JSON object's keys come sorted).
+    std::vector<std::string> names;
+    for (auto& [k, v] : m->named_parameters()) names.push_back(k);
+    std::sort(names.begin(), names.end());
+    std::vector<std::string> want;
+    for (auto& [k, v] : c.at("state").items()) want.push_back(k);
+    CHECK(names == want);
+
+    Tensor q = tensor_from_json(c.at("query")).requires_grad_();
+    Tensor k = c.at("self").get<bool>() ? q : tensor_from_json(c.at("key")).requires_grad_();
+    Tensor v = c.at("self").get<bool>() ? q : tensor_from_json(c.at("value")).requires_grad_();
+    auto opt_tensor = [&](const char* key) {
+      return c.at(key).is_null() ? Tensor() : tensor_from_json(c.at(key));
+    };
+    auto [out, weights] =
+        m(q, k, v, opt_tensor("key_padding_mask"), c.at("need_weights").get<bool>(),
+          opt_tensor("attn_mask"), c.at("average_attn_weights").get<bool>(),
+          c.at("is_causal").get<bool>());
+    require_close(out, c.at("output"), 1e-5, 1e-4, name + " output");
+    if (c.at("weights").is_null())
+      CHECK_FALSE(weights.defined());
+    else
+      require_close(weights, c.at("weights"), 1e-5, 1e-4, name + " weights");
+    sum(mul(out, tensor_from_json(c.at("grad_output")))).backward();
+    const json& g = c.at("grads");
+    require_close(q.grad(), g.at("query"), 1e-4, 1e-3, name + " grad query");
+    if (!c.at("self").get<bool>()) {
+      require_close(k.grad(), g.at("key"), 1e-4, 1e-3, name + " grad key");
+      require_close(v.grad(), g.at("value"), 1e-4, 1e-3, name + " grad value");
+    }
+    for (auto& [pk, pv] : m->named_parameters())
+      require_close(pv.grad(), g.at(pk), 1e-4, 1e-3, name + " grad " + pk);
   }
 }

@@ -390,6 +390,87 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
       expect_float(k, in[0]);
       check_dims(k, a.dims, in[0].shape.size());
       return {in[0]};
+    case OpKind::LayerNorm:
+    case OpKind::LayerNormBackward:
+    case OpKind::LayerNormParamBackward: {
+      // dims[0]: the first normalised dim; flag/flag2: weight/bias present (LayerNorm), flag:
+      // weight present (LayerNormBackward). mean and rstd are float32 [leading dims].
+      const bool fwd = k == OpKind::LayerNorm;
+      const size_t xi = fwd ? 0 : 1;
+      const size_t extra = fwd ? (a.flag ? 1 : 0) + (a.flag2 ? 1 : 0)
+                               : (k == OpKind::LayerNormBackward && a.flag ? 1 : 0);
+      const size_t n = (fwd ? 1 : 4) + extra;
+      expect_inputs(k, in, n, n);
+      const TensorMeta& x = in[xi];
+      expect_float(k, x);
+      IPUML_CHECK(
+          a.dims.size() == 1 && a.dims[0] >= 0 && a.dims[0] < static_cast<int64_t>(x.shape.size()),
+          name, ": first normalised dim ", detail::str(a.dims),
+          " is out of range for input of shape ", shape_str(x.shape));
+      const Shape lead(x.shape.begin(), x.shape.begin() + a.dims[0]);
+      const Shape norm(x.shape.begin() + a.dims[0], x.shape.end());
+      if (!fwd) {
+        IPUML_CHECK(in[0].shape == x.shape && in[0].dtype == x.dtype, name, ": gradient of shape ",
+                    shape_str(in[0].shape), " and ", dtype_name(in[0].dtype),
+                    " does not match the input of shape ", shape_str(x.shape), " and ",
+                    dtype_name(x.dtype));
+        for (size_t i : {size_t{2}, size_t{3}})
+          IPUML_CHECK(in[i].shape == lead && in[i].dtype == DType::Float32, name,
+                      ": mean/rstd of shape ", shape_str(in[i].shape), " and ",
+                      dtype_name(in[i].dtype), ", expected float32 ", shape_str(lead));
+      }
+      for (size_t i = (fwd ? 1 : 4); i < in.size(); ++i) {
+        IPUML_CHECK(in[i].shape == norm, name, ": weight/bias of shape ", shape_str(in[i].shape),
+                    ", expected the normalised shape ", shape_str(norm));
+        expect_same_dtype(k, x, in[i], "weight/bias");
+      }
+      if (fwd) return {{x.shape, x.dtype}, {lead, DType::Float32}, {lead, DType::Float32}};
+      if (k == OpKind::LayerNormBackward) return {{x.shape, x.dtype}};
+      return {{norm, x.dtype}, {norm, x.dtype}};
+    }
+    case OpKind::Attention:
+    case OpKind::AttentionBackward: {
+      // q [B.., L, E], k [B.., S, E], v [B.., S, Ev] with equal batch dims; scalar: the scale;
+      // flag: causal; flag2: an additive bias of q's rank broadcasting to [B.., L, S].
+      const bool fwd = k == OpKind::Attention;
+      const size_t qi = fwd ? 0 : 1;
+      const size_t n = (fwd ? 3 : 6) + (a.flag2 ? 1 : 0);
+      expect_inputs(k, in, n, n);
+      const TensorMeta &q = in[qi], &kk = in[qi + 1], &v = in[qi + 2];
+      expect_float(k, q);
+      expect_same_dtype(k, q, kk, "key");
+      expect_same_dtype(k, q, v, "value");
+      const size_t r = q.shape.size();
+      IPUML_CHECK(r >= 2 && kk.shape.size() == r && v.shape.size() == r, name,
+                  ": expected query, key and value of one rank >= 2, got ", shape_str(q.shape),
+                  ", ", shape_str(kk.shape), " and ", shape_str(v.shape));
+      bool fits = kk.shape[r - 1] == q.shape[r - 1] && v.shape[r - 2] == kk.shape[r - 2];
+      for (size_t i = 0; i + 2 < r; ++i)
+        fits = fits && kk.shape[i] == q.shape[i] && v.shape[i] == q.shape[i];
+      IPUML_CHECK(fits, name, ": key ", shape_str(kk.shape), " and value ", shape_str(v.shape),
+                  " do not fit query ", shape_str(q.shape),
+                  " (expected equal batch dims, key [.., S, E], value [.., S, Ev])");
+      const int64_t l = q.shape[r - 2], s = kk.shape[r - 2];
+      if (a.flag2) {
+        const TensorMeta& b = in.back();
+        expect_same_dtype(k, q, b, "bias");
+        bool ok = b.shape.size() == r && (b.shape[r - 2] == 1 || b.shape[r - 2] == l) &&
+                  (b.shape[r - 1] == 1 || b.shape[r - 1] == s);
+        for (size_t i = 0; ok && i + 2 < r; ++i) ok = b.shape[i] == 1 || b.shape[i] == q.shape[i];
+        IPUML_CHECK(ok, name, ": bias of shape ", shape_str(b.shape), " does not broadcast to [",
+                    shape_str(Shape(q.shape.begin(), q.shape.end() - 2)), ", ", l, ", ", s, "]");
+      }
+      Shape os = q.shape;
+      os[r - 1] = v.shape[r - 1];
+      const Shape lse(q.shape.begin(), q.shape.end() - 1);
+      if (fwd) return {{os, q.dtype}, {lse, DType::Float32}};
+      IPUML_CHECK(in[0].shape == os && in[0].dtype == q.dtype && in[4].shape == os &&
+                      in[5].shape == lse && in[5].dtype == DType::Float32,
+                  name, ": gradient ", shape_str(in[0].shape), ", output ", shape_str(in[4].shape),
+                  " and logsumexp ", shape_str(in[5].shape), " do not fit the query ",
+                  shape_str(q.shape));
+      return {q, kk, v};
+    }
     case OpKind::Count:
       break;
   }
@@ -443,6 +524,28 @@ IPUML_INLINE double op_flops(OpKind k, const Attrs& a, const std::vector<TensorM
     case OpKind::Softmax:
     case OpKind::LogSoftmax:
       return 12.0 * n_out;
+    case OpKind::Attention: {
+      // q k^T and p v, plus the softmax (a causal mask halves the work)
+      const Shape& q = in[0].shape;
+      const double l = static_cast<double>(q[q.size() - 2]), e = static_cast<double>(q.back());
+      const double s = static_cast<double>(in[1].shape[q.size() - 2]);
+      const double ev = static_cast<double>(in[2].shape.back());
+      const double b = static_cast<double>(in[0].numel()) / std::max(l * e, 1.0);
+      return b * l * s * (2.0 * e + 2.0 * ev + 12.0) * (a.flag ? 0.5 : 1.0);
+    }
+    case OpKind::AttentionBackward: {
+      const Shape& q = in[1].shape;
+      const double l = static_cast<double>(q[q.size() - 2]), e = static_cast<double>(q.back());
+      const double s = static_cast<double>(in[2].shape[q.size() - 2]);
+      const double ev = static_cast<double>(in[3].shape.back());
+      const double b = static_cast<double>(in[1].numel()) / std::max(l * e, 1.0);
+      return b * l * s * (6.0 * e + 4.0 * ev + 24.0) * (a.flag ? 0.5 : 1.0);
+    }
+    case OpKind::LayerNorm:
+      return 8.0 * n_out;  // two passes for the statistics, one for the output
+    case OpKind::LayerNormBackward:
+    case OpKind::LayerNormParamBackward:
+      return 10.0 * static_cast<double>(in[1].numel());
     case OpKind::Reshape:
     case OpKind::Permute:
     case OpKind::Slice:

@@ -30,7 +30,11 @@ namespace ipuml::ir {
   /* linear algebra and nn */                                                                     \
   X(MatMul, 1) X(Conv, 1) X(ConvBackwardInput, 1) X(ConvBackwardWeight, 1)                        \
   X(MaxPool, 2) X(MaxPoolBackward, 1) X(AvgPool, 1) X(AvgPoolBackward, 1)                         \
-  X(AdaptiveAvgPool, 1) X(AdaptiveAvgPoolBackward, 1) X(Softmax, 1) X(LogSoftmax, 1)
+  X(AdaptiveAvgPool, 1) X(AdaptiveAvgPoolBackward, 1) X(Softmax, 1) X(LogSoftmax, 1)            \
+  /* fused normalisation: y, mean, rstd; dx; dweight, dbias */                                    \
+  X(LayerNorm, 3) X(LayerNormBackward, 1) X(LayerNormParamBackward, 2)                            \
+  /* fused attention: out, logsumexp; dq, dk, dv */                                               \
+  X(Attention, 2) X(AttentionBackward, 3)
 // clang-format on
 
 enum class OpKind : uint16_t {

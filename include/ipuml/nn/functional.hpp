@@ -23,6 +23,8 @@ using ipuml::batch_norm;
 using ipuml::dropout;
 using ipuml::group_norm;
 using ipuml::layer_norm;
+// Attention.
+using ipuml::scaled_dot_product_attention;
 // Activations.
 using ipuml::gelu;
 using ipuml::log_softmax;

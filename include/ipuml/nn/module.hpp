@@ -6,6 +6,7 @@
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -70,6 +71,18 @@ class Module : public std::enable_shared_from_this<Module> {
     register_module(name, holder.ptr());
     return holder;
   }
+  // Replaces a registered parameter, keeping its place; ties weights as PyTorch's
+  // `head.weight = wte.weight` does: `head->weight = head->replace_parameter("weight",
+  // wte->weight);` (the tensor is then listed once by parameters(), under its first name).
+  Tensor& replace_parameter(const std::string& name, Tensor t, bool requires_grad = true) {
+    for (auto& [k, v] : params_)
+      if (k == name) {
+        if (t.defined() && requires_grad && !t.requires_grad()) t.requires_grad_(true);
+        v = std::move(t);
+        return v;
+      }
+    fail(type_name_, ": no parameter named '", name, "'");
+  }
   // Replaces a registered child (used by BeginBlock-style wrappers).
   void replace_module(const std::string& name, std::shared_ptr<Module> m) {
     for (auto& [k, v] : children_)
@@ -80,10 +93,17 @@ class Module : public std::enable_shared_from_this<Module> {
     fail(type_name_, ": no child module named '", name, "'");
   }
 
-  // Access, depth-first in registration order (the checkpoint key order).
+  // Access, depth-first in registration order (the checkpoint key order). A tensor registered
+  // in two places (a tied embedding and LM head) is listed once, under the first name, as
+  // PyTorch's named_parameters does, so an optimizer steps it once. state_dict() keeps both
+  // names (as PyTorch's does) so checkpoints load into either layout.
   StateDict named_parameters(bool recurse = true) const {
+    StateDict all;
+    collect(all, "", recurse, true, false);
     StateDict out;
-    collect(out, "", recurse, true, false);
+    std::unordered_set<const TensorImpl*> seen;
+    for (auto& [k, v] : all)
+      if (seen.insert(v.impl()).second) out.emplace_back(k, v);
     return out;
   }
   StateDict named_buffers(bool recurse = true) const {

@@ -1,5 +1,6 @@
 // ipuml::nn, everything at once: Module and the holder idiom, init, functional, and every module
-// (Linear, Conv, pooling, normalisation, Embedding, Dropout, activations, containers, losses).
+// (Linear, Conv, pooling, normalisation, Embedding, Dropout, activations, containers, losses,
+// MultiheadAttention).
 #pragma once
 
 #include <ipuml/nn/module.hpp>
@@ -16,3 +17,4 @@
 #include <ipuml/nn/modules/flatten.hpp>
 #include <ipuml/nn/modules/container.hpp>
 #include <ipuml/nn/modules/loss.hpp>
+#include <ipuml/nn/modules/attention.hpp>

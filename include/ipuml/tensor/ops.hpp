@@ -72,6 +72,8 @@ Tensor eq(const Tensor& a, double b);
 Tensor gt(const Tensor& a, double b);
 Tensor lt(const Tensor& a, double b);
 Tensor ge(const Tensor& a, double b);
+Tensor ne(const Tensor& a, double b);
+Tensor le(const Tensor& a, double b);
 Tensor logical_and(const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
@@ -117,6 +119,20 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor matmul(const Tensor& a, const Tensor& b);
 // x @ weight^T + bias (weight is [out, in]).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// torch.bmm: [B, n, m] @ [B, m, p] -> [B, n, p] (no broadcasting, as PyTorch).
+Tensor bmm(const Tensor& a, const Tensor& b);
+// torch.baddbmm: beta * input + alpha * bmm(batch1, batch2); input broadcasts to the product's
+// shape and is ignored when beta is 0 (its NaNs do not propagate, as in PyTorch).
+Tensor baddbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, double beta = 1.0,
+               double alpha = 1.0);
+// torch.einsum over letter subscripts ("bhqd,bhkd->bhqk", implicit output "ij,jk"), lowered to
+// diagonal slices, sums, permutes, reshapes and batched matmuls (so it traces everywhere).
+// Operands are contracted left to right; ellipses ('...') are refused.
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
+// torch.triu / torch.tril over the last two dims: elements below (triu) or above (tril) the
+// `diagonal`-th diagonal become 0 (diagonal > 0 is above the main one).
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
 
 // ---- nn functional --------------------------------------------------------------------------
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
@@ -143,13 +159,29 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 
+// PyTorch 2's F.scaled_dot_product_attention: softmax(q k^T * scale + bias) v over [..., L, E]
+// queries, [..., S, E] keys and [..., S, Ev] values (leading dims broadcast). attn_mask is bool
+// (true = may attend) or float (added), broadcasting to [..., L, S]; is_causal masks keys after
+// the query (then attn_mask must be undefined); scale defaults to 1/sqrt(E). dropout_p applies
+// to the attention weights (always, as in PyTorch: pass 0 in evaluation).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
+                                    bool is_causal = false,
+                                    std::optional<double> scale = std::nullopt,
+                                    Generator* gen = nullptr);
+
 // ---- losses ---------------------------------------------------------------------------------
 enum class Reduction { None, Mean, Sum };
 Reduction reduction_from_name(const std::string& name);
+// PyTorch's semantics: targets equal to ignore_index contribute nothing; `weight` ([C]) scales
+// each class; Mean divides by the summed weights of the targets not ignored (NaN if none);
+// label smoothing mixes in the (weighted) mean over classes as PyTorch 1.13 does.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target,
-                     Reduction reduction = Reduction::Mean, double label_smoothing = 0.0);
+                     Reduction reduction = Reduction::Mean, double label_smoothing = 0.0,
+                     const Tensor& weight = Tensor(), int64_t ignore_index = -100);
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target,
-                Reduction reduction = Reduction::Mean);
+                Reduction reduction = Reduction::Mean, const Tensor& weight = Tensor(),
+                int64_t ignore_index = -100);
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 
 // ---- operators ------------------------------------------------------------------------------

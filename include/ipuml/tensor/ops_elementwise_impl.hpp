@@ -209,6 +209,8 @@ IPUML_INLINE Tensor eq(const Tensor& a, double b) { return eq(a, scalar_like(a, 
 IPUML_INLINE Tensor gt(const Tensor& a, double b) { return gt(a, scalar_like(a, b)); }
 IPUML_INLINE Tensor lt(const Tensor& a, double b) { return lt(a, scalar_like(a, b)); }
 IPUML_INLINE Tensor ge(const Tensor& a, double b) { return ge(a, scalar_like(a, b)); }
+IPUML_INLINE Tensor ne(const Tensor& a, double b) { return ne(a, scalar_like(a, b)); }
+IPUML_INLINE Tensor le(const Tensor& a, double b) { return le(a, scalar_like(a, b)); }
 IPUML_INLINE Tensor logical_and(const Tensor& a, const Tensor& b) {
   return binary(OpKind::LogicalAnd, a, b);
 }

@@ -7,4 +7,6 @@
 #include <ipuml/tensor/ops_reduce_impl.hpp>
 #include <ipuml/tensor/ops_movement_impl.hpp>
 #include <ipuml/tensor/ops_nn_impl.hpp>
+#include <ipuml/tensor/ops_linalg_impl.hpp>
+#include <ipuml/tensor/ops_attention_impl.hpp>
 #include <ipuml/tensor/tensor_methods_impl.hpp>

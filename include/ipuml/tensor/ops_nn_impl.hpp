@@ -278,14 +278,42 @@ IPUML_INLINE Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, c
     if (t->defined())
       IPUML_CHECK(t->shape() == normalized_shape, "layer_norm: weight/bias of shape ",
                   shape_str(t->shape()), ", expected ", shape_str(normalized_shape));
-  std::vector<int64_t> dims;
-  for (int64_t i = x.dim() - k; i < x.dim(); ++i) dims.push_back(i);
-  Tensor mu = mean(x, dims, true);
-  Tensor v = var(x, dims, 0, true);
-  Tensor y = mul(sub(x, mu), rsqrt(add(v, eps)));
-  if (weight.defined()) y = mul(y, weight);
-  if (bias.defined()) y = add(y, bias);
-  return y;
+  IPUML_CHECK(eps >= 0.0 && std::isfinite(eps), "layer_norm: eps must be finite and >= 0, got ",
+              eps);
+  // One fused op (statistics and output in one pass per row); its backward is two fused ops:
+  // dx per row, and dweight/dbias per column.
+  Attrs a;
+  a.dims = {x.dim() - k};
+  a.scalar = eps;
+  a.flag = weight.defined();
+  a.flag2 = bias.defined();
+  std::vector<Tensor> in{x};
+  if (weight.defined()) in.push_back(weight);
+  if (bias.defined()) in.push_back(bias);
+  auto outs = detail::dispatch(OpKind::LayerNorm, a, in);
+  attach(
+      {outs[0]}, "NativeLayerNormBackward", in,
+      [x = saved(x), w = saved(weight), mean = outs[1], rstd = outs[2], a, rx = x.requires_grad(),
+       rw = weight.defined() && weight.requires_grad(), rb = bias.defined() && bias.requires_grad(),
+       n = in.size()](const std::vector<Tensor>& g) {
+        std::vector<Tensor> r(n);
+        if (rx) {
+          Attrs b;
+          b.dims = a.dims;
+          b.flag = a.flag;
+          std::vector<Tensor> bin{g[0], x, mean, rstd};
+          if (a.flag) bin.push_back(w);
+          r[0] = run1(OpKind::LayerNormBackward, b, bin);
+        }
+        if (rw || rb) {
+          auto pg = detail::dispatch(OpKind::LayerNormParamBackward, dims_attrs(a.dims),
+                                     {g[0], x, mean, rstd});
+          if (a.flag) r[1] = pg[0];
+          if (a.flag2) r[a.flag ? 2 : 1] = pg[1];
+        }
+        return r;
+      });
+  return outs[0];
 }
 
 IPUML_INLINE Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight,
@@ -316,9 +344,38 @@ IPUML_INLINE Reduction reduction_from_name(const std::string& name) {
   fail("unknown reduction '", name, "': expected 'mean', 'sum' or 'none'");
 }
 
-IPUML_INLINE Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction) {
+namespace ops_detail {
+
+// Checks a loss's per-class weight: undefined, or [C] of the input's floating dtype.
+inline void check_class_weight(const char* op, const Tensor& weight, const Tensor& input,
+                               int64_t classes) {
+  if (!weight.defined()) return;
+  IPUML_CHECK(weight.shape() == Shape{classes}, op, ": weight of shape ", shape_str(weight.shape()),
+              ", expected one value per class [", classes, "]");
+  IPUML_CHECK(weight.dtype() == input.dtype(), op, ": weight is ", dtype_name(weight.dtype()),
+              " but the input is ", dtype_name(input.dtype()), " (expected the same dtype)");
+}
+
+// The per-element weights of the targets: weight[target] (or 1), 0 where target is ignored.
+// Returns the weights and the targets with ignored entries replaced by class 0.
+inline std::pair<Tensor, Tensor> target_weights(const Tensor& target, const Tensor& weight,
+                                                int64_t ignore_index, DType dtype) {
+  Tensor ignored = eq(target, static_cast<double>(ignore_index));
+  Tensor safe = where(ignored, scalar_tensor(0, target.dtype()), target);
+  Tensor w = cast(ne(target, static_cast<double>(ignore_index)), dtype);
+  if (weight.defined())
+    w = mul(w, reshape(index_select(weight, 0, reshape(safe, {-1})), target.shape()));
+  return {w, safe};
+}
+
+}  // namespace ops_detail
+
+IPUML_INLINE Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction,
+                             const Tensor& weight, int64_t ignore_index) {
   IPUML_CHECK(log_probs.dim() >= 2, "nll_loss: expected input of shape [N, C, ...], got ",
               shape_str(log_probs.shape()));
+  IPUML_CHECK(is_floating(log_probs.dtype()), "nll_loss: expected a floating-point input, got ",
+              dtype_name(log_probs.dtype()));
   IPUML_CHECK(is_integral(target.dtype()), "nll_loss: target must hold class indices (int64), got ",
               dtype_name(target.dtype()));
   Shape expect = log_probs.shape();
@@ -327,28 +384,55 @@ IPUML_INLINE Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Redu
               " does not match input of shape ", shape_str(log_probs.shape()), " (expected ",
               shape_str(expect), ")");
   const int64_t classes = log_probs.shape()[1];
+  check_class_weight("nll_loss", weight, log_probs, classes);
   if (!target.is_symbolic()) {
     for (int64_t t : target.to_vector<int64_t>())
-      IPUML_CHECK(t >= 0 && t < classes, "nll_loss: target ", t, " is out of range for ", classes,
-                  " classes");
+      IPUML_CHECK(t == ignore_index || (t >= 0 && t < classes), "nll_loss: target ", t,
+                  " is out of range for ", classes, " classes (expected 0 <= target < ", classes,
+                  ", or ignore_index=", ignore_index, ")");
   }
-  Tensor picked = squeeze(gather(log_probs, 1, unsqueeze(target, 1)), 1);
-  return reduce(neg(picked), reduction);
+  auto [w, safe] = target_weights(target, weight, ignore_index, log_probs.dtype());
+  Tensor picked = squeeze(gather(log_probs, 1, unsqueeze(safe, 1)), 1);
+  // Ignored entries are 0 even where the stand-in class has log p = -inf (-inf * 0 is NaN).
+  Tensor loss =
+      masked_fill(neg(mul(picked, w)), eq(target, static_cast<double>(ignore_index)), 0.0);
+  switch (reduction) {
+    case Reduction::None:
+      return loss;
+    case Reduction::Sum:
+      return sum(loss);
+    case Reduction::Mean:
+      return div(sum(loss), sum(w));  // NaN when every target is ignored, as in PyTorch
+  }
+  return loss;
 }
 
 IPUML_INLINE Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction,
-                                  double label_smoothing) {
+                                  double label_smoothing, const Tensor& weight,
+                                  int64_t ignore_index) {
   IPUML_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
               "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
   IPUML_CHECK(logits.dim() >= 2, "cross_entropy: expected logits of shape [N, C, ...], got ",
               shape_str(logits.shape()));
+  const int64_t classes = logits.shape()[1];
+  check_class_weight("cross_entropy", weight, logits, classes);
   Tensor logp = log_softmax(logits, 1);
-  Tensor loss = nll_loss(logp, target, Reduction::None);
-  if (label_smoothing > 0.0) {
-    Tensor smooth = neg(mean(logp, {1}));
-    loss = add(mul(loss, 1.0 - label_smoothing), mul(smooth, label_smoothing));
+  Tensor nll = nll_loss(logp, target, reduction, weight, ignore_index);
+  if (label_smoothing == 0.0) return nll;
+  // PyTorch 1.13's cross_entropy_loss_label_smoothing: the smoothing term is the (weighted) sum
+  // of -log p over classes, zero where the target is ignored, reduced like the NLL term.
+  Shape ws(static_cast<size_t>(logits.dim()), 1);
+  ws[1] = classes;
+  Tensor smooth = neg(sum(weight.defined() ? mul(logp, reshape(weight, ws)) : logp, {1}));
+  smooth = masked_fill(smooth, eq(target, static_cast<double>(ignore_index)), 0.0);
+  Tensor ret = smooth;
+  if (reduction == Reduction::Sum) {
+    ret = sum(smooth);
+  } else if (reduction == Reduction::Mean) {
+    ret = div(sum(smooth), sum(target_weights(target, weight, ignore_index, logits.dtype()).first));
   }
-  return reduce(loss, reduction);
+  return add(mul(nll, 1.0 - label_smoothing),
+             mul(ret, label_smoothing / static_cast<double>(classes)));
 }
 
 IPUML_INLINE Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {

@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ipuml/core/dtype.hpp>
@@ -162,6 +164,48 @@ class Tensor {
   Tensor relu() const;
   Tensor pow(double exponent) const;
   Tensor matmul(const Tensor& o) const;
+  // The ops transformer code calls as methods in LibTorch.
+  Tensor add(const Tensor& o, double alpha = 1.0) const;
+  Tensor add(double s) const;
+  Tensor sub(const Tensor& o) const;
+  Tensor sub(double s) const;
+  Tensor mul(const Tensor& o) const;
+  Tensor mul(double s) const;
+  Tensor div(const Tensor& o) const;
+  Tensor div(double s) const;
+  Tensor neg() const;
+  Tensor rsqrt() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor clamp(std::optional<double> min, std::optional<double> max) const;
+  Tensor eq(const Tensor& o) const;
+  Tensor ne(const Tensor& o) const;
+  Tensor lt(const Tensor& o) const;
+  Tensor le(const Tensor& o) const;
+  Tensor gt(const Tensor& o) const;
+  Tensor ge(const Tensor& o) const;
+  Tensor amin(std::vector<int64_t> dims, bool keepdim = false) const;
+  Tensor argmin(int64_t dim, bool keepdim = false) const;
+  std::pair<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
+  std::pair<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
+  Tensor var(std::vector<int64_t> dims = {}, int64_t correction = 1, bool keepdim = false) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+  Tensor masked_fill(const Tensor& mask, double value) const;
+  // torch.Tensor.where(condition, other): this where condition holds, else other.
+  Tensor where(const Tensor& condition, const Tensor& other) const;
+  Tensor triu(int64_t diagonal = 0) const;
+  Tensor tril(int64_t diagonal = 0) const;
+  Tensor bmm(const Tensor& o) const;
+  Tensor baddbmm(const Tensor& batch1, const Tensor& batch2, double beta = 1.0,
+                 double alpha = 1.0) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+  Tensor expand_as(const Tensor& o) const { return expand(o.shape()); }
+  Tensor reshape_as(const Tensor& o) const { return reshape(o.shape()); }
+  Tensor view_as(const Tensor& o) const { return reshape(o.shape()); }
 
   // In-place (for optimizers and initialisation; refused on tensors autograd must track).
   Tensor& add_(const Tensor& o, double alpha = 1.0);

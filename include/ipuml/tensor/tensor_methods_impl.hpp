@@ -105,6 +105,69 @@ IPUML_INLINE Tensor Tensor::abs() const { return ipuml::abs(*this); }
 IPUML_INLINE Tensor Tensor::relu() const { return ipuml::relu(*this); }
 IPUML_INLINE Tensor Tensor::pow(double e) const { return ipuml::pow(*this, e); }
 IPUML_INLINE Tensor Tensor::matmul(const Tensor& o) const { return ipuml::matmul(*this, o); }
+IPUML_INLINE Tensor Tensor::add(const Tensor& o, double alpha) const {
+  return ipuml::add(*this, o, alpha);
+}
+IPUML_INLINE Tensor Tensor::add(double s) const { return ipuml::add(*this, s); }
+IPUML_INLINE Tensor Tensor::sub(const Tensor& o) const { return ipuml::sub(*this, o); }
+IPUML_INLINE Tensor Tensor::sub(double s) const { return ipuml::sub(*this, s); }
+IPUML_INLINE Tensor Tensor::mul(const Tensor& o) const { return ipuml::mul(*this, o); }
+IPUML_INLINE Tensor Tensor::mul(double s) const { return ipuml::mul(*this, s); }
+IPUML_INLINE Tensor Tensor::div(const Tensor& o) const { return ipuml::div(*this, o); }
+IPUML_INLINE Tensor Tensor::div(double s) const { return ipuml::div(*this, s); }
+IPUML_INLINE Tensor Tensor::neg() const { return ipuml::neg(*this); }
+IPUML_INLINE Tensor Tensor::rsqrt() const { return ipuml::rsqrt(*this); }
+IPUML_INLINE Tensor Tensor::tanh() const { return ipuml::tanh(*this); }
+IPUML_INLINE Tensor Tensor::sigmoid() const { return ipuml::sigmoid(*this); }
+IPUML_INLINE Tensor Tensor::clamp(std::optional<double> lo, std::optional<double> hi) const {
+  return ipuml::clamp(*this, lo, hi);
+}
+IPUML_INLINE Tensor Tensor::eq(const Tensor& o) const { return ipuml::eq(*this, o); }
+IPUML_INLINE Tensor Tensor::ne(const Tensor& o) const { return ipuml::ne(*this, o); }
+IPUML_INLINE Tensor Tensor::lt(const Tensor& o) const { return ipuml::lt(*this, o); }
+IPUML_INLINE Tensor Tensor::le(const Tensor& o) const { return ipuml::le(*this, o); }
+IPUML_INLINE Tensor Tensor::gt(const Tensor& o) const { return ipuml::gt(*this, o); }
+IPUML_INLINE Tensor Tensor::ge(const Tensor& o) const { return ipuml::ge(*this, o); }
+IPUML_INLINE Tensor Tensor::amin(std::vector<int64_t> d, bool k) const {
+  return ipuml::amin(*this, std::move(d), k);
+}
+IPUML_INLINE Tensor Tensor::argmin(int64_t d, bool k) const { return ipuml::argmin(*this, d, k); }
+IPUML_INLINE std::pair<Tensor, Tensor> Tensor::max(int64_t d, bool k) const {
+  return ipuml::max(*this, d, k);
+}
+IPUML_INLINE std::pair<Tensor, Tensor> Tensor::min(int64_t d, bool k) const {
+  return ipuml::min(*this, d, k);
+}
+IPUML_INLINE Tensor Tensor::var(std::vector<int64_t> d, int64_t c, bool k) const {
+  return ipuml::var(*this, std::move(d), c, k);
+}
+IPUML_INLINE Tensor Tensor::softmax(int64_t d) const { return ipuml::softmax(*this, d); }
+IPUML_INLINE Tensor Tensor::log_softmax(int64_t d) const { return ipuml::log_softmax(*this, d); }
+IPUML_INLINE Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
+  return ipuml::masked_fill(*this, mask, value);
+}
+IPUML_INLINE Tensor Tensor::where(const Tensor& condition, const Tensor& other) const {
+  return ipuml::where(condition, *this, other);
+}
+IPUML_INLINE Tensor Tensor::triu(int64_t d) const { return ipuml::triu(*this, d); }
+IPUML_INLINE Tensor Tensor::tril(int64_t d) const { return ipuml::tril(*this, d); }
+IPUML_INLINE Tensor Tensor::bmm(const Tensor& o) const { return ipuml::bmm(*this, o); }
+IPUML_INLINE Tensor Tensor::baddbmm(const Tensor& b1, const Tensor& b2, double beta,
+                                    double alpha) const {
+  return ipuml::baddbmm(*this, b1, b2, beta, alpha);
+}
+IPUML_INLINE Tensor Tensor::gather(int64_t d, const Tensor& index) const {
+  return ipuml::gather(*this, d, index);
+}
+IPUML_INLINE Tensor Tensor::index_select(int64_t d, const Tensor& index) const {
+  return ipuml::index_select(*this, d, index);
+}
+IPUML_INLINE std::vector<Tensor> Tensor::split(int64_t size, int64_t d) const {
+  return ipuml::split(*this, size, d);
+}
+IPUML_INLINE std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t d) const {
+  return ipuml::chunk(*this, chunks, d);
+}
 
 IPUML_INLINE Tensor& Tensor::add_(const Tensor& o, double alpha) {
   Tensor rhs = alpha == 1.0 ? o : ipuml::mul(o, alpha);
