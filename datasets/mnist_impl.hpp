@@ -17,6 +17,8 @@
 #include <filesystem>
 #include <system_error>
 
+#include <ipuml/datasets/data_cache.hpp>
+
 namespace ipuml::datasets {
 
 namespace mnist_detail {
@@ -24,19 +26,8 @@ namespace mnist_detail {
 inline constexpr uint32_t kImagesMagic = 2051;  // 0x00000803: unsigned bytes, 3 dimensions
 inline constexpr uint32_t kLabelsMagic = 2049;  // 0x00000801: unsigned bytes, 1 dimension
 
-// Where scripts/fetch-data.sh puts the data, computed the same way as the script does.
-inline std::string default_cache_dir() {
-  const char* data = std::getenv("IPUML_DATA_DIR");
-  if (data && *data) return data;
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg && *xdg) return std::string(xdg) + "/ipuml";
-  const char* home = std::getenv("HOME");
-  if (home && *home) return std::string(home) + "/.cache/ipuml";
-  return "~/.cache/ipuml";
-}
-
 inline std::string fetch_hint() {
-  return "run scripts/fetch-data.sh mnist to download MNIST into " + default_cache_dir() +
+  return "run scripts/fetch-data.sh mnist to download MNIST into " + data_cache_dir() +
          "/mnist (or set IPUML_DATA_DIR)";
 }
 

@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "../support/error_of.hpp"
+
 #include "../support/temp_dir.hpp"
 
 #include <cmath>
@@ -21,14 +23,7 @@ using namespace ipuml::datasets;
 
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using ipuml::testing::error_of;
 
 std::optional<BertTokenizer> bert_or_skip() {
   try {

@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
+
+#include "../support/error_of.hpp"
 #include <nlohmann/json.hpp>
 
 #include "../support/temp_dir.hpp"
@@ -31,14 +33,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using ipuml::testing::error_of;
 
 nlohmann::json golden() {
   std::ifstream in(std::string(IPUML_SOURCE_DIR) + "/tests/golden/tokenizers.json");
