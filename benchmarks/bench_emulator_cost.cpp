@@ -105,9 +105,13 @@ int main(int argc, char** argv) {
   CLI::App app{"ipuml: wall time of emulated training steps against the CPU executor"};
   std::vector<std::string> names{"mnist8", "mnist64", "neuron", "resnet50", "bert", "gpt2"};
   int rounds = 5, threads = 0;
+  std::string only;
   app.add_option("--models", names, "zoo models to run")->delimiter(',');
   app.add_option("--rounds", rounds, "alternating rounds per model")->check(CLI::PositiveNumber);
   app.add_option("--threads", threads, "oneTBB threads (0: all cores)");
+  app.add_option("--only", only,
+                 "run only this side, for --rounds seconds, and print nothing (for a profiler)")
+      ->check(CLI::IsMember({"cpu", "ipu"}));
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) set_num_threads(threads);
   for (const auto& name : names) {
@@ -132,6 +136,15 @@ int main(int argc, char** argv) {
     exe->run(c.inputs, ipu_states, 0);  // both warmed up
     const double one = std::max(1e-4, seconds_since(t1) / 2);
     const int steps = std::max(1, static_cast<int>(0.5 / one));
+    if (!only.empty()) {
+      for (int i = 0; i < 2 * steps * rounds; ++i) {
+        if (only == "cpu")
+          ref.run(c.inputs, cpu_states, static_cast<uint64_t>(i + 1));
+        else
+          exe->run(c.inputs, ipu_states, static_cast<uint64_t>(i + 1));
+      }
+      continue;
+    }
     std::vector<double> ratios, cpu_ms, ipu_ms;
     for (int r = 0; r < rounds; ++r) {
       double a = 0, b = 0;

@@ -439,9 +439,13 @@ struct Executable::Impl {
     const auto& np = plan.nodes[n];
     if (np.spec.kind == SplitKind::Grid || np.spec.kind == SplitKind::Rows || np.follows >= 0) {
       // B, M and N parts, row ranges and elements on an input's layout give the same bits in
-      // one call, which parallelises inside itself; only K's partial sums change the arithmetic.
+      // one call, which parallelises inside itself. K's partial sums change the arithmetic only
+      // when they are rounded to half (setPartialsType(half)): float partials differ from one
+      // call's float accumulation in the order of additions alone, an order the emulator does not
+      // model within a tile either, so they run as one call too (at MNIST's sizes the many small
+      // per-part calls cost more than the arithmetic).
       if (np.spec.kind == SplitKind::Grid && np.grid.k_slices() > 1 &&
-          k_parts_are_sums(node.kind)) {
+          plan.partials_type != DType::Float32 && k_parts_are_sums(node.kind)) {
         on_ipu(np.span.ipu, [&] { run_grid_k(n, ctx); });
       } else {
         cpu::run_kernel(node.kind, node.attrs, in_bufs[n], out_bufs[n], ctx);
