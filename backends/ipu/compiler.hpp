@@ -179,6 +179,17 @@ bool plan_fits_graph(const ir::Graph& g, const Target& t, const Plan& p);
 // The message of the out-of-memory error, also printed in reports.
 std::string out_of_memory_message(const Plan& p);
 
+// The tile memory of a training step and its weight update as PopTorch builds them: two
+// programs of one graph, so one image. Tensors both programs use (parameters, accumulators)
+// are held once, where the step lays them out; the update's own state (the optimizer's) is
+// added where the update lays it out; both programs' vertex state and exchange code are
+// resident; their codelets are added without looking for types both run on a tile (an upper
+// bound by the update's few codelets); activations and temporaries are live in one program at a
+// time, so each tile holds the larger of the two peaks. `shared[i]` says whether the update
+// graph's i-th state (in update_graph.states order) is also a state of the step.
+MemoryReport combine_memory(const Plan& step, const ir::Graph& update_graph, const Plan& update,
+                            const std::vector<bool>& shared);
+
 }  // namespace ipuml::ipu
 
 #ifdef IPUML_INCLUDE_IMPL

@@ -1152,6 +1152,91 @@ IPUML_INLINE std::string out_of_memory_message(const Plan& p) {
   return os.str();
 }
 
+IPUML_INLINE MemoryReport combine_memory(const Plan& step, const ir::Graph& ug, const Plan& update,
+                                         const std::vector<bool>& shared) {
+  const auto& a = step.memory;
+  const auto& b = update.memory;
+  IPUML_CHECK(a.tiles.size() == b.tiles.size() && step.target.tiles_per_ipu > 0,
+              "combine_memory: the step and the update were compiled for different systems (",
+              a.tiles.size(), " and ", b.tiles.size(), " tiles)");
+  IPUML_CHECK(shared.size() == ug.states.size(), "combine_memory: ", shared.size(),
+              " shared flags for ", ug.states.size(), " states of the update graph");
+  MemoryReport m;
+  m.bytes_per_tile = a.bytes_per_tile;
+  m.tiles.assign(a.tiles.size(), TileMemory{});
+  const int64_t T = step.target.tiles_per_ipu;
+  const int64_t align = std::max<int64_t>(1, step.target.alignment_bytes);
+  for (size_t i = 0; i < m.tiles.size(); ++i) {
+    const auto &x = a.tiles[i], &y = b.tiles[i];
+    auto& z = m.tiles[i];
+    z.bytes[kState] = x.bytes[kState];
+    z.bytes[kStream] = x.bytes[kStream] + y.bytes[kStream];
+    z.bytes[kCode] = x.bytes[kCode] + y.bytes[kCode];
+    z.bytes[kVertexState] = x.bytes[kVertexState] + y.bytes[kVertexState];
+    z.bytes[kExchangeCode] = x.bytes[kExchangeCode] + y.bytes[kExchangeCode];
+    z.bytes[kStack] = std::max(x.bytes[kStack], y.bytes[kStack]);
+    const int64_t xs = x.bytes[kActivations] + x.bytes[kTemporaries];
+    const int64_t ys = y.bytes[kActivations] + y.bytes[kTemporaries];
+    const auto& w = ys > xs ? y : x;
+    z.bytes[kActivations] = w.bytes[kActivations];
+    z.bytes[kTemporaries] = w.bytes[kTemporaries];
+    // Program steps of the image: the step's nodes, then the update's.
+    z.peak_step = ys > xs && y.peak_step >= 0
+                      ? y.peak_step + static_cast<int32_t>(a.not_always_live_per_step.size())
+                      : x.peak_step;
+  }
+  // The update's own states, in its layouts (the same pieces as its plan's accounting).
+  for (size_t i = 0; i < ug.states.size(); ++i) {
+    const auto v = static_cast<size_t>(ug.states[i]);
+    if (shared[i] || ug.values[v].offchip) continue;
+    const auto& l = update.values.at(v);
+    int64_t acc = 0;
+    for (int64_t p = 0; p < l.span.parts; ++p) {
+      const int64_t upto = static_cast<int64_t>(static_cast<double>(l.bytes) *
+                                                static_cast<double>(l.span.begin(p + 1)) /
+                                                static_cast<double>(l.span.extent));
+      const int64_t bytes = upto - acc;
+      acc = upto;
+      if (bytes <= 0) continue;
+      const size_t ti = static_cast<size_t>(l.span.ipu) * static_cast<size_t>(T) +
+                        static_cast<size_t>(l.span.tile(p, T));
+      m.tiles.at(ti).bytes[kState] += (bytes + align - 1) / align * align;
+    }
+  }
+  m.always_live_per_step = a.always_live_per_step;
+  m.always_live_per_step.insert(m.always_live_per_step.end(), b.always_live_per_step.begin(),
+                                b.always_live_per_step.end());
+  m.not_always_live_per_step = a.not_always_live_per_step;
+  m.not_always_live_per_step.insert(m.not_always_live_per_step.end(),
+                                    b.not_always_live_per_step.begin(),
+                                    b.not_always_live_per_step.end());
+  for (size_t i = 0; i < m.tiles.size(); ++i) {
+    if (m.tiles[i].total() > m.bytes_per_tile) ++m.tiles_over;
+    if (m.tiles[i].total() > m.tiles[static_cast<size_t>(m.worst_tile)].total())
+      m.worst_tile = static_cast<int64_t>(i);
+  }
+  m.out_of_memory = m.tiles_over > 0;
+  const auto wt = m.worst_tile;
+  if (wt == a.worst_tile) m.worst_tile_tensors = a.worst_tile_tensors;
+  if (wt == b.worst_tile)
+    m.worst_tile_tensors.insert(m.worst_tile_tensors.end(), b.worst_tile_tensors.begin(),
+                                b.worst_tile_tensors.end());
+  if (m.out_of_memory) {
+    const auto& w = m.tiles[static_cast<size_t>(wt)];
+    const auto& s = a.tiles[static_cast<size_t>(wt)];
+    if (!a.out_of_memory)
+      m.advice = detail::str(
+          "The training step alone fits (", s.total(), " bytes on tile ", wt,
+          "); the weight update's optimizer state and code add ", w.total() - s.total(),
+          " bytes. Keep the optimizer state in streaming memory "
+          "(TensorLocations.setOptimizerLocation(TensorLocationSettings().useOnChipStorage(false)))"
+          ", use a smaller micro-batch, or more IPUs.");
+    else
+      m.advice = a.advice;
+  }
+  return m;
+}
+
 IPUML_INLINE uint64_t plan_key(const ir::Graph& g, const Target& t, const CompileOptions& o) {
   std::ostringstream os;
   os.precision(17);

@@ -65,6 +65,8 @@ class Executable {
   const Plan& plan() const;
   const Target& target() const;
   const MemoryReport& memory_report() const;
+  // Replaces the report with a wider image (combine_memory: the step and its weight update).
+  void set_memory_report(MemoryReport m);
   bool loaded_from_cache() const;
   void set_exec_options(const ExecOptions& e);
 

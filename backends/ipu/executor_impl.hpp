@@ -739,6 +739,9 @@ IPUML_INLINE const Plan& Executable::plan() const { return impl_->plan; }
 IPUML_INLINE const Target& Executable::target() const { return impl_->plan.target; }
 IPUML_INLINE const MemoryReport& Executable::memory_report() const { return impl_->plan.memory; }
 IPUML_INLINE bool Executable::loaded_from_cache() const { return impl_->plan.from_cache; }
+IPUML_INLINE void Executable::set_memory_report(MemoryReport m) {
+  impl_->plan.memory = std::move(m);
+}
 IPUML_INLINE void Executable::set_exec_options(const ExecOptions& e) { impl_->exec = e; }
 IPUML_INLINE const RunCycles& Executable::last_run_cycles() const { return impl_->last; }
 IPUML_INLINE double Executable::last_run_wall_seconds() const { return impl_->last_wall; }

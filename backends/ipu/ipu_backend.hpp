@@ -51,6 +51,17 @@ class IpuBackendExecutable : public backend::Executable {
     const Target& t = exe_->target();
     return allreduce_cycles(t, static_cast<double>(bytes), replicas) / t.clock_hz;
   }
+  void share_memory_image(backend::Executable& update, const std::vector<bool>& shared,
+                          bool allow_out_of_memory) override {
+    auto* u = dynamic_cast<IpuBackendExecutable*>(&update);
+    IPUML_CHECK(u != nullptr, "ipu backend: the weight update was compiled by another backend");
+    Plan image;
+    image.target = exe_->target();
+    image.memory = combine_memory(exe_->plan(), u->ipu().graph(), u->ipu().plan(), shared);
+    exe_->set_memory_report(image.memory);
+    if (!report_dir_.empty()) exe_->write_profile(report_dir_);
+    if (image.memory.out_of_memory && !allow_out_of_memory) fail(out_of_memory_message(image));
+  }
   ipu::Executable& ipu() { return *exe_; }
   const ipu::Executable& ipu() const { return *exe_; }
 

@@ -61,6 +61,16 @@ class Executable {
     if (!s) return std::nullopt;
     return *s * static_cast<double>(micro_batches);
   }
+  // This executable is a training step whose weight update is `update`, run as another program
+  // of the same device image: backends that account device memory check the two together
+  // (throwing when they do not fit unless `allow_out_of_memory`). `shared[i]`: whether
+  // update's i-th state is also one of the step's.
+  virtual void share_memory_image(Executable& update, const std::vector<bool>& shared,
+                                  bool allow_out_of_memory) {
+    (void)update;
+    (void)shared;
+    (void)allow_out_of_memory;
+  }
   // Modelled time to all-reduce `bytes` of gradients across `replicas` devices.
   virtual double allreduce_seconds(size_t bytes, int64_t replicas) const {
     (void)bytes;

@@ -298,8 +298,22 @@ IPUML_INLINE void TrainingModel::compile(const Tensors& inputs, const Tensors& t
   auto be = backend::get_backend(detail::backend_for(o));
   step_exe_ = be->compile(step_trace_.graph, detail::compile_options_for(o, ipus, true));
   auto update_opts = detail::compile_options_for(o, ipus, true);
-  if (!update_opts.empty()) update_opts["progress"] = "0";
-  if (!fused) update_exe_ = be->compile(update_trace_.graph, update_opts);
+  if (!update_opts.empty()) {
+    update_opts["progress"] = "0";
+    // The update is checked for fit together with the step (one image) just below.
+    if (update_opts.count("allow_out_of_memory")) update_opts["allow_out_of_memory"] = "1";
+  }
+  if (!fused) {
+    update_exe_ = be->compile(update_trace_.graph, update_opts);
+    std::vector<bool> shared(update_trace_.states.size(), false);
+    for (size_t i = 0; i < shared.size(); ++i)
+      for (auto& s : step_trace_.states)
+        if (update_trace_.states[i].same(s)) {
+          shared[i] = true;
+          break;
+        }
+    step_exe_->share_memory_image(*update_exe_, shared, o.allow_out_of_memory());
+  }
   compiled_ = true;
 }
 
