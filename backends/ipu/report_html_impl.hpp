@@ -214,20 +214,25 @@ function summary(p, box) {
   if (m.out_of_memory) box.appendChild(el("p", {"class": "oom"}, m.oom_message));
 }
 
+// Coloured by the fraction of tile memory used (PopVision's scale); "relative" rescales to the
+// fullest tile, since a small model leaves every tile in the darkest colour.
+let relative = false;
 function heatmap(p, box) {
   const t = p.target, per = p.memory.per_tile, T = t.tiles_per_ipu;
+  const full = relative ? Math.max(1, ...per) : t.bytes_per_tile;
   const cols = Math.min(T, 64), rows = Math.ceil(T / cols), cell = 9, gap = 18;
   const cv = el("canvas", {id: "heatmap"});
   const ipus = Math.max(1, Math.ceil(per.length / T));
   cv.width = cols * cell; cv.height = ipus * (rows * cell + gap);
   const g = cv.getContext("2d");
   g.fillStyle = "#fff"; g.fillRect(0, 0, cv.width, cv.height);
-  g.font = "12px sans-serif"; g.fillStyle = "#333";
+  g.font = "12px sans-serif";
   for (let i = 0; i < ipus; ++i) {
     const y0 = i * (rows * cell + gap);
     g.fillStyle = "#333"; g.fillText("IPU " + i, 0, y0 + 13);
     for (let k = 0; k < T && i * T + k < per.length; ++k) {
-      g.fillStyle = rgb(ramp(per[i * T + k] / t.bytes_per_tile));
+      const b = per[i * T + k];
+      g.fillStyle = rgb(b > t.bytes_per_tile ? OVER : ramp(Math.min(b / full, 1)));
       g.fillRect((k % cols) * cell, y0 + gap + Math.floor(k / cols) * cell, cell - 1, cell - 1);
     }
   }
@@ -249,7 +254,20 @@ function heatmap(p, box) {
   const row = el("div", {"class": "legendrow"});
   row.appendChild(el("span", {}, "0 "));
   row.appendChild(lg);
-  row.appendChild(el("span", {}, " " + bytes(t.bytes_per_tile) + " per tile; red: over"));
+  row.appendChild(el("span", {}, " " + bytes(full) + (relative ? " (the fullest tile)" :
+                                 " per tile") + "; red: over " + bytes(t.bytes_per_tile)));
+  const lab = el("label", {});
+  const cb = el("input", {type: "checkbox"});
+  cb.checked = relative;
+  cb.addEventListener("change", () => {
+    relative = cb.checked;
+    const fresh = el("div");
+    heatmap(p, fresh);
+    box.replaceChildren(box.firstChild, ...fresh.childNodes);
+  });
+  lab.appendChild(cb);
+  lab.appendChild(document.createTextNode(" relative to the fullest tile"));
+  row.appendChild(lab);
   box.appendChild(row);
 }
 
@@ -274,7 +292,7 @@ function liveness(p, box) {
   const tot = L.always_live.map((a, i) => a + L.not_always_live[i]);
   const max = Math.max(1, ...tot);
   const X = i => l + (n === 1 ? 0 : (W - l - 10) * i / (n - 1));
-  const Y = v => H - b - (H - b - 10) * v / max;
+  const Y = v => H - b - (H - b - 24) * v / max;  // room above the peak for its label
   const s = svg("svg", {width: W, height: H});
   const area = (lo, hi, fill) => {
     let d = "M" + X(0) + "," + Y(hi[0]);
@@ -285,8 +303,8 @@ function liveness(p, box) {
   area(L.always_live.map(() => 0), L.always_live, "#9ecae9");
   area(L.always_live, tot, "#f58518");
   s.appendChild(svg("line", {x1: l, y1: H - b, x2: W - 10, y2: H - b, stroke: "#333"}));
-  s.appendChild(svg("line", {x1: l, y1: 10, x2: l, y2: H - b, stroke: "#333"}));
-  s.appendChild(svg("text", {x: l - 4, y: 16, "text-anchor": "end"}, bytes(max)));
+  s.appendChild(svg("line", {x1: l, y1: 24, x2: l, y2: H - b, stroke: "#333"}));
+  s.appendChild(svg("text", {x: l - 4, y: 30, "text-anchor": "end"}, bytes(max)));
   s.appendChild(svg("text", {x: l - 4, y: H - b, "text-anchor": "end"}, "0"));
   s.appendChild(svg("text", {x: l, y: H - 6}, "step 0"));
   s.appendChild(svg("text", {x: W - 10, y: H - 6, "text-anchor": "end"}, "step " + (n - 1)));
@@ -409,10 +427,12 @@ function show(index) {
 const tabs = document.getElementById("tabs");
 DATA.programs.forEach((p, i) => {
   const b = el("button", {}, p.name);
-  b.addEventListener("click", () => show(i));
+  b.addEventListener("click", () => { history.replaceState(null, "", "#" + p.name); show(i); });
   tabs.appendChild(b);
 });
-show(0);
+// page.html#training opens that program's tab.
+const wanted = DATA.programs.findIndex(p => "#" + p.name === decodeURIComponent(location.hash));
+show(wanted >= 0 ? wanted : 0);
 )JS";
 }
 
@@ -432,6 +452,7 @@ table { border-collapse: collapse; }
 th, td { border: 1px solid #ccc; padding: 2px 8px; text-align: right; }
 td:last-child { text-align: left; }
 .legendrow { display: flex; align-items: center; gap: 4px; margin-top: 4px; }
+.legendrow label { margin-left: 16px; }
 .key span { display: inline-block; width: 12px; height: 12px; margin: 0 4px 0 10px;
             vertical-align: middle; }
 svg text { font: 12px sans-serif; fill: #333; }

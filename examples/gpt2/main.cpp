@@ -88,6 +88,8 @@ std::string checkpoint_path(const Config& cfg) {
                                            : cfg.checkpoint_output_dir + "/checkpoint.h5";
 }
 
+models::GPT2Config model_config(const Config& cfg, int64_t vocab);
+
 void validate(const Config& cfg) {
   auto positive = [](const char* flag, int64_t v) {
     IPUML_CHECK(v >= 1 && v <= (int64_t{1} << 31), kWho, ": ", flag, " ", v,
@@ -128,6 +130,10 @@ void validate(const Config& cfg) {
   if (!cfg.checkpoint_output_dir.empty())
     io::check_writable_path(checkpoint_path(cfg), std::string(kWho) + ": --checkpoint-output-dir",
                             true);
+  // The model's own checks (layers per IPU, serialization factor) before any data is read, at
+  // the vocabulary the data will have: the preset's when generated, GPT-2's BPE (50257) else.
+  model_config(cfg, cfg.dataset == "generated" ? models::GPT2Config::preset(cfg.model).vocab_size()
+                                               : int64_t{50257});
 }
 
 models::GPT2Config model_config(const Config& cfg, int64_t vocab) {
