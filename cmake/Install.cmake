@@ -21,3 +21,32 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/ipumlConfigVersion.cmake
   COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/ipumlConfig.cmake ${PROJECT_BINARY_DIR}/ipumlConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ipuml)
+
+# pkg-config files for builds without CMake: ipuml (the compiled library) and
+# ipuml-header-only. Dependencies with a .pc file in Debian are required by name; HDF5 and MPI
+# as found when ipuml was built, as ipumlConfig.cmake does.
+file(RELATIVE_PATH IPUML_PC_PREFIX_FROM_PCDIR "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
+string(REGEX REPLACE "/$" "" IPUML_PC_PREFIX_FROM_PCDIR "${IPUML_PC_PREFIX_FROM_PCDIR}")
+set(IPUML_PC_REQUIRES "tbb zlib xsimd nlohmann_json")
+set(IPUML_PC_CFLAGS "")
+set(IPUML_PC_LIBS "")
+if(IPUML_WITH_HDF5)
+  string(APPEND IPUML_PC_CFLAGS "-DIPUML_WITH_HDF5=1")
+  list(REMOVE_DUPLICATES IPUML_HDF5_INCLUDE_DIRS)
+  foreach(dir ${IPUML_HDF5_INCLUDE_DIRS})
+    string(APPEND IPUML_PC_CFLAGS " -I${dir}")
+  endforeach()
+  string(APPEND IPUML_PC_LIBS "${IPUML_HDF5_LIBRARY}")
+endif()
+set(IPUML_PC_HEADER_ONLY_LIBS "${IPUML_PC_LIBS} -lpthread")
+if(IPUML_MPI_FOUND)
+  foreach(lib ${MPI_C_LIBRARIES})
+    string(APPEND IPUML_PC_LIBS " ${lib}")
+  endforeach()
+endif()
+string(APPEND IPUML_PC_LIBS " -lpthread")
+configure_file(${PROJECT_SOURCE_DIR}/cmake/ipuml.pc.in ${PROJECT_BINARY_DIR}/ipuml.pc @ONLY)
+configure_file(${PROJECT_SOURCE_DIR}/cmake/ipuml-header-only.pc.in
+               ${PROJECT_BINARY_DIR}/ipuml-header-only.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/ipuml.pc ${PROJECT_BINARY_DIR}/ipuml-header-only.pc
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what building and testing ipuml needs, from Debian's packages only. Idempotent:
 # packages already present are skipped, and apt's index is refreshed at most once a day.
-# Usage: scripts/install-deps.sh [--peers] [--fuzz]   (--peers adds PyTorch and OpenBLAS for
-#        benchmarks and for regenerating golden data; --fuzz adds Clang and libFuzzer for
-#        scripts/fuzz.sh)
+# Usage: scripts/install-deps.sh [--peers] [--fuzz] [--browser]   (--peers adds PyTorch and
+#        OpenBLAS for benchmarks and for regenerating golden data; --fuzz adds Clang and
+#        libFuzzer for scripts/fuzz.sh; --browser adds Chromium, about 300 MB installed, which
+#        the test of ipuml-report's HTML page renders it with and skips without)
 set -euo pipefail
 
 build_pkgs=(build-essential cmake pkg-config libxtensor-dev libxsimd-dev libtbb-dev
@@ -11,12 +12,15 @@ build_pkgs=(build-essential cmake pkg-config libxtensor-dev libxsimd-dev libtbb-
             libyaml-cpp-dev libopenmpi-dev openmpi-bin fortunes-min fortunes)
 peer_pkgs=(python3-torch libopenblas-dev)
 fuzz_pkgs=(clang libclang-rt-dev)
+browser_pkgs=(chromium)
 
 want=("${build_pkgs[@]}")
 for arg in "$@"; do
   case "$arg" in
     --peers) want+=("${peer_pkgs[@]}") ;;
     --fuzz) want+=("${fuzz_pkgs[@]}") ;;
+    --browser) want+=("${browser_pkgs[@]}") ;;
+    *) echo "install-deps: unknown option '$arg' (expected --peers, --fuzz or --browser)" >&2; exit 2 ;;
   esac
 done
 

@@ -39,6 +39,10 @@ struct CompileOptions {
   std::string cache_dir;
   // "Graph compilation: NN%" on stderr, only when stderr is a terminal.
   bool progress = true;
+  // The program's reports (profile.json, trace.json) go to <report_dir>/<program_name>/ after
+  // compiling and after the first run; see ExecOptions. Neither changes the plan.
+  std::string program_name = "program";
+  std::string report_dir;
 };
 
 // Contiguous parts of one split axis over consecutive tiles of one IPU (wrapping around).

@@ -29,6 +29,12 @@ struct ExecOptions {
   // Precision.enableStochasticRounding), from counter-based random bits of this seed.
   bool stochastic_rounding = false;
   uint64_t rounding_seed = 0;
+  // The program's name in reports ("training", "weight_update", "inference", ...) and the
+  // directory they go to, as <report_dir>/<program_name>/ (claim_report_directory: a name
+  // another program of this process holds there gets _2, _3, ...). An empty report_dir means
+  // IPUML_ENGINE_OPTIONS' autoReport.directory when it asks for reports, else none.
+  std::string program_name = "program";
+  std::string report_dir;
 };
 
 using backend::RunItem;
@@ -77,7 +83,14 @@ class Executable {
 
   // The profile report (see docs/profile-report.md); samples_per_step > 0 adds throughputs.
   std::string profile_json(double samples_per_step = 0) const;
+  // The execution trace (backends/ipu/trace.hpp): one step, or the pipelined schedule of the
+  // last pipelined run_many.
+  std::string trace_json() const;
+  // Writes profile.json and trace.json into `directory` (created if needed).
   void write_profile(const std::string& directory, double samples_per_step = 0) const;
+  // Where this program's reports are written automatically; empty when they are not.
+  const std::string& report_directory() const;
+  const std::string& program_name() const;
   void print_profile_summary(std::ostream& os, double samples_per_step = 0) const;
 
  private:

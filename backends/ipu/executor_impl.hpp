@@ -17,6 +17,7 @@
 #include <ipuml/backends/ipu/executor.hpp>
 #include <ipuml/backends/ipu/profile.hpp>
 #include <ipuml/backends/ipu/schedule.hpp>
+#include <ipuml/backends/ipu/trace.hpp>
 #include <ipuml/core/parallel.hpp>
 #include <ipuml/core/rng.hpp>
 #include <ipuml/ir/stages.hpp>
@@ -153,6 +154,8 @@ struct Executable::Impl {
   size_t history_next = 0;
   uint64_t runs = 0;
   EngineOptions engine;
+  std::string report_path;              // <report dir>/<program>, empty: no automatic reports
+  int64_t pipelined_micro_batches = 0;  // of the last pipelined run_many, for the trace
 
   // Runs fn in the IPU's task arena. In a pipelined run the stages' threads already share the
   // host's cores through the pipeline; entering an arena whose master slot another stage holds
@@ -518,8 +521,13 @@ IPUML_INLINE Executable::Executable(ir::Graph graph, Plan plan, ExecOptions exec
   for (int64_t i = 0; i < m.plan.target.num_ipus; ++i)
     m.ipus.push_back(std::make_unique<tbb::task_arena>());
   m.last = m.plan.cycles;
-  m.engine = engine_options_from_env();
-  if (m.engine.auto_report) write_profile(m.engine.directory);
+  m.engine = engine_options_from_env();  // an invalid IPUML_ENGINE_OPTIONS is an error anyway
+  std::string dir = m.exec.report_dir;
+  if (dir.empty() && m.engine.auto_report) dir = m.engine.directory;
+  if (!dir.empty()) {
+    m.report_path = claim_report_directory(dir, m.exec.program_name);
+    write_profile(m.report_path);
+  }
 }
 
 IPUML_INLINE Executable::~Executable() = default;
@@ -656,7 +664,7 @@ IPUML_INLINE std::vector<Tensor> Executable::run(const std::vector<Tensor>& inpu
   sl.keep.clear();
   for (auto& s : states) s.impl()->version++;
   m.record(step, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  if (m.engine.auto_report && m.runs == 1) write_profile(m.engine.directory);
+  if (!m.report_path.empty() && m.runs == 1) write_profile(m.report_path);
   return outputs;
 }
 
@@ -720,7 +728,10 @@ IPUML_INLINE std::vector<std::vector<Tensor>> Executable::run_many(
   m.pipelining = false;
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
                       static_cast<double>(items.size());
+  const bool first = m.runs == 0;
   for (auto& it : items) m.record(it.step, wall);
+  m.pipelined_micro_batches = static_cast<int64_t>(items.size());
+  if (!m.report_path.empty() && first) write_profile(m.report_path);
   return outs;
 }
 
@@ -755,9 +766,20 @@ IPUML_INLINE std::vector<RunRecord> Executable::run_history() const {
 IPUML_INLINE std::string Executable::profile_json(double samples_per_step) const {
   return make_profile_json(impl_->graph, impl_->plan, run_history(), samples_per_step);
 }
+IPUML_INLINE std::string Executable::trace_json() const {
+  TraceOptions o;
+  o.program = impl_->exec.program_name;
+  o.pipelined_micro_batches = impl_->pipelined_micro_batches;
+  return make_trace_json(impl_->graph, impl_->plan, o);
+}
 IPUML_INLINE void Executable::write_profile(const std::string& directory,
                                             double samples_per_step) const {
-  write_profile_file(directory, profile_json(samples_per_step));
+  write_report_file(directory, "profile.json", profile_json(samples_per_step));
+  write_report_file(directory, "trace.json", trace_json());
+}
+IPUML_INLINE const std::string& Executable::report_directory() const { return impl_->report_path; }
+IPUML_INLINE const std::string& Executable::program_name() const {
+  return impl_->exec.program_name;
 }
 IPUML_INLINE void Executable::print_profile_summary(std::ostream& os,
                                                     double samples_per_step) const {
@@ -769,6 +791,8 @@ IPUML_INLINE std::unique_ptr<Executable> compile(const ir::Graph& graph, const T
   ExecOptions exec;
   exec.stochastic_rounding = options.stochastic_rounding;
   exec.rounding_seed = options.rounding_seed;
+  exec.program_name = options.program_name;
+  exec.report_dir = options.report_dir;
   return std::make_unique<Executable>(graph, compile_plan(graph, target, options), exec);
 }
 

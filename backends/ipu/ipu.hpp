@@ -9,3 +9,4 @@
 #include <ipuml/backends/ipu/partition.hpp>
 #include <ipuml/backends/ipu/profile.hpp>
 #include <ipuml/backends/ipu/target.hpp>
+#include <ipuml/backends/ipu/trace.hpp>

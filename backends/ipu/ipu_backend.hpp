@@ -15,26 +15,15 @@ inline constexpr int64_t kDefaultSystemIpus = 4;
 
 class IpuBackendExecutable : public backend::Executable {
  public:
-  IpuBackendExecutable(std::unique_ptr<ipu::Executable> exe, std::string report_dir, bool pipelined)
-      : exe_(std::move(exe)), report_dir_(std::move(report_dir)), pipelined_(pipelined) {
-    if (!report_dir_.empty()) exe_->write_profile(report_dir_);
-  }
+  // The executable writes its own reports (ExecOptions::report_dir, program_name).
+  IpuBackendExecutable(std::unique_ptr<ipu::Executable> exe, bool pipelined)
+      : exe_(std::move(exe)), pipelined_(pipelined) {}
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<Tensor>& states,
                           uint64_t step) override {
-    auto out = exe_->run(inputs, states, step);
-    if (!report_dir_.empty() && !wrote_after_run_) {
-      exe_->write_profile(report_dir_);
-      wrote_after_run_ = true;
-    }
-    return out;
+    return exe_->run(inputs, states, step);
   }
   std::vector<std::vector<Tensor>> run_many(const std::vector<backend::RunItem>& items) override {
-    auto out = exe_->run_many(items, pipelined_);
-    if (!report_dir_.empty() && !wrote_after_run_ && !items.empty()) {
-      exe_->write_profile(report_dir_);
-      wrote_after_run_ = true;
-    }
-    return out;
+    return exe_->run_many(items, pipelined_);
   }
   std::string report_json() const override { return exe_->profile_json(); }
   void print_summary(std::ostream& os, double samples_per_step) const override {
@@ -59,7 +48,7 @@ class IpuBackendExecutable : public backend::Executable {
     image.target = exe_->target();
     image.memory = combine_memory(exe_->plan(), u->ipu().graph(), u->ipu().plan(), shared);
     exe_->set_memory_report(image.memory);
-    if (!report_dir_.empty()) exe_->write_profile(report_dir_);
+    if (!exe_->report_directory().empty()) exe_->write_profile(exe_->report_directory());
     if (image.memory.out_of_memory && !allow_out_of_memory) fail(out_of_memory_message(image));
   }
   ipu::Executable& ipu() { return *exe_; }
@@ -67,9 +56,7 @@ class IpuBackendExecutable : public backend::Executable {
 
  private:
   std::unique_ptr<ipu::Executable> exe_;
-  std::string report_dir_;
   bool pipelined_ = false;
-  bool wrote_after_run_ = false;
 };
 
 class IpuBackend : public backend::Backend {
@@ -134,14 +121,14 @@ class IpuBackend : public backend::Backend {
     co.replication_factor = replicas;
     co.cache_dir = take("cache_dir", "");
     co.progress = take("progress", "1") == "1";
-    const std::string report_dir = take("report_dir", "");
+    co.report_dir = take("report_dir", "");
+    co.program_name = take("program_name", "program");
     // Pipelined: the stages of a model-parallel program overlap (backends/ipu/schedule.hpp);
     // sharded, its IPUs run one after another.
     const bool pipelined = take("pipelined", "0") == "1" && per_replica > 1;
     for (const char* k : {"training", "gradient_accumulation", "device_iterations"}) take(k, "");
     for (auto& [k, v] : o) fail("ipu backend: unknown compile option '", k, "'");
-    return std::make_unique<IpuBackendExecutable>(ipu::compile(graph, t, co), report_dir,
-                                                  pipelined);
+    return std::make_unique<IpuBackendExecutable>(ipu::compile(graph, t, co), pipelined);
   }
 
  private:

@@ -28,6 +28,13 @@ std::string make_profile_json(const ir::Graph& g, const Plan& p, const std::vect
                               double samples_per_step = 0);
 // Writes <directory>/profile.json (creating the directory); throws ipuml::Error if it cannot.
 void write_profile_file(const std::string& directory, const std::string& json);
+// Writes <directory>/<file_name> atomically (a temporary file renamed), creating the directory.
+void write_report_file(const std::string& directory, const std::string& file_name,
+                       const std::string& text);
+// <directory>/<name> for one program's reports, unique among the programs of this process so
+// that no program's report overwrites another's: a name already claimed in that directory gets
+// _2, _3, ... Characters other than letters, digits, '-', '_' and '.' become '_'.
+std::string claim_report_directory(const std::string& directory, const std::string& name);
 void print_profile_summary(std::ostream& os, const ir::Graph& g, const Plan& p,
                            const std::vector<RunRecord>& runs, double samples_per_step = 0);
 

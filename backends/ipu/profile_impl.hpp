@@ -2,11 +2,14 @@
 #pragma once
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <mutex>
 #include <ostream>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -215,21 +218,48 @@ IPUML_INLINE std::string make_profile_json(const ir::Graph& g, const Plan& p,
   return j.dump(1);
 }
 
-IPUML_INLINE void write_profile_file(const std::string& directory, const std::string& json) {
+IPUML_INLINE void write_report_file(const std::string& directory, const std::string& file_name,
+                                    const std::string& text) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(directory, ec);
   IPUML_CHECK(!ec, "profile report: cannot create directory '", directory, "': ", ec.message());
-  const fs::path path = fs::path(directory) / "profile.json";
-  const fs::path tmp = fs::path(directory) / "profile.json.tmp";
+  const fs::path path = fs::path(directory) / file_name;
+  const fs::path tmp = fs::path(directory) / (file_name + ".tmp");
   {
     std::ofstream f(tmp, std::ios::trunc);
     IPUML_CHECK(static_cast<bool>(f), "profile report: cannot write '", tmp.string(), "'");
-    f << json << '\n';
+    f << text << '\n';
     IPUML_CHECK(static_cast<bool>(f), "profile report: writing '", tmp.string(), "' failed");
   }
   fs::rename(tmp, path, ec);
   IPUML_CHECK(!ec, "profile report: cannot rename to '", path.string(), "': ", ec.message());
+}
+
+IPUML_INLINE void write_profile_file(const std::string& directory, const std::string& json) {
+  write_report_file(directory, "profile.json", json);
+}
+
+IPUML_INLINE std::string claim_report_directory(const std::string& directory,
+                                                const std::string& name) {
+  namespace fs = std::filesystem;
+  std::string safe = name.empty() ? std::string("program") : name;
+  for (char& c : safe)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+  if (safe == "." || safe == "..") safe = "program";
+  std::error_code ec;
+  fs::path base = fs::absolute(fs::path(directory), ec);
+  if (ec) base = fs::path(directory);
+  base = base.lexically_normal();
+  // Claimed for the life of the process: a later program of the same name is another program.
+  static std::mutex mu;
+  static std::set<std::string> claimed;
+  std::lock_guard<std::mutex> lock(mu);
+  std::string pick = safe;
+  for (int k = 2; claimed.count((base / pick).string()) != 0; ++k)
+    pick = safe + "_" + std::to_string(k);
+  claimed.insert((base / pick).string());
+  return (fs::path(directory) / pick).string();
 }
 
 IPUML_INLINE void print_profile_summary(std::ostream& os, const ir::Graph& g, const Plan& p,

@@ -371,8 +371,8 @@ Options make_options(const Config& cfg) {
   return opts;
 }
 
+// After validate(cfg).
 int train(const Config& cfg) {
-  validate(cfg);
   const auto t_start = Clock::now();
   if (cfg.threads > 0) set_num_threads(cfg.threads);
   manual_seed(cfg.seed);
@@ -575,7 +575,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--mask-tokens", cfg.mask_tokens,
                  "Masked tokens per sequence the MLM head sees (0: ceil(15 % of the length))")
-      ->check(CLI::NonNegativeNumber)
+      ->check(examples::integer_at_least(0))
       ->capture_default_str();
   app.add_option("--doc-stride", cfg.doc_stride, "SQuAD: tokens between context windows")
       ->capture_default_str();
@@ -618,22 +618,25 @@ int main(int argc, char** argv) {
   app.add_option("--log-steps", cfg.log_steps, "Host batches between log lines without a terminal")
       ->capture_default_str();
   app.add_option("--val-sequences", cfg.val_sequences, "Validation sequences evaluated at most")
-      ->check(CLI::PositiveNumber)
+      ->check(examples::integer_at_least(1))
       ->capture_default_str();
   app.add_flag("--profile", cfg.profile, "Print the emulated IPU's profile summary");
   app.add_option("--tokenize", tokenize,
                  "Print the WordPiece ids of each line of FILE, space-separated, and exit");
-  CLI11_PARSE(app, argc, argv);
+  if (auto rc = examples::parse_command_line(app, argc, argv, kWho)) return *rc;
+  // Every flag of a training run is checked before anything is printed or read.
   try {
     cfg.recompute_checkpoint_every_layer =
         parse_bool("--recompute-checkpoint-every-layer", recompute);
     cfg.enable_half_partials = parse_bool("--enable-half-partials", half_partials);
+    if (tokenize.empty()) validate(cfg);
+  } catch (const std::exception& e) {
+    return examples::usage_error(kWho, e.what());
+  }
+  try {
     if (!tokenize.empty()) return tokenize_file(tokenize, cfg.vocab_dir);
     return train(cfg);
   } catch (const std::exception& e) {
-    const std::string what = e.what();
-    std::cerr << (what.rfind(std::string(kWho) + ": ", 0) == 0 ? "" : std::string(kWho) + ": ")
-              << what << "\n";
-    return 1;
+    return examples::run_error(kWho, e.what());
   }
 }

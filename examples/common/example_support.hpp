@@ -1,17 +1,25 @@
-// What the example programs share: wall-clock helpers, fixed-point formatting, the terminal
-// progress line, and --set field=value target overrides.
+// What ipuml's programs (examples/ and src/tools/) share: the command line's conventions
+// (--version, exit status 2 and one line for a usage error, validators that say what they
+// want), wall-clock helpers, fixed-point formatting, the terminal progress line, --set overrides.
 #pragma once
 
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
+#include <ipuml/backends/ipu/target.hpp>
 #include <ipuml/core/error.hpp>
 #include <ipuml/runtime/options.hpp>
+#include <ipuml/version.hpp>
 
 namespace ipuml::examples {
 
@@ -60,6 +68,153 @@ inline void apply_target_overrides(Options& opts, const std::vector<std::string>
     const auto eq_at = o.find('=');
     IPUML_CHECK(eq_at != std::string::npos, who, ": --set expects field=value, got '", o, "'");
     opts.setTargetOption(o.substr(0, eq_at), o.substr(eq_at + 1));
+  }
+}
+
+// --- The command line --------------------------------------------------------------------
+
+// Exit statuses of every ipuml program: 0 done, 1 it failed while running, 2 the command line
+// was wrong (as getopt-style tools and Python's argparse; CLI11's own codes are 105-109).
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+// The message once, prefixed by the program's name once, on one line.
+inline std::string error_line(const std::string& who, std::string what) {
+  const std::string prefix = who + ": ";
+  while (what.rfind(prefix, 0) == 0) what.erase(0, prefix.size());
+  for (char& c : what)
+    if (c == '\n' || c == '\r') c = ' ';
+  while (!what.empty() && what.back() == ' ') what.pop_back();
+  return prefix + what;
+}
+
+// Prints a usage error as one line on stderr (with where to find the options) and returns 2.
+inline int usage_error(const std::string& who, const std::string& what) {
+  std::cerr << error_line(who, what) << " (see " << who << " --help)" << std::endl;
+  return kExitUsage;
+}
+
+// Prints a failure while running as one line on stderr and returns 1.
+inline int run_error(const std::string& who, const std::string& what) {
+  std::cerr << error_line(who, what) << std::endl;
+  return kExitFailure;
+}
+
+// "--version": prints "<program> (ipuml) <version>" and exits 0.
+inline void add_version_flag(CLI::App& app, const std::string& who) {
+  app.set_version_flag("--version", who + " (ipuml) " + IPUML_VERSION_STRING,
+                       "Print the version and exit");
+}
+
+// Parses argv with ipuml's conventions (--version added here): nothing when the program should
+// go on; otherwise its exit status, after --help or --version (0) or a usage error (2, one line).
+inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv,
+                                             const std::string& who) {
+  if (app.get_option_no_throw("--version") == nullptr) add_version_flag(app, who);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help, --help-all, --version
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return usage_error(who, e.what());
+  }
+  return std::nullopt;
+}
+
+namespace cli_detail {
+
+inline bool parse_integer(const std::string& s, int64_t& v) {
+  try {
+    size_t pos = 0;
+    v = std::stoll(s, &pos);
+    return pos == s.size();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+inline bool parse_number(const std::string& s, double& v) {
+  try {
+    size_t pos = 0;
+    v = std::stod(s, &pos);
+    return pos == s.size() && std::isfinite(v);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+inline std::string num(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+}  // namespace cli_detail
+
+// Validators whose messages say what the option wants ("--epochs: must be an integer >= 1,
+// got '0'"), unlike CLI::PositiveNumber's "Value 0 not in range 0.000000 to 1.797e308".
+inline CLI::Validator integer_at_least(int64_t lo) {
+  return CLI::Validator(
+      [lo](std::string& s) -> std::string {
+        int64_t v = 0;
+        if (cli_detail::parse_integer(s, v) && v >= lo) return {};
+        return "must be an integer >= " + std::to_string(lo) + ", got '" + s + "'";
+      },
+      "INT >= " + std::to_string(lo));
+}
+
+inline CLI::Validator integer_in(int64_t lo, int64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) -> std::string {
+        int64_t v = 0;
+        if (cli_detail::parse_integer(s, v) && v >= lo && v <= hi) return {};
+        return "must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi) +
+               ", got '" + s + "'";
+      },
+      "INT in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+}
+
+inline CLI::Validator number_at_least(double lo) {
+  return CLI::Validator(
+      [lo](std::string& s) -> std::string {
+        double v = 0;
+        if (cli_detail::parse_number(s, v) && v >= lo) return {};
+        return "must be a number >= " + cli_detail::num(lo) + ", got '" + s + "'";
+      },
+      "NUMBER >= " + cli_detail::num(lo));
+}
+
+inline CLI::Validator number_above(double lo) {
+  return CLI::Validator(
+      [lo](std::string& s) -> std::string {
+        double v = 0;
+        if (cli_detail::parse_number(s, v) && v > lo) return {};
+        return "must be a number > " + cli_detail::num(lo) + ", got '" + s + "'";
+      },
+      "NUMBER > " + cli_detail::num(lo));
+}
+
+// lo <= v <= hi, or lo < v <= hi when `open_low` (a rate that must not be 0).
+inline CLI::Validator number_in(double lo, double hi, bool open_low = false) {
+  return CLI::Validator(
+      [lo, hi, open_low](std::string& s) -> std::string {
+        double v = 0;
+        if (cli_detail::parse_number(s, v) && (open_low ? v > lo : v >= lo) && v <= hi) return {};
+        return std::string("must be a number in ") + (open_low ? "(" : "[") + cli_detail::num(lo) +
+               ", " + cli_detail::num(hi) + "], got '" + s + "'";
+      },
+      std::string("NUMBER in ") + (open_low ? "(" : "[") + cli_detail::num(lo) + ", " +
+          cli_detail::num(hi) + "]");
+}
+
+// Checks --set field=value overrides against `target` (a preset name) before anything runs;
+// throws ipuml::Error naming the field or value that is wrong.
+inline void check_target_overrides(const std::string& target,
+                                   const std::vector<std::string>& overrides) {
+  ipu::Target t = ipu::target_preset(target);
+  for (const auto& o : overrides) {
+    IPUML_CHECK(o.find('=') != std::string::npos, "--set expects field=value, got '", o, "'");
+    ipu::apply_override(t, o);
   }
 }
 

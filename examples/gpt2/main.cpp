@@ -88,6 +88,8 @@ std::string checkpoint_path(const Config& cfg) {
                                            : cfg.checkpoint_output_dir + "/checkpoint.h5";
 }
 
+models::GPT2Config model_config(const Config& cfg, int64_t vocab);
+
 void validate(const Config& cfg) {
   auto positive = [](const char* flag, int64_t v) {
     IPUML_CHECK(v >= 1 && v <= (int64_t{1} << 31), kWho, ": ", flag, " ", v,
@@ -128,6 +130,10 @@ void validate(const Config& cfg) {
   if (!cfg.checkpoint_output_dir.empty())
     io::check_writable_path(checkpoint_path(cfg), std::string(kWho) + ": --checkpoint-output-dir",
                             true);
+  // The model's own checks (layers per IPU, serialization factor) before any data is read, at
+  // the vocabulary the data will have: the preset's when generated, GPT-2's BPE (50257) else.
+  model_config(cfg, cfg.dataset == "generated" ? models::GPT2Config::preset(cfg.model).vocab_size()
+                                               : int64_t{50257});
 }
 
 models::GPT2Config model_config(const Config& cfg, int64_t vocab) {
@@ -328,8 +334,8 @@ Options make_options(const Config& cfg) {
   return opts;
 }
 
+// After validate(cfg).
 int train(const Config& cfg) {
-  validate(cfg);
   const auto t_start = Clock::now();
   if (cfg.threads > 0) set_num_threads(cfg.threads);
   manual_seed(cfg.seed);
@@ -546,7 +552,7 @@ int main(int argc, char** argv) {
   app.add_option("--dropout", cfg.dropout, "Dropout of embeddings, attention and residuals")
       ->capture_default_str();
   app.add_option("--val-sequences", cfg.val_sequences, "Validation sequences evaluated at most")
-      ->check(CLI::PositiveNumber)
+      ->check(examples::integer_at_least(1))
       ->capture_default_str();
   app.add_option("--log-steps", cfg.log_steps, "Host batches between log lines without a terminal")
       ->capture_default_str();
@@ -559,34 +565,36 @@ int main(int argc, char** argv) {
       ->required();
   gen->add_option("--prompt", cfg.prompt, "Text to continue")->capture_default_str();
   gen->add_option("--max-new-tokens", cfg.max_new_tokens, "Tokens to generate")
-      ->check(CLI::NonNegativeNumber)
+      ->check(examples::integer_at_least(0))
       ->capture_default_str();
   gen->add_option("--temperature", cfg.temperature, "0: greedy; otherwise sampled")
-      ->check(CLI::NonNegativeNumber)
+      ->check(examples::number_at_least(0))
       ->capture_default_str();
   gen->add_option("--top-k", cfg.top_k, "Sample among the k most likely (0: all)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(examples::integer_at_least(0))
       ->capture_default_str();
   gen->add_option("--top-p", cfg.top_p, "Nucleus sampling threshold")
-      ->check(CLI::Range(1e-9, 1.0))
+      ->check(examples::number_in(0, 1, true))
       ->capture_default_str();
   gen->add_option("--seed", cfg.seed, "Sampling seed")->capture_default_str();
   gen->add_option("--tokenizer-dir", cfg.tokenizer_dir, "encoder.json + vocab.bpe");
   gen->add_flag("--no-cache", cfg.no_cache, "Recompute the whole context at every step");
-  CLI11_PARSE(app, argc, argv);
-
+  if (auto rc = examples::parse_command_line(app, argc, argv, kWho)) return *rc;
+  // Every flag of a training run is checked before anything is printed or read.
   try {
     cfg.recompute_checkpoint_every_layer =
         parse_bool("--recompute-checkpoint-every-layer", recompute);
     cfg.enable_half_partials = parse_bool("--enable-half-partials", half_partials);
     cfg.optimizer_state_offchip = parse_bool("--optimizer-state-offchip", offchip);
+    if (tokenize.empty() && !gen->parsed()) validate(cfg);
+  } catch (const std::exception& e) {
+    return examples::usage_error(kWho, e.what());
+  }
+  try {
     if (!tokenize.empty()) return tokenize_file(tokenize, cfg.tokenizer_dir);
     if (gen->parsed()) return generate(cfg);
     return train(cfg);
   } catch (const std::exception& e) {
-    const std::string what = e.what();
-    std::cerr << (what.rfind(std::string(kWho) + ": ", 0) == 0 ? "" : std::string(kWho) + ": ")
-              << what << "\n";
-    return 1;
+    return examples::run_error(kWho, e.what());
   }
 }

@@ -59,6 +59,7 @@ struct Config {
   int64_t gradient_accumulation = 1;
   bool profile = true;
   bool allow_unverified = false;
+  std::string report_dir;  // profile reports, one subdirectory per compiled program
 };
 
 // Everything the flags say, checked before any data is read or any work starts: one clear line
@@ -104,6 +105,12 @@ void validate(const Config& cfg) {
   }
   // The checkpoint is written after the first epoch: an unwritable place is reported now.
   if (!cfg.checkpoint.empty()) io::check_writable_path(cfg.checkpoint, "ipuml-mnist: --checkpoint");
+  if (!cfg.report_dir.empty()) {
+    std::error_code ec;
+    IPUML_CHECK(!std::filesystem::exists(cfg.report_dir, ec) ||
+                    std::filesystem::is_directory(cfg.report_dir, ec),
+                "ipuml-mnist: --report-dir '", cfg.report_dir, "' is not a directory");
+  }
 }
 
 // What a resumed run must share with the saved one to continue it bit for bit, and the
@@ -199,6 +206,7 @@ Options make_options(const Config& cfg) {
       .target(cfg.target);
   opts.Training.gradientAccumulation(cfg.gradient_accumulation);
   if (cfg.pipelined) opts.setExecutionStrategy(runtime::ExecutionStrategy::Pipelined);
+  if (!cfg.report_dir.empty()) opts.autoReportDirectory(cfg.report_dir);
   examples::apply_target_overrides(opts, cfg.target_overrides, "ipuml-mnist");
   return opts;
 }
@@ -237,6 +245,7 @@ void compare_strategies(const Config& cfg, const Tensor& data, const Tensor& lab
     optim::SGD opt(net->parameters(), optim::SGDOptions(cfg.lr));
     Options opts = make_options(c);
     opts.showCompilationProgressBar(false);
+    opts.modelName(r.pipelined ? "pipelined" : r.ipus > 1 ? "sharded" : "single_ipu");
     auto tm = trainingModel(net.ptr(), opts, opt, [](const Tensor& probs, const Tensor& y) {
       return cross_entropy(probs, y);
     });
@@ -363,20 +372,20 @@ int main(int argc, char** argv) {
   bool no_double_softmax = false;
   CLI::App app{"ipuml-mnist: the CNN of PopTorch's MNIST tutorial, trained on an emulated IPU"};
   app.add_option("--batch-size", cfg.batch_size, "Micro-batch size for training")
-      ->check(CLI::PositiveNumber)
+      ->check(examples::integer_at_least(1))
       ->capture_default_str();
   app.add_option("--test-batch-size", cfg.test_batch_size, "Batch size for testing")
-      ->check(CLI::PositiveNumber)
+      ->check(examples::integer_at_least(1))
       ->capture_default_str();
   app.add_option("--epochs", cfg.epochs, "Number of epochs to train")
-      ->check(CLI::PositiveNumber)
+      ->check(examples::integer_at_least(1))
       ->capture_default_str();
   app.add_option("--lr", cfg.lr, "Learning rate (plain SGD)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(examples::number_at_least(0))
       ->capture_default_str();
   app.add_option("--device-iterations", cfg.device_iterations,
                  "Weight updates per host batch (the host batch is batch-size x device-iterations)")
-      ->check(CLI::PositiveNumber)
+      ->check(examples::integer_at_least(1))
       ->capture_default_str();
   app.add_option("--seed", cfg.seed, "Seed for initialisation, shuffling and dropout")
       ->capture_default_str();
@@ -385,15 +394,15 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint", cfg.checkpoint,
                  "HDF5 checkpoint: saved after each epoch, resumed from if it exists");
   app.add_option("--threads", cfg.threads, "Worker threads (0: all cores)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(examples::integer_at_least(0))
       ->capture_default_str();
   app.add_option(
          "--max-batches", cfg.max_batches,
          "Stop each epoch's training and the evaluation after this many host batches (0: all)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(examples::integer_at_least(0))
       ->capture_default_str();
   app.add_option("--prefetch", cfg.prefetch, "Host batches assembled ahead of training")
-      ->check(CLI::NonNegativeNumber)
+      ->check(examples::integer_at_least(0))
       ->capture_default_str();
   app.add_flag("--no-double-softmax", no_double_softmax,
                "Compute the loss on the logits instead of on the softmax output (the original "
@@ -406,41 +415,48 @@ int main(int argc, char** argv) {
   app.add_option("--set", cfg.target_overrides,
                  "Override a target field, e.g. --set clock_hz=1.85e9 (repeatable)");
   app.add_option("--ipus", cfg.ipus, "IPUs per replica; the blocks spread over them (BeginBlock)")
-      ->check(CLI::Range(1, 4))
+      ->check(examples::integer_in(1, 4))
       ->capture_default_str();
   app.add_flag("--pipelined", cfg.pipelined,
                "Pipelined execution over the --ipus IPUs (PopTorch's PipelinedExecution; needs "
                "--gradient-accumulation >= 2 x ipus - 1); without it, sharded");
   app.add_option("--replication-factor", cfg.replication_factor,
                  "Data-parallel replicas, one per IPU (group)")
-      ->check(CLI::PositiveNumber)
+      ->check(examples::integer_at_least(1))
       ->capture_default_str();
   app.add_option("--gradient-accumulation", cfg.gradient_accumulation,
                  "Micro-batches per weight update")
-      ->check(CLI::PositiveNumber)
+      ->check(examples::integer_at_least(1))
       ->capture_default_str();
   bool no_profile = false;
   app.add_flag("--no-profile", no_profile, "Skip the profile summary");
+  app.add_option("--report-dir", cfg.report_dir,
+                 "Write the profile reports here, one subdirectory per compiled program "
+                 "(training, weight_update, evaluation); view them with ipuml-report");
   bool flush_denormal = false;
   app.add_flag("--allow-unverified", cfg.allow_unverified,
                "Resume from a checkpoint without ipuml's integrity record (written by another "
                "tool); its contents are still checked");
   app.add_flag("--flush-denormal", flush_denormal,
                "Flush denormal floats to zero (torch.set_flush_denormal): late epochs run faster");
-  CLI11_PARSE(app, argc, argv);
+  if (auto rc = examples::parse_command_line(app, argc, argv, "ipuml-mnist")) return *rc;
   cfg.double_softmax = !no_double_softmax;
   cfg.profile = !no_profile;
-  if (flush_denormal && !ipuml::set_flush_denormal(true))
-    std::cerr << "ipuml-mnist: this CPU cannot flush denormals; --flush-denormal ignored\n";
   const bool compiled = cfg.device != "eager";
-  if (!compiled && (cfg.replication_factor > 1 || cfg.gradient_accumulation > 1 || cfg.ipus > 1)) {
-    std::cerr << "ipuml-mnist: --replication-factor, --gradient-accumulation and --ipus need "
-                 "--device ipu or cpu\n";
-    return 1;
-  }
-
+  if (!compiled && (cfg.replication_factor > 1 || cfg.gradient_accumulation > 1 || cfg.ipus > 1))
+    return examples::usage_error("ipuml-mnist",
+                                 "--replication-factor, --gradient-accumulation and --ipus need "
+                                 "--device ipu or cpu");
+  // Every flag is checked before anything is printed or read.
   try {
     validate(cfg);
+  } catch (const std::exception& e) {
+    return examples::usage_error("ipuml-mnist", e.what());
+  }
+  if (flush_denormal && !ipuml::set_flush_denormal(true))
+    std::cerr << "ipuml-mnist: this CPU cannot flush denormals; --flush-denormal ignored\n";
+
+  try {
     const auto t_start = Clock::now();
     if (cfg.threads > 0) set_num_threads(cfg.threads);
     manual_seed(cfg.seed);
@@ -522,6 +538,8 @@ int main(int argc, char** argv) {
                               training_state(cfg, tm.run_counter()));
       }
       Options eval_opts = Options().useIpuModel(cfg.device == "ipu").target(cfg.target);
+      eval_opts.modelName("evaluation");
+      if (!cfg.report_dir.empty()) eval_opts.autoReportDirectory(cfg.report_dir);
       examples::apply_target_overrides(eval_opts, cfg.target_overrides, "ipuml-mnist");
       eval_opts.showCompilationProgressBar(false);
       const auto t_eval = Clock::now();
@@ -567,9 +585,7 @@ int main(int argc, char** argv) {
     print_accuracy(acc);
     std::cout << "Wall time: " << fixed(seconds_since(t_start), 1) << " s" << std::endl;
   } catch (const std::exception& e) {
-    const std::string what = e.what();
-    std::cerr << (what.rfind("ipuml-mnist: ", 0) == 0 ? "" : "ipuml-mnist: ") << what << "\n";
-    return 1;
+    return examples::run_error("ipuml-mnist", e.what());
   }
   return 0;
 }

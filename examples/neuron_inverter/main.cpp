@@ -34,6 +34,9 @@
 #ifndef IPUML_NEURON_DESIGN_DIR
 #define IPUML_NEURON_DESIGN_DIR "."
 #endif
+#ifndef IPUML_NEURON_DESIGN_INSTALL_DIR
+#define IPUML_NEURON_DESIGN_INSTALL_DIR IPUML_NEURON_DESIGN_DIR
+#endif
 
 namespace {
 
@@ -67,7 +70,12 @@ T get_or(const YAML::Node& n, const char* key, T fallback) {
 
 Design load_design(const std::string& name_or_path) {
   fs::path p = name_or_path;
+  // A shipped design: from the source tree, or where `cmake --install` put it.
   if (!fs::exists(p)) p = fs::path(IPUML_NEURON_DESIGN_DIR) / (name_or_path + ".yaml");
+  if (!fs::exists(p)) {
+    const fs::path installed = fs::path(IPUML_NEURON_DESIGN_INSTALL_DIR) / (name_or_path + ".yaml");
+    if (fs::exists(installed)) p = installed;
+  }
   IPUML_CHECK(fs::exists(p), "ipuml-neuron-inverter: no design '", name_or_path,
               "' (neither a file "
               "nor ",
@@ -591,13 +599,13 @@ int main(int argc, char** argv) {
   app.add_option("--design", cfg.design, "hpar_gc4, hpar_dev, or a design yaml file")
       ->capture_default_str();
   app.add_option("--epochs", cfg.epochs, "Epochs (default: the design's max_epochs)")
-      ->check(CLI::PositiveNumber);
+      ->check(examples::integer_at_least(1));
   app.add_option("--cellName", cfg.cell,
                  "Cell: the data is <dataPath>/<cellName>_excite.cellSpike_4prB8kHz.data.h5")
       ->capture_default_str();
   app.add_option("--initLR", cfg.init_lr,
                  "Initial learning rate per replica (default: the design's; x replicas)")
-      ->check(CLI::PositiveNumber);
+      ->check(examples::number_above(0));
   app.add_option("--outPath", cfg.out_path, "Where logs, plots and checkpoints go")
       ->capture_default_str();
   app.add_option("--dataPath", cfg.data_path, "Directory of the cellSpike files")
@@ -611,21 +619,21 @@ int main(int argc, char** argv) {
   app.add_option(
          "--replication-factor,--num-replicas", cfg.replicas,
          "Replicas over all instances (default: $IPUML_NUM_REPLICAS, else one per instance)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(examples::integer_at_least(0));
   app.add_option("--maxSamples", cfg.max_samples,
                  "Training samples per epoch over all replicas (default: the design's; 0: all)");
   app.add_option("--maxValSamples", cfg.max_val_samples,
                  "Validation and test samples (default: the design's; 0: all)");
   app.add_option("--localBS", cfg.local_batch,
                  "Local (per replica) batch size (default: the design's)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(examples::integer_at_least(0));
   app.add_option("--stepsPerIter", cfg.steps_per_iter,
                  "Device iterations per host batch (default: the design's replica_steps_per_iter)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(examples::integer_at_least(0));
   app.add_option("--seed", cfg.seed, "Seed of initialisation, shuffles and dropout")
       ->capture_default_str();
   app.add_option("--threads", cfg.threads, "Worker threads per instance (0: all cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(examples::integer_at_least(0));
   app.add_option("--checkpoint", cfg.checkpoint,
                  "HDF5 checkpoint (default <outPath>/checkpoint.h5): saved every epoch by rank 0, "
                  "resumed from when it exists");
@@ -636,12 +644,20 @@ int main(int argc, char** argv) {
   app.add_option("--test-kill-rank1-at", cfg.kill_rank_at,
                  "Testing: rank 1 kills itself at this host batch of the first epoch")
       ->group("");
-  CLI11_PARSE(app, argc, argv);
+  const char* who = "ipuml-neuron-inverter";
+  if (auto rc = examples::parse_command_line(app, argc, argv, who)) return *rc;
   cfg.profile = !no_profile;
+  // The design and the target are checked before anything is printed or read.
+  try {
+    load_design(cfg.design);
+    examples::check_target_overrides(cfg.target, cfg.target_overrides);
+  } catch (const std::exception& e) {
+    return examples::usage_error(who, e.what());
+  }
   try {
     return run(cfg);
   } catch (const std::exception& e) {
-    std::cerr << "ipuml-neuron-inverter: " << e.what() << std::endl;
+    examples::run_error(who, e.what());
     // Other instances may be waiting in a collective: end the whole job rather than leave them.
     try {
       if (ipuml::dist::world()->size() > 1) ipuml::dist::world()->abort(1);

@@ -3,6 +3,7 @@
 // and both backends (CPU and the IPU emulator).
 #pragma once
 
+#include <ipuml/version.hpp>
 #include <ipuml/core/config.hpp>
 #include <ipuml/core/denormals.hpp>
 #include <ipuml/core/dtype.hpp>

@@ -13,6 +13,8 @@
 #include <ipuml/datasets/cellspike.hpp>
 #include <ipuml/datasets/cellspike_gen.hpp>
 
+#include "example_support.hpp"
+
 int main(int argc, char** argv) {
   using namespace ipuml;
   CLI::App app{
@@ -25,26 +27,26 @@ int main(int argc, char** argv) {
                  "Cell name: the file is <cellName>_excite.cellSpike_4prB8kHz.data.h5")
       ->capture_default_str();
   app.add_option("--train", o.train(), "Training samples")
-      ->check(CLI::PositiveNumber)
+      ->check(examples::integer_at_least(1))
       ->capture_default_str();
   app.add_option("--val", o.val(), "Validation samples")
-      ->check(CLI::PositiveNumber)
+      ->check(examples::integer_at_least(1))
       ->capture_default_str();
   app.add_option("--test", o.test(), "Test samples")
-      ->check(CLI::PositiveNumber)
+      ->check(examples::integer_at_least(1))
       ->capture_default_str();
   app.add_option("--timeBins", o.time_bins(), "Time bins of 0.125 ms (the model expects 1600)")
-      ->check(CLI::PositiveNumber)
+      ->check(examples::integer_at_least(1))
       ->capture_default_str();
   app.add_flag("--fp16", o.fp16(), "Store float16 (as the _fp16 files) instead of float32");
   app.add_option("--seed", o.seed(), "Seed of the parameters and the noise")->capture_default_str();
   app.add_option("--noise", o.noise(), "Recording noise (standard deviation, in frame units)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(examples::number_at_least(0))
       ->capture_default_str();
   app.add_option("--chunk", o.chunk_rows(), "Samples simulated and written at a time")
-      ->check(CLI::PositiveNumber)
+      ->check(examples::integer_at_least(1))
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  if (auto rc = examples::parse_command_line(app, argc, argv, "ipuml-cellspike-gen")) return *rc;
   try {
     std::filesystem::create_directories(out_path);
     const std::string data =
@@ -74,8 +76,7 @@ int main(int argc, char** argv) {
         static_cast<long long>(o.test()), o.fp16() ? "float16" : "float32", meta.c_str(), secs,
         static_cast<double>(samples) / std::max(secs, 1e-9));
   } catch (const std::exception& e) {
-    std::cerr << "ipuml-cellspike-gen: " << e.what() << "\n";
-    return 1;
+    return examples::run_error("ipuml-cellspike-gen", e.what());
   }
   return 0;
 }

@@ -12,6 +12,8 @@
 #include <ipuml/backends/ipu/target.hpp>
 #include <ipuml/core/error.hpp>
 
+#include "example_support.hpp"
+
 int main(int argc, char** argv) {
   CLI::App app{"List the emulated IPU devices (ipuml's IPU emulator targets)."};
   std::string target_name = "ipu2";
@@ -25,8 +27,16 @@ int main(int argc, char** argv) {
   app.add_flag("-a,--all", all_presets, "list every preset instead of one target");
   app.add_flag("--fields", fields, "list the fields --set accepts");
   app.add_flag("-l,--list", list, "list devices (the default; accepted for gc-info compatibility)");
-  CLI11_PARSE(app, argc, argv);
+  if (auto rc = ipuml::examples::parse_command_line(app, argc, argv, "ipuml-info")) return *rc;
 
+  // A wrong preset or field is a usage error, found before anything is printed.
+  try {
+    for (auto& n :
+         all_presets ? ipuml::ipu::target_preset_names() : std::vector<std::string>{target_name})
+      ipuml::examples::check_target_overrides(n, overrides);
+  } catch (const std::exception& e) {
+    return ipuml::examples::usage_error("ipuml-info", e.what());
+  }
   try {
     if (fields) {
       for (auto& f : ipuml::ipu::target_field_names()) std::cout << f << "\n";
@@ -77,9 +87,8 @@ int main(int argc, char** argv) {
                 << " bytes per tile, " << std::setprecision(4) << t.flops_per_cycle_fp32 << " / "
                 << t.flops_per_cycle_fp16 << " FLOP/cycle/tile (fp32/fp16)\n";
     }
-  } catch (const ipuml::Error& e) {
-    std::cerr << "ipuml-info: " << e.what() << "\n";
-    return 1;
+  } catch (const std::exception& e) {
+    return ipuml::examples::run_error("ipuml-info", e.what());
   }
   return 0;
 }

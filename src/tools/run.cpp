@@ -11,6 +11,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "example_support.hpp"
+
 int main(int argc, char** argv) {
   CLI::App app{"Run an ipuml program as data-parallel instances over MPI (as poprun does)"};
   int instances = 1, replicas = 0;
@@ -18,24 +20,23 @@ int main(int argc, char** argv) {
   bool print_only = false;
   std::vector<std::string> extra, command;
   app.add_option("--num-instances", instances, "Processes (instances)")
-      ->check(CLI::PositiveNumber)
+      ->check(ipuml::examples::integer_in(1, 1 << 20))
       ->capture_default_str();
   app.add_option("--num-replicas", replicas,
                  "Replicas over all instances (default: one per instance); must divide evenly")
-      ->check(CLI::NonNegativeNumber);
+      ->check(ipuml::examples::integer_in(0, 1 << 20));
   app.add_option("--launcher", launcher, "mpirun (OpenMPI) or srun (Slurm)")
       ->check(CLI::IsMember({"mpirun", "srun"}))
       ->capture_default_str();
   app.add_option("--launcher-arg", extra, "An extra argument for the launcher (repeatable)");
   app.add_flag("--print", print_only, "Print the command instead of running it");
   app.add_option("command", command, "The program and its arguments (after --)")->required();
-  CLI11_PARSE(app, argc, argv);
+  if (auto rc = ipuml::examples::parse_command_line(app, argc, argv, "ipuml-run")) return *rc;
   if (replicas == 0) replicas = instances;
-  if (replicas % instances != 0) {
-    std::cerr << "ipuml-run: " << replicas << " replicas do not divide evenly over " << instances
-              << " instances\n";
-    return 2;
-  }
+  if (replicas % instances != 0)
+    return ipuml::examples::usage_error("ipuml-run", std::to_string(replicas) +
+                                                         " replicas do not divide evenly over " +
+                                                         std::to_string(instances) + " instances");
   const std::string rep = std::to_string(replicas);
   std::vector<std::string> args;
   if (instances == 1) {

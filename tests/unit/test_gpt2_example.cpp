@@ -148,30 +148,30 @@ TEST_CASE("gpt2 example: flag errors are clear", "[gpt2_example]") {
   if (!have_exe()) return;
   int st = 0;
   std::string out = run(kExe.string() + " --layers-per-ipu 1 1", &st);
-  CHECK(st == 1);
+  CHECK(st == 2);  // a usage error
   CHECK_THAT(out, Catch::Contains("--layers-per-ipu has 2 entries but --ipus-per-replica is 1"));
   out = run(kExe.string() + " --layers-per-ipu 1 2 --ipus-per-replica 2", &st);
-  CHECK(st == 1);
+  CHECK(st == 2);  // a usage error
   CHECK_THAT(out, Catch::Contains("sums to 3"));
   out = run(kExe.string() + " --model gpt5", &st);
   CHECK(st != 0);
   CHECK_THAT(out, Catch::Contains("--model"));
   out = run(kExe.string() + " --optimizer SGD", &st);
-  CHECK(st == 1);
+  CHECK(st == 2);  // a usage error
   CHECK_THAT(out, Catch::Contains("expected AdamW"));
   out = run(kExe.string() + " --recompute-checkpoint-every-layer maybe", &st);
-  CHECK(st == 1);
+  CHECK(st == 2);  // a usage error
   CHECK_THAT(out, Catch::Contains("expects True or False"));
   out = run(kExe.string() + " --device eager --replication-factor 2", &st);
-  CHECK(st == 1);
+  CHECK(st == 2);  // a usage error
   CHECK_THAT(out, Catch::Contains("need --device cpu or ipu"));
   out = run(kExe.string() + " --embedding-serialization-factor 0", &st);
-  CHECK(st == 1);
+  CHECK(st == 2);  // a usage error
   CHECK_THAT(out, Catch::Contains("embedding_serialization_factor"));
   out = run(kExe.string() + " generate --checkpoint-output-dir /nonexistent/dir", &st);
-  CHECK(st == 1);
+  CHECK(st == 1);  // a file that cannot be read
   CHECK_THAT(out, Catch::Contains("/nonexistent/dir/checkpoint.h5"));
   out = run(kExe.string() + " --tokenize /nonexistent/file", &st);
-  CHECK(st == 1);
+  CHECK(st == 1);  // a file that cannot be read
   CHECK_THAT(out, Catch::Contains("/nonexistent/file"));
 }

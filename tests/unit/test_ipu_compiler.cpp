@@ -321,10 +321,13 @@ TEST_CASE("ipu profile report: written on request and through IPUML_ENGINE_OPTIO
         "IPUML_ENGINE_OPTIONS",
         "{\"autoReport.all\":\"true\",\"autoReport.directory\":\"" + dir.path.string() + "\"}");
     auto exe = ipu::compile(tr.graph, ipu::target_preset("ipu2"), quiet());
+    CHECK(exe->report_directory() == (dir.path / "program").string());
     exe->run({randn({16, 32})}, tr.states);
   }
-  const auto file = dir.path / "profile.json";
+  // One subdirectory per program, named by CompileOptions::program_name ("program" unnamed).
+  const auto file = dir.path / "program" / "profile.json";
   REQUIRE(fs::exists(file));
+  CHECK(fs::exists(dir.path / "program" / "trace.json"));
   std::ifstream f(file);
   auto j = nlohmann::json::parse(f);
   CHECK(j["schema"] == "ipuml.profile/1");

@@ -184,9 +184,16 @@ class Options {
     allow_oom_ = on;
     return *this;
   }
-  // Writes the profile report (as IPUML_ENGINE_OPTIONS autoReport.directory does).
+  // Writes the profile reports (as IPUML_ENGINE_OPTIONS autoReport.directory does), one
+  // subdirectory per compiled program: training, weight_update, inference (docs/profile-report.md).
   Options& autoReportDirectory(const std::string& dir) {
     report_dir_ = dir;
+    return *this;
+  }
+  // PopTorch's modelName: names the programs in reports (<name> for the training step or the
+  // inference program, <name>_weight_update for a separate optimizer program).
+  Options& modelName(const std::string& name) {
+    model_name_ = name;
     return *this;
   }
   Options& showCompilationProgressBar(bool on) {
@@ -218,6 +225,7 @@ class Options {
   bool use_ipu_model() const { return use_ipu_; }
   bool allow_out_of_memory() const { return allow_oom_; }
   const std::string& report_dir() const { return report_dir_; }
+  const std::string& model_name() const { return model_name_; }
   bool progress() const { return progress_; }
 
   // Samples one call of a training model consumes for micro-batch B:
@@ -243,6 +251,7 @@ class Options {
   bool use_ipu_ = true;
   bool allow_oom_ = false;
   std::string report_dir_;
+  std::string model_name_;
   bool progress_ = true;
 };
 

@@ -47,7 +47,7 @@ namespace detail {
 // The backend name and compile options the Options select.
 std::string backend_for(const Options& o);
 backend::CompileOptions compile_options_for(const Options& o, int64_t ipus_per_replica,
-                                            bool training);
+                                            bool training, const std::string& program);
 int64_t ipus_used(const ir::Graph& g);
 }  // namespace detail
 

@@ -20,8 +20,11 @@ IPUML_INLINE std::string backend_for(const Options& o) {
   return "ipu";
 }
 
+// `program` names the compiled program in reports: "training", "weight_update" or "inference",
+// under Options.modelName when one is given.
 IPUML_INLINE backend::CompileOptions compile_options_for(const Options& o, int64_t ipus_per_replica,
-                                                         bool training) {
+                                                         bool training,
+                                                         const std::string& program) {
   if (!o.use_ipu_model()) return {};
   backend::CompileOptions c;
   c["target"] = o.target_name();
@@ -51,6 +54,11 @@ IPUML_INLINE backend::CompileOptions compile_options_for(const Options& o, int64
   c["progress"] = o.progress() ? "1" : "0";
   if (!o.cache_dir().empty()) c["cache_dir"] = o.cache_dir();
   if (!o.report_dir().empty()) c["report_dir"] = o.report_dir();
+  if (o.model_name().empty())
+    c["program_name"] = program;
+  else
+    c["program_name"] =
+        program == "weight_update" ? o.model_name() + "_weight_update" : o.model_name();
   return c;
 }
 
@@ -296,8 +304,9 @@ IPUML_INLINE void TrainingModel::compile(const Tensors& inputs, const Tensors& t
   const int64_t ipus = detail::ipus_used(step_trace_.graph);
   detail::check_pipeline(o, step_trace_.graph, true);
   auto be = backend::get_backend(detail::backend_for(o));
-  step_exe_ = be->compile(step_trace_.graph, detail::compile_options_for(o, ipus, true));
-  auto update_opts = detail::compile_options_for(o, ipus, true);
+  step_exe_ =
+      be->compile(step_trace_.graph, detail::compile_options_for(o, ipus, true, "training"));
+  auto update_opts = detail::compile_options_for(o, ipus, true, "weight_update");
   if (!update_opts.empty()) {
     update_opts["progress"] = "0";
     // The update is checked for fit together with the step (one image) just below.
@@ -503,7 +512,7 @@ IPUML_INLINE void InferenceModel::compile(const Tensors& inputs) {
     ir::assign_pipeline_stages(trace_.graph, trace_.graph.nodes.size(), trace_.graph.nodes.size());
   detail::check_pipeline(o, trace_.graph, false);
   exe_ = backend::get_backend(detail::backend_for(o))
-             ->compile(trace_.graph, detail::compile_options_for(o, ipus, false));
+             ->compile(trace_.graph, detail::compile_options_for(o, ipus, false, "inference"));
   compiled_ = true;
 }
 

@@ -1,0 +1,544 @@
+// Body of ipuml-report's page (compiled once in src/lib/ipu_report_html.cpp): the reports are
+// digested here into the few arrays the page draws, embedded as JSON, and drawn by the inline
+// script when the page loads.
+#pragma once
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include <ipuml/backends/ipu/report_html.hpp>
+#include <ipuml/core/error.hpp>
+
+namespace ipuml::ipu {
+
+namespace rhdetail {
+
+using nlohmann::json;
+
+inline std::string read_text(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  IPUML_CHECK(static_cast<bool>(f), "ipuml-report: cannot read '", p.string(), "'");
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+inline ReportProgram load_one(const std::filesystem::path& profile, const std::string& name) {
+  ReportProgram r;
+  r.name = name;
+  r.profile_json = read_text(profile);
+  const auto trace = profile.parent_path() / "trace.json";
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(trace, ec)) r.trace_json = read_text(trace);
+  return r;
+}
+
+// Timeline rows beyond this many events are cut (a model of thousands of ops still draws).
+inline constexpr size_t kMaxTimelineEvents = 40000;
+
+inline json digest_trace(const std::string& text, const std::string& program) {
+  json out = json::object();
+  if (text.empty()) return out;
+  json tr;
+  try {
+    tr = json::parse(text);
+  } catch (const std::exception& e) {
+    fail("ipuml-report: the trace.json of program '", program, "' is not valid JSON (", e.what(),
+         ")");
+  }
+  IPUML_CHECK(tr.is_object() && tr.contains("traceEvents") && tr["traceEvents"].is_array(),
+              "ipuml-report: the trace.json of program '", program,
+              "' has no traceEvents array (expected Chrome trace-event JSON)");
+  const std::string view =
+      tr.contains("otherData") ? tr["otherData"].value("view", std::string("step")) : "step";
+  // Lanes: the per-IPU rows (tid 0) and, for a pipeline, its stages; tile groups are left to
+  // Perfetto, where trace.json opens with every row.
+  std::map<std::pair<int64_t, int64_t>, std::string> names;
+  for (auto& e : tr["traceEvents"])
+    if (e.value("ph", "") == "M" && e.value("name", "") == "thread_name" && e.contains("tid"))
+      names[{e.value("pid", int64_t{0}), e.value("tid", int64_t{0})}] =
+          e["args"].value("name", std::string());
+  std::map<std::string, int> cat_index, name_index;
+  json cats = json::array(), labels = json::array(), events = json::array();
+  std::map<std::pair<int64_t, int64_t>, int> lane_index;
+  json lanes = json::array();
+  size_t total = 0;
+  for (auto& e : tr["traceEvents"]) {
+    if (e.value("ph", "") != "X") continue;
+    const int64_t pid = e.value("pid", int64_t{0}), tid = e.value("tid", int64_t{0});
+    if (view != "pipeline" && tid != 0) continue;
+    ++total;
+    if (events.size() >= kMaxTimelineEvents) continue;
+    auto lane = lane_index.find({pid, tid});
+    if (lane == lane_index.end()) {
+      lane = lane_index.emplace(std::make_pair(pid, tid), static_cast<int>(lanes.size())).first;
+      auto nm = names.find({pid, tid});
+      lanes.push_back({{"pid", pid},
+                       {"tid", tid},
+                       {"name", "IPU " + std::to_string(pid) + " " +
+                                    (nm == names.end() ? std::to_string(tid) : nm->second)}});
+    }
+    const std::string cat = e.value("cat", std::string("compute"));
+    auto c = cat_index.find(cat);
+    if (c == cat_index.end()) {
+      c = cat_index.emplace(cat, static_cast<int>(cats.size())).first;
+      cats.push_back(cat);
+    }
+    const std::string label = e.value("name", std::string());
+    auto n = name_index.find(label);
+    if (n == name_index.end()) {
+      n = name_index.emplace(label, static_cast<int>(labels.size())).first;
+      labels.push_back(label);
+    }
+    events.push_back({lane->second, e.value("ts", 0.0), e.value("dur", 0.0), c->second, n->second});
+  }
+  // Lanes in IPU order, each IPU's rows in tid order.
+  out["view"] = view;
+  out["lanes"] = lanes;
+  out["categories"] = cats;
+  out["labels"] = labels;
+  out["events"] = events;
+  out["total_events"] = total;
+  out["total_us"] = tr.contains("otherData") ? tr["otherData"].value("total_us", 0.0) : 0.0;
+  return out;
+}
+
+inline json digest(const ReportProgram& p) {
+  json prof;
+  try {
+    prof = json::parse(p.profile_json);
+  } catch (const std::exception& e) {
+    fail("ipuml-report: the profile of program '", p.name, "' is not valid JSON (", e.what(), ")");
+  }
+  IPUML_CHECK(prof.is_object() && prof.value("schema", std::string()) == "ipuml.profile/1",
+              "ipuml-report: the profile of program '", p.name,
+              "' is not an ipuml profile (expected \"schema\": \"ipuml.profile/1\", as "
+              "profile.json has)");
+  try {
+    const auto& t = prof.at("target");
+    const auto& m = prof.at("memory");
+    json d;
+    d["name"] = p.name;
+    d["target"] = {{"name", t.at("name")},
+                   {"num_ipus", t.at("num_ipus")},
+                   {"tiles_per_ipu", t.at("tiles_per_ipu")},
+                   {"bytes_per_tile", t.at("bytes_per_tile")},
+                   {"clock_hz", t.at("clock_hz")}};
+    d["graph"] = prof.at("graph");
+    d["memory"] = {{"per_tile", m.at("per_tile")},
+                   {"categories", m.at("categories")},
+                   {"top_tiles", m.at("top_tiles")},
+                   {"total_used", m.at("total_used")},
+                   {"total_available", m.at("total_available")},
+                   {"always_live", m.at("always_live")},
+                   {"out_of_memory", m.at("out_of_memory")},
+                   {"oom_message", m.value("oom_message", std::string())}};
+    json ops = json::array(), always = json::array(), notalways = json::array();
+    for (auto& s : prof.at("liveness")) {
+      ops.push_back(s.at("op"));
+      always.push_back(s.at("always_live"));
+      notalways.push_back(s.at("not_always_live"));
+    }
+    d["liveness"] = {{"ops", ops}, {"always_live", always}, {"not_always_live", notalways}};
+    const auto& ex = prof.at("execution");
+    d["execution"] = {{"per_step", ex.at("per_step")}};
+    d["trace"] = digest_trace(p.trace_json, p.name);
+    return d;
+  } catch (const nlohmann::json::exception& e) {
+    fail("ipuml-report: the profile of program '", p.name, "' lacks a field the page needs (",
+         e.what(), ")");
+  }
+}
+
+// The page's script: draws one program at a time into the page's sections.
+inline const char* page_script() {
+  return R"JS(
+"use strict";
+const DATA = JSON.parse(document.getElementById("ipuml-data").textContent);
+const VIRIDIS = [[68,1,84],[71,44,122],[59,81,139],[44,113,142],[33,144,141],[39,173,129],
+                 [92,200,99],[170,220,50],[253,231,37]];
+const OVER = [220,20,60];
+function ramp(f) {
+  if (!(f >= 0)) f = 0;
+  if (f > 1) return OVER;
+  const x = f * (VIRIDIS.length - 1), i = Math.min(Math.floor(x), VIRIDIS.length - 2), t = x - i;
+  return VIRIDIS[i].map((v, k) => Math.round(v + (VIRIDIS[i + 1][k] - v) * t));
+}
+const rgb = c => "rgb(" + c[0] + "," + c[1] + "," + c[2] + ")";
+function bytes(b) {
+  const u = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (Math.abs(b) >= 1024 && i < u.length - 1) { b /= 1024; ++i; }
+  return (i ? b.toFixed(1) : String(Math.round(b))) + " " + u[i];
+}
+function el(tag, attrs, text) {
+  const e = document.createElement(tag);
+  for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+const SVG = "http://www.w3.org/2000/svg";  // a namespace name, never fetched
+function svg(tag, attrs, text) {
+  const e = document.createElementNS(SVG, tag);
+  for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+const tip = document.getElementById("tip");
+function showTip(ev, text) {
+  tip.textContent = text; tip.style.display = "block";
+  tip.style.left = (ev.pageX + 12) + "px"; tip.style.top = (ev.pageY + 12) + "px";
+}
+function hideTip() { tip.style.display = "none"; }
+
+function summary(p, box) {
+  const m = p.memory, t = p.target, c = p.execution.per_step;
+  const pct = 100 * m.total_used / m.total_available;
+  const items = [
+    ["Target", t.name + ", " + t.num_ipus + " IPU" + (t.num_ipus > 1 ? "s" : "") + " x " +
+               t.tiles_per_ipu + " tiles x " + bytes(t.bytes_per_tile)],
+    ["Graph", p.graph.nodes + " ops, " + p.graph.compute_sets + " compute sets, " +
+              p.graph.vertices + " vertices, " + p.graph.variables + " variables"],
+    ["Memory", bytes(m.total_used) + " of " + bytes(m.total_available) + " (" + pct.toFixed(1) +
+               " %), always live " + bytes(m.always_live)],
+    ["Cycles per step", Math.round(c.total_cycles) + " (" + (c.simulated_seconds * 1e6).toFixed(2) +
+                        " us simulated)"]];
+  const dl = el("dl");
+  for (const [k, v] of items) { dl.appendChild(el("dt", {}, k)); dl.appendChild(el("dd", {}, v)); }
+  box.appendChild(dl);
+  if (m.out_of_memory) box.appendChild(el("p", {"class": "oom"}, m.oom_message));
+}
+
+// Coloured by the fraction of tile memory used (PopVision's scale); "relative" rescales to the
+// fullest tile, since a small model leaves every tile in the darkest colour.
+let relative = false;
+function heatmap(p, box) {
+  const t = p.target, per = p.memory.per_tile, T = t.tiles_per_ipu;
+  const full = relative ? Math.max(1, ...per) : t.bytes_per_tile;
+  const cols = Math.min(T, 64), rows = Math.ceil(T / cols), cell = 9, gap = 18;
+  const cv = el("canvas", {id: "heatmap"});
+  const ipus = Math.max(1, Math.ceil(per.length / T));
+  cv.width = cols * cell; cv.height = ipus * (rows * cell + gap);
+  const g = cv.getContext("2d");
+  g.fillStyle = "#fff"; g.fillRect(0, 0, cv.width, cv.height);
+  g.font = "12px sans-serif";
+  for (let i = 0; i < ipus; ++i) {
+    const y0 = i * (rows * cell + gap);
+    g.fillStyle = "#333"; g.fillText("IPU " + i, 0, y0 + 13);
+    for (let k = 0; k < T && i * T + k < per.length; ++k) {
+      const b = per[i * T + k];
+      g.fillStyle = rgb(b > t.bytes_per_tile ? OVER : ramp(Math.min(b / full, 1)));
+      g.fillRect((k % cols) * cell, y0 + gap + Math.floor(k / cols) * cell, cell - 1, cell - 1);
+    }
+  }
+  cv.addEventListener("mousemove", ev => {
+    const r = cv.getBoundingClientRect(), x = ev.clientX - r.left, y = ev.clientY - r.top;
+    const i = Math.floor(y / (rows * cell + gap)), yy = y - i * (rows * cell + gap) - gap;
+    const k = Math.floor(yy / cell) * cols + Math.floor(x / cell);
+    if (yy < 0 || k < 0 || k >= T || i * T + k >= per.length) return hideTip();
+    const b = per[i * T + k];
+    showTip(ev, "IPU " + i + " tile " + k + ": " + bytes(b) + " (" +
+                (100 * b / t.bytes_per_tile).toFixed(1) + " % of " + bytes(t.bytes_per_tile) + ")");
+  });
+  cv.addEventListener("mouseleave", hideTip);
+  box.appendChild(cv);
+  const lg = el("canvas", {"class": "legend"});
+  lg.width = 256; lg.height = 12;
+  const lgc = lg.getContext("2d");
+  for (let x = 0; x < 256; ++x) { lgc.fillStyle = rgb(ramp(x / 255)); lgc.fillRect(x, 0, 1, 12); }
+  const row = el("div", {"class": "legendrow"});
+  row.appendChild(el("span", {}, "0 "));
+  row.appendChild(lg);
+  row.appendChild(el("span", {}, " " + bytes(full) + (relative ? " (the fullest tile)" :
+                                 " per tile") + "; red: over " + bytes(t.bytes_per_tile)));
+  const lab = el("label", {});
+  const cb = el("input", {type: "checkbox"});
+  cb.checked = relative;
+  cb.addEventListener("change", () => {
+    relative = cb.checked;
+    const fresh = el("div");
+    heatmap(p, fresh);
+    box.replaceChildren(box.firstChild, ...fresh.childNodes);
+  });
+  lab.appendChild(cb);
+  lab.appendChild(document.createTextNode(" relative to the fullest tile"));
+  row.appendChild(lab);
+  box.appendChild(row);
+}
+
+function categories(p, box) {
+  const cats = Object.entries(p.memory.categories);
+  const max = Math.max(1, ...cats.map(c => c[1]));
+  const W = 440, rowH = 22, left = 120;
+  const s = svg("svg", {width: left + W + 110, height: cats.length * rowH + 4});
+  cats.forEach(([name, b], i) => {
+    const y = i * rowH, w = Math.max(1, W * b / max);
+    s.appendChild(svg("text", {x: left - 6, y: y + 15, "text-anchor": "end"}, name));
+    s.appendChild(svg("rect", {x: left, y: y + 3, width: w, height: rowH - 6, fill: "#4c78a8"}));
+    s.appendChild(svg("text", {x: left + w + 6, y: y + 15}, bytes(b)));
+  });
+  box.appendChild(s);
+}
+
+function liveness(p, box) {
+  const L = p.liveness, n = L.always_live.length;
+  if (!n) { box.appendChild(el("p", {}, "No program steps.")); return; }
+  const W = 900, H = 220, l = 70, b = 24;
+  const tot = L.always_live.map((a, i) => a + L.not_always_live[i]);
+  const max = Math.max(1, ...tot);
+  const X = i => l + (n === 1 ? 0 : (W - l - 10) * i / (n - 1));
+  const Y = v => H - b - (H - b - 24) * v / max;  // room above the peak for its label
+  const s = svg("svg", {width: W, height: H});
+  const area = (lo, hi, fill) => {
+    let d = "M" + X(0) + "," + Y(hi[0]);
+    for (let i = 1; i < n; ++i) d += "L" + X(i) + "," + Y(hi[i]);
+    for (let i = n - 1; i >= 0; --i) d += "L" + X(i) + "," + Y(lo[i]);
+    s.appendChild(svg("path", {d: d + "Z", fill: fill, stroke: "none"}));
+  };
+  area(L.always_live.map(() => 0), L.always_live, "#9ecae9");
+  area(L.always_live, tot, "#f58518");
+  s.appendChild(svg("line", {x1: l, y1: H - b, x2: W - 10, y2: H - b, stroke: "#333"}));
+  s.appendChild(svg("line", {x1: l, y1: 24, x2: l, y2: H - b, stroke: "#333"}));
+  s.appendChild(svg("text", {x: l - 4, y: 30, "text-anchor": "end"}, bytes(max)));
+  s.appendChild(svg("text", {x: l - 4, y: H - b, "text-anchor": "end"}, "0"));
+  s.appendChild(svg("text", {x: l, y: H - 6}, "step 0"));
+  s.appendChild(svg("text", {x: W - 10, y: H - 6, "text-anchor": "end"}, "step " + (n - 1)));
+  let peak = 0;
+  for (let i = 1; i < n; ++i) if (tot[i] > tot[peak]) peak = i;
+  s.appendChild(svg("text", {x: X(peak), y: Y(tot[peak]) - 3, "text-anchor": "middle"},
+                    "peak: step " + peak + " " + L.ops[peak]));
+  s.addEventListener("mousemove", ev => {
+    const r = s.getBoundingClientRect();
+    const i = Math.round((ev.clientX - r.left - l) / Math.max(1e-9, (W - l - 10)) * (n - 1));
+    if (i < 0 || i >= n) return hideTip();
+    showTip(ev, "step " + i + " " + L.ops[i] + ": always live " + bytes(L.always_live[i]) +
+                ", not always live " + bytes(L.not_always_live[i]));
+  });
+  s.addEventListener("mouseleave", hideTip);
+  box.appendChild(s);
+  const k = el("p", {"class": "key"});
+  k.innerHTML = '<span style="background:#9ecae9"></span>always live ' +
+                '<span style="background:#f58518"></span>not always live (all tiles)';
+  box.appendChild(k);
+}
+
+function busiest(p, box) {
+  const t = p.target, tiles = p.memory.top_tiles;
+  const tb = el("table");
+  const hr = el("tr");
+  for (const h of ["tile", "IPU", "bytes", "% of tile", "peak step", "largest categories"])
+    hr.appendChild(el("th", {}, h));
+  tb.appendChild(hr);
+  for (const x of tiles) {
+    const tr = el("tr");
+    const cats = Object.entries(x.categories).filter(c => c[1] > 0).sort((a, b) => b[1] - a[1]);
+    const step = x.peak_step >= 0 && x.peak_step < p.liveness.ops.length ?
+        x.peak_step + " " + p.liveness.ops[x.peak_step] : "-";
+    for (const v of [x.tile, x.ipu, bytes(x.bytes), (100 * x.bytes / t.bytes_per_tile).toFixed(1),
+                     step, cats.slice(0, 3).map(c => c[0] + " " + bytes(c[1])).join(", ")])
+      tr.appendChild(el("td", {}, String(v)));
+    tb.appendChild(tr);
+  }
+  box.appendChild(tb);
+}
+
+const PHASE = {compute: "#4c78a8", exchange: "#f58518", sync: "#e45756", host: "#b279a2"};
+function timeline(p, box) {
+  const tr = p.trace;
+  if (!tr.events || !tr.events.length) {
+    box.appendChild(el("p", {}, "No trace.json beside this profile."));
+    return;
+  }
+  const order = tr.lanes.map((x, i) => i).sort((a, b) =>
+      tr.lanes[a].pid - tr.lanes[b].pid || tr.lanes[a].tid - tr.lanes[b].tid);
+  const row = {};
+  order.forEach((lane, i) => row[lane] = i);
+  let end = 0;
+  for (const e of tr.events) end = Math.max(end, e[1] + e[2]);
+  const W = 1100, left = 170, laneH = 22, top = 6, axis = 22;
+  const cv = el("canvas", {id: "timeline"});
+  cv.width = W; cv.height = top + order.length * laneH + axis;
+  const g = cv.getContext("2d");
+  g.fillStyle = "#fff"; g.fillRect(0, 0, cv.width, cv.height);
+  const X = us => left + (W - left - 10) * us / Math.max(end, 1e-12);
+  g.font = "12px sans-serif";
+  order.forEach((lane, i) => {
+    g.fillStyle = i % 2 ? "#f4f4f4" : "#fafafa";
+    g.fillRect(left, top + i * laneH, W - left - 10, laneH);
+    g.fillStyle = "#333";
+    g.fillText(tr.lanes[lane].name, 4, top + i * laneH + 15);
+  });
+  for (const e of tr.events) {
+    const x0 = X(e[1]), w = Math.max(1, X(e[1] + e[2]) - x0);
+    g.fillStyle = PHASE[tr.categories[e[3]]] || "#54a24b";
+    g.fillRect(x0, top + row[e[0]] * laneH + 3, w, laneH - 6);
+  }
+  const yAxis = top + order.length * laneH + 14;
+  g.fillStyle = "#333";
+  g.fillText("0 us", left, yAxis);
+  const endText = end.toFixed(2) + " us simulated";
+  g.fillText(endText, W - 10 - g.measureText(endText).width, yAxis);
+  cv.addEventListener("mousemove", ev => {
+    const r = cv.getBoundingClientRect(), x = ev.clientX - r.left, y = ev.clientY - r.top;
+    const i = Math.floor((y - top) / laneH);
+    if (i < 0 || i >= order.length || x < left) return hideTip();
+    const us = (x - left) / (W - left - 10) * end;
+    for (const e of tr.events)
+      if (row[e[0]] === i && e[1] <= us && us <= e[1] + e[2])
+        return showTip(ev, tr.labels[e[4]] + " (" + tr.categories[e[3]] + "): " +
+                           e[2].toFixed(3) + " us at " + e[1].toFixed(3) + " us");
+    hideTip();
+  });
+  cv.addEventListener("mouseleave", hideTip);
+  box.appendChild(cv);
+  const k = el("p", {"class": "key"});
+  let html = "";
+  for (const c of tr.categories)
+    html += '<span style="background:' + (PHASE[c] || "#54a24b") + '"></span>' + c + " ";
+  if (tr.total_events > tr.events.length)
+    html += " (the first " + tr.events.length + " of " + tr.total_events + " events)";
+  html += tr.view === "pipeline" ? " - pipelined schedule" : " - one step, superstep by superstep";
+  k.innerHTML = html;
+  box.appendChild(k);
+}
+
+const SECTIONS = [["summary", "Summary", summary], ["heat", "Memory per tile", heatmap],
+                  ["cats", "Memory by category", categories],
+                  ["live", "Liveness over program steps", liveness],
+                  ["busy", "Busiest tiles", busiest], ["time", "Execution timeline", timeline]];
+function show(index) {
+  const main = document.getElementById("main");
+  main.textContent = "";
+  document.querySelectorAll("#tabs button").forEach((b, i) =>
+      b.className = i === index ? "on" : "");
+  const p = DATA.programs[index];
+  for (const [id, title, draw] of SECTIONS) {
+    const sec = el("section", {id: id});
+    sec.appendChild(el("h2", {}, title));
+    draw(p, sec);
+    main.appendChild(sec);
+  }
+}
+const tabs = document.getElementById("tabs");
+DATA.programs.forEach((p, i) => {
+  const b = el("button", {}, p.name);
+  b.addEventListener("click", () => { history.replaceState(null, "", "#" + p.name); show(i); });
+  tabs.appendChild(b);
+});
+// page.html#training opens that program's tab.
+const wanted = DATA.programs.findIndex(p => "#" + p.name === decodeURIComponent(location.hash));
+show(wanted >= 0 ? wanted : 0);
+)JS";
+}
+
+inline const char* page_style() {
+  return R"CSS(
+body { font: 14px sans-serif; margin: 16px; color: #222; background: #fff; }
+h1 { font-size: 20px; margin: 0 0 8px 0; }
+h2 { font-size: 16px; margin: 18px 0 6px 0; }
+#tabs button { font: inherit; margin-right: 4px; padding: 4px 10px; border: 1px solid #888;
+               background: #eee; cursor: pointer; }
+#tabs button.on { background: #4c78a8; color: #fff; }
+dl { display: grid; grid-template-columns: max-content auto; gap: 2px 12px; margin: 0; }
+dt { font-weight: bold; }
+dd { margin: 0; }
+.oom { color: #b00; font-weight: bold; white-space: pre-wrap; }
+table { border-collapse: collapse; }
+th, td { border: 1px solid #ccc; padding: 2px 8px; text-align: right; }
+td:last-child { text-align: left; }
+.legendrow { display: flex; align-items: center; gap: 4px; margin-top: 4px; }
+.legendrow label { margin-left: 16px; }
+.key span { display: inline-block; width: 12px; height: 12px; margin: 0 4px 0 10px;
+            vertical-align: middle; }
+svg text { font: 12px sans-serif; fill: #333; }
+#tip { position: absolute; display: none; background: #333; color: #fff; padding: 3px 6px;
+       font-size: 12px; pointer-events: none; }
+)CSS";
+}
+
+inline std::string escape_html(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
+    }
+  }
+  return o;
+}
+
+}  // namespace rhdetail
+
+IPUML_INLINE std::vector<ReportProgram> load_report_programs(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(path);
+  IPUML_CHECK(fs::exists(p, ec), "ipuml-report: '", path, "' does not exist");
+  if (fs::is_regular_file(p, ec)) {
+    const std::string dir = p.parent_path().filename().string();
+    return {rhdetail::load_one(p, dir.empty() ? p.stem().string() : dir)};
+  }
+  IPUML_CHECK(fs::is_directory(p, ec), "ipuml-report: '", path,
+              "' is neither a profile.json nor a directory");
+  if (fs::is_regular_file(p / "profile.json", ec)) {
+    const std::string name = fs::absolute(p, ec).lexically_normal().filename().string();
+    return {rhdetail::load_one(p / "profile.json", name.empty() ? "program" : name)};
+  }
+  std::vector<fs::path> dirs;
+  for (auto& e : fs::directory_iterator(p, ec))
+    if (e.is_directory(ec) && fs::is_regular_file(e.path() / "profile.json", ec))
+      dirs.push_back(e.path());
+  IPUML_CHECK(!dirs.empty(), "ipuml-report: '", path,
+              "' holds no profile.json, directly or in a program's subdirectory (expected the "
+              "autoReport.directory of IPUML_ENGINE_OPTIONS or Options.autoReportDirectory)");
+  std::sort(dirs.begin(), dirs.end());
+  std::vector<ReportProgram> out;
+  for (auto& d : dirs) out.push_back(rhdetail::load_one(d / "profile.json", d.filename().string()));
+  return out;
+}
+
+IPUML_INLINE std::string make_report_html(const std::vector<ReportProgram>& programs,
+                                          const std::string& title) {
+  using nlohmann::json;
+  IPUML_CHECK(!programs.empty(), "ipuml-report: no programs to show");
+  json data;
+  data["programs"] = json::array();
+  for (auto& p : programs) data["programs"].push_back(rhdetail::digest(p));
+  // Inside <script>, "</" could end the element early; "<\/" is the same JSON string.
+  std::string payload = data.dump();
+  for (size_t at = payload.find("</"); at != std::string::npos; at = payload.find("</", at + 3))
+    payload.replace(at, 2, "<\\/");
+  std::string html;
+  html += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>";
+  html += rhdetail::escape_html(title);
+  html += "</title>\n<style>";
+  html += rhdetail::page_style();
+  html += "</style>\n</head>\n<body>\n<h1>";
+  html += rhdetail::escape_html(title);
+  html += "</h1>\n<div id=\"tabs\"></div>\n<div id=\"main\"></div>\n<div id=\"tip\"></div>\n";
+  html += "<script type=\"application/json\" id=\"ipuml-data\">";
+  html += payload;
+  html += "</script>\n<script>";
+  html += rhdetail::page_script();
+  html += "</script>\n</body>\n</html>\n";
+  return html;
+}
+
+}  // namespace ipuml::ipu
