@@ -1,10 +1,12 @@
 // Bodies of the CPU graph executor and its memory planner.
 #pragma once
 
+#include <chrono>
 #include <cstring>
 #include <map>
 
 #include <ipuml/backends/cpu/graph_executor.hpp>
+#include <ipuml/backends/cpu/op_profile.hpp>
 
 namespace ipuml::cpu {
 
@@ -122,11 +124,17 @@ IPUML_INLINE std::vector<Tensor> GraphExecutor::run(const std::vector<Tensor>& i
 
   KernelContext ctx;
   ctx.rng_step = step;
+  const bool timed = op_profiling();
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
     const auto& node = graph_.nodes[n];
     for (size_t i = 0; i < node.inputs.size(); ++i) in_bufs_[n][i].data = ptr_[node.inputs[i]];
     for (size_t i = 0; i < node.outputs.size(); ++i) out_bufs_[n][i].data = ptr_[node.outputs[i]];
+    const auto t0 =
+        timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     run_kernel(node.kind, node.attrs, in_bufs_[n], out_bufs_[n], ctx);
+    if (timed)
+      record_op_time(node.kind, node.attrs,
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
 
   std::vector<Tensor> outputs;
