@@ -60,6 +60,17 @@ inline nn::Conv2d conv1x1(int64_t in, int64_t out, int64_t stride) {
   return nn::Conv2d(nn::Conv2dOptions(in, out, 1).stride(stride).bias(false));
 }
 
+// act(norm(x) + residual), act = ReLU when `relu`: batch norms run it as one fused pass over x
+// (BatchNorm2dImpl::forward_act), group norms op by op.
+inline Tensor norm_act(const std::shared_ptr<nn::Module>& norm, const Tensor& x,
+                       const Tensor& residual, bool relu) {
+  if (auto bn = std::dynamic_pointer_cast<nn::BatchNorm2dImpl>(norm))
+    return bn->forward_act(x, residual, relu);
+  Tensor y = norm->forward(x);
+  if (residual.defined()) y = add(y, residual);
+  return relu ? ipuml::relu(y) : y;
+}
+
 inline void zero_weight(const std::shared_ptr<nn::Module>& norm) {
   NoGradGuard no_grad;
   for (auto& [name, p] : norm->named_parameters(false))
@@ -78,9 +89,10 @@ class ResNetBlockImpl : public nn::Module {
   nn::Sequential downsample{nullptr};
 
  protected:
-  Tensor residual(const Tensor& x, const Tensor& out) {
+  // relu(norm(pre) + identity), the block's tail.
+  Tensor residual(const Tensor& x, const Tensor& pre, const std::shared_ptr<nn::Module>& norm) {
     Tensor identity = downsample ? downsample(x) : x;
-    return relu(add(out, identity));
+    return resnet_detail::norm_act(norm, pre, identity, true);
   }
   void add_downsample(const ResNetOptions& o, int64_t in, int64_t out, int64_t stride) {
     if (stride == 1 && in == out) return;
@@ -104,8 +116,8 @@ class BasicBlockImpl : public ResNetBlockImpl {
     add_downsample(o, inplanes, planes * expansion, stride);
   }
   Tensor forward(const Tensor& x) override {
-    Tensor out = relu(bn1->forward(conv1(x)));
-    return residual(x, bn2->forward(conv2(out)));
+    Tensor out = resnet_detail::norm_act(bn1, conv1(x), Tensor(), true);
+    return residual(x, conv2(out), bn2);
   }
   std::shared_ptr<nn::Module> last_norm() const override { return bn2; }
 
@@ -130,9 +142,9 @@ class BottleneckImpl : public ResNetBlockImpl {
     add_downsample(o, inplanes, planes * expansion, stride);
   }
   Tensor forward(const Tensor& x) override {
-    Tensor out = relu(bn1->forward(conv1(x)));
-    out = relu(bn2->forward(conv2(out)));
-    return residual(x, bn3->forward(conv3(out)));
+    Tensor out = resnet_detail::norm_act(bn1, conv1(x), Tensor(), true);
+    out = resnet_detail::norm_act(bn2, conv2(out), Tensor(), true);
+    return residual(x, conv3(out), bn3);
   }
   std::shared_ptr<nn::Module> last_norm() const override { return bn3; }
 
@@ -206,7 +218,7 @@ class ResNetImpl : public nn::Module {
   Tensor forward(const Tensor& x) override {
     IPUML_CHECK(x.dim() == 4 && x.size(1) == 3,
                 "ResNet: expected an input [B, 3, H, W], got shape ", shape_str(x.shape()));
-    Tensor h = relu(bn1->forward(conv1(x)));
+    Tensor h = resnet_detail::norm_act(bn1, conv1(x), Tensor(), true);
     if (maxpool) h = maxpool(h);
     if (options.recompute_blocks()) h = recomputation_checkpoint(h);
     for (auto& stage : stages_) h = run_stage(stage, h, options.recompute_blocks());

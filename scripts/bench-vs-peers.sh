@@ -1,21 +1,32 @@
 #!/usr/bin/env bash
 # Runs ipuml's benchmarks and the peers (../shared/peers: OpenBLAS sgemm, PyTorch MNIST CNN,
-# plus benchmarks/peers/torch_conv.py and torch_neuron_inverter.py) in one go on the same thread counts, and prints one line
-# per comparison:  name ipuml=X peer=Y ratio=Z  (ratio > 1: ipuml is faster), then the cost
+# plus benchmarks/peers/torch_conv.py, torch_neuron_inverter.py and torch_resnet.py) in one go
+# on the same thread counts, and prints one line per comparison:
+#   name ipuml=X peer=Y ratio=Z  (ratio > 1: ipuml is faster), then the cost
 # of emulation per zoo model (bench_emulator_cost).
-# Usage: scripts/bench-vs-peers.sh [--quick]     Installs what it needs (Debian packages).
+# Usage: scripts/bench-vs-peers.sh [--quick] [--only SECTION]   Installs what it needs (Debian
+# packages). SECTION: sgemm, mnist, conv, neuron, resnet or emulator.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 peers=${IPUML_PEERS_DIR:-$root/../shared/peers}
 quick=0
-[[ "${1:-}" == "--quick" ]] && quick=1
+only=""  # --only SECTION: sgemm, mnist, conv, neuron, resnet or emulator
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --quick) quick=1 ;;
+    --only) only=${2:?--only needs a section name}; shift ;;
+    *) echo "usage: $0 [--quick] [--only sgemm|mnist|conv|neuron|resnet|emulator]" >&2; exit 2 ;;
+  esac
+  shift
+done
+want() { [[ -z $only || $only == "$1" ]]; }
 secs=$([[ $quick == 1 ]] && echo 1 || echo 3)
 
 scripts/install-deps.sh --peers
 build=${IPUML_BENCH_BUILD_DIR:-build-bench}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DIPUML_BUILD_BENCHMARKS=ON -DIPUML_BUILD_TESTS=OFF >/dev/null
-cmake --build "$build" -j"$(nproc)" --target bench_sgemm bench_mnist_train bench_conv bench_neuron_train bench_emulator_cost >/dev/null
+cmake --build "$build" -j"$(nproc)" --target bench_sgemm bench_mnist_train bench_conv bench_neuron_train bench_resnet bench_emulator_cost >/dev/null
 
 # OpenBLAS 0.3.21 misdetects recent Xeons; give it the core type this CPU really has.
 if grep -qw avx512f /proc/cpuinfo; then coretype=SkylakeX
@@ -67,6 +78,7 @@ peer_sgemm() {
   [[ $2 == *x* ]] && bin=openblas_sgemm_shapes
   record "$3" peer "$(sgemm_name "$1" "$2")" rate "$(OPENBLAS_CORETYPE=$coretype OPENBLAS_NUM_THREADS=$1 "$build/peers/$bin" "$2" | field gflops)"
 }
+if want sgemm; then
 for t in 1 2; do
   for n in $sizes $shapes; do
     for r in $(seq "$sgemm_rounds"); do
@@ -76,6 +88,7 @@ for t in 1 2; do
   done
 done
 summarize
+fi
 
 # MNIST CNN training throughput: each batch size against PyTorch's best thread count (per round).
 mnist_name() { echo "mnist_cnn train batch=$1 threads=$2 mode=$3 samples_per_s (vs torch best)"; }
@@ -97,11 +110,13 @@ ipuml_mnist() {
     done
   done
 }
+if want mnist; then
 for r in $(seq "$rounds"); do
   progress "MNIST CNN training round $r/$rounds"
   if ((r % 2)); then torch_mnist "$r"; ipuml_mnist "$r"; else ipuml_mnist "$r"; torch_mnist "$r"; fi
 done
 summarize
+fi
 
 # Convolution forward+backward at the zoo's layer shapes, against PyTorch (oneDNN). Times: the
 # ratio is peer/ours so that > 1 still means ipuml is faster.
@@ -118,11 +133,13 @@ ipuml_conv() {
     done < <("$build/benchmarks/bench_conv" --threads "$t" --seconds "$secs" | grep "ms=")
   done
 }
+if want conv; then
 for r in $(seq "$rounds"); do
   progress "convolutions round $r/$rounds"
   if ((r % 2)); then torch_conv "$r"; ipuml_conv "$r"; else ipuml_conv "$r"; torch_conv "$r"; fi
 done
 summarize
+fi
 
 # Neuron-Inverter (hpar_gc4) training step at local batch 192, AdamW: each mode and thread count
 # against PyTorch's best thread count (per round). Goal: >= 2x.
@@ -143,14 +160,51 @@ ipuml_neuron() {
     done
   done
 }
+if want neuron; then
 for r in $(seq "$rounds"); do
   progress "Neuron-Inverter training round $r/$rounds"
   if ((r % 2)); then torch_neuron "$r"; ipuml_neuron "$r"; else ipuml_neuron "$r"; torch_neuron "$r"; fi
 done
 summarize
+fi
+
+# ResNet-50 (224x224, 1000 classes) on the CPU: the traced training step (cross entropy, SGD
+# momentum 0.9, weight decay 1e-4) and eval-mode inference, each batch size and thread count
+# against PyTorch's best thread count (per round; benchmarks/peers/torch_resnet.py).
+# Goals: >= 1.5x on training, >= 2x on inference.
+resnet_name() { echo "resnet50 $1 batch=$2 threads=$3 mode=graph samples_per_s (vs torch best)"; }
+resnet_train_batches=$([[ $quick == 1 ]] && echo "4" || echo "4 16")
+resnet_infer_batches=$([[ $quick == 1 ]] && echo "1" || echo "1 32")
+torch_resnet() {  # round task batch
+  local best=0
+  while read -r line; do
+    v=$(echo "$line" | field samples_per_s)
+    best=$(/usr/bin/python3 -c "print(max($best, $v))")
+  done < <(/usr/bin/python3 benchmarks/peers/torch_resnet.py --task "$2" --batch "$3" --threads 1 2 --seconds "$secs" | grep samples_per_s)
+  for t in 1 2; do record "$1" peer "$(resnet_name "$2" "$3" "$t")" rate "$best"; done
+}
+ipuml_resnet() {  # round task batch
+  for t in 1 2; do
+    record "$1" ipuml "$(resnet_name "$2" "$3" "$t")" rate "$("$build/benchmarks/bench_resnet" --task "$2" --batch "$3" --threads "$t" --seconds "$secs" | field samples_per_s)"
+  done
+}
+if want resnet; then
+for r in $(seq "$rounds"); do
+  for task in train infer; do
+    batches=$([[ $task == train ]] && echo "$resnet_train_batches" || echo "$resnet_infer_batches")
+    for b in $batches; do
+      progress "ResNet-50 $task batch $b round $r/$rounds"
+      if ((r % 2)); then torch_resnet "$r" "$task" "$b"; ipuml_resnet "$r" "$task" "$b"; else ipuml_resnet "$r" "$task" "$b"; torch_resnet "$r" "$task" "$b"; fi
+    done
+  done
+done
+summarize
+fi
 
 # What emulation costs: each zoo model's training step on emulated GC200s against the same
 # graph on the CPU executor (ratio = emulated / CPU wall time, lower is better; goal <= 1.3),
 # with the compile time and whether the model fits.
+if want emulator; then
 progress "emulator cost"
 "$build/benchmarks/bench_emulator_cost" --rounds "$([[ $quick == 1 ]] && echo 1 || echo 3)"
+fi

@@ -37,6 +37,10 @@ class GraphExecutor {
   MemoryPlan plan_;
   std::unique_ptr<Storage> arena_;
   std::vector<void*> ptr_;  // per value, filled each run
+  // Per update: whether its new value is computed straight into the state's own buffer (no
+  // node reads the old state after the value's producer, nothing else reads the state at the
+  // end), which saves copying every weight and optimizer state at the end of a step.
+  std::vector<bool> in_place_;
   std::vector<std::vector<ConstBuffer>> in_bufs_;
   std::vector<std::vector<MutableBuffer>> out_bufs_;
 };

@@ -1,10 +1,12 @@
 // Bodies of the CPU graph executor and its memory planner.
 #pragma once
 
+#include <chrono>
 #include <cstring>
 #include <map>
 
 #include <ipuml/backends/cpu/graph_executor.hpp>
+#include <ipuml/backends/cpu/op_profile.hpp>
 
 namespace ipuml::cpu {
 
@@ -90,6 +92,29 @@ IPUML_INLINE GraphExecutor::GraphExecutor(ir::Graph graph)
     for (auto v : graph_.nodes[n].inputs) in_bufs_[n].push_back({nullptr, graph_.values[v].meta});
     for (auto v : graph_.nodes[n].outputs) out_bufs_[n].push_back({nullptr, graph_.values[v].meta});
   }
+  // A state's old value must stay readable by every node before its new value's producer (the
+  // producer itself may read it: run_kernel copies an input an output overlaps unless the
+  // kernel is safe for it), and not be read at the end: by a graph output or another update.
+  const size_t nv = graph_.values.size();
+  std::vector<int64_t> last_read(nv, -1), updates_from(nv, 0), updates_to(nv, 0);
+  std::vector<bool> read_at_end(nv, false);
+  for (size_t n = 0; n < graph_.nodes.size(); ++n)
+    for (auto v : graph_.nodes[n].inputs) last_read[v] = static_cast<int64_t>(n);
+  for (auto v : graph_.outputs) read_at_end[v] = true;
+  for (const auto& u : graph_.updates) {
+    read_at_end[u.value] = true;
+    ++updates_from[u.value];
+    ++updates_to[u.state];
+  }
+  in_place_.assign(graph_.updates.size(), false);
+  for (size_t i = 0; i < graph_.updates.size(); ++i) {
+    const auto& u = graph_.updates[i];
+    const auto& src = graph_.values[u.value];
+    in_place_[i] = src.kind == ir::ValueKind::Op && src.node >= 0 && updates_from[u.value] == 1 &&
+                   updates_to[u.state] == 1 && !read_at_end[u.state] &&
+                   last_read[u.state] <= src.node &&
+                   src.meta.nbytes() == graph_.values[u.state].meta.nbytes();
+  }
 }
 
 IPUML_INLINE std::vector<Tensor> GraphExecutor::run(const std::vector<Tensor>& inputs,
@@ -119,14 +144,22 @@ IPUML_INLINE std::vector<Tensor> GraphExecutor::run(const std::vector<Tensor>& i
   };
   for (size_t i = 0; i < inputs.size(); ++i) bind(graph_.inputs[i], inputs[i], "input", i);
   for (size_t i = 0; i < states.size(); ++i) bind(graph_.states[i], states[i], "state", i);
+  for (size_t i = 0; i < graph_.updates.size(); ++i)
+    if (in_place_[i]) ptr_[graph_.updates[i].value] = ptr_[graph_.updates[i].state];
 
   KernelContext ctx;
   ctx.rng_step = step;
+  const bool timed = op_profiling();
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
     const auto& node = graph_.nodes[n];
     for (size_t i = 0; i < node.inputs.size(); ++i) in_bufs_[n][i].data = ptr_[node.inputs[i]];
     for (size_t i = 0; i < node.outputs.size(); ++i) out_bufs_[n][i].data = ptr_[node.outputs[i]];
+    const auto t0 =
+        timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     run_kernel(node.kind, node.attrs, in_bufs_[n], out_bufs_[n], ctx);
+    if (timed)
+      record_op_time(node.kind, node.attrs,
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
 
   std::vector<Tensor> outputs;
@@ -152,6 +185,7 @@ IPUML_INLINE std::vector<Tensor> GraphExecutor::run(const std::vector<Tensor>& i
   }
   for (size_t i = 0; i < graph_.updates.size(); ++i) {
     const auto& u = graph_.updates[i];
+    if (in_place_[i]) continue;  // already there
     const void* src = snap[i].empty() ? ptr_[u.value] : snap[i].data();
     std::memcpy(ptr_[u.state], src, graph_.values[u.state].meta.nbytes());
   }

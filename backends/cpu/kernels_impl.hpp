@@ -5,6 +5,7 @@
 #include <ipuml/backends/cpu/kernels.hpp>
 #include <ipuml/core/denormals.hpp>
 #include <ipuml/backends/cpu/kernels_attention.hpp>
+#include <ipuml/backends/cpu/kernels_batch_norm.hpp>
 #include <ipuml/backends/cpu/kernels_common.hpp>
 #include <ipuml/backends/cpu/kernels_elementwise.hpp>
 #include <ipuml/backends/cpu/kernels_half.hpp>
@@ -250,6 +251,15 @@ IPUML_INLINE void run_kernel(ir::OpKind kind, const ir::Attrs& attrs,
     case K::LayerNormParamBackward:
       inputs(4, 4);
       return k_layer_norm_param_backward(attrs, in, out);
+    case K::BatchNorm:
+      inputs(1, 4);
+      return k_batch_norm(attrs, in, out);
+    case K::BatchNormInference:
+      inputs(3, 6);
+      return k_batch_norm_inference(attrs, in, o);
+    case K::BatchNormBackward:
+      inputs(4, 6);
+      return k_batch_norm_backward(attrs, in, out);
     case K::Attention:
       inputs(3, 4);
       return k_attention(attrs, in, out);

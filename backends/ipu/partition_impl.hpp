@@ -183,6 +183,21 @@ IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const i
     const int j = first_big_dim(os);
     const int in_d = static_cast<int>(a.dims[0]) + j;
     if (j >= 0) axis(j, {in_d, in_d, -1, -1});
+  } else if (k == K::BatchNorm || k == K::BatchNormInference || k == K::BatchNormBackward) {
+    // Whole channels (a channel's statistics need every image's planes, as popnn's batch norm
+    // reduces them): x, dy, the residual, y and the [1, C, 1..] statistics slice along dim 1;
+    // the [C] weight, bias and given statistics along dim 0.
+    std::vector<int> dims(nin, 1);
+    size_t per_channel = 0, first = 0;  // the run of [C] inputs
+    if (k == K::BatchNorm) {
+      first = 1, per_channel = a.flag2 ? 2 : 0;
+    } else if (k == K::BatchNormInference) {
+      first = 1, per_channel = 2 + (a.flag2 ? 2 : 0);
+    } else {
+      first = 4, per_channel = a.flag2 ? 1 : 0;
+    }
+    for (size_t j = first; j < first + per_channel && j < nin; ++j) dims[j] = 0;
+    axis(1, dims);
   } else if (k == K::Attention || k == K::AttentionBackward) {
     // Whole attention problems over the first batch dim of size >= 2: q, k, v (and dout, out,
     // logsumexp) slice alike; a bias slices where it has that dim, else goes whole.

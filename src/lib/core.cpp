@@ -7,3 +7,4 @@
 #include <ipuml/tensor/ops_impl.hpp>
 #include <ipuml/autograd/engine_impl.hpp>
 #include <ipuml/backends/cpu/graph_executor_impl.hpp>
+#include <ipuml/backends/cpu/op_profile_impl.hpp>

@@ -70,6 +70,15 @@ const std::vector<Program>& programs() {
          return layer_norm(x[0], {2}) + group_norm(x[0], 3) +
                 batch_norm(x[0], Tensor(), Tensor(), Tensor(), Tensor(), true);
        }},
+      {"batch-norm-fused",
+       {{3, 4, 5, 2}, {4}, {3, 4, 5, 2}},
+       [](const Ts& x) {
+         Tensor a = batch_norm_act(x[0], Tensor(), Tensor(), x[1], mul(x[1], 0.5), true, 0.1, 1e-5,
+                                   x[2], true);
+         Tensor b = batch_norm_act(x[0], x[1], add(abs(x[1]), 0.5), x[1], x[1], false, 0.1, 1e-5,
+                                   Tensor(), true);
+         return a + b;
+       }},
   };
   return p;
 }

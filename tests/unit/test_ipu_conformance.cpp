@@ -282,6 +282,26 @@ TEST_CASE("ipu executable matches the cpu executor for every op family", "[ipu]"
       {param({6, 16}, g), param({16}, g), param({16}, g)}, {randn({4, 6, 16}, &g)}, true, target);
 
   check_case(
+      "batch norm",
+      [](const Ts& p, const Ts& x) {
+        Tensor h = mul(x[0], p[0]);  // [3, 6, 4, 5]
+        Tensor a = batch_norm_act(h, Tensor(), Tensor(), p[1], p[2], true, 0.1, 1e-5, Tensor(),
+                                  true);  // fused BN + ReLU
+        Tensor b = batch_norm_act(h, Tensor(), Tensor(), p[1], p[2], true, 0.1, 1e-3, x[1],
+                                  true);                                         // + residual
+        Tensor c = batch_norm(h, Tensor(), Tensor(), Tensor(), Tensor(), true);  // no affine
+        Tensor d;
+        {
+          NoGradGuard no_grad;  // given statistics: the inference op
+          d = batch_norm_act(h, x[2], add(abs(x[2]), 0.5), p[1], p[2], false, 0.1, 1e-5, x[1],
+                             true);
+        }
+        return Ts{add(sum(mul(a, b)), sum(mul(c, p[0]))), a, b, c, d};
+      },
+      {param({6, 4, 5}, g), param({6}, g), param({6}, g)},
+      {randn({3, 6, 4, 5}, &g), randn({3, 6, 4, 5}, &g), randn({6}, &g)}, true, target);
+
+  check_case(
       "attention ops",
       [](const Ts& p, const Ts& x) {
         Tensor q = mul(x[0], p[0]);  // [2, 3, 5, 4]

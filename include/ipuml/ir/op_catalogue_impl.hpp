@@ -428,6 +428,67 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
       if (k == OpKind::LayerNormBackward) return {{x.shape, x.dtype}};
       return {{norm, x.dtype}, {norm, x.dtype}};
     }
+    case OpKind::BatchNorm:
+    case OpKind::BatchNormInference:
+    case OpKind::BatchNormBackward: {
+      // x [N, C, ...] float32; scalar: eps; flag2: weight and bias [C] given (BatchNorm,
+      // BatchNormInference) or weight given (BatchNormBackward); flag: a residual shaped like x
+      // added before the activation; mode 1: ReLU after. Statistics are float32 in x's rank,
+      // [1, C, 1, ...], so that every output of the op has its channels in dim 1.
+      //   BatchNorm(x, [w, b], [r]) -> y, mean, biased var
+      //   BatchNormInference(x, mean [C], var [C], [w, b], [r]) -> y
+      //   BatchNormBackward(dy, x, mean, var, [w], [y when mode 1]) -> dx, dw, db (dw, db sum
+      //   over the batch in the statistics' shape)
+      const bool bwd = k == OpKind::BatchNormBackward;
+      const bool inf = k == OpKind::BatchNormInference;
+      IPUML_CHECK(a.mode == 0 || a.mode == 1, name, ": activation mode ", a.mode,
+                  " is not 0 (none) or 1 (ReLU)");
+      IPUML_CHECK(!(bwd && a.flag), name,
+                  ": the residual's gradient is the output's (flag must "
+                  "be off)");
+      const size_t xi = bwd ? 1 : 0;
+      const size_t n = (bwd   ? 4
+                        : inf ? 3
+                              : 1) +
+                       (a.flag2 ? (bwd ? 1 : 2) : 0) + (a.flag ? 1 : 0) +
+                       (bwd && a.mode == 1 ? 1 : 0);
+      expect_inputs(k, in, n, n);
+      const TensorMeta& x = in[xi];
+      IPUML_CHECK(x.dtype == DType::Float32, name, ": expected a float32 input, got ",
+                  dtype_name(x.dtype));
+      IPUML_CHECK(x.shape.size() >= 2, name, ": expected an input of rank >= 2 [N, C, ...], got ",
+                  shape_str(x.shape));
+      const int64_t c = x.shape[1];
+      Shape cs(x.shape.size(), 1);
+      cs[1] = c;
+      size_t i = xi + 1;
+      if (bwd) {
+        IPUML_CHECK(in[0].shape == x.shape && in[0].dtype == x.dtype, name, ": gradient of shape ",
+                    shape_str(in[0].shape), " and ", dtype_name(in[0].dtype),
+                    " does not match the input of shape ", shape_str(x.shape), " and ",
+                    dtype_name(x.dtype));
+      }
+      if (bwd || inf) {
+        const Shape want = bwd ? cs : Shape{c};
+        for (size_t j : {i, i + 1})
+          IPUML_CHECK(in[j].shape == want && in[j].dtype == DType::Float32, name,
+                      ": mean/var of shape ", shape_str(in[j].shape), " and ",
+                      dtype_name(in[j].dtype), ", expected float32 ", shape_str(want));
+        i += 2;
+      }
+      for (size_t j = 0; j < (a.flag2 ? (bwd ? 1u : 2u) : 0u); ++j, ++i)
+        IPUML_CHECK(in[i].shape == Shape{c} && in[i].dtype == x.dtype, name,
+                    ": weight/bias of shape ", shape_str(in[i].shape), " and ",
+                    dtype_name(in[i].dtype), ", expected ", dtype_name(x.dtype), " [", c, "]");
+      if (i < in.size())  // the residual, or the output whose sign masks the ReLU's gradient
+        IPUML_CHECK(in[i].shape == x.shape && in[i].dtype == x.dtype, name,
+                    bwd ? ": output of shape " : ": residual of shape ", shape_str(in[i].shape),
+                    " and ", dtype_name(in[i].dtype), " does not match the input of shape ",
+                    shape_str(x.shape), " and ", dtype_name(x.dtype));
+      if (inf) return {{x.shape, x.dtype}};
+      if (bwd) return {{x.shape, x.dtype}, {cs, x.dtype}, {cs, x.dtype}};
+      return {{x.shape, x.dtype}, {cs, DType::Float32}, {cs, DType::Float32}};
+    }
     case OpKind::Attention:
     case OpKind::AttentionBackward: {
       // q [B.., L, E], k [B.., S, E], v [B.., S, Ev] with equal batch dims; scalar: the scale;
@@ -543,6 +604,12 @@ IPUML_INLINE double op_flops(OpKind k, const Attrs& a, const std::vector<TensorM
     }
     case OpKind::LayerNorm:
       return 8.0 * n_out;  // two passes for the statistics, one for the output
+    case OpKind::BatchNorm:
+      return 8.0 * n_out;  // as LayerNorm
+    case OpKind::BatchNormInference:
+      return 4.0 * n_out;  // one multiply-add, the residual and the ReLU
+    case OpKind::BatchNormBackward:
+      return 10.0 * static_cast<double>(in[1].numel());
     case OpKind::LayerNormBackward:
     case OpKind::LayerNormParamBackward:
       return 10.0 * static_cast<double>(in[1].numel());

@@ -33,6 +33,8 @@ namespace ipuml::ir {
   X(AdaptiveAvgPool, 1) X(AdaptiveAvgPoolBackward, 1) X(Softmax, 1) X(LogSoftmax, 1)            \
   /* fused normalisation: y, mean, rstd; dx; dweight, dbias */                                    \
   X(LayerNorm, 3) X(LayerNormBackward, 1) X(LayerNormParamBackward, 2)                            \
+  /* fused batch norm (+ residual, ReLU): y, mean, var; y from given statistics; dx, dw, db */    \
+  X(BatchNorm, 3) X(BatchNormInference, 1) X(BatchNormBackward, 3)                                \
   /* fused attention: out, logsumexp; dq, dk, dv */                                               \
   X(Attention, 2) X(AttentionBackward, 3)
 // clang-format on

@@ -20,6 +20,7 @@ using ipuml::max_pool1d;
 using ipuml::max_pool2d;
 // Normalisation and regularisation.
 using ipuml::batch_norm;
+using ipuml::batch_norm_act;
 using ipuml::dropout;
 using ipuml::group_norm;
 using ipuml::layer_norm;

@@ -154,6 +154,12 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullpt
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
                   double eps = 1e-5);
+// act(batch_norm(x) + residual), act = ReLU when `relu`: one pass over x (the fused BatchNorm
+// ops) for float32 inputs of rank >= 3 with weight and bias both given or both absent;
+// otherwise the composite. `residual` may be undefined (nothing added).
+Tensor batch_norm_act(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                      const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                      double eps, const Tensor& residual, bool relu);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(),

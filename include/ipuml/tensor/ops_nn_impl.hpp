@@ -1,6 +1,9 @@
 // Linear algebra, convolution, pooling, softmax, dropout, normalisation and losses.
 #pragma once
 
+#include <cstdlib>
+#include <string>
+
 #include <ipuml/tensor/ops_common_impl.hpp>
 
 namespace ipuml {
@@ -226,9 +229,11 @@ IPUML_INLINE Tensor dropout(const Tensor& x, double p, bool training, Generator*
   return mul(x, mul(keep, 1.0 / (1.0 - p)));
 }
 
-IPUML_INLINE Tensor batch_norm(const Tensor& x, const Tensor& running_mean,
-                               const Tensor& running_var, const Tensor& weight, const Tensor& bias,
-                               bool training, double momentum, double eps) {
+namespace ops_detail {
+
+inline void check_batch_norm_args(const Tensor& x, const Tensor& running_mean,
+                                  const Tensor& running_var, const Tensor& weight,
+                                  const Tensor& bias, bool training) {
   IPUML_CHECK(x.dim() >= 2, "batch_norm: expected an input of rank >= 2 [N, C, ...], got shape ",
               shape_str(x.shape()));
   const int64_t c = x.shape()[1];
@@ -236,35 +241,142 @@ IPUML_INLINE Tensor batch_norm(const Tensor& x, const Tensor& running_mean,
     if (t->defined())
       IPUML_CHECK(t->shape() == Shape{c}, "batch_norm: expected per-channel tensors of shape [", c,
                   "], got ", shape_str(t->shape()));
-  const Shape cs = channel_shape(x);
-  std::vector<int64_t> dims;
-  for (int64_t i = 0; i < x.dim(); ++i)
-    if (i != 1) dims.push_back(i);
-  Tensor y;
+  IPUML_CHECK(running_mean.defined() == running_var.defined(),
+              "batch_norm: running_mean and running_var must be given together");
   if (training || !running_mean.defined()) {
     const int64_t n = x.numel() / std::max<int64_t>(c, 1);
     IPUML_CHECK(n > 1 || !training,
                 "batch_norm: expected more than 1 value per channel when "
                 "training, got input of shape ",
                 shape_str(x.shape()));
+  }
+}
+
+// running = (1 - momentum) running + momentum stat (the variance unbiased), outside autograd.
+inline void update_running_stats(const Tensor& running_mean, const Tensor& running_var,
+                                 const Tensor& mu, const Tensor& v, int64_t c, int64_t n,
+                                 double momentum) {
+  NoGradGuard no_grad;
+  Tensor rm = running_mean;
+  Tensor rv = running_var;
+  rm.mul_(1.0 - momentum).add_(mul(reshape(mu.detach(), {c}), momentum));
+  rv.mul_(1.0 - momentum)
+      .add_(mul(reshape(v.detach(), {c}),
+                momentum * static_cast<double>(n) / static_cast<double>(n - 1)));
+}
+
+inline bool is_f32(const Tensor& t) { return !t.defined() || t.dtype() == DType::Float32; }
+
+// IPUML_FUSED_BATCH_NORM=0 at start-up keeps every batch norm on the composite (to measure
+// what the fusion gains, or to rule it out).
+inline bool fused_batch_norm_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("IPUML_FUSED_BATCH_NORM");
+    return env == nullptr || std::string(env) != "0";
+  }();
+  return on;
+}
+
+// Whether act(batch_norm(x) + residual) runs as the fused ops.
+inline bool batch_norm_fusable(const Tensor& x, const Tensor& running_mean,
+                               const Tensor& running_var, const Tensor& weight, const Tensor& bias,
+                               bool use_batch_stats, const Tensor& residual) {
+  if (!fused_batch_norm_enabled()) return false;
+  if (x.dtype() != DType::Float32 || x.dim() < 3 || weight.defined() != bias.defined())
+    return false;
+  if (!is_f32(weight) || !is_f32(bias) || !is_f32(running_mean) || !is_f32(running_var))
+    return false;
+  if (residual.defined() && (residual.shape() != x.shape() || residual.dtype() != x.dtype()))
+    return false;
+  // Normalising with given statistics is fused for inference only (no gradient through it).
+  return use_batch_stats || !autograd::needs_grad({x, weight, bias, residual});
+}
+
+}  // namespace ops_detail
+
+IPUML_INLINE Tensor batch_norm(const Tensor& x, const Tensor& running_mean,
+                               const Tensor& running_var, const Tensor& weight, const Tensor& bias,
+                               bool training, double momentum, double eps) {
+  return batch_norm_act(x, running_mean, running_var, weight, bias, training, momentum, eps,
+                        Tensor(), false);
+}
+
+IPUML_INLINE Tensor batch_norm_act(const Tensor& x, const Tensor& running_mean,
+                                   const Tensor& running_var, const Tensor& weight,
+                                   const Tensor& bias, bool training, double momentum, double eps,
+                                   const Tensor& residual, bool relu) {
+  check_batch_norm_args(x, running_mean, running_var, weight, bias, training);
+  if (residual.defined())
+    IPUML_CHECK(residual.shape() == x.shape(), "batch_norm: residual of shape ",
+                shape_str(residual.shape()), " does not match the input of shape ",
+                shape_str(x.shape()));
+  const int64_t c = x.shape()[1];
+  const int64_t n = x.numel() / std::max<int64_t>(c, 1);
+  const bool use_batch_stats = training || !running_mean.defined();
+  if (batch_norm_fusable(x, running_mean, running_var, weight, bias, use_batch_stats, residual)) {
+    Attrs a;
+    a.scalar = eps;
+    a.flag = residual.defined();
+    a.flag2 = weight.defined();
+    a.mode = relu ? 1 : 0;
+    if (!use_batch_stats) {
+      std::vector<Tensor> in{x, running_mean, running_var};
+      if (weight.defined()) in.insert(in.end(), {weight, bias});
+      if (residual.defined()) in.push_back(residual);
+      return run1(OpKind::BatchNormInference, a, in);
+    }
+    std::vector<Tensor> in{x};
+    if (weight.defined()) in.insert(in.end(), {weight, bias});
+    if (residual.defined()) in.push_back(residual);
+    auto outs = detail::dispatch(OpKind::BatchNorm, a, in);
+    if (training && running_mean.defined())
+      update_running_stats(running_mean, running_var, outs[1], outs[2], c, n, momentum);
+    const Tensor y = outs[0];
+    attach({y}, "NativeBatchNormBackward", in,
+           [x = saved(x), w = saved(weight), y = saved(y), mean = outs[1], var = outs[2], a, c,
+            ni = in.size()](const std::vector<Tensor>& g) {
+             std::vector<Tensor> r(ni);
+             Tensor gy = g[0];
+             Attrs b;
+             b.scalar = a.scalar;
+             b.flag2 = a.flag2;
+             // With a residual the masked gradient is the residual's too: one ReluGrad serves
+             // both; without one the mask is applied inside the fused backward.
+             if (a.flag && a.mode == 1) gy = run1(OpKind::ReluGrad, {}, {gy, y});
+             b.mode = a.flag ? 0 : a.mode;
+             std::vector<Tensor> bin{gy, x, mean, var};
+             if (a.flag2) bin.push_back(w);
+             if (b.mode == 1) bin.push_back(y);
+             auto d = detail::dispatch(OpKind::BatchNormBackward, b, bin);
+             r[0] = d[0];
+             if (a.flag2) {
+               r[1] = reshape(d[1], {c});
+               r[2] = reshape(d[2], {c});
+             }
+             if (a.flag) r[ni - 1] = gy;
+             return r;
+           });
+    return y;
+  }
+  // The composite: statistics, normalisation, then the residual and the activation.
+  const Shape cs = channel_shape(x);
+  std::vector<int64_t> dims;
+  for (int64_t i = 0; i < x.dim(); ++i)
+    if (i != 1) dims.push_back(i);
+  Tensor y;
+  if (use_batch_stats) {
     Tensor mu = mean(x, dims, true);
     Tensor v = var(x, dims, 0, true);
     y = mul(sub(x, mu), rsqrt(add(v, eps)));
-    if (training && running_mean.defined()) {
-      NoGradGuard no_grad;
-      Tensor rm = running_mean;
-      Tensor rv = running_var;
-      rm.mul_(1.0 - momentum).add_(mul(reshape(mu.detach(), {c}), momentum));
-      rv.mul_(1.0 - momentum)
-          .add_(mul(reshape(v.detach(), {c}),
-                    momentum * static_cast<double>(n) / static_cast<double>(n - 1)));
-    }
+    if (training && running_mean.defined())
+      update_running_stats(running_mean, running_var, mu, v, c, n, momentum);
   } else {
     y = mul(sub(x, reshape(running_mean, cs)), rsqrt(add(reshape(running_var, cs), eps)));
   }
   if (weight.defined()) y = mul(y, reshape(weight, cs));
   if (bias.defined()) y = add(y, reshape(bias, cs));
-  return y;
+  if (residual.defined()) y = add(y, residual);
+  return relu ? ipuml::relu(y) : y;
 }
 
 IPUML_INLINE Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,

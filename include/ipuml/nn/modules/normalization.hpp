@@ -59,7 +59,11 @@ class BatchNormImplBase : public Module {
     bias.fill_(0.0);
   }
 
-  Tensor forward(const Tensor& x) override {
+  Tensor forward(const Tensor& x) override { return forward_act(x, Tensor(), false); }
+
+  // act(forward(x) + residual), act = ReLU when `relu`, fused into the norm's single pass over
+  // x where batch_norm_act can (a ResNet block's tail: bn3, residual add, ReLU).
+  Tensor forward_act(const Tensor& x, const Tensor& residual, bool relu) {
     check_input_dim(x);
     IPUML_CHECK(x.size(1) == options.num_features(), type_name(), ": expected an input with ",
                 options.num_features(), " channel(s) (num_features) in dim 1, got ", x.size(1),
@@ -74,8 +78,8 @@ class BatchNormImplBase : public Module {
     // Batch statistics when training or when no running statistics are kept; the running
     // statistics are handed over only where they are to be used or updated.
     const bool use_batch_stats = is_training() || !options.track_running_stats();
-    return batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, factor,
-                      options.eps());
+    return batch_norm_act(x, running_mean, running_var, weight, bias, use_batch_stats, factor,
+                          options.eps(), residual, relu);
   }
 
   std::string extra_repr() const override {
