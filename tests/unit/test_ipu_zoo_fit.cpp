@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <ipuml/backends/ipu/ipu.hpp>
+#include <ipuml/backends/ipu/ipu_backend.hpp>
 #include <ipuml/ipuml.hpp>
 #include <ipuml/models/models.hpp>
 
