@@ -37,7 +37,7 @@ TEST_CASE("resnet example: eager training with a checkpoint and its resume", "[r
   const std::string ck = " --checkpoint " + dir.file("ck.h5");
   const std::string args = kTiny +
                            "--device eager --samples-per-epoch 16 --micro-batch-size 4 "
-                           "--eval-samples 8 --warmup-epoch 0.5 --precision 16.32" +
+                           "--eval-samples 8 --warmup-epoch 0.5" +
                            ck;
   int st = 0;
   std::string out = run(args + " --epoch 1", &st);
@@ -82,10 +82,11 @@ TEST_CASE("resnet example: emulated IPUs, fp16 with a pipeline split, and the st
           "[resnet_example][ipu]") {
   if (!have_exe()) return;
   int st = 0;
-  std::string out = run(kTiny +
-                            "--device ipu --target ipu2 --precision 16.16 --pipeline-splits "
-                            "layer4 --gradient-accumulation 3 --micro-batch-size 2 "
-                            "--samples-per-epoch 12 --eval-samples 4 --eval-batch-size 4",
+  std::string out = run("--model cifar_resnet18 --data generated --threads 1 --no-profile "
+                        "--device ipu --target ipu2 --precision 16.16 --pipeline-splits "
+                        "layer4 --gradient-accumulation 3 --micro-batch-size 4 "
+                        "--image-size 16 --samples-per-epoch 24 --eval-samples 4 "
+                        "--eval-batch-size 4",
                         &st);
   INFO(out);
   REQUIRE(st == 0);
@@ -153,7 +154,9 @@ TEST_CASE("resnet example: bad flags give one clear error", "[resnet_example]") 
   };
   for (const auto& [flags, message] : cases) {
     int st = 0;
-    const std::string out = run(kTiny + flags, &st);
+    const bool own_model = flags.rfind("--model", 0) == 0 || flags.rfind("--data", 0) == 0;
+    const std::string out =
+        run((own_model ? std::string("--image-size 8 --threads 1 ") : kTiny) + flags, &st);
     INFO(flags << "\n" << out);
     CHECK(st == 1);
     CHECK_THAT(out, Catch::Contains(message) && Catch::StartsWith("ipuml-resnet: "));
