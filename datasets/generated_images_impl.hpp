@@ -13,8 +13,7 @@ IPUML_INLINE GeneratedImages::GeneratedImages(const GeneratedImagesOptions& o) :
   IPUML_CHECK(o.size >= 1 && o.channels >= 1 && o.height >= 1 && o.width >= 1,
               "GeneratedImages: size ", o.size, ", channels ", o.channels, ", height ", o.height,
               " and width ", o.width, " must all be >= 1");
-  IPUML_CHECK(o.num_classes >= 1, "GeneratedImages: num_classes ", o.num_classes,
-              " must be >= 1");
+  IPUML_CHECK(o.num_classes >= 1, "GeneratedImages: num_classes ", o.num_classes, " must be >= 1");
   IPUML_CHECK(o.channels * o.height * o.width <= (int64_t{1} << 32),
               "GeneratedImages: an image of ", o.channels, "x", o.height, "x", o.width,
               " has more than 2^32 pixels");

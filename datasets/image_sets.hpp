@@ -22,8 +22,8 @@ struct ImageSet {
 
 // Fashion-MNIST's classes, in label order.
 inline const std::vector<std::string>& fashion_mnist_classes() {
-  static const std::vector<std::string> names = {"T-shirt/top", "Trouser", "Pullover", "Dress",
-                                                 "Coat",        "Sandal",  "Shirt",    "Sneaker",
+  static const std::vector<std::string> names = {"T-shirt/top", "Trouser",   "Pullover", "Dress",
+                                                 "Coat",        "Sandal",    "Shirt",    "Sneaker",
                                                  "Bag",         "Ankle boot"};
   return names;
 }

@@ -43,7 +43,7 @@ constexpr const char* kWho = "ipuml-resnet";
 struct Config {
   std::string model = "cifar_resnet18";
   std::string data = "generated";
-  int64_t image_size = 0;  // 0: 32 for the CIFAR models, 224 for the others
+  int64_t image_size = 0;   // 0: 32 for the CIFAR models, 224 for the others
   int64_t num_classes = 0;  // generated data only; 0: 10 for CIFAR models, 1000 otherwise
   int64_t micro_batch = 16;
   int64_t gradient_accumulation = 1;
@@ -93,13 +93,11 @@ struct Config {
 // Everything the flags say, checked before any data is read: one clear line for the first
 // problem.
 void validate(const Config& c) {
-  const std::vector<std::string> models = {"resnet18",       "resnet34",       "resnet50",
-                                           "resnet101",      "resnet152",      "cifar_resnet18",
-                                           "cifar_resnet34", "cifar_resnet50", "cifar_resnet101",
-                                           "cifar_resnet152"};
-  IPUML_CHECK(std::find(models.begin(), models.end(), c.model) != models.end(), kWho,
-              ": --model '", c.model,
-              "' is not one of resnet18|34|50|101|152 or cifar_resnet18|34|50|101|152");
+  const std::vector<std::string> models = {
+      "resnet18",       "resnet34",       "resnet50",       "resnet101",       "resnet152",
+      "cifar_resnet18", "cifar_resnet34", "cifar_resnet50", "cifar_resnet101", "cifar_resnet152"};
+  IPUML_CHECK(std::find(models.begin(), models.end(), c.model) != models.end(), kWho, ": --model '",
+              c.model, "' is not one of resnet18|34|50|101|152 or cifar_resnet18|34|50|101|152");
   IPUML_CHECK(c.precision == "16.16" || c.precision == "16.32" || c.precision == "32.32", kWho,
               ": --precision '", c.precision, "' is not one of 16.16, 16.32, 32.32");
   IPUML_CHECK(c.norm_type == "batch" || c.norm_type == "group", kWho, ": --norm-type '",
@@ -125,8 +123,8 @@ void validate(const Config& c) {
                 "--gradient-accumulation is more than 2^31 samples per host batch");
   IPUML_CHECK(std::isfinite(c.lr) && c.lr >= 0, kWho, ": --lr ", c.lr,
               " must be a finite number >= 0");
-  IPUML_CHECK(std::isfinite(c.momentum) && c.momentum >= 0 && c.momentum < 1, kWho,
-              ": --momentum ", c.momentum, " is outside [0, 1)");
+  IPUML_CHECK(std::isfinite(c.momentum) && c.momentum >= 0 && c.momentum < 1, kWho, ": --momentum ",
+              c.momentum, " is outside [0, 1)");
   IPUML_CHECK(!c.nesterov || c.momentum > 0, kWho, ": --nesterov needs --momentum > 0");
   IPUML_CHECK(std::isfinite(c.weight_decay) && c.weight_decay >= 0, kWho, ": --weight-decay ",
               c.weight_decay, " must be a finite number >= 0");
@@ -136,8 +134,7 @@ void validate(const Config& c) {
               ": --loss-scaling ", c.loss_scaling, " must be a finite number > 0");
   IPUML_CHECK(std::isfinite(c.epochs) && c.epochs > 0 && c.epochs <= 100000, kWho, ": --epoch ",
               c.epochs, " is outside (0, 100000]");
-  IPUML_CHECK(std::isfinite(c.warmup_epochs) && c.warmup_epochs >= 0 &&
-                  c.warmup_epochs < c.epochs,
+  IPUML_CHECK(std::isfinite(c.warmup_epochs) && c.warmup_epochs >= 0 && c.warmup_epochs < c.epochs,
               kWho, ": --warmup-epoch ", c.warmup_epochs, " must be >= 0 and below --epoch ",
               c.epochs);
   IPUML_CHECK(c.threads >= 0 && c.threads <= 4096, kWho, ": --threads ", c.threads,
@@ -164,8 +161,7 @@ void validate(const Config& c) {
 
 int64_t image_size(const Config& c) { return c.image_size ? c.image_size : c.cifar() ? 32 : 224; }
 
-models::ResNet make_net(const Config& c, int64_t classes,
-                        const std::vector<std::string>& splits) {
+models::ResNet make_net(const Config& c, int64_t classes, const std::vector<std::string>& splits) {
   models::ResNetOptions o;
   o.num_classes(classes)
       .cifar_stem(c.cifar())
@@ -220,9 +216,7 @@ runtime::LossFn make_loss(double smoothing) {
   };
 }
 
-Tensor to_model_dtype(const Config& c, const Tensor& x) {
-  return c.half() ? cast(x, kFloat16) : x;
-}
+Tensor to_model_dtype(const Config& c, const Tensor& x) { return c.half() ? cast(x, kFloat16) : x; }
 
 // What a resumed run must share with the saved one to continue it.
 nn::StateDict training_state(const Config& c, uint64_t run_counter, int64_t updates) {
@@ -251,8 +245,8 @@ Resumed resume_state(const Config& c, const nn::StateDict& saved) {
                 c.checkpoint, "' has no training state '", key, "'");
     if (key == "run_counter" || key == "updates") continue;
     const int64_t want = s->item<int64_t>(), have = t.item<int64_t>();
-    IPUML_CHECK(want == have, kWho, ": --checkpoint '", c.checkpoint, "' was saved with ", key,
-                " ", want, " but this run has ", have,
+    IPUML_CHECK(want == have, kWho, ": --checkpoint '", c.checkpoint, "' was saved with ", key, " ",
+                want, " but this run has ", have,
                 "; resuming continues the saved run (use the same flags, or another checkpoint)");
   }
   Resumed r;
@@ -359,8 +353,8 @@ void bench_loader(Loader& loader, int64_t batches, const Config& c) {
     }
     const double s = seconds_since(t0);
     set_num_threads(c.threads);
-    std::cout << "Loader: " << images << " images in " << fixed(s, 2) << " s = "
-              << fixed(double(images) / std::max(s, 1e-9), 0) << " images/s ("
+    std::cout << "Loader: " << images << " images in " << fixed(s, 2)
+              << " s = " << fixed(double(images) / std::max(s, 1e-9), 0) << " images/s ("
               << (threads ? "1 thread" : std::to_string(get_num_threads()) + " threads")
               << ", prefetch " << c.prefetch << ")\n";
   }
@@ -374,13 +368,13 @@ void compare_strategies(const Config& c, int64_t classes, const Tensor& x, const
     const char* name;
     bool split, pipelined;
   };
-  const Row rows[] = {{"single IPU", false, false}, {"sharded", true, false}, {"pipelined", true, true}};
+  const Row rows[] = {
+      {"single IPU", false, false}, {"sharded", true, false}, {"pipelined", true, true}};
   std::string splits;
   for (auto& s : c.pipeline_splits) splits += (splits.empty() ? "" : " ") + s;
-  std::cout << "Model parallelism (" << c.model << ", simulated on " << c.target
-            << ", micro-batch " << c.micro_batch << ", gradient accumulation "
-            << c.gradient_accumulation << ", precision " << c.precision << ", splits " << splits
-            << "):\n";
+  std::cout << "Model parallelism (" << c.model << ", simulated on " << c.target << ", micro-batch "
+            << c.micro_batch << ", gradient accumulation " << c.gradient_accumulation
+            << ", precision " << c.precision << ", splits " << splits << "):\n";
   for (const Row& r : rows) {
     const int64_t ipus = r.split ? c.ipus_per_replica() : 1;
     std::cout << "  " << std::left << std::setw(11) << r.name << std::right << "  " << ipus
@@ -403,8 +397,7 @@ void compare_strategies(const Config& c, int64_t classes, const Tensor& x, const
     const auto& st = tm.last_stats();
     std::cout << "  " << std::setw(9) << fixed(st.simulated_samples_per_second().value_or(0), 1)
               << " images/s simulated, " << fixed(st.wall_samples_per_second(), 2)
-              << " images/s wall-clock (compiled in " << fixed(compile_s, 1) << " s)"
-              << std::endl;
+              << " images/s wall-clock (compiled in " << fixed(compile_s, 1) << " s)" << std::endl;
   }
 }
 
@@ -561,15 +554,14 @@ int main(int argc, char** argv) {
     auto eval_options = data::DataLoaderOptions().batch_size(c.eval_batch).prefetch(c.prefetch);
 
     auto run = [&](auto train_loader, auto eval_loader, int64_t train_size, int64_t eval_size) {
-      const int64_t per_epoch = c.samples_per_epoch ? std::min(c.samples_per_epoch, train_size)
-                                                    : train_size;
+      const int64_t per_epoch =
+          c.samples_per_epoch ? std::min(c.samples_per_epoch, train_size) : train_size;
       const int64_t batches = per_epoch / host_batch;
       IPUML_CHECK(batches > 0, kWho, ": a host batch of ", host_batch,
                   " images (micro-batch x device iterations x replicas x accumulation) is more "
                   "than the ",
                   per_epoch, " training images of an epoch");
-      const int64_t eval_limit =
-          c.eval_samples ? std::min(c.eval_samples, eval_size) : eval_size;
+      const int64_t eval_limit = c.eval_samples ? std::min(c.eval_samples, eval_size) : eval_size;
       if (c.bench_loader) {
         bench_loader(train_loader, batches, c);
         return 0;
@@ -667,10 +659,9 @@ int main(int argc, char** argv) {
         samples += st.samples;
         updates += st.updates;
         std::cout << "Epoch " << epoch + 1 << "/" << c.epochs_whole() << ": loss "
-                  << fixed(st.loss, 4) << ", lr " << fixed(opt->get_lr(0), 5) << ", "
-                  << st.updates << " updates, " << st.samples << " images in "
-                  << fixed(st.seconds, 1) << " s (" << fixed(double(st.samples) / st.seconds, 1)
-                  << " img/s wall";
+                  << fixed(st.loss, 4) << ", lr " << fixed(opt->get_lr(0), 5) << ", " << st.updates
+                  << " updates, " << st.samples << " images in " << fixed(st.seconds, 1) << " s ("
+                  << fixed(double(st.samples) / st.seconds, 1) << " img/s wall";
         if (have_sim && st.simulated > 0)
           std::cout << ", " << fixed(double(st.samples) / st.simulated, 1) << " img/s simulated";
         std::cout << "; waited " << fixed(st.data_wait, 2) << " s for data)" << std::endl;
@@ -684,9 +675,8 @@ int main(int argc, char** argv) {
         std::cout << "Training throughput: " << fixed(double(samples) / std::max(wall, 1e-9), 1)
                   << " images/s wall-clock";
         if (have_sim && simulated > 0)
-          std::cout << ", " << fixed(double(samples) / simulated, 1)
-                    << " images/s simulated on " << c.replicas * c.ipus_per_replica() << " x "
-                    << c.target;
+          std::cout << ", " << fixed(double(samples) / simulated, 1) << " images/s simulated on "
+                    << c.replicas * c.ipus_per_replica() << " x " << c.target;
         std::cout << "; the loader kept up: " << fixed(100.0 * data_wait / std::max(wall, 1e-9), 1)
                   << " % of the time waiting for data\n";
       }
@@ -709,8 +699,8 @@ int main(int argc, char** argv) {
           acc = accuracy(eval_loader, eval_limit, progress,
                          [&](const Tensor& x) { return net(to_model_dtype(c, x)); });
         }
-        std::cout << "Evaluation (eval mode, running statistics): " << fixed(seconds_since(t_eval), 1)
-                  << " s\n";
+        std::cout << "Evaluation (eval mode, running statistics): "
+                  << fixed(seconds_since(t_eval), 1) << " s\n";
         std::cout << "Accuracy on test set: " << fixed(acc.percent, 2) << "% of " << acc.samples
                   << " images (chance " << fixed(100.0 / double(classes), 2) << "%)\n";
       }

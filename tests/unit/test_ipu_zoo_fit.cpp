@@ -231,7 +231,7 @@ TEST_CASE("zoo on ipu: GPT-2 small fits 4 ipu2s as 0 4 4 4 at seq 1024 in fp16 l
 }
 
 TEST_CASE("zoo on ipu: ResNet-50 training compiles for 4 replicas of ipu2 in fp16.16 and fits",
-          "[ipu][zoo][slow]") {
+          "[ipu][zoo]") {
   // ipuml-resnet --model resnet50 --precision 16.16 --replicas 4 --micro-batch-size 18: the
   // resnet50-pod4 replica through trainingModel (accumulators per replica, the update graph),
   // with Graphcore's recipe (weight decay on conv/fc weights only, label smoothing 0.1, loss

@@ -55,8 +55,8 @@ TEST_CASE("resnet example: eager training with a checkpoint and its resume", "[r
   CHECK_THAT(out, Catch::Contains("Resumed from") && Catch::Contains("after epoch 1 (4 updates)") &&
                       Catch::Contains("Epoch 2/2: loss"));
   // Another micro-batch size is another run: resuming it is refused.
-  out = run(kTiny + "--device eager --samples-per-epoch 16 --micro-batch-size 2 --epoch 2" + ck,
-            &st);
+  out =
+      run(kTiny + "--device eager --samples-per-epoch 16 --micro-batch-size 2 --epoch 2" + ck, &st);
   CHECK(st == 1);
   CHECK_THAT(out, Catch::Contains("was saved with micro_batch_size 4 but this run has 2"));
 }
@@ -82,12 +82,13 @@ TEST_CASE("resnet example: emulated IPUs, fp16 with a pipeline split, and the st
           "[resnet_example][ipu]") {
   if (!have_exe()) return;
   int st = 0;
-  std::string out = run("--model cifar_resnet18 --data generated --threads 1 --no-profile "
-                        "--device ipu --target ipu2 --precision 16.16 --pipeline-splits "
-                        "layer4 --gradient-accumulation 3 --micro-batch-size 4 "
-                        "--image-size 16 --samples-per-epoch 24 --eval-samples 4 "
-                        "--eval-batch-size 4",
-                        &st);
+  std::string out =
+      run("--model cifar_resnet18 --data generated --threads 1 --no-profile "
+          "--device ipu --target ipu2 --precision 16.16 --pipeline-splits "
+          "layer4 --gradient-accumulation 3 --micro-batch-size 4 "
+          "--image-size 16 --samples-per-epoch 24 --eval-samples 4 "
+          "--eval-batch-size 4",
+          &st);
   INFO(out);
   REQUIRE(st == 0);
   CHECK_THAT(out, Catch::Contains("img/s simulated") &&
@@ -108,9 +109,10 @@ TEST_CASE("resnet example: Fashion-MNIST with augmentation and the loader benchm
           "[resnet_example][mnist]") {
   if (!have_exe()) return;
   int st = 0;
-  std::string out = run("--data fashion-mnist --bench-loader --micro-batch-size 32 "
-                        "--samples-per-epoch 640 --device cpu",
-                        &st);
+  std::string out =
+      run("--data fashion-mnist --bench-loader --micro-batch-size 32 "
+          "--samples-per-epoch 640 --device cpu",
+          &st);
   if (st != 0 && out.find("scripts/fetch-data.sh fashion-mnist") != std::string::npos) {
     WARN("Fashion-MNIST not in the data cache, skipping");
     return;
@@ -118,10 +120,11 @@ TEST_CASE("resnet example: Fashion-MNIST with augmentation and the loader benchm
   INFO(out);
   REQUIRE(st == 0);
   CHECK_THAT(out, Catch::Contains("Loader: 640 images in") && Catch::Contains("(1 thread"));
-  out = run("--model cifar_resnet18 --data fashion-mnist --image-size 16 --threads 1 "
-            "--device cpu --micro-batch-size 8 --samples-per-epoch 32 --eval-samples 20 "
-            "--eval-batch-size 8",
-            &st);
+  out =
+      run("--model cifar_resnet18 --data fashion-mnist --image-size 16 --threads 1 "
+          "--device cpu --micro-batch-size 8 --samples-per-epoch 32 --eval-samples 20 "
+          "--eval-batch-size 8",
+          &st);
   INFO(out);
   REQUIRE(st == 0);
   CHECK_THAT(out, Catch::Contains("Data: fashion-mnist from") &&

@@ -37,8 +37,8 @@ Tensor ramp_image(int64_t c, int64_t h, int64_t w) {
 double reference_sample(const std::vector<float>& img, int64_t W, const CropBox& b, int64_t out_h,
                         int64_t out_w, int64_t plane, int64_t y, int64_t x, int64_t H) {
   auto coord = [](int64_t d, int64_t in, int64_t out) {
-    double s = (static_cast<double>(d) + 0.5) * static_cast<double>(in) / static_cast<double>(out) -
-               0.5;
+    double s =
+        (static_cast<double>(d) + 0.5) * static_cast<double>(in) / static_cast<double>(out) - 0.5;
     return std::clamp(s, 0.0, static_cast<double>(in - 1));
   };
   const double sy = coord(y, b.height, out_h), sx = coord(x, b.width, out_w);
@@ -61,8 +61,8 @@ TEST_CASE("vision data: resized_crop matches bilinear interpolation with half-pi
   const Tensor img = ramp_image(C, H, W);
   const auto v = img.to_vector<float>();
   const std::vector<std::pair<CropBox, std::pair<int64_t, int64_t>>> cases = {
-      {{0, 0, 9, 13}, {9, 13}},  {{0, 0, 9, 13}, {32, 32}}, {{2, 3, 5, 7}, {16, 11}},
-      {{1, 4, 8, 9}, {3, 2}},    {{4, 6, 1, 1}, {4, 4}},    {{0, 12, 9, 1}, {5, 6}},
+      {{0, 0, 9, 13}, {9, 13}}, {{0, 0, 9, 13}, {32, 32}}, {{2, 3, 5, 7}, {16, 11}},
+      {{1, 4, 8, 9}, {3, 2}},   {{4, 6, 1, 1}, {4, 4}},    {{0, 12, 9, 1}, {5, 6}},
       {{3, 0, 6, 13}, {6, 26}}};
   for (const auto& [box, size] : cases) {
     const auto [oh, ow] = size;
@@ -82,8 +82,8 @@ TEST_CASE("vision data: resized_crop matches bilinear interpolation with half-pi
   // The whole image at its own size is itself, bit for bit.
   CHECK(resized_crop(img, {0, 0, H, W}, H, W).to_vector<float>() == v);
   // Halving averages 2x2 blocks exactly (source coordinate 2y + 1/2).
-  const Tensor four = from_vector<float>({1, 3, 5, 7, 9, 11, 13, 15, 2, 4, 6, 8, 10, 12, 14, 16},
-                                         {1, 4, 4});
+  const Tensor four =
+      from_vector<float>({1, 3, 5, 7, 9, 11, 13, 15, 2, 4, 6, 8, 10, 12, 14, 16}, {1, 4, 4});
   const auto half = Resize(2, 2)({four, Tensor()}).data.to_vector<float>();
   CHECK(half == std::vector<float>{6, 10, 7, 11});
   // A batch [B, C, H, W] resizes every plane.
@@ -155,24 +155,38 @@ TEST_CASE("vision data: RandomHorizontalFlip mirrors with probability p, RepeatC
 
 TEST_CASE("vision data: augmentation errors name the problem", "[data][vision]") {
   const Tensor img = ramp_image(1, 8, 8);
-  CHECK_THAT(error_of([&] { resized_crop(img, {6, 0, 4, 4}, 2, 2); }),
+  CHECK_THAT(error_of([&] {
+               resized_crop(img, {6, 0, 4, 4}, 2, 2);
+             }),
              Catch::Contains("box (top 6, left 0, height 4, width 4) is not a non-empty part of "
                              "the 8x8 image"));
-  CHECK_THAT(error_of([&] { resized_crop(img, {0, 0, 8, 8}, 0, 2); }),
+  CHECK_THAT(error_of([&] {
+               resized_crop(img, {0, 0, 8, 8}, 0, 2);
+             }),
              Catch::Contains("output size 0x2 must be positive"));
-  CHECK_THAT(error_of([&] { Resize(2, 2)({zeros({8, 8}, kInt64), Tensor()}); }),
+  CHECK_THAT(error_of([&] {
+               Resize(2, 2)({zeros({8, 8}, kInt64), Tensor()});
+             }),
              Catch::Contains("Resize: expected float32 image data, got int64"));
-  CHECK_THAT(error_of([&] { Resize(2, 2)({zeros({8}), Tensor()}); }),
+  CHECK_THAT(error_of([&] {
+               Resize(2, 2)({zeros({8}), Tensor()});
+             }),
              Catch::Contains("Resize: expected an image [..., H, W], got shape [8]"));
-  CHECK_THAT(error_of([] { RandomResizedCrop(32, 32, {0.5, 0.2}); }),
+  CHECK_THAT(error_of([] {
+               RandomResizedCrop(32, 32, {0.5, 0.2});
+             }),
              Catch::Contains("scale (0.5, 0.2) must satisfy 0 < min <= max <= 1"));
-  CHECK_THAT(error_of([] { RandomResizedCrop(32, 32, {0.5, 1.0}, {2.0, 1.0}); }),
+  CHECK_THAT(error_of([] {
+               RandomResizedCrop(32, 32, {0.5, 1.0}, {2.0, 1.0});
+             }),
              Catch::Contains("ratio (2, 1) must satisfy 0 < min <= max"));
   CHECK_THAT(error_of([] { RandomResizedCrop(0, 32); }),
              Catch::Contains("RandomResizedCrop: size 0x32 must be positive"));
   CHECK_THAT(error_of([] { RandomHorizontalFlip(1.5); }),
              Catch::Contains("probability 1.5 is outside [0, 1]"));
-  CHECK_THAT(error_of([] { RepeatChannels(3)({zeros({2, 4, 4}), Tensor()}); }),
+  CHECK_THAT(error_of([] {
+               RepeatChannels(3)({zeros({2, 4, 4}), Tensor()});
+             }),
              Catch::Contains("RepeatChannels: expected 1 or 3 channels, got 2"));
   CHECK_THAT(error_of([] { SampleRandom(0, 0, 0).integer(3, 3); }),
              Catch::Contains("empty range [3, 3)"));
@@ -218,9 +232,10 @@ TEST_CASE("vision data: augmented batches depend on (seed, epoch, sample), not o
              Catch::Contains("AugmentedDataset::get: index 40 is out of range"));
 }
 
-TEST_CASE("vision data: GeneratedImages are normal pixels and uniform labels, a function of the "
-          "seed",
-          "[data][vision]") {
+TEST_CASE(
+    "vision data: GeneratedImages are normal pixels and uniform labels, a function of the "
+    "seed",
+    "[data][vision]") {
   datasets::GeneratedImagesOptions o;
   o.size = 300, o.channels = 3, o.height = 7, o.width = 5, o.num_classes = 4, o.seed = 9;
   const datasets::GeneratedImages gen(o);
@@ -263,9 +278,8 @@ TEST_CASE("vision data: image sets, their statistics and errors", "[data][vision
   s.labels = {0, 1};
   const auto [mean, sd] = datasets::pixel_statistics(s);
   const double m = (0 + 1 + 0.2 + 0.4) / 4.0;
-  const double var = ((0 - m) * (0 - m) + (1 - m) * (1 - m) + (0.2 - m) * (0.2 - m) +
-                      (0.4 - m) * (0.4 - m)) /
-                     4.0;
+  const double var =
+      ((0 - m) * (0 - m) + (1 - m) * (1 - m) + (0.2 - m) * (0.2 - m) + (0.4 - m) * (0.4 - m)) / 4.0;
   CHECK(mean == Approx(m).epsilon(1e-12));
   CHECK(sd == Approx(std::sqrt(var)).epsilon(1e-9));
   CHECK_THAT(error_of([] { datasets::load_image_set("/nonexistent/vision/set"); }),

@@ -37,9 +37,8 @@ TEST_CASE("vision recipe: weight decay skips biases and norm parameters", "[opti
   const auto groups = optim::split_for_weight_decay(params);
   int64_t convs_and_fc = 0, rest = 0;
   for (auto& [name, p] : net->named_parameters()) {
-    const bool conv_or_fc_weight =
-        name.find("conv") != std::string::npos || name == "fc.weight" ||
-        (name.find("downsample.0") != std::string::npos);
+    const bool conv_or_fc_weight = name.find("conv") != std::string::npos || name == "fc.weight" ||
+                                   (name.find("downsample.0") != std::string::npos);
     (conv_or_fc_weight ? convs_and_fc : rest) += 1;
   }
   CHECK(static_cast<int64_t>(groups.decay.size()) == convs_and_fc);

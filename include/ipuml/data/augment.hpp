@@ -61,8 +61,8 @@ class SampleRandom {
 
 // A transform that draws random numbers: t(example, random) -> example.
 template <typename T>
-concept RandomTransform = std::copy_constructible<T> && requires(const T& t, Example e,
-                                                                 SampleRandom& r) {
+concept RandomTransform = std::copy_constructible<T> &&
+    requires(const T& t, Example e, SampleRandom& r) {
   { t(std::move(e), r) } -> std::convertible_to<Example>;
 };
 

@@ -144,8 +144,7 @@ IPUML_INLINE Example RandomResizedCrop::operator()(Example e, SampleRandom& r) c
 }
 
 IPUML_INLINE RandomHorizontalFlip::RandomHorizontalFlip(double p) : p_(p) {
-  IPUML_CHECK(p >= 0.0 && p <= 1.0, "RandomHorizontalFlip: probability ", p,
-              " is outside [0, 1]");
+  IPUML_CHECK(p >= 0.0 && p <= 1.0, "RandomHorizontalFlip: probability ", p, " is outside [0, 1]");
 }
 
 IPUML_INLINE Tensor RandomHorizontalFlip::flip(const Tensor& image) {
@@ -177,8 +176,8 @@ IPUML_INLINE Example RepeatChannels::operator()(Example e) const {
               shape_str(e.data.shape()));
   const int64_t c = e.data.size(-3);
   if (c == channels_) return e;
-  IPUML_CHECK(c == 1, "RepeatChannels: expected 1 or ", channels_, " channels, got ", c,
-              " (shape ", shape_str(e.data.shape()), ")");
+  IPUML_CHECK(c == 1, "RepeatChannels: expected 1 or ", channels_, " channels, got ", c, " (shape ",
+              shape_str(e.data.shape()), ")");
   Shape shape = e.data.shape();
   shape[shape.size() - 3] = channels_;
   Tensor src = e.data.contiguous();
