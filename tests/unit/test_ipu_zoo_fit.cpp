@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <ipuml/backends/ipu/ipu.hpp>
+#include <ipuml/backends/ipu/ipu_backend.hpp>
 #include <ipuml/ipuml.hpp>
 #include <ipuml/models/models.hpp>
 
@@ -227,4 +228,44 @@ TEST_CASE("zoo on ipu: GPT-2 small fits 4 ipu2s as 0 4 4 4 at seq 1024 in fp16 l
     INFO("IPU " << i);
     CHECK(static_cast<double>(state_bytes_on(p, i)) == Approx(4 * 7087872.0 * 2).epsilon(0.01));
   }
+}
+
+TEST_CASE("zoo on ipu: ResNet-50 training compiles for 4 replicas of ipu2 in fp16.16 and fits",
+          "[ipu][zoo]") {
+  // ipuml-resnet --model resnet50 --precision 16.16 --replicas 4 --micro-batch-size 18: the
+  // resnet50-pod4 replica through trainingModel (accumulators per replica, the update graph),
+  // with Graphcore's recipe (weight decay on conv/fc weights only, label smoothing 0.1, loss
+  // scaling), recomputation per block and 15 % of tile memory for temporaries.
+  auto net = models::resnet50(models::ResNetOptions().recompute_blocks(true));
+  net->half();
+  auto opt = optim::make_with_decay_groups<optim::SGD>(
+      net->parameters(), optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4));
+  opt->set_loss_scaling(128);
+  Options o;
+  o.replicationFactor(4)
+      .gradientAccumulation(2)
+      .useIpuModel(true)
+      .target("ipu2")
+      .setAvailableMemoryProportion(0.15)
+      .showCompilationProgressBar(false);
+  o.Precision.setPartialsType(kFloat16);
+  auto tm = trainingModel(net.ptr(), o, *opt, [](const Tensor& out, const Tensor& y) {
+    return cross_entropy(cast(out, kFloat32), y, Reduction::Mean, 0.1);
+  });
+  const int64_t rows = 18 * 4 * 2;
+  tm.compile(zeros({rows, 3, 224, 224}, kFloat16), zeros({rows}, kInt64));
+  REQUIRE(tm.micro_batch() == 18);
+  const auto* exe = dynamic_cast<const ipu::IpuBackendExecutable*>(tm.step_executable());
+  REQUIRE(exe != nullptr);
+  const ipu::Plan& p = exe->ipu().plan();
+  INFO((p.memory.out_of_memory ? ipu::out_of_memory_message(p) : std::string("fits")));
+  CHECK_FALSE(p.memory.out_of_memory);
+  int64_t worst = 0;
+  for (auto& tile : p.memory.tiles) worst = std::max(worst, tile.total());
+  CHECK(worst <= p.target.bytes_per_tile);
+  // A replica's program holds fp16 weights and its own fp16 gradient accumulators.
+  CHECK(tm.step_graph().checkpoints.size() == 17);
+  bool half_weights = true;
+  for (auto& w : net->parameters()) half_weights = half_weights && w.dtype() == kFloat16;
+  CHECK(half_weights);
 }

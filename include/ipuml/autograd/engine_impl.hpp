@@ -157,7 +157,16 @@ IPUML_INLINE void run_backward(const std::vector<Tensor>& roots, const std::vect
         auto& buf = buffers[e.node.get()];
         buf.resize(std::max<size_t>(buf.size(), e.node->output_metas.size()));
         Tensor& slot = buf[e.input_nr];
-        slot = slot.defined() ? add(slot, out[i]) : out[i];
+        if (slot.defined()) {
+          // The sum of a value's gradients runs where its consumer, the value's own backward,
+          // runs: left at the current placement (where the forward pass ended) it would bounce
+          // a model split over IPUs back and forth (ResNet's BatchNorm backward, one pipeline
+          // stage per bounce).
+          ir::PlacementGuard place(e.node->ipu);
+          slot = add(slot, out[i]);
+        } else {
+          slot = out[i];
+        }
       }
       if (--deps[e.node.get()] == 0) ready.push_back(e.node);
     }

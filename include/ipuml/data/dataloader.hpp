@@ -166,7 +166,8 @@ class DataLoader {
 
   // Starts the next epoch (reshuffling) and returns its first batch's iterator.
   Iterator begin() {
-    sampler_->set_epoch(next_epoch_++);
+    const uint64_t epoch = next_epoch_++;
+    sampler_->set_epoch(epoch);
     auto indices = std::make_shared<const std::vector<int64_t>>(sampler_->indices());
     auto run = std::make_shared<Run>();
     run->count = batches_for(static_cast<int64_t>(indices->size()));
@@ -174,11 +175,11 @@ class DataLoader {
     const int64_t bs = options_.batch_size();
     const int64_t total = static_cast<int64_t>(indices->size());
     run->batches = std::make_unique<detail::BatchPrefetcher>(
-        run->count, options_.prefetch(), [ds = dataset_, indices, bs, total](int64_t b) {
+        run->count, options_.prefetch(), [ds = dataset_, indices, bs, total, epoch](int64_t b) {
           const int64_t first = b * bs;
           const std::span<const int64_t> sel(indices->data() + first,
                                              static_cast<size_t>(std::min(bs, total - first)));
-          return assemble(*ds, sel);
+          return assemble(*ds, sel, epoch);
         });
     run->current = run->batches->take();
     return Iterator(std::move(run));
@@ -197,17 +198,25 @@ class DataLoader {
   const DataLoaderOptions& options() const { return options_; }
   Sampler& sampler() { return *sampler_; }
 
-  // One batch of the given sample indices, assembled as the loader does.
-  static Example assemble(const D& ds, std::span<const int64_t> sel) {
+  // One batch of the given sample indices, assembled as the loader does (`epoch` reaches a
+  // dataset whose samples depend on it: random augmentation).
+  static Example assemble(const D& ds, std::span<const int64_t> sel, uint64_t epoch = 0) {
     const int64_t n = static_cast<int64_t>(ds.size());
     for (int64_t i : sel)
       IPUML_CHECK(i >= 0 && i < n, "DataLoader: sample index ", i,
                   " is out of range for a dataset of ", n, " samples");
-    if constexpr (BatchDataset<D>) {
+    if constexpr (EpochDataset<D>) {
+      std::vector<Example> samples;
+      samples.reserve(sel.size());
+      for (int64_t i : sel) samples.push_back(ds.get(i, epoch));
+      return detail::collate(samples);
+    } else if constexpr (BatchDataset<D>) {
+      (void)epoch;
       return ds.get_batch(sel);
     } else {
       std::vector<Example> samples;
       samples.reserve(sel.size());
+      (void)epoch;
       for (int64_t i : sel) samples.push_back(ds.get(i));
       return detail::collate(samples);
     }

@@ -28,6 +28,13 @@ concept BatchDataset = Dataset<D> && requires(const D& d, std::span<const int64_
   { d.get_batch(idx) } -> std::convertible_to<Example>;
 };
 
+// A dataset whose samples differ by epoch (random augmentation, data/augment.hpp):
+// get(i, epoch). The DataLoader passes each epoch's number; get(i) is epoch 0.
+template <typename D>
+concept EpochDataset = Dataset<D> && requires(const D& d, int64_t i, uint64_t epoch) {
+  { d.get(i, epoch) } -> std::convertible_to<Example>;
+};
+
 // A transform maps an Example to an Example. One that declares `batchable = true` gives the same
 // result applied to a stacked batch as to each sample (elementwise, e.g. Normalize), so it
 // keeps a BatchDataset's fast path.
@@ -74,6 +81,9 @@ class MapDataset : public DatasetBase<MapDataset<D, T>> {
       : dataset_(std::move(dataset)), transform_(std::move(transform)) {}
 
   Example get(int64_t i) const { return transform_(dataset_.get(i)); }
+  Example get(int64_t i, uint64_t epoch) const requires EpochDataset<D> {
+    return transform_(dataset_.get(i, epoch));
+  }
   int64_t size() const { return static_cast<int64_t>(dataset_.size()); }
 
   Example get_batch(std::span<const int64_t> indices) const requires BatchDataset<D> &&

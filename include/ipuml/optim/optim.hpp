@@ -10,3 +10,4 @@
 #include <ipuml/optim/lr_scheduler.hpp>
 #include <ipuml/optim/loss_scaler.hpp>
 #include <ipuml/optim/clip_grad.hpp>
+#include <ipuml/optim/param_groups.hpp>
