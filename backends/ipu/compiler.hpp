@@ -131,6 +131,9 @@ struct MemoryReport {
   int64_t worst_tile = 0;
   std::vector<TensorOnTile> worst_tile_tensors;  // largest first
   std::string advice;  // out of memory: what would make it fit (checked where it says so)
+  // Tile memory that replicated tensor sharding saves on each replica (state bytes held by the
+  // other replicas instead).
+  int64_t replica_sharding_saved_bytes = 0;
   int64_t total_bytes() const {
     int64_t s = 0;
     for (auto& t : tiles) s += t.total();

@@ -35,6 +35,8 @@ struct ExecOptions {
   // IPUML_ENGINE_OPTIONS' autoReport.directory when it asks for reports, else none.
   std::string program_name = "program";
   std::string report_dir;
+  // false: no reports at all (a further replica's instance: replica 0 reports the program).
+  bool write_reports = true;
 };
 
 using backend::RunItem;
@@ -62,6 +64,9 @@ class Executable {
   // after another where the stages cannot overlap with the same bits (see pipelinable()).
   std::vector<std::vector<Tensor>> run_many(const std::vector<RunItem>& items, bool pipelined);
   bool pipelinable() const;
+  // Another instance of the same program (graph and plan) with its own buffers, scratch and
+  // IPU arenas, for a further replica run at the same time; it writes no reports.
+  std::unique_ptr<Executable> replica() const;
   int num_stages() const;
   // Modelled cycles of `micro_batches` runs back to back (backends/ipu/schedule.hpp):
   // pipelined over the program's stages, or one after another (sharded, or a single IPU).

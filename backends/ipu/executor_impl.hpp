@@ -156,6 +156,9 @@ struct Executable::Impl {
   EngineOptions engine;
   std::string report_path;              // <report dir>/<program>, empty: no automatic reports
   int64_t pipelined_micro_batches = 0;  // of the last pipelined run_many, for the trace
+  // The states a run writes (indices into graph.states): only their versions change, so
+  // replicas that share read-only states (the weights) can run at the same time.
+  std::vector<size_t> updated_states;
 
   // Runs fn in the IPU's task arena. In a pipelined run the stages' threads already share the
   // host's cores through the pipeline; entering an arena whose master slot another stage holds
@@ -522,15 +525,27 @@ IPUML_INLINE Executable::Executable(ir::Graph graph, Plan plan, ExecOptions exec
     m.ipus.push_back(std::make_unique<tbb::task_arena>());
   m.last = m.plan.cycles;
   m.engine = engine_options_from_env();  // an invalid IPUML_ENGINE_OPTIONS is an error anyway
+  for (size_t i = 0; i < m.graph.states.size(); ++i)
+    for (const auto& u : m.graph.updates)
+      if (u.state == m.graph.states[i]) {
+        m.updated_states.push_back(i);
+        break;
+      }
   std::string dir = m.exec.report_dir;
   if (dir.empty() && m.engine.auto_report) dir = m.engine.directory;
-  if (!dir.empty()) {
+  if (!dir.empty() && m.exec.write_reports) {
     m.report_path = claim_report_directory(dir, m.exec.program_name);
     write_profile(m.report_path);
   }
 }
 
 IPUML_INLINE Executable::~Executable() = default;
+
+IPUML_INLINE std::unique_ptr<Executable> Executable::replica() const {
+  ExecOptions e = impl_->exec;
+  e.write_reports = false;
+  return std::make_unique<Executable>(impl_->graph, impl_->plan, e);
+}
 
 IPUML_INLINE void Executable::Impl::add_slot() {
   Slot sl;
@@ -662,7 +677,7 @@ IPUML_INLINE std::vector<Tensor> Executable::run(const std::vector<Tensor>& inpu
   std::vector<Tensor> outputs = m.collect_outputs(sl);
   m.apply_updates(sl, -1);
   sl.keep.clear();
-  for (auto& s : states) s.impl()->version++;
+  for (size_t i : m.updated_states) states[i].impl()->version++;
   m.record(step, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   if (!m.report_path.empty() && m.runs == 1) write_profile(m.report_path);
   return outputs;
@@ -716,7 +731,7 @@ IPUML_INLINE std::vector<std::vector<Tensor>> Executable::run_many(
         auto& sl = m.slots[i % in_flight];
         outs[i] = m.collect_outputs(sl);
         sl.keep.clear();
-        for (auto& s : *items[i].states) s.impl()->version++;
+        for (size_t k : m.updated_states) (*items[i].states)[k].impl()->version++;
       });
   m.pipelining = true;
   try {

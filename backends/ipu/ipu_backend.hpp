@@ -36,6 +36,9 @@ class IpuBackendExecutable : public backend::Executable {
     return exe_->cycles_for(micro_batches, pipelined_) / exe_->target().clock_hz;
   }
   bool pipelined() const { return pipelined_; }
+  std::unique_ptr<backend::Executable> replica() const override {
+    return std::make_unique<IpuBackendExecutable>(exe_->replica(), pipelined_);
+  }
   double allreduce_seconds(size_t bytes, int64_t replicas) const override {
     const Target& t = exe_->target();
     return allreduce_cycles(t, static_cast<double>(bytes), replicas) / t.clock_hz;
