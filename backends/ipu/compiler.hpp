@@ -30,6 +30,8 @@ struct CompileOptions {
   // its cache key do not change), from counter-based random bits of `rounding_seed`.
   bool stochastic_rounding = false;
   uint64_t rounding_seed = 0;
+  // Execution only as well: run with exchange checking (ExecOptions::check_exchange).
+  bool check_exchange = false;
   // Finish the compile even when a tile overflows; the memory report says so.
   bool allow_out_of_memory = false;
   // Replicas share one program (each on its own IPUs). The gradient all-reduce is charged

@@ -121,6 +121,7 @@ class IpuBackend : public backend::Backend {
     co.rounding_seed =
         static_cast<uint64_t>(parse_int(take("rounding_seed", "0"), "rounding_seed"));
     co.allow_out_of_memory = take("allow_out_of_memory", "0") == "1";
+    co.check_exchange = take("check_exchange", "0") == "1";
     co.replication_factor = replicas;
     co.cache_dir = take("cache_dir", "");
     co.progress = take("progress", "1") == "1";

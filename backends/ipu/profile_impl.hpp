@@ -45,6 +45,8 @@ IPUML_INLINE EngineOptions parse_engine_options(const std::string& text) {
                   "IPUML_ENGINE_OPTIONS: 'autoReport.directory' must be a non-empty string, got ",
                   it.value().dump());
       e.directory = it.value().get<std::string>();
+    } else if (k == "debug.checkExchange") {
+      e.check_exchange = flag(it.value(), k);
     }
     // Other Poplar engine options are accepted and ignored, as Poplar ignores unknown reports.
   }

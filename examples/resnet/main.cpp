@@ -510,11 +510,15 @@ int main(int argc, char** argv) {
                "print the simulated throughput of each and exit");
   bool no_profile = false;
   app.add_flag("--no-profile", no_profile, "Skip the profile summary");
-  CLI11_PARSE(app, argc, argv);
+  if (auto rc = examples::parse_command_line(app, argc, argv, kWho)) return *rc;
   c.profile = !no_profile;
-
   try {
     validate(c);
+  } catch (const std::exception& e) {
+    return examples::usage_error(kWho, e.what());
+  }
+
+  try {
     const auto t_start = Clock::now();
     if (c.threads > 0) set_num_threads(c.threads);
     manual_seed(c.seed);
@@ -730,8 +734,6 @@ int main(int argc, char** argv) {
                data::DataLoader(datasets::GeneratedImages(gen_eval), eval_options), gen.size,
                gen_eval.size);
   } catch (const std::exception& e) {
-    const std::string what = e.what();
-    std::cerr << (what.rfind("ipuml-resnet: ", 0) == 0 ? "" : "ipuml-resnet: ") << what << "\n";
-    return 1;
+    return examples::run_error(kWho, e.what());
   }
 }

@@ -138,10 +138,10 @@ TEST_CASE("inference replicas run on several host threads with the same outputs"
     Net net;
     Generator g(6);
     Tensor x = randn({24, 6}, &g);
-    auto a = inferenceModel(net.ptr(), base(ipu).replicationFactor(4).deviceIterations(2)
-                                           .hostReplicaThreads(1));
-    auto b = inferenceModel(net.ptr(), base(ipu).replicationFactor(4).deviceIterations(2)
-                                           .hostReplicaThreads(4));
+    auto a = inferenceModel(
+        net.ptr(), base(ipu).replicationFactor(4).deviceIterations(2).hostReplicaThreads(1));
+    auto b = inferenceModel(
+        net.ptr(), base(ipu).replicationFactor(4).deviceIterations(2).hostReplicaThreads(4));
     CHECK(a(x).to_vector<float>() == b(x).to_vector<float>());
     CHECK(b.host_replica_lanes() == 4);
   }
