@@ -74,6 +74,8 @@ class Executable {
   // Another instance of the same program (graph and plan) with its own buffers, scratch and
   // IPU arenas, for a further replica run at the same time; it writes no reports.
   std::unique_ptr<Executable> replica() const;
+  // The most host threads each emulated IPU's arena uses (0: all the host's).
+  void set_host_threads(int threads);
   int num_stages() const;
   // Modelled cycles of `micro_batches` runs back to back (backends/ipu/schedule.hpp):
   // pipelined over the program's stages, or one after another (sharded, or a single IPU).

@@ -652,6 +652,12 @@ IPUML_INLINE Executable::Executable(ir::Graph graph, Plan plan, ExecOptions exec
 
 IPUML_INLINE Executable::~Executable() = default;
 
+IPUML_INLINE void Executable::set_host_threads(int threads) {
+  for (auto& a : impl_->ipus)
+    a = threads > 0 ? std::make_unique<tbb::task_arena>(threads)
+                    : std::make_unique<tbb::task_arena>();
+}
+
 IPUML_INLINE std::unique_ptr<Executable> Executable::replica() const {
   ExecOptions e = impl_->exec;
   e.write_reports = false;

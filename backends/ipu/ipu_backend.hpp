@@ -39,6 +39,7 @@ class IpuBackendExecutable : public backend::Executable {
   std::unique_ptr<backend::Executable> replica() const override {
     return std::make_unique<IpuBackendExecutable>(exe_->replica(), pipelined_);
   }
+  void set_host_threads(int threads) override { exe_->set_host_threads(threads); }
   double allreduce_seconds(size_t bytes, int64_t replicas) const override {
     const Target& t = exe_->target();
     return allreduce_cycles(t, static_cast<double>(bytes), replicas) / t.clock_hz;

@@ -95,7 +95,8 @@ TEST_CASE("ipu exchange check: data laid out on another IPU without a paid trans
                     Catch::Contains("from other IPUs, but its plan pays for 0"));
 }
 
-TEST_CASE("ipu exchange check: a result written onto another IPU fails", "[ipu][exchange][errors]") {
+TEST_CASE("ipu exchange check: a result written onto another IPU fails",
+          "[ipu][exchange][errors]") {
   auto t = small_graph();
   ipu::Plan plan = ipu::plan_graph(t.trace.graph, two_tiny_ipus(), {});
   const int64_t out = t.trace.graph.nodes.front().outputs.front();
@@ -120,14 +121,14 @@ TEST_CASE("ipu exchange check: a model split over two IPUs moves its activations
   // The same training steps with and without checking (IPUML_ENGINE_OPTIONS' debug switch) give
   // the same weights; the checked run moved exactly the bytes its plan pays IPU-Links for.
   auto train = [](bool check) {
-    if (check)
-      ::setenv("IPUML_ENGINE_OPTIONS", R"({"debug.checkExchange": "true"})", 1);
+    if (check) ::setenv("IPUML_ENGINE_OPTIONS", R"({"debug.checkExchange": "true"})", 1);
     manual_seed(4);
     TwoLayer net;
     runtime::BeginBlock(net->l2, 1);
     optim::SGD opt(net->parameters(), optim::SGDOptions(0.1));
-    auto tm = trainingModel(net.ptr(), Options().target("ipu2").showCompilationProgressBar(false),
-                            opt, [](const Tensor& o, const Tensor& y) { return cross_entropy(o, y); });
+    auto tm =
+        trainingModel(net.ptr(), Options().target("ipu2").showCompilationProgressBar(false), opt,
+                      [](const Tensor& o, const Tensor& y) { return cross_entropy(o, y); });
     Generator g(9);
     for (int i = 0; i < 2; ++i) tm(randn({4, 6}, &g), randint(0, 3, {4}, &g));
     if (check) ::unsetenv("IPUML_ENGINE_OPTIONS");

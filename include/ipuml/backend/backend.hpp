@@ -75,6 +75,9 @@ class Executable {
   // emulated devices), so that replicas can run on the host at the same time. Null when the
   // backend cannot make one; the replicas then run one after another on this instance.
   virtual std::unique_ptr<Executable> replica() const { return nullptr; }
+  // The most host threads one run may use (0: all): a replica lane's share of the cores, so
+  // that lanes running at once do not oversubscribe them.
+  virtual void set_host_threads(int threads) { (void)threads; }
   // Modelled time to all-reduce `bytes` of gradients across `replicas` devices.
   virtual double allreduce_seconds(size_t bytes, int64_t replicas) const {
     (void)bytes;

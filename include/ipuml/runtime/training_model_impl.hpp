@@ -5,6 +5,7 @@
 
 #include <tbb/info.h>
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include <ipuml/ir/placement.hpp>
 #include <ipuml/ir/recompute.hpp>
@@ -79,16 +80,26 @@ inline int64_t replica_lanes(const Options& o) {
   return std::clamp<int64_t>(t, 1, o.replication_factor());
 }
 
-// Further instances of `primary` for lanes 1.. (lane l runs replicas l, l + lanes, ...); none
-// when one lane is asked for or the backend cannot make them.
-inline std::vector<std::unique_ptr<backend::Executable>> make_lanes(
-    const backend::Executable& primary, int64_t lanes) {
+// Host threads each of `lanes` lanes may use: an equal share of the cores.
+inline int lane_threads(size_t lanes) {
+  return std::max(1,
+                  tbb::info::default_concurrency() / static_cast<int>(std::max<size_t>(lanes, 1)));
+}
+
+// Further instances of `primary` for lanes 1.. (lane l runs replicas l, l + lanes, ...), every
+// lane limited to its share of the host's cores; none when one lane is asked for or the backend
+// cannot make them.
+inline std::vector<std::unique_ptr<backend::Executable>> make_lanes(backend::Executable& primary,
+                                                                    int64_t lanes) {
   std::vector<std::unique_ptr<backend::Executable>> out;
   for (int64_t l = 1; l < lanes; ++l) {
     auto e = primary.replica();
     if (!e) return {};
     out.push_back(std::move(e));
   }
+  const int threads = lane_threads(out.size() + 1);
+  if (!out.empty()) primary.set_host_threads(threads);
+  for (auto& e : out) e->set_host_threads(threads);
   return out;
 }
 
@@ -105,15 +116,21 @@ inline std::vector<std::vector<Tensor>> run_replicas(
   for (size_t i = 0; i < items.size(); ++i)
     mine[static_cast<size_t>(replica_of[i]) % lanes].push_back(i);
   std::vector<std::vector<Tensor>> out(items.size());
+  // Each lane in an arena of its share of the cores (kernels that parallelise inside themselves
+  // stay within it).
+  std::vector<std::unique_ptr<tbb::task_arena>> arenas;
+  for (size_t l = 0; l < lanes; ++l)
+    arenas.push_back(std::make_unique<tbb::task_arena>(lane_threads(lanes)));
   tbb::parallel_for(
       tbb::blocked_range<size_t>(0, lanes, 1),
       [&](const tbb::blocked_range<size_t>& range) {
-        for (size_t l = range.begin(); l != range.end(); ++l) {
-          std::vector<backend::RunItem> its;
-          for (size_t i : mine[l]) its.push_back(items[i]);
-          auto res = (l == 0 ? primary : *others[l - 1]).run_many(its);
-          for (size_t k = 0; k < res.size(); ++k) out[mine[l][k]] = std::move(res[k]);
-        }
+        for (size_t l = range.begin(); l != range.end(); ++l)
+          arenas[l]->execute([&] {
+            std::vector<backend::RunItem> its;
+            for (size_t i : mine[l]) its.push_back(items[i]);
+            auto res = (l == 0 ? primary : *others[l - 1]).run_many(its);
+            for (size_t k = 0; k < res.size(); ++k) out[mine[l][k]] = std::move(res[k]);
+          });
       },
       tbb::simple_partitioner());
   return out;
