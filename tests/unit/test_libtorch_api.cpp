@@ -11,6 +11,7 @@
 #include <ipuml/ipuml.hpp>
 
 #include "../support/error_of.hpp"
+#include "../support/golden.hpp"
 #include "../support/temp_dir.hpp"
 
 using namespace ipuml;
@@ -359,3 +360,42 @@ TEST_CASE("ipuml::save and ipuml::load modules and tensors", "[libtorch][seriali
   CHECK(error_of([&] { load(u, dir.file("t.h5")); }) != "(no error)");
 }
 #endif
+
+// PyTorch's x[index], its gradient and x[index] = value (tests/golden/indexing.json, made by
+// tests/golden/gen_indexing.py with Debian's python3-torch).
+TEST_CASE("Tensor index and index_put_ match PyTorch", "[libtorch][index][golden]") {
+  const nlohmann::json golden = ipuml::testing::load_golden("indexing.json");
+  REQUIRE(golden["cases"].size() >= 25);
+  for (const auto& c : golden["cases"]) {
+    const std::string name = c["name"];
+    INFO("case " << name);
+    std::vector<TensorIndex> index;
+    for (const auto& i : c["index"]) {
+      if (i.contains("int")) {
+        index.emplace_back(i["int"].get<int64_t>());
+      } else if (i.contains("slice")) {
+        auto bound = [](const nlohmann::json& v) {
+          return v.is_null() ? std::optional<int64_t>() : std::optional<int64_t>(v.get<int64_t>());
+        };
+        index.emplace_back(Slice(bound(i["slice"][0]), bound(i["slice"][1]), bound(i["slice"][2])));
+      } else if (i.contains("none")) {
+        index.emplace_back(None);
+      } else if (i.contains("ellipsis")) {
+        index.emplace_back(Ellipsis);
+      } else if (i.contains("bool")) {
+        index.emplace_back(i["bool"].get<bool>());
+      } else {
+        index.emplace_back(ipuml::testing::tensor_from_json(i["tensor"]));
+      }
+    }
+    Tensor x = ipuml::testing::tensor_from_json(c["input"]).requires_grad_();
+    Tensor out = x.index(index);
+    ipuml::testing::require_close(out, c["output"], 1e-7, 1e-7, name + ": output");
+    sum(mul(out, ipuml::testing::tensor_from_json(c["grad_output"]))).backward();
+    ipuml::testing::require_close(x.grad(), c["grad"], 1e-6, 1e-6, name + ": grad");
+    if (c["put"].is_null()) continue;
+    Tensor y = x.detach().clone();
+    y.index_put_(index, ipuml::testing::tensor_from_json(c["value"]));
+    ipuml::testing::require_close(y, c["put"], 1e-7, 1e-7, name + ": put");
+  }
+}
