@@ -2,7 +2,10 @@
 # the dependencies the installed targets need.
 include(CMakePackageConfigHelpers)
 
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/ipuml DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# include/ipuml/{backends,models,datasets} are links in the source tree: skip them here and
+# install the real headers in their place.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/ipuml DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+        PATTERN "backends" EXCLUDE PATTERN "models" EXCLUDE PATTERN "datasets" EXCLUDE)
 foreach(part backends models datasets)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${part}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ipuml/${part}
           FILES_MATCHING PATTERN "*.hpp")

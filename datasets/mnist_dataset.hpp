@@ -37,6 +37,14 @@ class MnistDataset : public data::DatasetBase<MnistDataset> {
   std::shared_ptr<const MnistSplit> split_;  // shared: loaders and .map() copy the dataset
 };
 
+// LibTorch's datasets::MNIST(root, MNIST::Mode::kTest) (under ipuml::datasets).
+class MNIST : public MnistDataset {
+ public:
+  enum class Mode { kTrain, kTest };
+  explicit MNIST(const std::string& root, Mode mode = Mode::kTrain)
+      : MnistDataset(root, mode == Mode::kTrain) {}
+};
+
 // MnistDataset(dir, train).map(Normalize(kMnistMean, kMnistStd)): what the MNIST example feeds.
 inline auto normalized_mnist(const std::string& dir, bool train) {
   return MnistDataset(dir, train).map(data::transforms::Normalize(kMnistMean, kMnistStd));

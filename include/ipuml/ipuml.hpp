@@ -13,6 +13,8 @@
 #include <ipuml/core/shape.hpp>
 #include <ipuml/tensor/tensor.hpp>
 #include <ipuml/tensor/ops.hpp>
+#include <ipuml/tensor/indexing.hpp>
+#include <ipuml/tensor/tensor_literal.hpp>
 #include <ipuml/autograd/grad_mode.hpp>
 #include <ipuml/autograd/node.hpp>
 #include <ipuml/autograd/gradcheck.hpp>
@@ -30,3 +32,4 @@
 #include <ipuml/runtime/training_model.hpp>
 #include <ipuml/data/data.hpp>
 #include <ipuml/io/checkpoint.hpp>
+#include <ipuml/io/serialize.hpp>

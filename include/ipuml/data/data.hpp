@@ -9,3 +9,4 @@
 #include <ipuml/data/image_transforms.hpp>
 #include <ipuml/data/samplers.hpp>
 #include <ipuml/data/dataloader.hpp>
+#include <ipuml/data/make_data_loader.hpp>

@@ -30,6 +30,15 @@ class Normalize {
   std::vector<double> std_;
 };
 
+// LibTorch's Stack<>: there it turns a list of examples into one batch. ipuml's DataLoader
+// stacks by itself, so this passes examples and batches through unchanged (ported pipelines'
+// `.map(Stack<>())` keep compiling and keep the batch fast path).
+template <typename T = Example>
+struct Stack {
+  static constexpr bool batchable = true;
+  Example operator()(Example e) const { return e; }
+};
+
 }  // namespace ipuml::data::transforms
 
 #ifdef IPUML_INCLUDE_IMPL

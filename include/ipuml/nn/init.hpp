@@ -117,3 +117,17 @@ inline Tensor xavier_normal_(Tensor t, double gain = 1.0, Generator* gen = nullp
 }
 
 }  // namespace ipuml::nn::init
+
+namespace ipuml {
+// LibTorch's spellings, `nn::init::kaiming_normal_(w, 0, kFanOut, kReLU)` (torch::kFanOut ...).
+inline constexpr nn::init::FanMode kFanIn = nn::init::FanMode::FanIn;
+inline constexpr nn::init::FanMode kFanOut = nn::init::FanMode::FanOut;
+inline constexpr nn::init::Nonlinearity kLinear = nn::init::Nonlinearity::Linear;
+inline constexpr nn::init::Nonlinearity kConv1D = nn::init::Nonlinearity::Conv1D;
+inline constexpr nn::init::Nonlinearity kConv2D = nn::init::Nonlinearity::Conv2D;
+inline constexpr nn::init::Nonlinearity kSigmoid = nn::init::Nonlinearity::Sigmoid;
+inline constexpr nn::init::Nonlinearity kTanh = nn::init::Nonlinearity::Tanh;
+inline constexpr nn::init::Nonlinearity kReLU = nn::init::Nonlinearity::ReLU;
+inline constexpr nn::init::Nonlinearity kLeakyReLU = nn::init::Nonlinearity::LeakyReLU;
+inline constexpr nn::init::Nonlinearity kSELU = nn::init::Nonlinearity::SELU;
+}  // namespace ipuml

@@ -17,8 +17,18 @@
 
 namespace ipuml::nn {
 
+// One name -> tensor entry. Both `auto& [name, t] : m->named_parameters()` and LibTorch's
+// `for (auto& item : m->named_parameters()) item.key(); item.value();` read it.
+struct NamedTensor : std::pair<std::string, Tensor> {
+  using std::pair<std::string, Tensor>::pair;
+  NamedTensor(std::pair<std::string, Tensor> p) : std::pair<std::string, Tensor>(std::move(p)) {}
+  const std::string& key() const { return first; }
+  Tensor& value() { return second; }
+  const Tensor& value() const { return second; }
+};
+
 // Ordered name -> tensor pairs (parameters and buffers), keyed like "layer1.conv.weight".
-using StateDict = std::vector<std::pair<std::string, Tensor>>;
+using StateDict = std::vector<NamedTensor>;
 
 inline const Tensor* find_in(const StateDict& d, const std::string& name) {
   for (auto& [k, v] : d)

@@ -18,3 +18,5 @@
 #include <ipuml/nn/modules/container.hpp>
 #include <ipuml/nn/modules/loss.hpp>
 #include <ipuml/nn/modules/attention.hpp>
+#include <ipuml/nn/modules/functional.hpp>
+#include <ipuml/nn/functional_options.hpp>

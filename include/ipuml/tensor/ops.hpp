@@ -142,6 +142,10 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
               int64_t stride = 1, int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
 Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
                   std::vector<int64_t> padding = {0, 0});
+// LibTorch's max_pool2d(x, 2): one number for both dims.
+inline Tensor max_pool2d(const Tensor& x, int64_t kernel) {
+  return max_pool2d(x, std::vector<int64_t>{kernel, kernel});
+}
 Tensor max_pool1d(const Tensor& x, int64_t kernel, int64_t stride = 0, int64_t padding = 0);
 Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
                   std::vector<int64_t> padding = {0, 0}, bool count_include_pad = true);
@@ -189,6 +193,16 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target,
                 Reduction reduction = Reduction::Mean, const Tensor& weight = Tensor(),
                 int64_t ignore_index = -100);
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+// LibTorch's argument order (weight before reduction): nll_loss(y, t, /*weight=*/{}, kSum).
+inline Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor& weight,
+                       Reduction reduction = Reduction::Mean, int64_t ignore_index = -100) {
+  return nll_loss(log_probs, target, reduction, weight, ignore_index);
+}
+inline Tensor cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& weight,
+                            Reduction reduction = Reduction::Mean, int64_t ignore_index = -100,
+                            double label_smoothing = 0.0) {
+  return cross_entropy(logits, target, reduction, label_smoothing, weight, ignore_index);
+}
 
 // ---- operators ------------------------------------------------------------------------------
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
@@ -204,6 +218,19 @@ inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
 inline Tensor operator-(double a, const Tensor& b) { return add(neg(b), a); }
 inline Tensor operator/(double a, const Tensor& b) { return div(full_like(b, a), b); }
 inline Tensor operator-(const Tensor& a) { return neg(a); }
+// Comparisons give bool tensors (masks), as in LibTorch: `x.index({x > 0})`.
+inline Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+inline Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+inline Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+inline Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+inline Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+inline Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+inline Tensor operator==(const Tensor& a, double b) { return eq(a, b); }
+inline Tensor operator!=(const Tensor& a, double b) { return ne(a, b); }
+inline Tensor operator<(const Tensor& a, double b) { return lt(a, b); }
+inline Tensor operator<=(const Tensor& a, double b) { return le(a, b); }
+inline Tensor operator>(const Tensor& a, double b) { return gt(a, b); }
+inline Tensor operator>=(const Tensor& a, double b) { return ge(a, b); }
 
 // ---- templates ------------------------------------------------------------------------------
 template <typename T>

@@ -10,3 +10,4 @@
 #include <ipuml/tensor/ops_linalg_impl.hpp>
 #include <ipuml/tensor/ops_attention_impl.hpp>
 #include <ipuml/tensor/tensor_methods_impl.hpp>
+#include <ipuml/tensor/indexing_impl.hpp>

@@ -44,6 +44,16 @@ inline void strided_copy(const Tensor& src, void* dst) {
                });
 }
 
+// A view of x with the same elements under another shape and strides (squeeze/unsqueeze of a
+// strided tensor); its gradient is reshaped back.
+inline Tensor strided_view_of(const Tensor& x, Shape shape, Strides strides) {
+  Tensor out = make_view(x, std::move(shape), std::move(strides), x.offset());
+  attach({out}, "ReshapeBackward", {x}, [s = x.shape()](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{reshape(g[0], s)};
+  });
+  return out;
+}
+
 inline Shape resolve_shape(const Shape& shape, int64_t n, const Shape& from) {
   Shape s = shape;
   int64_t infer = -1, known = 1;
@@ -226,14 +236,21 @@ IPUML_INLINE Tensor squeeze(const Tensor& x, int64_t dim) {
   if (x.shape()[dim] != 1) return x;
   Shape s = x.shape();
   s.erase(s.begin() + dim);
-  return reshape(x, s);
+  if (ir::is_tracing() || x.is_contiguous()) return reshape(x, s);
+  // A strided input stays a view (reshape would copy it), so writes through x[:, i] land.
+  Strides st = x.strides();
+  st.erase(st.begin() + dim);
+  return ops_detail::strided_view_of(x, std::move(s), std::move(st));
 }
 
 IPUML_INLINE Tensor unsqueeze(const Tensor& x, int64_t dim) {
   dim = wrap_dim(dim, x.dim() + 1, "unsqueeze");
   Shape s = x.shape();
   s.insert(s.begin() + dim, 1);
-  return reshape(x, s);
+  if (ir::is_tracing() || x.is_contiguous()) return reshape(x, s);
+  Strides st = x.strides();
+  st.insert(st.begin() + dim, dim < x.dim() ? x.strides()[dim] * x.shape()[dim] : 1);
+  return ops_detail::strided_view_of(x, std::move(s), std::move(st));
 }
 
 IPUML_INLINE Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <utility>
 #include <vector>
 
 namespace ipuml {
@@ -81,15 +82,24 @@ class Storage {
  public:
   explicit Storage(size_t nbytes)
       : nbytes_(nbytes), data_(HostAllocator::instance().allocate(nbytes)) {}
+  // Memory owned elsewhere (ipuml::from_xtensor): never freed here; `owner` (may be null) is
+  // kept alive as long as the storage is, for callers that hand their container over.
+  Storage(void* data, size_t nbytes, std::shared_ptr<void> owner)
+      : nbytes_(nbytes), data_(data), borrowed_(true), owner_(std::move(owner)) {}
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
-  ~Storage() { HostAllocator::instance().release(data_, nbytes_); }
+  ~Storage() {
+    if (!borrowed_) HostAllocator::instance().release(data_, nbytes_);
+  }
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+  bool borrowed() const { return borrowed_; }
 
  private:
   size_t nbytes_;
   void* data_;
+  bool borrowed_ = false;
+  std::shared_ptr<void> owner_;
 };
 
 }  // namespace ipuml

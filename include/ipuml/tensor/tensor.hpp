@@ -21,6 +21,9 @@ namespace ipuml {
 namespace autograd {
 struct Node;
 }
+namespace indexing {
+class TensorIndex;
+}
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;  // null for a symbolic (traced) tensor
@@ -184,6 +187,12 @@ class Tensor {
   Tensor le(const Tensor& o) const;
   Tensor gt(const Tensor& o) const;
   Tensor ge(const Tensor& o) const;
+  Tensor eq(double s) const;
+  Tensor ne(double s) const;
+  Tensor lt(double s) const;
+  Tensor le(double s) const;
+  Tensor gt(double s) const;
+  Tensor ge(double s) const;
   Tensor amin(std::vector<int64_t> dims, bool keepdim = false) const;
   Tensor argmin(int64_t dim, bool keepdim = false) const;
   std::pair<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
@@ -206,6 +215,15 @@ class Tensor {
   Tensor expand_as(const Tensor& o) const { return expand(o.shape()); }
   Tensor reshape_as(const Tensor& o) const { return reshape(o.shape()); }
   Tensor view_as(const Tensor& o) const { return reshape(o.shape()); }
+
+  // LibTorch's indexing, `x.index({Slice(1, None), 0, Ellipsis, mask})` and
+  // `x.index_put_({...}, v)`: the index types are in ipuml/tensor/indexing.hpp.
+  Tensor index(std::initializer_list<indexing::TensorIndex> indices) const;
+  Tensor index(const std::vector<indexing::TensorIndex>& indices) const;
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Tensor& value);
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, double value);
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& value);
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, double value);
 
   // In-place (for optimizers and initialisation; refused on tensors autograd must track).
   Tensor& add_(const Tensor& o, double alpha = 1.0);
@@ -233,3 +251,6 @@ class Tensor {
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 }  // namespace ipuml
+
+// The index types Tensor::index takes, complete wherever Tensor is.
+#include <ipuml/tensor/indexing.hpp>

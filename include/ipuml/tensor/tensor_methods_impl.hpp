@@ -128,6 +128,12 @@ IPUML_INLINE Tensor Tensor::lt(const Tensor& o) const { return ipuml::lt(*this, 
 IPUML_INLINE Tensor Tensor::le(const Tensor& o) const { return ipuml::le(*this, o); }
 IPUML_INLINE Tensor Tensor::gt(const Tensor& o) const { return ipuml::gt(*this, o); }
 IPUML_INLINE Tensor Tensor::ge(const Tensor& o) const { return ipuml::ge(*this, o); }
+IPUML_INLINE Tensor Tensor::eq(double s) const { return ipuml::eq(*this, s); }
+IPUML_INLINE Tensor Tensor::ne(double s) const { return ipuml::ne(*this, s); }
+IPUML_INLINE Tensor Tensor::lt(double s) const { return ipuml::lt(*this, s); }
+IPUML_INLINE Tensor Tensor::le(double s) const { return ipuml::le(*this, s); }
+IPUML_INLINE Tensor Tensor::gt(double s) const { return ipuml::gt(*this, s); }
+IPUML_INLINE Tensor Tensor::ge(double s) const { return ipuml::ge(*this, s); }
 IPUML_INLINE Tensor Tensor::amin(std::vector<int64_t> d, bool k) const {
   return ipuml::amin(*this, std::move(d), k);
 }
