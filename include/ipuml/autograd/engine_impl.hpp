@@ -74,6 +74,7 @@ IPUML_INLINE void attach(const std::vector<Tensor>& outputs, const std::string& 
   node->name = name;
   node->fn = std::move(fn);
   node->ipu = ir::PlacementGuard::current();
+  if (!outputs.empty() && outputs[0].defined()) node->device = outputs[0].device();
   for (auto& t : inputs) node->next.push_back(gradient_edge(t));
   for (size_t i = 0; i < outputs.size(); ++i) {
     TensorImpl* o = outputs[i].impl();
@@ -143,7 +144,8 @@ IPUML_INLINE void run_backward(const std::vector<Tensor>& roots, const std::vect
     in.resize(node->output_metas.size());
     for (size_t i = 0; i < in.size(); ++i)
       if (!in[i].defined() && is_floating(node->output_metas[i].dtype))
-        in[i] = zeros(node->output_metas[i].shape, node->output_metas[i].dtype);
+        in[i] = zeros(node->output_metas[i].shape,
+                      TensorOptions(node->output_metas[i].dtype).device(node->device));
     std::vector<Tensor> out;
     {
       ir::PlacementGuard place(node->ipu);

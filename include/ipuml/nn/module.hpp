@@ -205,6 +205,29 @@ class Module : public std::enable_shared_from_this<Module> {
     }
     return *this;
   }
+  // LibTorch's module->to(device): every parameter and buffer, here and in the children, moves
+  // to `device` in place (its values copied there, with its gradient). The Tensor handles stay
+  // the same, so an optimizer built before still steps them; its state stays where it was made,
+  // so build the optimizer after the move (as in LibTorch) when it keeps state.
+  Module& to(Device device) {
+    IPUML_CHECK(!ir::is_tracing(), type_name_, ".to: cannot move a module while tracing");
+    NoGradGuard ng;
+    for (auto& [k, t] : state_dict()) {
+      if (!t.defined() || t.device() == device) continue;
+      const Tensor c = detail::copy_to_device(t, device);
+      auto& impl = *t.impl();
+      impl.storage = c.impl()->storage;
+      impl.offset = 0;
+      impl.strides = c.strides();
+      if (impl.grad) impl.grad = detail::copy_to_device(Tensor(impl.grad), device).impl_ptr();
+      impl.version++;
+    }
+    return *this;
+  }
+  Module& to(Device device, DType dtype) {
+    to(dtype);
+    return to(device);
+  }
   Module& half() { return to(kFloat16); }
   Module& bfloat16() { return to(kBFloat16); }
   Module& float32() { return to(kFloat32); }

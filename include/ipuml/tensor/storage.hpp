@@ -1,4 +1,4 @@
-// Host storage shared by a tensor and its views: one 64-byte-aligned allocation.
+// Storage shared by a tensor and its views: one 64-byte-aligned allocation and its device.
 // Allocation goes through a size-bucketed cache so steady-state training allocates nothing new.
 #pragma once
 
@@ -10,6 +10,8 @@
 #include <mutex>
 #include <new>
 #include <vector>
+
+#include <ipuml/core/device.hpp>
 
 namespace ipuml {
 
@@ -77,19 +79,24 @@ class HostAllocator {
   size_t limit_ = size_t{1} << 30;
 };
 
+// Every device of this build keeps its bytes in host memory (the emulators run on the host), so
+// the device is a tag that routes ops to its backend's kernel table; .to(device) still copies,
+// as it would for a device with memory of its own.
 class Storage {
  public:
-  explicit Storage(size_t nbytes)
-      : nbytes_(nbytes), data_(HostAllocator::instance().allocate(nbytes)) {}
+  explicit Storage(size_t nbytes, Device device = Device())
+      : nbytes_(nbytes), data_(HostAllocator::instance().allocate(nbytes)), device_(device) {}
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   ~Storage() { HostAllocator::instance().release(data_, nbytes_); }
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
 
  private:
   size_t nbytes_;
   void* data_;
+  Device device_;
 };
 
 }  // namespace ipuml
