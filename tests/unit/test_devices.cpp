@@ -171,8 +171,7 @@ TEST_CASE("ops on tensors of different devices are refused", "[devices][errors]"
   Tensor c = ones({2, 2});
   Tensor i = ones({2, 2}, Device(kIPU));
   CHECK_THROWS_WITH(add(c, i), Contains("Add: expected all tensors on the same device") &&
-                                   Contains("cpu") && Contains("ipu:0") &&
-                                   Contains(".to(device)"));
+                                   Contains("cpu") && Contains("ipu:0") && Contains(".to(device)"));
   CHECK_THROWS_WITH(matmul(i, ones({2, 2}, Device("ipu:1"))),
                     Contains("ipu:0") && Contains("ipu:1"));
   {
@@ -192,8 +191,7 @@ TEST_CASE("ops on tensors of different devices are refused", "[devices][errors]"
   CHECK(s.to_vector<float>() == std::vector<float>(4, 3.f));
 }
 
-TEST_CASE("Module::to moves parameters in place and optimizers keep stepping them",
-          "[devices]") {
+TEST_CASE("Module::to moves parameters in place and optimizers keep stepping them", "[devices]") {
   Generator g(7);
   nn::Linear cpu_lin(nn::LinearOptions(4, 3));
   nn::Linear dev_lin(nn::LinearOptions(4, 3));
@@ -292,4 +290,67 @@ TEST_CASE("a backend registered from a test file runs its ops and falls back for
   CHECK(toy_adds == adds + 1);
   CHECK(e.device() == toy);
   CHECK(e.to_vector<float>() == std::vector<float>(3, 4.f));
+}
+
+TEST_CASE("Options.backend names the compiled backend, useIpuModel stays a shorthand",
+          "[devices][runtime]") {
+  CHECK(Options().backend_name() == "ipu");
+  CHECK(Options().useIpuModel(false).backend_name() == "cpu");
+  CHECK_FALSE(Options().backend("cpu").use_ipu_model());
+  CHECK(Options().backend("toy").backend_name() == "toy");
+  CHECK_THROWS_WITH(Options().backend(""), Contains("expected a backend name"));
+
+  // A training step compiled by the toy backend (which hands graphs to the CPU executor) gives
+  // eager CPU's numbers.
+  Generator g(2);
+  nn::Linear eager_lin(nn::LinearOptions(3, 2)), graph_lin(nn::LinearOptions(3, 2));
+  {
+    NoGradGuard ng;
+    graph_lin->weight.copy_(eager_lin->weight);
+    graph_lin->bias.copy_(eager_lin->bias);
+  }
+  optim::SGD eager_sgd(eager_lin->parameters(), optim::SGDOptions(0.1));
+  optim::SGD graph_sgd(graph_lin->parameters(), optim::SGDOptions(0.1));
+  auto loss_fn = [](const Tensor& out, const Tensor& y) { return mse_loss(out, y); };
+  auto tm = trainingModel(graph_lin.ptr(), Options().backend("toy"), graph_sgd, loss_fn);
+  Tensor x = randn({4, 3}, &g), y = randn({4, 2}, &g);
+  tm(x, y);
+  eager_sgd.zero_grad();
+  loss_fn(eager_lin(x), y).backward();
+  eager_sgd.step();
+  require_close(graph_lin->weight, eager_lin->weight);
+  CHECK_THROWS_WITH(trainingModel(graph_lin.ptr(), Options().backend("tpu"), graph_sgd, loss_fn),
+                    Contains("unknown backend 'tpu'") && Contains("toy"));
+}
+
+TEST_CASE("ops that build helper tensors build them on their input's device", "[devices]") {
+  const Device dev(kIPU);
+  Generator g(4);
+  Tensor x = randn({4, 5}, &g);
+  Tensor xd = x.to(dev);
+  require_close(triu(xd, 1).cpu(), triu(x, 1));
+  require_close(xd.tril().cpu(), x.tril());
+  Generator g1(9), g2(9);
+  Tensor dd = dropout(xd, 0.5, true, &g1);
+  CHECK(dd.device() == dev);
+  require_close(dd.cpu(), dropout(x, 0.5, true, &g2));
+
+  // Slicing's backward scatters through an index it makes.
+  Tensor leaf = zeros({2, 5}, TensorOptions().device(dev).requires_grad(true));
+  leaf.slice(1, 1, 5, 2).sum().backward();
+  REQUIRE(leaf.grad().defined());
+  CHECK(leaf.grad().device() == dev);
+  CHECK(leaf.grad().to_vector<float>() ==
+        std::vector<float>{0.f, 1.f, 0.f, 1.f, 0.f, 0.f, 1.f, 0.f, 1.f, 0.f});
+
+  Tensor q = randn({1, 2, 4, 8}, &g);
+  Tensor qd = q.to(dev);
+  Tensor causal = scaled_dot_product_attention(qd, qd, qd, Tensor(), 0.0, true);
+  CHECK(causal.device() == dev);
+  require_close(causal.cpu(), scaled_dot_product_attention(q, q, q, Tensor(), 0.0, true));
+
+  Tensor w = zeros({3, 3}, dev);
+  nn::init::uniform_(w, -1.0, 1.0);
+  CHECK(w.device() == dev);
+  CHECK(w.abs().sum().item<float>() > 0.f);
 }

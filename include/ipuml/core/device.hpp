@@ -107,9 +107,9 @@ class Device {
     }
     if (colon == std::string::npos) return Device(*type, 0);
     const std::string idx = s.substr(colon + 1);
-    IPUML_CHECK(!idx.empty() && idx.size() <= 6 && idx.find_first_not_of("0123456789") ==
-                                                       std::string::npos,
-                "Device: expected a non-negative index after ':' in \"", s, "\"");
+    IPUML_CHECK(
+        !idx.empty() && idx.size() <= 6 && idx.find_first_not_of("0123456789") == std::string::npos,
+        "Device: expected a non-negative index after ':' in \"", s, "\"");
     return Device(*type, std::stoi(idx));
   }
 

@@ -144,13 +144,14 @@ class Module : public std::enable_shared_from_this<Module> {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
-  // PopTorch's BeginBlock: when this module is called, it and everything after it run on IPU
-  // `ipu` of a model-parallel program (recorded into traced graphs; eager runs ignore it).
+  // PopTorch's BeginBlock: when this module is called, it and everything after it run on
+  // device `ipu` of a model-parallel program (a placement recorded into traced graph nodes;
+  // eager runs ignore it). -1: no block starts here.
   void begin_block(int ipu) {
     IPUML_CHECK(ipu >= 0, type_name_, ": BeginBlock ipu_id must be non-negative, got ", ipu);
-    block_ipu_ = ipu;
+    block_placement_ = ipu;
   }
-  int block_ipu() const { return block_ipu_; }
+  int block_placement() const { return block_placement_; }
 
   void zero_grad() {
     for (auto& p : parameters()) p.set_grad(Tensor());
@@ -282,7 +283,7 @@ class Module : public std::enable_shared_from_this<Module> {
 
   std::string type_name_;
   bool training_ = true;
-  int block_ipu_ = -1;
+  int block_placement_ = -1;
   StateDict params_;
   StateDict buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
@@ -320,7 +321,8 @@ class ModuleHolder {
 
   template <typename... Args>
   decltype(auto) operator()(Args&&... args) const {
-    if (checked()->block_ipu() >= 0) ir::PlacementGuard::set_current(checked()->block_ipu());
+    if (checked()->block_placement() >= 0)
+      ir::PlacementGuard::set_current(checked()->block_placement());
     return checked()->forward(std::forward<Args>(args)...);
   }
   // Indexing goes to the module, as in LibTorch: `seq[0]` on a Sequential or ModuleList.

@@ -179,8 +179,9 @@ IPUML_INLINE Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t e
          [s = x.shape(), dim, start, end, step](const std::vector<Tensor>& g) {
            Attrs a = dims_attrs({dim});
            a.shape = s;
-           Tensor index = arange(static_cast<double>(start), static_cast<double>(end),
-                                 static_cast<double>(step), kInt64);
+           Tensor index =
+               arange(static_cast<double>(start), static_cast<double>(end),
+                      static_cast<double>(step), TensorOptions(kInt64).device(g[0].device()));
            return std::vector<Tensor>{run1(OpKind::IndexAdd, a, {index, g[0]})};
          });
   return out;
