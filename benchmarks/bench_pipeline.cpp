@@ -44,7 +44,7 @@ struct Result {
 };
 
 Result measure(int64_t w, int64_t micro, int64_t g, int64_t r, int64_t ipus, bool pipelined,
-               double seconds) {
+               double seconds, int64_t host_replica_threads = 0) {
   manual_seed(1);
   Tower t(w);
   if (ipus > 1) runtime::BeginBlock(t->l4, 1);
@@ -53,6 +53,7 @@ Result measure(int64_t w, int64_t micro, int64_t g, int64_t r, int64_t ipus, boo
                   .showCompilationProgressBar(false)
                   .gradientAccumulation(g)
                   .replicationFactor(r)
+                  .hostReplicaThreads(host_replica_threads)
                   .setTargetOption("num_ipus", std::to_string(std::max<int64_t>(8, r * ipus)));
   if (pipelined) o.setExecutionStrategy(runtime::ExecutionStrategy::Pipelined);
   auto model = trainingModel(
@@ -110,15 +111,20 @@ int main(int argc, char** argv) {
               piped.simulated_rate / sharded.simulated_rate);
   std::printf("pipelined / single IPU: simulated %.2fx\n",
               piped.simulated_rate / single.simulated_rate);
-  std::printf("# replicas (single-IPU replicas, one all-reduce per update)\n");
+  std::printf(
+      "# replicas (single-IPU replicas, one all-reduce per update); wall: the replicas one at a "
+      "time (hostReplicaThreads(1)) and at the same time (one per host core)\n");
   double base = 0;
   for (int64_t r : {1, 2, 4, 8}) {
     const Result res = measure(w, micro, g, r, 1, false, seconds / 2);
+    const Result serial = r > 1 ? measure(w, micro, g, r, 1, false, seconds / 2, 1) : res;
     if (r == 1) base = res.simulated_rate;
     std::printf(
-        "replicas %lld: simulated %10.0f samples/s  (%.2fx of 1 replica, %.0f%% of linear)\n",
+        "replicas %lld: simulated %10.0f samples/s  (%.2fx of 1 replica, %.0f%% of linear)  "
+        "wall %8.2f ms/step one at a time, %8.2f at once (%.2fx)\n",
         static_cast<long long>(r), res.simulated_rate, res.simulated_rate / base,
-        100.0 * res.simulated_rate / (base * static_cast<double>(r)));
+        100.0 * res.simulated_rate / (base * static_cast<double>(r)), serial.wall_per_step * 1e3,
+        res.wall_per_step * 1e3, serial.wall_per_step / res.wall_per_step);
   }
   return 0;
 }

@@ -18,6 +18,9 @@ class CpuExecutable : public backend::Executable {
                           uint64_t step) override {
     return exec_.run(inputs, states, step);
   }
+  std::unique_ptr<backend::Executable> replica() const override {
+    return std::make_unique<CpuExecutable>(exec_.graph());
+  }
   std::string report_json() const override {
     return "{\"arena_bytes\": " + std::to_string(exec_.plan().arena_bytes) +
            ", \"naive_bytes\": " + std::to_string(exec_.plan().naive_bytes) + "}";

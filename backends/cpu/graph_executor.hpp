@@ -41,6 +41,9 @@ class GraphExecutor {
   // node reads the old state after the value's producer, nothing else reads the state at the
   // end), which saves copying every weight and optimizer state at the end of a step.
   std::vector<bool> in_place_;
+  // The states a run writes (indices into graph.states): only their versions change, so
+  // replicas sharing read-only states (the weights) may run at the same time.
+  std::vector<size_t> updated_states_;
   std::vector<std::vector<ConstBuffer>> in_bufs_;
   std::vector<std::vector<MutableBuffer>> out_bufs_;
 };

@@ -106,6 +106,12 @@ IPUML_INLINE GraphExecutor::GraphExecutor(ir::Graph graph)
     ++updates_from[u.value];
     ++updates_to[u.state];
   }
+  for (size_t i = 0; i < graph_.states.size(); ++i)
+    for (const auto& u : graph_.updates)
+      if (u.state == graph_.states[i]) {
+        updated_states_.push_back(i);
+        break;
+      }
   in_place_.assign(graph_.updates.size(), false);
   for (size_t i = 0; i < graph_.updates.size(); ++i) {
     const auto& u = graph_.updates[i];
@@ -189,7 +195,7 @@ IPUML_INLINE std::vector<Tensor> GraphExecutor::run(const std::vector<Tensor>& i
     const void* src = snap[i].empty() ? ptr_[u.value] : snap[i].data();
     std::memcpy(ptr_[u.state], src, graph_.values[u.state].meta.nbytes());
   }
-  for (auto& s : states) s.impl()->version++;
+  for (size_t i : updated_states_) states[i].impl()->version++;
   return outputs;
 }
 

@@ -30,6 +30,8 @@ struct CompileOptions {
   // its cache key do not change), from counter-based random bits of `rounding_seed`.
   bool stochastic_rounding = false;
   uint64_t rounding_seed = 0;
+  // Execution only as well: run with exchange checking (ExecOptions::check_exchange).
+  bool check_exchange = false;
   // Finish the compile even when a tile overflows; the memory report says so.
   bool allow_out_of_memory = false;
   // Replicas share one program (each on its own IPUs). The gradient all-reduce is charged
@@ -131,6 +133,9 @@ struct MemoryReport {
   int64_t worst_tile = 0;
   std::vector<TensorOnTile> worst_tile_tensors;  // largest first
   std::string advice;  // out of memory: what would make it fit (checked where it says so)
+  // Tile memory that replicated tensor sharding saves on each replica (state bytes held by the
+  // other replicas instead).
+  int64_t replica_sharding_saved_bytes = 0;
   int64_t total_bytes() const {
     int64_t s = 0;
     for (auto& t : tiles) s += t.total();

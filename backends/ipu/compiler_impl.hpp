@@ -546,18 +546,43 @@ struct Planner {
     set_output_layouts(ni);
   }
 
-  // Bytes of each piece of value v on its tiles, each piece rounded up to the alignment.
+  // Replicated tensor sharding (ir::Value::replica_shards): per value, how many replicas share
+  // it, each holding 1/shards of it. A sharded state's new value is sharded as the state, and
+  // so is an elementwise result of a sharded value of its size (the optimizer's arithmetic).
+  std::vector<int64_t> shards_;
+  void find_replica_shards() {
+    shards_.assign(g.values.size(), 1);
+    for (auto v : g.states)
+      shards_[static_cast<size_t>(v)] =
+          std::max(1, g.values[static_cast<size_t>(v)].replica_shards);
+    for (const auto& n : g.nodes) {
+      if (!ir::is_elementwise_unary(n.kind) && !ir::is_elementwise_broadcasting(n.kind)) continue;
+      for (auto in : n.inputs)
+        for (auto out : n.outputs)
+          if (shards_[static_cast<size_t>(in)] > 1 && g.meta(in).numel() == g.meta(out).numel())
+            shards_[static_cast<size_t>(out)] =
+                std::max(shards_[static_cast<size_t>(out)], shards_[static_cast<size_t>(in)]);
+    }
+    for (const auto& u : g.updates)
+      shards_[static_cast<size_t>(u.value)] =
+          std::max(shards_[static_cast<size_t>(u.value)], shards_[static_cast<size_t>(u.state)]);
+  }
+
+  // Bytes of each piece of value v on its tiles, each piece rounded up to the alignment; a
+  // replica-sharded value's pieces hold their replica's share (`sharded` false: the whole).
   template <typename F>
-  void for_each_piece(int64_t v, F&& f) const {
+  void for_each_piece(int64_t v, F&& f, bool sharded = true) const {
     const auto& l = plan.values[static_cast<size_t>(v)];
     const int64_t align = std::max<int64_t>(1, t.alignment_bytes);
+    const int64_t shards =
+        sharded && static_cast<size_t>(v) < shards_.size() ? shards_[static_cast<size_t>(v)] : 1;
     int64_t acc = 0;
     for (int64_t p = 0; p < l.span.parts; ++p) {
       // Integer shares that add up to the tensor's size exactly, before alignment.
       const int64_t upto = static_cast<int64_t>(static_cast<double>(l.bytes) *
                                                 static_cast<double>(l.span.begin(p + 1)) /
                                                 static_cast<double>(l.span.extent));
-      const int64_t b = upto - acc;
+      const int64_t b = (upto - acc + shards - 1) / shards;
       acc = upto;
       if (b > 0) f(l.span.ipu, l.span.tile(p, T()), (b + align - 1) / align * align);
     }
@@ -577,11 +602,21 @@ struct Planner {
     auto gt = [&](int32_t ipu, int32_t tile) {
       return static_cast<size_t>(ipu) * static_cast<size_t>(T()) + static_cast<size_t>(tile);
     };
+    find_replica_shards();
+    mem.replica_sharding_saved_bytes = 0;
     for (auto v : g.states)
-      if (!g.values[static_cast<size_t>(v)].offchip)
+      if (!g.values[static_cast<size_t>(v)].offchip) {
         for_each_piece(v, [&](int32_t ipu, int32_t tile, int64_t b) {
           mem.tiles[gt(ipu, tile)].bytes[kState] += b;
         });
+        if (shards_[static_cast<size_t>(v)] > 1) {
+          int64_t whole = 0;
+          for_each_piece(
+              v, [&](int32_t, int32_t, int64_t b) { whole += b; }, false);
+          for_each_piece(v, [&](int32_t, int32_t, int64_t b) { whole -= b; });
+          mem.replica_sharding_saved_bytes += whole;
+        }
+      }
     for (auto v : g.inputs)
       for_each_piece(v, [&](int32_t ipu, int32_t tile, int64_t b) {
         mem.tiles[gt(ipu, tile)].bytes[kStream] += b;
@@ -596,7 +631,11 @@ struct Planner {
       auto& np = plan.nodes[static_cast<size_t>(ni)];
       const auto& n = g.nodes[static_cast<size_t>(ni)];
       const Cost c = evaluate(ni, np.spec, np.span, false, np.follows);
-      np.compute_cycles = c.compute;
+      // An op on replica-sharded values (the optimizer's update) computes its replica's share.
+      int64_t shards = 1;
+      for (auto v : n.outputs) shards = std::max(shards, shards_[static_cast<size_t>(v)]);
+      np.compute_cycles =
+          shards > 1 ? std::ceil(c.compute / static_cast<double>(shards)) : c.compute;
       np.exchange_cycles = c.exchange;
       np.sync_cycles = c.sync;
       np.inter_ipu_cycles = c.inter;
@@ -727,7 +766,8 @@ struct Planner {
             last[static_cast<size_t>(v)] >= ni) {
           hold(v, new_buffer(v, false));
           streamed[static_cast<size_t>(plan.values[static_cast<size_t>(v)].span.ipu)] +=
-              static_cast<double>(g.meta(v).nbytes());
+              static_cast<double>(g.meta(v).nbytes()) /
+              static_cast<double>(shards_[static_cast<size_t>(v)]);
         }
       std::vector<int64_t> taken;  // inputs whose buffer a result took over
       for (size_t k = 0; k < n.outputs.size(); ++k) {
@@ -737,7 +777,7 @@ struct Planner {
         int64_t b = -1;
         if (streams_out(v)) {
           streamed[static_cast<size_t>(plan.values[vu].span.ipu)] +=
-              static_cast<double>(g.meta(v).nbytes());
+              static_cast<double>(g.meta(v).nbytes()) / static_cast<double>(shards_[vu]);
         } else if (st >= 0 && last[static_cast<size_t>(st)] <= ni &&
                    g.meta(st).nbytes() == g.meta(v).nbytes()) {
           b = buffer_of[static_cast<size_t>(st)];
@@ -967,7 +1007,8 @@ inline json plan_to_json(const Plan& p) {
                  {"over", p.memory.tiles_over},
                  {"worst", p.memory.worst_tile},
                  {"worst_tensors", wt},
-                 {"advice", p.memory.advice}};
+                 {"advice", p.memory.advice},
+                 {"rts_saved", p.memory.replica_sharding_saved_bytes}};
   json ipus = json::array();
   for (auto& c : p.cycles.per_ipu) ipus.push_back({c.compute, c.exchange, c.sync, c.host});
   j["cycles"] = {
@@ -1033,6 +1074,7 @@ inline Plan plan_from_json(const json& j) {
   p.memory.tiles_over = m.at("over").get<int64_t>();
   p.memory.worst_tile = m.at("worst").get<int64_t>();
   p.memory.advice = m.at("advice").get<std::string>();
+  p.memory.replica_sharding_saved_bytes = m.value("rts_saved", int64_t{0});
   for (auto& x : m.at("worst_tensors"))
     p.memory.worst_tile_tensors.push_back(
         {x.at(0).get<std::string>(), x.at(1).get<int64_t>(), x.at(2).get<std::string>()});
@@ -1164,6 +1206,7 @@ IPUML_INLINE MemoryReport combine_memory(const Plan& step, const ir::Graph& ug, 
   MemoryReport m;
   m.bytes_per_tile = a.bytes_per_tile;
   m.tiles.assign(a.tiles.size(), TileMemory{});
+  m.replica_sharding_saved_bytes = a.replica_sharding_saved_bytes + b.replica_sharding_saved_bytes;
   const int64_t T = step.target.tiles_per_ipu;
   const int64_t align = std::max<int64_t>(1, step.target.alignment_bytes);
   for (size_t i = 0; i < m.tiles.size(); ++i) {
@@ -1195,7 +1238,8 @@ IPUML_INLINE MemoryReport combine_memory(const Plan& step, const ir::Graph& ug, 
       const int64_t upto = static_cast<int64_t>(static_cast<double>(l.bytes) *
                                                 static_cast<double>(l.span.begin(p + 1)) /
                                                 static_cast<double>(l.span.extent));
-      const int64_t bytes = upto - acc;
+      const int64_t shards = std::max(1, ug.values[v].replica_shards);
+      const int64_t bytes = (upto - acc + shards - 1) / shards;
       acc = upto;
       if (bytes <= 0) continue;
       const size_t ti = static_cast<size_t>(l.span.ipu) * static_cast<size_t>(T) +

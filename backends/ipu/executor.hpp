@@ -35,6 +35,15 @@ struct ExecOptions {
   // IPUML_ENGINE_OPTIONS' autoReport.directory when it asks for reports, else none.
   std::string program_name = "program";
   std::string report_dir;
+  // false: no reports at all (a further replica's instance: replica 0 reports the program).
+  bool write_reports = true;
+  // Exchange checking (docs/planner.md): every value lives in per-tile pieces as the plan lays
+  // it out, each op receives its operands by copying those pieces (poison where none covers),
+  // split ops run one tile's slice at a time, results go back into their owners' pieces, and
+  // an op that reads another IPU's data without its plan paying for the IPU-Link transfer, or
+  // writes onto another IPU, is an error. Slow; for tests. Also IPUML_ENGINE_OPTIONS'
+  // {"debug.checkExchange": "true"} or the compile option check_exchange=1.
+  bool check_exchange = false;
 };
 
 using backend::RunItem;
@@ -62,6 +71,9 @@ class Executable {
   // after another where the stages cannot overlap with the same bits (see pipelinable()).
   std::vector<std::vector<Tensor>> run_many(const std::vector<RunItem>& items, bool pipelined);
   bool pipelinable() const;
+  // Another instance of the same program (graph and plan) with its own buffers, scratch and
+  // IPU arenas, for a further replica run at the same time; it writes no reports.
+  std::unique_ptr<Executable> replica() const;
   int num_stages() const;
   // Modelled cycles of `micro_batches` runs back to back (backends/ipu/schedule.hpp):
   // pipelined over the program's stages, or one after another (sharded, or a single IPU).
@@ -78,6 +90,8 @@ class Executable {
 
   // Cycles of the last run (per IPU compute/exchange/sync/host) and its wall time.
   const RunCycles& last_run_cycles() const;
+  // Bytes the last run with ExecOptions::check_exchange really moved between IPUs.
+  double checked_inter_ipu_bytes() const;
   double last_run_wall_seconds() const;
   std::vector<RunRecord> run_history() const;  // the last 1000 runs, oldest first
 

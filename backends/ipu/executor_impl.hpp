@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <limits>
 
 #include <tbb/parallel_for.h>
 #include <tbb/parallel_pipeline.h>
@@ -156,6 +157,9 @@ struct Executable::Impl {
   EngineOptions engine;
   std::string report_path;              // <report dir>/<program>, empty: no automatic reports
   int64_t pipelined_micro_batches = 0;  // of the last pipelined run_many, for the trace
+  // The states a run writes (indices into graph.states): only their versions change, so
+  // replicas that share read-only states (the weights) can run at the same time.
+  std::vector<size_t> updated_states;
 
   // Runs fn in the IPU's task arena. In a pipelined run the stages' threads already share the
   // host's cores through the pipeline; entering an arena whose master slot another stage holds
@@ -167,6 +171,110 @@ struct Executable::Impl {
       fn();
     else
       ipus[static_cast<size_t>(ipu)]->execute(std::forward<Fn>(fn));
+  }
+
+  // Exchange checking (ExecOptions::check_exchange): each value's data in per-tile pieces.
+  std::vector<std::vector<std::vector<char>>> pieces;  // [value][part of its layout]
+  std::vector<char> on_tiles;                          // [value]: its pieces are current
+  double checked_inter_ipu_bytes = 0;                  // moved over IPU-Links in the last run
+
+  std::string value_name(int64_t v) const {
+    const auto& val = graph.values[static_cast<size_t>(v)];
+    return "value " + std::to_string(v) +
+           (val.name.empty() ? std::string() : " ('" + val.name + "'") +
+           (val.name.empty() ? std::string() : ")");
+  }
+  // The bytes [first, second) of value v that part p of its layout holds on its tile: its share
+  // of the layout's bytes, as the memory accounting places them (the compiler's for_each_piece).
+  std::pair<size_t, size_t> piece_range(int64_t v, int64_t p) const {
+    const auto& l = plan.values[static_cast<size_t>(v)];
+    const size_t bytes = graph.values[static_cast<size_t>(v)].meta.nbytes();
+    IPUML_CHECK(l.span.parts >= 1 && l.span.extent >= 1 && l.bytes >= 0 &&
+                    static_cast<size_t>(l.bytes) <= bytes,
+                "ipu exchange check: the layout of ", value_name(v), " (", l.span.parts,
+                " parts of extent ", l.span.extent, ", ", l.bytes, " bytes) does not fit its ",
+                bytes, " bytes");
+    auto at = [&](int64_t q) {
+      return static_cast<size_t>(static_cast<double>(l.bytes) *
+                                 static_cast<double>(l.span.begin(q)) /
+                                 static_cast<double>(l.span.extent));
+    };
+    return {at(p), at(p + 1)};
+  }
+  // Puts value v's data (a whole buffer) into the pieces its layout gives its tiles.
+  void to_tiles(int64_t v, const void* src) {
+    const auto& l = plan.values[static_cast<size_t>(v)];
+    auto& ps = pieces[static_cast<size_t>(v)];
+    ps.assign(static_cast<size_t>(std::max(l.span.parts, 0)), {});
+    size_t held = 0;
+    for (int64_t p = 0; p < l.span.parts; ++p) {
+      const auto [lo, hi] = piece_range(v, p);
+      const char* from = static_cast<const char*>(src);
+      ps[static_cast<size_t>(p)].assign(from + lo, from + hi);
+      held += hi - lo;
+    }
+    const size_t bytes = graph.values[static_cast<size_t>(v)].meta.nbytes();
+    IPUML_CHECK(held == bytes, "ipu exchange check: the tiles of ", value_name(v), " hold ", held,
+                " of its ", bytes, " bytes");
+    on_tiles[static_cast<size_t>(v)] = 1;
+  }
+  // The exchange: value v's pieces copied into a buffer for an op on `ipu`; bytes no piece
+  // covers stay poison (all ones: NaN in every float type).
+  void from_tiles(int64_t v, char* dst, int32_t ipu, double& inter) {
+    IPUML_CHECK(on_tiles[static_cast<size_t>(v)], "ipu exchange check: ", value_name(v),
+                " is read before any op or host transfer put it on the tiles");
+    std::memset(dst, 0xff, graph.values[static_cast<size_t>(v)].meta.nbytes());
+    const auto& l = plan.values[static_cast<size_t>(v)];
+    for (int64_t p = 0; p < l.span.parts; ++p) {
+      const auto& piece = pieces[static_cast<size_t>(v)][static_cast<size_t>(p)];
+      std::memcpy(dst + piece_range(v, p).first, piece.data(), piece.size());
+      if (l.span.ipu != ipu) inter += static_cast<double>(piece.size());
+    }
+  }
+  void run_checked(Slot& sl, const cpu::KernelContext& ctx) {
+    const auto& g = graph;
+    pieces.assign(g.values.size(), {});
+    on_tiles.assign(g.values.size(), 0);
+    checked_inter_ipu_bytes = 0;
+    // The host streams the inputs onto their tiles; states are already there.
+    for (auto v : g.inputs) to_tiles(v, sl.ptr[static_cast<size_t>(v)]);
+    for (auto v : g.states) to_tiles(v, sl.ptr[static_cast<size_t>(v)]);
+    std::vector<void*> ptr = sl.ptr;
+    for (size_t n = 0; n < g.nodes.size(); ++n) {
+      const auto& node = g.nodes[n];
+      const auto& np = plan.nodes[n];
+      std::vector<std::vector<char>> ins(node.inputs.size()), outs(node.outputs.size());
+      double inter = 0;
+      for (size_t j = 0; j < node.inputs.size(); ++j) {
+        const int64_t v = node.inputs[j];
+        ins[j].resize(std::max<size_t>(g.values[static_cast<size_t>(v)].meta.nbytes(), 1));
+        from_tiles(v, ins[j].data(), np.span.ipu, inter);
+        ptr[static_cast<size_t>(v)] = ins[j].data();
+      }
+      IPUML_CHECK(inter <= np.inter_ipu_bytes + 0.5, "ipu exchange check: op ", n, " (",
+                  ir::op_name(node.kind), ") on IPU ", np.span.ipu, " receives ", inter,
+                  " bytes from other IPUs, but its plan pays for ", np.inter_ipu_bytes);
+      checked_inter_ipu_bytes += inter;
+      for (size_t k = 0; k < node.outputs.size(); ++k) {
+        const int64_t v = node.outputs[k];
+        outs[k].assign(std::max<size_t>(g.values[static_cast<size_t>(v)].meta.nbytes(), 1),
+                       static_cast<char>(0xff));
+        ptr[static_cast<size_t>(v)] = outs[k].data();
+      }
+      run_node(n, ctx, ptr);
+      for (size_t k = 0; k < node.outputs.size(); ++k) {
+        const int64_t v = node.outputs[k];
+        const auto& l = plan.values[static_cast<size_t>(v)];
+        IPUML_CHECK(l.span.ipu == np.span.ipu, "ipu exchange check: op ", n, " (",
+                    ir::op_name(node.kind), ") runs on IPU ", np.span.ipu, " but its result ",
+                    value_name(v), " is laid out on IPU ", l.span.ipu);
+        to_tiles(v, outs[k].data());
+        // The host-visible copy: outputs and state updates are read from the slot at the end.
+        if (sl.ptr[static_cast<size_t>(v)] != nullptr)
+          std::memcpy(sl.ptr[static_cast<size_t>(v)], outs[k].data(),
+                      g.values[static_cast<size_t>(v)].meta.nbytes());
+      }
+    }
   }
 
   void add_slot();
@@ -522,15 +630,33 @@ IPUML_INLINE Executable::Executable(ir::Graph graph, Plan plan, ExecOptions exec
     m.ipus.push_back(std::make_unique<tbb::task_arena>());
   m.last = m.plan.cycles;
   m.engine = engine_options_from_env();  // an invalid IPUML_ENGINE_OPTIONS is an error anyway
+  if (m.engine.check_exchange) m.exec.check_exchange = true;
+  if (m.exec.check_exchange) {
+    // One vertex call per tile: each sees only the slice its tile was given.
+    m.exec.max_chunks = std::numeric_limits<int64_t>::max();
+    m.exec.min_parallel_work = 0;
+  }
+  for (size_t i = 0; i < m.graph.states.size(); ++i)
+    for (const auto& u : m.graph.updates)
+      if (u.state == m.graph.states[i]) {
+        m.updated_states.push_back(i);
+        break;
+      }
   std::string dir = m.exec.report_dir;
   if (dir.empty() && m.engine.auto_report) dir = m.engine.directory;
-  if (!dir.empty()) {
+  if (!dir.empty() && m.exec.write_reports) {
     m.report_path = claim_report_directory(dir, m.exec.program_name);
     write_profile(m.report_path);
   }
 }
 
 IPUML_INLINE Executable::~Executable() = default;
+
+IPUML_INLINE std::unique_ptr<Executable> Executable::replica() const {
+  ExecOptions e = impl_->exec;
+  e.write_reports = false;
+  return std::make_unique<Executable>(impl_->graph, impl_->plan, e);
+}
 
 IPUML_INLINE void Executable::Impl::add_slot() {
   Slot sl;
@@ -658,11 +784,14 @@ IPUML_INLINE std::vector<Tensor> Executable::run(const std::vector<Tensor>& inpu
   m.bind(sl, inputs, states);
   cpu::KernelContext ctx;
   ctx.rng_step = step;
-  for (size_t n = 0; n < m.graph.nodes.size(); ++n) m.run_node(n, ctx, sl.ptr);
+  if (m.exec.check_exchange)
+    m.run_checked(sl, ctx);
+  else
+    for (size_t n = 0; n < m.graph.nodes.size(); ++n) m.run_node(n, ctx, sl.ptr);
   std::vector<Tensor> outputs = m.collect_outputs(sl);
   m.apply_updates(sl, -1);
   sl.keep.clear();
-  for (auto& s : states) s.impl()->version++;
+  for (size_t i : m.updated_states) states[i].impl()->version++;
   m.record(step, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   if (!m.report_path.empty() && m.runs == 1) write_profile(m.report_path);
   return outputs;
@@ -677,7 +806,7 @@ IPUML_INLINE std::vector<std::vector<Tensor>> Executable::run_many(
   const size_t budget = size_t{2} << 30;
   if (m.mem.arena_bytes > 0)
     in_flight = std::min(in_flight, std::max<size_t>(1, budget / m.mem.arena_bytes));
-  if (!pipelined || !m.pipeline_ok || in_flight < 2) {
+  if (!pipelined || !m.pipeline_ok || in_flight < 2 || m.exec.check_exchange) {
     for (size_t i = 0; i < items.size(); ++i)
       outs[i] = run(items[i].inputs, *items[i].states, items[i].step);
     return outs;
@@ -716,7 +845,7 @@ IPUML_INLINE std::vector<std::vector<Tensor>> Executable::run_many(
         auto& sl = m.slots[i % in_flight];
         outs[i] = m.collect_outputs(sl);
         sl.keep.clear();
-        for (auto& s : *items[i].states) s.impl()->version++;
+        for (size_t k : m.updated_states) (*items[i].states)[k].impl()->version++;
       });
   m.pipelining = true;
   try {
@@ -755,6 +884,9 @@ IPUML_INLINE void Executable::set_memory_report(MemoryReport m) {
 }
 IPUML_INLINE void Executable::set_exec_options(const ExecOptions& e) { impl_->exec = e; }
 IPUML_INLINE const RunCycles& Executable::last_run_cycles() const { return impl_->last; }
+IPUML_INLINE double Executable::checked_inter_ipu_bytes() const {
+  return impl_->checked_inter_ipu_bytes;
+}
 IPUML_INLINE double Executable::last_run_wall_seconds() const { return impl_->last_wall; }
 IPUML_INLINE std::vector<RunRecord> Executable::run_history() const {
   const auto& h = impl_->history;
@@ -791,6 +923,7 @@ IPUML_INLINE std::unique_ptr<Executable> compile(const ir::Graph& graph, const T
   ExecOptions exec;
   exec.stochastic_rounding = options.stochastic_rounding;
   exec.rounding_seed = options.rounding_seed;
+  exec.check_exchange = options.check_exchange;
   exec.program_name = options.program_name;
   exec.report_dir = options.report_dir;
   return std::make_unique<Executable>(graph, compile_plan(graph, target, options), exec);

@@ -37,6 +37,9 @@ class IpuBackendExecutable : public backend::Executable {
     return exe_->cycles_for(micro_batches, pipelined_) / exe_->target().clock_hz;
   }
   bool pipelined() const { return pipelined_; }
+  std::unique_ptr<backend::Executable> replica() const override {
+    return std::make_unique<IpuBackendExecutable>(exe_->replica(), pipelined_);
+  }
   double allreduce_seconds(size_t bytes, int64_t replicas) const override {
     const Target& t = exe_->target();
     return allreduce_cycles(t, static_cast<double>(bytes), replicas) / t.clock_hz;
@@ -126,6 +129,7 @@ class IpuBackend : public backend::Backend {
     co.rounding_seed =
         static_cast<uint64_t>(parse_int(take("rounding_seed", "0"), "rounding_seed"));
     co.allow_out_of_memory = take("allow_out_of_memory", "0") == "1";
+    co.check_exchange = take("check_exchange", "0") == "1";
     co.replication_factor = replicas;
     co.cache_dir = take("cache_dir", "");
     co.progress = take("progress", "1") == "1";

@@ -19,6 +19,7 @@ struct RunRecord;
 struct EngineOptions {
   bool auto_report = false;
   std::string directory = "./report";
+  bool check_exchange = false;  // "debug.checkExchange": see ExecOptions::check_exchange
 };
 // Throws ipuml::Error on invalid JSON, a non-object, or a value of the wrong kind.
 EngineOptions parse_engine_options(const std::string& json);

@@ -45,6 +45,8 @@ IPUML_INLINE EngineOptions parse_engine_options(const std::string& text) {
                   "IPUML_ENGINE_OPTIONS: 'autoReport.directory' must be a non-empty string, got ",
                   it.value().dump());
       e.directory = it.value().get<std::string>();
+    } else if (k == "debug.checkExchange") {
+      e.check_exchange = flag(it.value(), k);
     }
     // Other Poplar engine options are accepted and ignored, as Poplar ignores unknown reports.
   }
@@ -143,6 +145,7 @@ IPUML_INLINE std::string make_profile_json(const ir::Graph& g, const Plan& p,
                  {"categories", cats},
                  {"out_of_memory", m.out_of_memory},
                  {"tiles_over", m.tiles_over},
+                 {"replica_sharding_saved", m.replica_sharding_saved_bytes},
                  {"oom_message", m.out_of_memory ? out_of_memory_message(p) : std::string()},
                  {"per_tile", per_tile},
                  {"top_tiles", top_tiles},
@@ -280,6 +283,9 @@ IPUML_INLINE void print_profile_summary(std::ostream& os, const ir::Graph& g, co
   const double mb = 1024.0 * 1024.0;
   os << "Memory: " << total / mb << " MB of " << avail / mb << " MB (" << std::setprecision(1)
      << 100.0 * total / avail << "%)" << (m.out_of_memory ? "  OUT OF MEMORY" : "") << "\n";
+  if (m.replica_sharding_saved_bytes > 0)
+    os << "Replicated tensor sharding: " << static_cast<double>(m.replica_sharding_saved_bytes) / mb
+       << " MB of state held by the other replicas instead\n";
   std::vector<size_t> order(m.tiles.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   const size_t top = std::min<size_t>(5, order.size());

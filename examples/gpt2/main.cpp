@@ -63,6 +63,7 @@ struct Config {
   int64_t embedding_serialization_factor = 1;
   bool enable_half_partials = false;
   bool optimizer_state_offchip = false;
+  bool replicated_tensor_sharding = false;
   std::vector<double> matmul_proportion;
   std::string checkpoint_output_dir;
   std::string device = "cpu";
@@ -121,10 +122,11 @@ void validate(const Config& cfg) {
   if (cfg.device == "eager")
     IPUML_CHECK(cfg.replication_factor == 1 && cfg.gradient_accumulation == 1 &&
                     cfg.layers_per_ipu.empty() && !cfg.enable_half_partials &&
-                    !cfg.optimizer_state_offchip,
+                    !cfg.optimizer_state_offchip && !cfg.replicated_tensor_sharding,
                 kWho,
                 ": --replication-factor, --gradient-accumulation, --layers-per-ipu, "
-                "--enable-half-partials and --optimizer-state-offchip need --device cpu or ipu");
+                "--enable-half-partials, --optimizer-state-offchip and "
+                "--replicated-tensor-sharding need --device cpu or ipu");
   ipu::Target target = ipu::target_preset(cfg.target);
   for (const auto& o : cfg.target_overrides) ipu::apply_override(target, o);
   if (!cfg.checkpoint_output_dir.empty())
@@ -322,8 +324,10 @@ Options make_options(const Config& cfg) {
       .target(cfg.target);
   opts.Training.gradientAccumulation(cfg.gradient_accumulation);
   if (cfg.enable_half_partials) opts.Precision.setPartialsType(kFloat16);
-  if (cfg.optimizer_state_offchip)
-    opts.TensorLocations.setOptimizerLocation(TensorLocationSettings().useOnChipStorage(false));
+  opts.TensorLocations.setOptimizerLocation(
+      TensorLocationSettings()
+          .useOnChipStorage(!cfg.optimizer_state_offchip)
+          .useReplicatedTensorSharding(cfg.replicated_tensor_sharding));
   if (!cfg.matmul_proportion.empty()) {
     std::map<std::string, double> per_ipu;
     for (size_t i = 0; i < cfg.matmul_proportion.size(); ++i)
@@ -478,7 +482,7 @@ bool parse_bool(const std::string& flag, const std::string& v) {
 int main(int argc, char** argv) {
   Config cfg;
   std::string tokenize;
-  std::string recompute = "False", half_partials = "False", offchip = "False";
+  std::string recompute = "False", half_partials = "False", offchip = "False", rts = "False";
   CLI::App app{
       "ipuml-gpt2: GPT-2 language-model training (Graphcore's train_gpt2.py), "
       "generation and tokenization"};
@@ -535,6 +539,9 @@ int main(int argc, char** argv) {
   app.add_option("--optimizer-state-offchip", offchip,
                  "True: AdamW's moments live in streaming memory, not on the tiles (IPU)")
       ->capture_default_str();
+  app.add_option("--replicated-tensor-sharding", rts,
+                 "True: AdamW's moments sharded over the replicas, each holding 1/R (IPU)")
+      ->capture_default_str();
   app.add_option("--matmul-proportion", cfg.matmul_proportion,
                  "Per IPU: the fraction of tile memory for matmul temporaries");
   app.add_option("--checkpoint-output-dir", cfg.checkpoint_output_dir,
@@ -586,6 +593,7 @@ int main(int argc, char** argv) {
         parse_bool("--recompute-checkpoint-every-layer", recompute);
     cfg.enable_half_partials = parse_bool("--enable-half-partials", half_partials);
     cfg.optimizer_state_offchip = parse_bool("--optimizer-state-offchip", offchip);
+    cfg.replicated_tensor_sharding = parse_bool("--replicated-tensor-sharding", rts);
     if (tokenize.empty() && !gen->parsed()) validate(cfg);
   } catch (const std::exception& e) {
     return examples::usage_error(kWho, e.what());

@@ -68,6 +68,7 @@ struct Config {
   int64_t eval_batch = 64;
   std::string validation = "after";
   bool recompute = false;
+  bool optimizer_state_offchip = false, replicated_tensor_sharding = false;
   uint64_t seed = 42;
   std::string device = "ipu";
   std::string target = "ipu2";
@@ -142,8 +143,11 @@ void validate(const Config& c) {
   IPUML_CHECK(c.prefetch >= 0 && c.prefetch <= 1024, kWho, ": --prefetch ", c.prefetch,
               " is outside [0, 1024]");
   if (!c.compiled())
-    IPUML_CHECK(c.replicas == 1 && c.gradient_accumulation == 1 && c.pipeline_splits.empty(), kWho,
-                ": --replicas, --gradient-accumulation and --pipeline-splits need --device ipu or "
+    IPUML_CHECK(c.replicas == 1 && c.gradient_accumulation == 1 && c.pipeline_splits.empty() &&
+                    !c.optimizer_state_offchip && !c.replicated_tensor_sharding,
+                kWho,
+                ": --replicas, --gradient-accumulation, --pipeline-splits, "
+                "--optimizer-state-offchip and --replicated-tensor-sharding need --device ipu or "
                 "cpu");
   IPUML_CHECK(c.pipeline_splits.empty() || c.device == "ipu", kWho,
               ": --pipeline-splits places layers on IPUs; it needs --device ipu");
@@ -202,6 +206,10 @@ Options make_options(const Config& c, bool pipelined) {
   // ResNet-50's convolutions need a smaller share of tile memory for temporaries to fit
   // (Graphcore's --available-memory-proportion); the planner trades it for cycles.
   if (c.device == "ipu" && c.half()) o.setAvailableMemoryProportion(0.15);
+  o.TensorLocations.setOptimizerLocation(
+      runtime::TensorLocationSettings()
+          .useOnChipStorage(!c.optimizer_state_offchip)
+          .useReplicatedTensorSharding(c.replicated_tensor_sharding));
   o.setExecutionStrategy(pipelined ? runtime::ExecutionStrategy::Pipelined
                                    : runtime::ExecutionStrategy::Sharded);
   examples::apply_target_overrides(o, c.target_overrides, kWho);
@@ -476,6 +484,10 @@ int main(int argc, char** argv) {
   app.add_flag("--recompute", c.recompute,
                "A recomputation checkpoint after every residual block (Graphcore's "
                "--recompute-mode auto)");
+  app.add_flag("--optimizer-state-offchip", c.optimizer_state_offchip,
+               "The momentum in streaming memory, not on the tiles (IPU)");
+  app.add_flag("--replicated-tensor-sharding", c.replicated_tensor_sharding,
+               "The momentum sharded over the replicas, each holding 1/R (IPU)");
   app.add_option("--seed", c.seed, "Seed for initialisation, shuffling and augmentation")
       ->capture_default_str();
   app.add_option("--device", c.device, "ipu (emulated), cpu (compiled, CPU executor) or eager")
@@ -498,11 +510,15 @@ int main(int argc, char** argv) {
                "print the simulated throughput of each and exit");
   bool no_profile = false;
   app.add_flag("--no-profile", no_profile, "Skip the profile summary");
-  CLI11_PARSE(app, argc, argv);
+  if (auto rc = examples::parse_command_line(app, argc, argv, kWho)) return *rc;
   c.profile = !no_profile;
-
   try {
     validate(c);
+  } catch (const std::exception& e) {
+    return examples::usage_error(kWho, e.what());
+  }
+
+  try {
     const auto t_start = Clock::now();
     if (c.threads > 0) set_num_threads(c.threads);
     manual_seed(c.seed);
@@ -718,8 +734,6 @@ int main(int argc, char** argv) {
                data::DataLoader(datasets::GeneratedImages(gen_eval), eval_options), gen.size,
                gen_eval.size);
   } catch (const std::exception& e) {
-    const std::string what = e.what();
-    std::cerr << (what.rfind("ipuml-resnet: ", 0) == 0 ? "" : "ipuml-resnet: ") << what << "\n";
-    return 1;
+    return examples::run_error(kWho, e.what());
   }
 }

@@ -78,6 +78,10 @@ class Executable {
     (void)shared;
     (void)allow_out_of_memory;
   }
+  // Another instance of this compiled program for a further replica: its own buffers (and
+  // emulated devices), so that replicas can run on the host at the same time. Null when the
+  // backend cannot make one; the replicas then run one after another on this instance.
+  virtual std::unique_ptr<Executable> replica() const { return nullptr; }
   // Modelled time to all-reduce `bytes` of gradients across `replicas` devices.
   virtual double allreduce_seconds(size_t bytes, int64_t replicas) const {
     (void)bytes;

@@ -23,6 +23,10 @@ struct Value {
   std::string name;  // inputs and named state
   // A state kept in streaming memory (off-chip DRAM): on the tiles only while ops read it.
   bool offchip = false;
+  // Replicated tensor sharding: each of this many replicas holds 1/replica_shards of the state
+  // (and updates only that share), as PopTorch's useReplicatedTensorSharding places optimizer
+  // state. 1: every replica holds all of it.
+  int32_t replica_shards = 1;
 };
 
 struct Node {
@@ -84,7 +88,9 @@ class Graph {
     };
     for (auto v : inputs) s += "in:" + meta_str(values[v].meta) + ";";
     for (auto v : states)
-      s += "st:" + meta_str(values[v].meta) + (values[v].offchip ? "@off;" : ";");
+      s += "st:" + meta_str(values[v].meta) + (values[v].offchip ? "@off" : "") +
+           (values[v].replica_shards > 1 ? "@rts" + std::to_string(values[v].replica_shards) : "") +
+           ";";
     for (auto& n : nodes) {
       s += op_name(n.kind);
       s += '(';

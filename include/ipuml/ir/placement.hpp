@@ -86,4 +86,17 @@ inline void place_off_chip(Graph& g, const std::vector<Tensor>& bound,
       }
 }
 
+// Shards the state values bound to `tensors` over `replicas` replicas (PopTorch's
+// TensorLocationSettings().useReplicatedTensorSharding(true) for optimizer state): each replica
+// holds and updates 1/replicas of each, so the emulator accounts that share per IPU.
+inline void shard_across_replicas(Graph& g, const std::vector<Tensor>& bound,
+                                  const std::vector<Tensor>& tensors, int64_t replicas) {
+  for (size_t i = 0; i < g.states.size() && i < bound.size(); ++i)
+    for (const auto& t : tensors)
+      if (bound[i].same(t)) {
+        g.values[static_cast<size_t>(g.states[i])].replica_shards = static_cast<int32_t>(replicas);
+        break;
+      }
+}
+
 }  // namespace ipuml::ir

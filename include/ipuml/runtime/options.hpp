@@ -70,8 +70,17 @@ struct PrecisionOptions {
 // default) or in streaming memory, off-chip DRAM reached by explicit copies.
 struct TensorLocationSettings {
   bool on_chip = true;
+  bool replicated_tensor_sharding = false;
   TensorLocationSettings& useOnChipStorage(bool on) {
     on_chip = on;
+    return *this;
+  }
+  // Replicated tensor sharding: with R > 1 replicas each holds and updates 1/R of the tensors
+  // (on the tiles or in streaming memory), the all-reduce of the gradients becoming a
+  // reduce-scatter before the update and an all-gather of the new weights after it (the same
+  // bytes over the links). The numbers computed do not change; the memory and cycles do.
+  TensorLocationSettings& useReplicatedTensorSharding(bool on) {
+    replicated_tensor_sharding = on;
     return *this;
   }
 };
@@ -121,6 +130,14 @@ class Options {
   }
   Options& gradientAccumulation(int64_t n) {
     Training.gradientAccumulation(n);
+    return *this;
+  }
+  // How many replicas the host runs at the same time (each replica's IPUs are their own thread
+  // arenas; replicas share the host's cores). 0, the default: as many as the host has cores.
+  // 1: one after another. The results are the same bits either way.
+  Options& hostReplicaThreads(int64_t n) {
+    IPUML_CHECK(n >= 0, "Options.hostReplicaThreads: must be >= 0 (0: one per host core), got ", n);
+    host_replica_threads_ = n;
     return *this;
   }
   Options& outputMode(OutputMode m, int64_t every_n = 1) {
@@ -209,6 +226,7 @@ class Options {
   int64_t device_iterations() const { return device_iterations_; }
   int64_t replication_factor() const { return replication_factor_; }
   int64_t gradient_accumulation() const { return Training.gradient_accumulation; }
+  int64_t host_replica_threads() const { return host_replica_threads_; }
   OutputMode output_mode() const { return output_mode_; }
   int64_t output_every_n() const { return output_every_n_; }
   bool has_seed() const { return has_seed_; }
@@ -244,6 +262,7 @@ class Options {
  private:
   int64_t device_iterations_ = 1;
   int64_t replication_factor_ = 1;
+  int64_t host_replica_threads_ = 0;
   OutputMode output_mode_ = OutputMode::Default;
   int64_t output_every_n_ = 1;
   uint64_t seed_ = 0;

@@ -97,6 +97,9 @@ class TrainingModel {
   uint64_t run_counter() const { return run_counter_; }
   // Gradient all-reduces charged so far: one per weight update with more than one replica.
   int64_t allreduce_count() const { return allreduces_; }
+  // Replicas the host runs at the same time (Options.hostReplicaThreads; 1 before compiling,
+  // without replicas, or where the backend cannot run two instances of a program).
+  int64_t host_replica_lanes() const { return static_cast<int64_t>(lanes_.size()) + 1; }
   void set_run_counter(uint64_t runs) { run_counter_ = runs; }
 
  private:
@@ -112,6 +115,8 @@ class TrainingModel {
   ir::Trace step_trace_, update_trace_;
   std::vector<std::vector<Tensor>> step_states_;  // per replica
   std::unique_ptr<backend::Executable> step_exe_, update_exe_;
+  // Further instances of the step for replicas run at the same time (detail::run_replicas).
+  std::vector<std::unique_ptr<backend::Executable>> lanes_;
   uint64_t run_counter_ = 0;
   size_t gradient_bytes_ = 0;
   int64_t allreduces_ = 0;
@@ -138,6 +143,8 @@ class InferenceModel {
   void compile(const Tensor& data);
   void compile(const Tensors& inputs);
   const RunStats& last_stats() const { return stats_; }
+  // Replicas the host runs at the same time (see TrainingModel::host_replica_lanes).
+  int64_t host_replica_lanes() const { return static_cast<int64_t>(lanes_.size()) + 1; }
   std::string report_json() const;
   void printProfileSummary(std::ostream& os) const {
     if (exe_) exe_->print_summary(os, static_cast<double>(micro_batch_));
@@ -153,6 +160,7 @@ class InferenceModel {
   size_t num_outputs_ = 1;
   ir::Trace trace_;
   std::unique_ptr<backend::Executable> exe_;
+  std::vector<std::unique_ptr<backend::Executable>> lanes_;  // further replicas' instances
   uint64_t run_counter_ = 0;
   RunStats stats_;
 };

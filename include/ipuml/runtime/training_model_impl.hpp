@@ -3,6 +3,9 @@
 
 #include <algorithm>
 
+#include <tbb/info.h>
+#include <tbb/parallel_for.h>
+
 #include <ipuml/ir/placement.hpp>
 #include <ipuml/ir/recompute.hpp>
 #include <ipuml/ir/stages.hpp>
@@ -66,6 +69,54 @@ IPUML_INLINE int64_t ipus_used(const ir::Graph& g) {
   int64_t n = 1;
   for (auto& node : g.nodes) n = std::max<int64_t>(n, node.placement + 1);
   return n;
+}
+
+// How many replicas the host runs at once: hostReplicaThreads, or one per host core, at most
+// the replicas there are.
+inline int64_t replica_lanes(const Options& o) {
+  int64_t t = o.host_replica_threads();
+  if (t == 0) t = tbb::info::default_concurrency();
+  return std::clamp<int64_t>(t, 1, o.replication_factor());
+}
+
+// Further instances of `primary` for lanes 1.. (lane l runs replicas l, l + lanes, ...); none
+// when one lane is asked for or the backend cannot make them.
+inline std::vector<std::unique_ptr<backend::Executable>> make_lanes(
+    const backend::Executable& primary, int64_t lanes) {
+  std::vector<std::unique_ptr<backend::Executable>> out;
+  for (int64_t l = 1; l < lanes; ++l) {
+    auto e = primary.replica();
+    if (!e) return {};
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+// Runs the items, item i belonging to replica replica_of[i], with the outputs in item order:
+// each lane takes its replicas' items in order on its own instance of the program, the lanes
+// at the same time. Replicas share only read-only states (the weights), so the results are the
+// bits of running the items one after another.
+inline std::vector<std::vector<Tensor>> run_replicas(
+    backend::Executable& primary, const std::vector<std::unique_ptr<backend::Executable>>& others,
+    const std::vector<backend::RunItem>& items, const std::vector<int64_t>& replica_of) {
+  const size_t lanes = others.size() + 1;
+  if (lanes == 1) return primary.run_many(items);
+  std::vector<std::vector<size_t>> mine(lanes);
+  for (size_t i = 0; i < items.size(); ++i)
+    mine[static_cast<size_t>(replica_of[i]) % lanes].push_back(i);
+  std::vector<std::vector<Tensor>> out(items.size());
+  tbb::parallel_for(
+      tbb::blocked_range<size_t>(0, lanes, 1),
+      [&](const tbb::blocked_range<size_t>& range) {
+        for (size_t l = range.begin(); l != range.end(); ++l) {
+          std::vector<backend::RunItem> its;
+          for (size_t i : mine[l]) its.push_back(items[i]);
+          auto res = (l == 0 ? primary : *others[l - 1]).run_many(its);
+          for (size_t k = 0; k < res.size(); ++k) out[mine[l][k]] = std::move(res[k]);
+        }
+      },
+      tbb::simple_partitioner());
+  return out;
 }
 
 inline bool pipelined(const Options& o, int64_t ipus) {
@@ -286,26 +337,51 @@ IPUML_INLINE void TrainingModel::compile(const Tensors& inputs, const Tensors& t
         }
     ir::place_update(ug, 0, homes);
   }
-  if (!o.TensorLocations.optimizer.on_chip) {
+  const auto& opt_location = o.TensorLocations.optimizer;
+  if (!opt_location.on_chip || opt_location.replicated_tensor_sharding) {
     std::vector<Tensor> opt_state;
     for (size_t i = 0; i < params.size(); ++i)
       for (auto& [name, t] : optimizer_.state(i)) opt_state.push_back(t);
-    ir::place_off_chip(step_trace_.graph, step_trace_.states, opt_state);
-    if (!fused) ir::place_off_chip(update_trace_.graph, update_trace_.states, opt_state);
+    if (!opt_location.on_chip) {
+      ir::place_off_chip(step_trace_.graph, step_trace_.states, opt_state);
+      if (!fused) ir::place_off_chip(update_trace_.graph, update_trace_.states, opt_state);
+    }
+    // One replica (the fused step) has nothing to shard over.
+    if (opt_location.replicated_tensor_sharding && !fused && r * instances > 1)
+      ir::shard_across_replicas(update_trace_.graph, update_trace_.states, opt_state,
+                                r * instances);
   }
-  // Replica k runs the same step graph bound to its own accumulators.
+  // Replica k runs the same step graph bound to its own accumulators, and to its own copy of
+  // every other state the step writes (batch-norm running statistics), as each replica of a
+  // PopTorch program keeps its own buffers; replica 0's are the model's, the ones the host sees.
+  // The weights are only read by the step, and shared.
   step_states_.assign(static_cast<size_t>(r), step_trace_.states);
-  for (size_t s = 0; s < step_trace_.states.size() && !fused; ++s)
-    for (size_t i = 0; i < params.size(); ++i)
-      if (step_trace_.states[s].same(accumulators_[0][i]))
-        for (int64_t k = 1; k < r; ++k)
-          step_states_[static_cast<size_t>(k)][s] = accumulators_[static_cast<size_t>(k)][i];
+  if (!fused) {
+    const auto& sg = step_trace_.graph;
+    for (size_t s = 0; s < step_trace_.states.size(); ++s) {
+      bool accumulator = false;
+      for (size_t i = 0; i < params.size(); ++i)
+        if (step_trace_.states[s].same(accumulators_[0][i])) {
+          accumulator = true;
+          for (int64_t k = 1; k < r; ++k)
+            step_states_[static_cast<size_t>(k)][s] = accumulators_[static_cast<size_t>(k)][i];
+        }
+      bool written = false;
+      for (const auto& u : sg.updates) written = written || u.state == sg.states[s];
+      if (accumulator || !written) continue;
+      NoGradGuard ng;
+      for (int64_t k = 1; k < r; ++k)
+        step_states_[static_cast<size_t>(k)][s] = step_trace_.states[s].clone();
+    }
+  }
 
   const int64_t ipus = detail::ipus_used(step_trace_.graph);
   detail::check_pipeline(o, step_trace_.graph, true);
   auto be = backend::get_backend(detail::backend_for(o));
   step_exe_ =
       be->compile(step_trace_.graph, detail::compile_options_for(o, ipus, true, "training"));
+  lanes_ = fused ? std::vector<std::unique_ptr<backend::Executable>>{}
+                 : detail::make_lanes(*step_exe_, detail::replica_lanes(o));
   auto update_opts = detail::compile_options_for(o, ipus, true, "weight_update");
   if (!update_opts.empty()) {
     update_opts["progress"] = "0";
@@ -371,6 +447,7 @@ IPUML_INLINE Tensor TrainingModel::operator()(const Tensors& inputs, const Tenso
     // The iteration's micro-batches in order [accumulation step][replica]; a pipelined program
     // overlaps them over its stages, with the bits of one after another.
     std::vector<backend::RunItem> items;
+    std::vector<int64_t> replica_of;
     for (int64_t acc = 0; acc < g; ++acc)
       for (int64_t rep = 0; rep < r; ++rep, row += micro_batch_) {
         backend::RunItem item;
@@ -379,8 +456,10 @@ IPUML_INLINE Tensor TrainingModel::operator()(const Tensors& inputs, const Tenso
         item.states = &step_states_[static_cast<size_t>(rep)];
         item.step = base + static_cast<uint64_t>(acc * all_r + first_rep + rep);
         items.push_back(std::move(item));
+        replica_of.push_back(rep);
       }
-    for (auto& out : step_exe_->run_many(items)) losses.push_back(out[0]);
+    for (auto& out : detail::run_replicas(*step_exe_, lanes_, items, replica_of))
+      losses.push_back(out[0]);
     // Replicas run side by side on their own IPUs: the iteration costs one replica's G
     // micro-batches, then one update and one all-reduce of the gradients.
     auto s = step_exe_->simulated_seconds_for(g);
@@ -513,6 +592,8 @@ IPUML_INLINE void InferenceModel::compile(const Tensors& inputs) {
   detail::check_pipeline(o, trace_.graph, false);
   exe_ = backend::get_backend(detail::backend_for(o))
              ->compile(trace_.graph, detail::compile_options_for(o, ipus, false, "inference"));
+  // Replicas share the bound states, so they run at the same time only when none is written.
+  if (trace_.graph.updates.empty()) lanes_ = detail::make_lanes(*exe_, detail::replica_lanes(o));
   compiled_ = true;
 }
 
@@ -565,14 +646,16 @@ IPUML_INLINE Tensors InferenceModel::operator()(const Tensors& given) {
   double simulated = 0;
   bool have_sim = true;
   std::vector<backend::RunItem> items;
+  std::vector<int64_t> replica_of;
   for (int64_t i = 0; i < parts; ++i) {
     backend::RunItem item;
     for (auto& t : inputs) item.inputs.push_back(t.narrow(0, i * micro_batch_, micro_batch_));
     item.states = &trace_.states;
     item.step = run_counter_++;
     items.push_back(std::move(item));
+    replica_of.push_back(i % o.replication_factor());
   }
-  for (auto& res : exe_->run_many(items))
+  for (auto& res : detail::run_replicas(*exe_, lanes_, items, replica_of))
     for (size_t k = 0; k < num_outputs_; ++k) outs[k].push_back(res[k]);
   // Replicas run side by side: the call costs one replica's deviceIterations micro-batches.
   if (auto s = exe_->simulated_seconds_for(o.device_iterations()))
