@@ -257,9 +257,9 @@ class ResNetImpl : public nn::Module {
   // Sequential::forward calls its children directly, so BeginBlock on a single block (split
   // "layer4/0") is honoured here, where the blocks are run one by one.
   static Tensor run_stage(const nn::Sequential& stage, Tensor h, bool checkpoint) {
-    if (stage->block_ipu() >= 0) ir::PlacementGuard::set_current(stage->block_ipu());
+    if (stage->block_placement() >= 0) ir::PlacementGuard::set_current(stage->block_placement());
     for (auto& [name, blk] : *stage) {
-      if (blk->block_ipu() >= 0) ir::PlacementGuard::set_current(blk->block_ipu());
+      if (blk->block_placement() >= 0) ir::PlacementGuard::set_current(blk->block_placement());
       h = blk->forward(h);
       if (checkpoint) h = recomputation_checkpoint(h);
     }

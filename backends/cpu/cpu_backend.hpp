@@ -46,6 +46,18 @@ class CpuBackend : public backend::Backend {
     for (auto& [k, v] : options) fail("cpu backend: unknown compile option '", k, "'");
     return std::make_unique<CpuExecutable>(g);
   }
+
+  // The eager table. detail::dispatch runs CPU tensors' ops on these kernels directly (no
+  // virtual call on the hot path); this entry serves code that walks the registry.
+  std::optional<DeviceType> eager_device_type() const override { return kCPU; }
+  void run_eager(Device, ir::OpKind kind, const ir::Attrs& attrs, const std::vector<Tensor>& inputs,
+                 std::vector<Tensor>& outputs) const override {
+    std::vector<cpu::ConstBuffer> in;
+    for (auto& t : inputs) in.push_back({t.raw_data(), {t.shape(), t.dtype()}});
+    std::vector<cpu::MutableBuffer> out;
+    for (auto& t : outputs) out.push_back({t.raw_data(), {t.shape(), t.dtype()}});
+    cpu::run_kernel(kind, attrs, in, out);
+  }
 };
 
 IPUML_REGISTER_BACKEND(CpuBackend);

@@ -125,7 +125,7 @@ struct Planner {
   // Bytes a tile may use for one op's temporaries: node, then IPU, then global proportion.
   double limit_of(const ir::Node& n) const {
     double p = o.available_memory_proportion;
-    const auto ipu = static_cast<size_t>(n.ipu);
+    const auto ipu = static_cast<size_t>(n.placement);
     if (ipu < o.available_memory_proportion_per_ipu.size() &&
         o.available_memory_proportion_per_ipu[ipu] > 0)
       p = o.available_memory_proportion_per_ipu[ipu];
@@ -403,7 +403,7 @@ struct Planner {
     np.spec.in_dim = p.k_dim;  // what the executor slices for K's partial sums
     np.spec.extent = p.k;
     np.spec.matrix = p.amp;
-    const int32_t ipu = n.ipu;
+    const int32_t ipu = n.placement;
     const auto tiles = static_cast<int32_t>(np.grid.tiles());
     np.span = TileSpan{ipu, next_tile[static_cast<size_t>(ipu)], tiles, tiles, 1};
     np.reduce_tiles =
@@ -431,8 +431,8 @@ struct Planner {
   void plan_node(int64_t ni) {
     const auto& n = g.nodes[static_cast<size_t>(ni)];
     auto& np = plan.nodes[static_cast<size_t>(ni)];
-    IPUML_CHECK(n.ipu >= 0 && n.ipu < t.num_ipus, "ipu compile: node ", ni, " (",
-                ir::op_name(n.kind), ") is placed on IPU ", n.ipu, " but target '", t.name,
+    IPUML_CHECK(n.placement >= 0 && n.placement < t.num_ipus, "ipu compile: node ", ni, " (",
+                ir::op_name(n.kind), ") is placed on IPU ", n.placement, " but target '", t.name,
                 "' has ", t.num_ipus, " IPU(s); set num_ipus");
     std::vector<ir::TensorMeta> ins, outs;
     for (auto v : n.inputs) ins.push_back(g.meta(v));
@@ -444,7 +444,7 @@ struct Planner {
       return;
     }
     const auto cands = split_candidates(g, n);
-    const int32_t ipu = n.ipu;
+    const int32_t ipu = n.placement;
     bool have = false;
     Cost best_cost;
     for (const auto& s : cands) {
@@ -1406,7 +1406,7 @@ inline Plan plan_once(const ir::Graph& g, const Target& t, const CompileOptions&
   // States and inputs no op slices go linearly over the tiles of their first reader's IPU.
   std::vector<int32_t> first_ipu(g.values.size(), 0);
   for (size_t ni = N; ni-- > 0;)
-    for (auto v : g.nodes[ni].inputs) first_ipu[static_cast<size_t>(v)] = g.nodes[ni].ipu;
+    for (auto v : g.nodes[ni].inputs) first_ipu[static_cast<size_t>(v)] = g.nodes[ni].placement;
   for (auto v : g.states)
     if (!pl.placed[static_cast<size_t>(v)]) pl.place_linear(v, first_ipu[static_cast<size_t>(v)]);
   for (auto v : g.inputs)

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include <ipuml/backend/backend.hpp>
+#include <ipuml/backends/ipu/eager.hpp>
 #include <ipuml/backends/ipu/ipu.hpp>
 
 namespace ipuml::ipu {
@@ -81,6 +82,13 @@ class IpuBackend : public backend::Backend {
     return out;
   }
   bool supports(ir::OpKind) const override { return true; }
+
+  // Eager: each op on Device(kIPU, i) runs as a cached single-op program (backends/ipu/eager.hpp).
+  std::optional<DeviceType> eager_device_type() const override { return kIPU; }
+  void run_eager(Device device, ir::OpKind kind, const ir::Attrs& attrs,
+                 const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) const override {
+    run_eager_op(device, kind, attrs, inputs, outputs);
+  }
 
   std::unique_ptr<backend::Executable> compile(
       const ir::Graph& graph, const backend::CompileOptions& options) const override {

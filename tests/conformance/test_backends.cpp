@@ -1,6 +1,7 @@
 // Conformance: every registered backend runs every op family's traced graph and a training
-// step with the same numbers as eager CPU execution (1e-5 relative). A new backend that
-// registers itself is picked up here automatically.
+// step with the same numbers as eager CPU execution (1e-5 relative), and so does every
+// registered eager device, op by op. A new backend that registers itself is picked up here
+// automatically.
 #include <functional>
 
 #include <catch2/catch.hpp>
@@ -50,7 +51,8 @@ const std::vector<Program>& programs() {
       {"softmax-loss",
        {{4, 3}},
        [](const Ts& x) {
-         return cross_entropy(softmax(x[0], 1), labels) + log_softmax(x[0], 0).sum();
+         return cross_entropy(softmax(x[0], 1), labels.to(x[0].device())) +
+                log_softmax(x[0], 0).sum();
        }},
       {"movement",
        {{3, 4}},
@@ -61,8 +63,9 @@ const std::vector<Program>& programs() {
       {"indexing",
        {{3, 5}},
        [](const Ts& x) {
-         return index_select(x[0], 0, index).sum({1}) +
-                gather(x[0], 1, index.reshape({4, 1}).slice(0, 0, 3)).sum();
+         const Tensor i = index.to(x[0].device());
+         return index_select(x[0], 0, i).sum({1}) +
+                gather(x[0], 1, i.reshape({4, 1}).slice(0, 0, 3)).sum();
        }},
       {"norms",
        {{4, 6, 2}},
@@ -155,6 +158,54 @@ TEST_CASE("every backend runs a training step like eager CPU", "[conformance]") 
     require_close(lg, le, name + " loss");
     for (size_t k = 0; k < eager_params.size(); ++k)
       require_close(graph_params[k], eager_params[k], name + " param");
+  }
+}
+
+TEST_CASE("every eager device computes every op family like eager CPU", "[conformance][devices]") {
+  const Device device = GENERATE(from_range(backend::eager_devices()));
+  for (const auto& prog : programs()) {
+    DYNAMIC_SECTION(device << ": " << prog.name) {
+      Generator g(11);
+      Ts on_cpu, on_device;
+      for (auto& s : prog.input_shapes) {
+        on_cpu.push_back(randn(s, &g));
+        on_device.push_back(on_cpu.back().to(device));
+      }
+      Tensor got = prog.fn(on_device);
+      CHECK(got.device() == device);
+      require_close(got.cpu(), prog.fn(on_cpu), prog.name);
+    }
+  }
+}
+
+TEST_CASE("every eager device runs a training step like eager CPU", "[conformance][devices]") {
+  const Device device = GENERATE(from_range(backend::eager_devices()));
+  Generator g(5);
+  Ts cpu_params{mul(randn({8, 6}, &g), 0.3), zeros({8}), mul(randn({3, 8}, &g), 0.3)};
+  Ts dev_params;
+  for (auto& p : cpu_params) {
+    p.requires_grad_();
+    dev_params.push_back(p.detach().clone().to(device).requires_grad_());
+  }
+  auto step = [](Ts& p, const Tensor& xb, const Tensor& yb) {
+    for (auto& t : p) t.set_grad(Tensor());
+    Tensor loss = cross_entropy(linear(relu(linear(xb, p[0], p[1])), p[2]), yb);
+    loss.backward();
+    NoGradGuard ng;
+    for (auto& t : p) t.sub_(mul(t.grad(), 0.2));
+    return loss;
+  };
+  for (int i = 0; i < 2; ++i) {
+    Tensor x = randn({5, 6}, &g);
+    Tensor y = randint(0, 3, {5}, &g);
+    Tensor lc = step(cpu_params, x, y);
+    Tensor ld = step(dev_params, x.to(device), y.to(device));
+    CHECK(ld.device() == device);
+    require_close(ld.cpu(), lc, device.str() + " loss");
+    for (size_t k = 0; k < cpu_params.size(); ++k) {
+      CHECK(dev_params[k].device() == device);
+      require_close(dev_params[k].cpu(), cpu_params[k], device.str() + " param");
+    }
   }
 }
 

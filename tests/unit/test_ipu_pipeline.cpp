@@ -105,8 +105,8 @@ TEST_CASE("pipeline stages: 2N - 1 for a training step over N IPUs, N for infere
   CHECK(ir::stage_count(g) == 3);
   // Forward of IPU 0, forward and backward of IPU 1, backward (and update) of IPU 0.
   for (auto& n : g.nodes) {
-    INFO(ir::op_name(n.kind) << " on IPU " << n.ipu << " in stage " << n.stage);
-    CHECK(((n.stage == 1) == (n.ipu == 1)));
+    INFO(ir::op_name(n.kind) << " on IPU " << n.placement << " in stage " << n.stage);
+    CHECK(((n.stage == 1) == (n.placement == 1)));
   }
   for (size_t n = 1; n < g.nodes.size(); ++n) CHECK(g.nodes[n].stage >= g.nodes[n - 1].stage);
 

@@ -102,7 +102,7 @@ TEST_CASE("zoo on ipu: GPT-2 small fits 4 ipu2s as 0 4 4 4 at seq 128, each IPU 
     for (auto v : tr.graph.nodes[n].inputs) {
       const auto& val = tr.graph.values[static_cast<size_t>(v)];
       if (val.kind == ir::ValueKind::State && !val.name.empty() && param_ipu.count(val.name) == 0)
-        param_ipu[val.name] = tr.graph.nodes[n].ipu;
+        param_ipu[val.name] = tr.graph.nodes[n].placement;
     }
   CHECK(param_ipu.at("transformer.wte.weight") == 0);
   CHECK(param_ipu.at("transformer.h.0.attn.c_attn.weight") == 1);
@@ -112,7 +112,7 @@ TEST_CASE("zoo on ipu: GPT-2 small fits 4 ipu2s as 0 4 4 4 at seq 128, each IPU 
     const auto& nv = tr.graph.values[static_cast<size_t>(u.value)];
     if (nv.kind != ir::ValueKind::Op || st.name.empty() || param_ipu.count(st.name) == 0) continue;
     INFO(st.name);
-    CHECK(tr.graph.nodes[static_cast<size_t>(nv.node)].ipu == param_ipu.at(st.name));
+    CHECK(tr.graph.nodes[static_cast<size_t>(nv.node)].placement == param_ipu.at(st.name));
   }
   // Per-IPU state: the four layers of each stage (7.1 M parameters, with momentum) on IPUs
   // 1-3, the embeddings (39.4 M) on IPU 0; never the whole model on IPU 0.

@@ -230,12 +230,12 @@ TEST_CASE("BeginBlock splits a model over IPUs, backward included, with the same
   require_same_weights(a, b, 1e-5);
   int on_ipu1 = 0, matmuls_on_ipu1 = 0;
   for (auto& n : ta.step_graph().nodes) {
-    on_ipu1 += n.ipu == 1;
-    matmuls_on_ipu1 += n.ipu == 1 && n.kind == ir::OpKind::MatMul;
+    on_ipu1 += n.placement == 1;
+    matmuls_on_ipu1 += n.placement == 1 && n.kind == ir::OpKind::MatMul;
   }
   CHECK(on_ipu1 > 0);
   CHECK(matmuls_on_ipu1 == 3);  // fc2 forward, and its two backward products
-  CHECK(ta.step_graph().nodes.front().ipu == 0);
+  CHECK(ta.step_graph().nodes.front().placement == 0);
   CHECK(ir::PlacementGuard::current() == 0);  // placement does not leak out of the trace
   auto tp = trainingModel(a.ptr(), Options().replicationFactor(3), oa, ce());
   CHECK_THROWS_WITH(tp(randn({6, 6}), randint(0, 3, {6})), Catch::Contains("needs 6 IPUs"));

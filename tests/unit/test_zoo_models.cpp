@@ -40,7 +40,7 @@ void check_unique_names(const nn::Module& m) {
 std::vector<int> ipus_of(const ir::Graph& g, ir::OpKind k) {
   std::vector<int> out;
   for (auto& n : g.nodes)
-    if (n.kind == k) out.push_back(n.ipu);
+    if (n.kind == k) out.push_back(n.placement);
   return out;
 }
 
@@ -277,7 +277,7 @@ TEST_CASE("GPT-2: layers_per_ipu places embeddings and head on IPU 0, blocks aft
     Tensor labels = t.input(randint(0, 1000, {2, 8}), "labels");
     return causal_lm_loss(m(ids), labels);
   });
-  CHECK(g.nodes.front().ipu == 0);
+  CHECK(g.nodes.front().placement == 0);
   CHECK(ipus_of(g, ir::OpKind::IndexSelect).front() == 0);                 // token embedding
   CHECK(ipus_of(g, ir::OpKind::Softmax) == std::vector<int>{1, 1, 2, 2});  // one per block
   CHECK(ipus_of(g, ir::OpKind::LogSoftmax) == std::vector<int>{0});        // head and loss
@@ -494,7 +494,7 @@ TEST_CASE("BERT: layers_per_ipu places encoder layers, with embeddings, pooler a
     auto [mlm, nsp] = m(ids, types, mask);
     return bert_pretraining_loss(mlm, nsp, labels, nsp_labels);
   });
-  CHECK(g.nodes.front().ipu == 0);
+  CHECK(g.nodes.front().placement == 0);
   auto emb = ipus_of(g, ir::OpKind::IndexSelect);
   CHECK(std::vector<int>(emb.begin(), emb.begin() + 3) == std::vector<int>{0, 0, 0});
   CHECK(ipus_of(g, ir::OpKind::Softmax) == std::vector<int>{1, 1, 2, 2});

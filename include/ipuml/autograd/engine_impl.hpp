@@ -54,7 +54,7 @@ IPUML_INLINE Edge gradient_edge(const Tensor& t) {
     acc->name = "AccumulateGrad";
     acc->leaf = t.impl_ptr();
     acc->output_metas = {{impl->shape, impl->dtype}};
-    acc->ipu = ir::PlacementGuard::current();
+    acc->placement = ir::PlacementGuard::current();
     impl->grad_accumulator = acc;
   }
   return {impl->grad_accumulator, 0};
@@ -73,7 +73,8 @@ IPUML_INLINE void attach(const std::vector<Tensor>& outputs, const std::string& 
   auto node = std::make_shared<FunctionNode>();
   node->name = name;
   node->fn = std::move(fn);
-  node->ipu = ir::PlacementGuard::current();
+  node->placement = ir::PlacementGuard::current();
+  if (!outputs.empty() && outputs[0].defined()) node->device = outputs[0].device();
   for (auto& t : inputs) node->next.push_back(gradient_edge(t));
   for (size_t i = 0; i < outputs.size(); ++i) {
     TensorImpl* o = outputs[i].impl();
@@ -143,10 +144,11 @@ IPUML_INLINE void run_backward(const std::vector<Tensor>& roots, const std::vect
     in.resize(node->output_metas.size());
     for (size_t i = 0; i < in.size(); ++i)
       if (!in[i].defined() && is_floating(node->output_metas[i].dtype))
-        in[i] = zeros(node->output_metas[i].shape, node->output_metas[i].dtype);
+        in[i] = zeros(node->output_metas[i].shape,
+                      TensorOptions(node->output_metas[i].dtype).device(node->device));
     std::vector<Tensor> out;
     {
-      ir::PlacementGuard place(node->ipu);
+      ir::PlacementGuard place(node->placement);
       out = node->apply(in);
     }
     if (!retain_graph) node->release();
@@ -162,7 +164,7 @@ IPUML_INLINE void run_backward(const std::vector<Tensor>& roots, const std::vect
           // runs: left at the current placement (where the forward pass ended) it would bounce
           // a model split over IPUs back and forth (ResNet's BatchNorm backward, one pipeline
           // stage per bounce).
-          ir::PlacementGuard place(e.node->ipu);
+          ir::PlacementGuard place(e.node->placement);
           slot = add(slot, out[i]);
         } else {
           slot = out[i];

@@ -27,7 +27,8 @@ struct Node {
   std::vector<Edge> next;                    // one per forward input
   std::vector<ir::TensorMeta> output_metas;  // outputs that receive no gradient get zeros
   bool released = false;
-  int ipu = 0;  // placement of the forward op; its backward is recorded on the same IPU
+  int placement = 0;  // of the forward op; its backward is recorded with the same placement
+  Device device;      // of the forward op's outputs: where the zeros of missing gradients go
 
   virtual ~Node() = default;
   virtual std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) = 0;

@@ -1,14 +1,21 @@
-// The backend interface, drawn once: what a device is, how a captured graph is compiled into an
-// executable for it, and which ops it implements (the rest fall back to the CPU kernels).
+// The backend interface, drawn once for eager and compiled mode: its devices, the eager kernel
+// table of its device type, how a captured graph is compiled into an executable for it, and
+// which ops it implements (in eager mode the rest run on the CPU with copies, reported once).
 #pragma once
 
+#include <array>
+#include <iostream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include <ipuml/core/device.hpp>
 #include <ipuml/ir/graph.hpp>
 #include <ipuml/tensor/tensor.hpp>
 
@@ -94,9 +101,32 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual std::vector<DeviceInfo> devices() const = 0;
+  // Compiled mode: whether compile() handles graphs with this op.
   virtual bool supports(ir::OpKind kind) const = 0;
   virtual std::unique_ptr<Executable> compile(const ir::Graph& graph,
                                               const CompileOptions& options) const = 0;
+
+  // Eager mode. The device type whose tensors this backend's kernel table serves (none: the
+  // backend runs compiled graphs only).
+  virtual std::optional<DeviceType> eager_device_type() const { return std::nullopt; }
+  // Whether run_eager runs `kind` with these attributes on inputs of these dtypes and shapes
+  // (ggml's supports_op); when not, the op runs on the CPU with copies, reported once.
+  virtual bool supports_op(ir::OpKind kind, const ir::Attrs& attrs,
+                           const std::vector<ir::TensorMeta>& inputs) const {
+    (void)attrs;
+    (void)inputs;
+    return supports(kind);
+  }
+  // Runs one op on `device`: `inputs` are contiguous tensors there, `outputs` are allocated
+  // there with the shapes and dtypes ir::infer gave; the backend writes their values.
+  virtual void run_eager(Device device, ir::OpKind kind, const ir::Attrs& attrs,
+                         const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) const {
+    (void)inputs;
+    (void)outputs;
+    (void)attrs;
+    fail("backend '", name(), "' has no eager kernels: cannot run ", ir::op_name(kind), " on ",
+         device);
+  }
 };
 
 // The registry. Adding a backend is one line: IPUML_REGISTER_BACKEND(MyBackend).
@@ -104,9 +134,52 @@ inline std::map<std::string, std::shared_ptr<Backend>>& registry() {
   static std::map<std::string, std::shared_ptr<Backend>> r;
   return r;
 }
+// The eager kernel tables by device type (filled by register_backend; read on every eager op
+// on a device other than the CPU, so a plain array).
+inline std::array<Backend*, kMaxDeviceTypes>& eager_tables() {
+  static std::array<Backend*, kMaxDeviceTypes> t{};
+  return t;
+}
 inline bool register_backend(std::shared_ptr<Backend> b) {
-  registry()[b->name()] = std::move(b);
+  auto& slot = registry()[b->name()];
+  slot = std::move(b);
+  if (auto type = slot->eager_device_type())
+    eager_tables()[static_cast<size_t>(*type)] = slot.get();
   return true;
+}
+// The backend whose kernel table serves `type`, or null.
+inline Backend* eager_backend(DeviceType type) { return eager_tables()[static_cast<size_t>(type)]; }
+// One device of each registered eager device type (index 0), CPU first.
+inline std::vector<Device> eager_devices() {
+  std::vector<Device> out;
+  for (size_t i = 0; i < eager_tables().size(); ++i)
+    if (eager_tables()[i]) out.emplace_back(static_cast<DeviceType>(i), 0);
+  return out;
+}
+
+// Fallback reports: an op a device's backend lacks is announced once per (backend, op) on
+// stderr. reset_fallback_reports() makes the next fallbacks report again.
+namespace detail {
+struct FallbackReports {
+  std::mutex mu;
+  std::set<std::pair<std::string, int>> seen;
+};
+inline FallbackReports& fallback_reports() {
+  static FallbackReports* r = new FallbackReports();
+  return *r;
+}
+}  // namespace detail
+inline void report_fallback(const Backend& b, ir::OpKind kind) {
+  auto& r = detail::fallback_reports();
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (!r.seen.emplace(b.name(), static_cast<int>(kind)).second) return;
+  std::cerr << "ipuml: backend '" << b.name() << "' does not run " << ir::op_name(kind)
+            << "; running it on the CPU with copies (reported once)\n";
+}
+inline void reset_fallback_reports() {
+  auto& r = detail::fallback_reports();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.seen.clear();
 }
 inline std::vector<std::string> backend_names() {
   std::vector<std::string> n;

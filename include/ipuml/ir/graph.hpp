@@ -34,7 +34,9 @@ struct Node {
   Attrs attrs;
   std::vector<int64_t> inputs;
   std::vector<int64_t> outputs;
-  int ipu = 0;  // which IPU of a model-parallel (sharded/pipelined) program runs it
+  // Which device of a model-parallel (sharded/pipelined) program runs it: for the IPU backend,
+  // the IPU within a replica (PopTorch's BeginBlock ipu_id).
+  int placement = 0;
   // The share of tile memory its temporaries may use (PopTorch's per-op
   // set_available_memory); 0: the program's setting.
   double available_memory_proportion = 0;
@@ -95,7 +97,7 @@ class Graph {
       for (auto v : n.inputs) s += std::to_string(v) + ',';
       s += ")->";
       for (auto v : n.outputs) s += std::to_string(v) + ':' + meta_str(values[v].meta) + ',';
-      s += '{' + n.attrs.key() + "}@" + std::to_string(n.ipu);
+      s += '{' + n.attrs.key() + "}@" + std::to_string(n.placement);
       if (n.available_memory_proportion > 0)
         s += "%" + std::to_string(n.available_memory_proportion);
       s += ";";

@@ -18,7 +18,7 @@ inline std::vector<int> state_homes(const Graph& g, size_t end) {
     for (auto v : g.nodes[n].inputs)
       if (g.values[static_cast<size_t>(v)].kind == ValueKind::State &&
           home[static_cast<size_t>(v)] < 0)
-        home[static_cast<size_t>(v)] = g.nodes[n].ipu;
+        home[static_cast<size_t>(v)] = g.nodes[n].placement;
   return home;
 }
 
@@ -44,12 +44,12 @@ inline void place_update(Graph& g, size_t begin, std::vector<int>& home) {
         const auto& val = g.values[static_cast<size_t>(v)];
         if (val.kind == ValueKind::Op &&
             (static_cast<size_t>(val.node) < begin || decided[static_cast<size_t>(val.node)])) {
-          ipu = g.nodes[static_cast<size_t>(val.node)].ipu;
+          ipu = g.nodes[static_cast<size_t>(val.node)].placement;
           break;
         }
       }
     if (ipu < 0) continue;
-    node.ipu = ipu;
+    node.placement = ipu;
     decided[n] = true;
     for (auto v : node.inputs)
       if (g.values[static_cast<size_t>(v)].kind == ValueKind::State &&
@@ -65,7 +65,7 @@ inline void place_update(Graph& g, size_t begin, std::vector<int>& home) {
       for (auto o : g.nodes[n].outputs)
         reads = reads || std::find(in.begin(), in.end(), o) != in.end();
       if (reads) {
-        g.nodes[n].ipu = g.nodes[r].ipu;
+        g.nodes[n].placement = g.nodes[r].placement;
         break;
       }
     }

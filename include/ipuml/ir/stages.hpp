@@ -31,8 +31,8 @@ inline StageInfo assign_pipeline_stages(Graph& g, size_t backward_begin, size_t 
   int stage = -1, ipu = -1;
   for (size_t n = 0; n < update_begin; ++n) {
     auto& node = g.nodes[n];
-    if (node.ipu != ipu) {
-      ipu = node.ipu;
+    if (node.placement != ipu) {
+      ipu = node.placement;
       ++stage;
       info.ipu_of_stage.push_back(ipu);
     }
@@ -40,7 +40,7 @@ inline StageInfo assign_pipeline_stages(Graph& g, size_t backward_begin, size_t 
   }
   if (stage < 0) {  // an update graph without a step: one stage
     stage = 0;
-    info.ipu_of_stage.push_back(N > 0 ? g.nodes[0].ipu : 0);
+    info.ipu_of_stage.push_back(N > 0 ? g.nodes[0].placement : 0);
   }
   // The update of a parameter runs in the last stage of its IPU, and never before the stages
   // producing what it reads.
@@ -51,7 +51,7 @@ inline StageInfo assign_pipeline_stages(Graph& g, size_t backward_begin, size_t 
     auto& node = g.nodes[n];
     int s = -1;
     for (int k = stage; k >= 0 && s < 0; --k)
-      if (info.ipu_of_stage[static_cast<size_t>(k)] == node.ipu) s = k;
+      if (info.ipu_of_stage[static_cast<size_t>(k)] == node.placement) s = k;
     if (s < 0) s = stage;
     for (auto v : node.inputs) s = std::max(s, producer_stage[static_cast<size_t>(v)]);
     node.stage = s;

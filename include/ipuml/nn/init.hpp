@@ -57,7 +57,7 @@ namespace detail {
 // Writes `values` into `t` without recording it: initialisation is not part of any graph.
 inline Tensor assign(Tensor t, const Tensor& values) {
   NoGradGuard no_grad;
-  t.copy_(values);
+  t.copy_(values.to(t.device()));
   return t;
 }
 inline int64_t fan(const Tensor& t, FanMode mode) {

@@ -154,13 +154,14 @@ class Module : public std::enable_shared_from_this<Module> {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
-  // PopTorch's BeginBlock: when this module is called, it and everything after it run on IPU
-  // `ipu` of a model-parallel program (recorded into traced graphs; eager runs ignore it).
+  // PopTorch's BeginBlock: when this module is called, it and everything after it run on
+  // device `ipu` of a model-parallel program (a placement recorded into traced graph nodes;
+  // eager runs ignore it). -1: no block starts here.
   void begin_block(int ipu) {
     IPUML_CHECK(ipu >= 0, type_name_, ": BeginBlock ipu_id must be non-negative, got ", ipu);
-    block_ipu_ = ipu;
+    block_placement_ = ipu;
   }
-  int block_ipu() const { return block_ipu_; }
+  int block_placement() const { return block_placement_; }
 
   void zero_grad() {
     for (auto& p : parameters()) p.set_grad(Tensor());
@@ -214,6 +215,29 @@ class Module : public std::enable_shared_from_this<Module> {
       impl.version++;
     }
     return *this;
+  }
+  // LibTorch's module->to(device): every parameter and buffer, here and in the children, moves
+  // to `device` in place (its values copied there, with its gradient). The Tensor handles stay
+  // the same, so an optimizer built before still steps them; its state stays where it was made,
+  // so build the optimizer after the move (as in LibTorch) when it keeps state.
+  Module& to(Device device) {
+    IPUML_CHECK(!ir::is_tracing(), type_name_, ".to: cannot move a module while tracing");
+    NoGradGuard ng;
+    for (auto& [k, t] : state_dict()) {
+      if (!t.defined() || t.device() == device) continue;
+      const Tensor c = detail::copy_to_device(t, device);
+      auto& impl = *t.impl();
+      impl.storage = c.impl()->storage;
+      impl.offset = 0;
+      impl.strides = c.strides();
+      if (impl.grad) impl.grad = detail::copy_to_device(Tensor(impl.grad), device).impl_ptr();
+      impl.version++;
+    }
+    return *this;
+  }
+  Module& to(Device device, DType dtype) {
+    to(dtype);
+    return to(device);
   }
   Module& half() { return to(kFloat16); }
   Module& bfloat16() { return to(kBFloat16); }
@@ -269,7 +293,7 @@ class Module : public std::enable_shared_from_this<Module> {
 
   std::string type_name_;
   bool training_ = true;
-  int block_ipu_ = -1;
+  int block_placement_ = -1;
   StateDict params_;
   StateDict buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
@@ -307,7 +331,8 @@ class ModuleHolder {
 
   template <typename... Args>
   decltype(auto) operator()(Args&&... args) const {
-    if (checked()->block_ipu() >= 0) ir::PlacementGuard::set_current(checked()->block_ipu());
+    if (checked()->block_placement() >= 0)
+      ir::PlacementGuard::set_current(checked()->block_placement());
     return checked()->forward(std::forward<Args>(args)...);
   }
   // Indexing goes to the module, as in LibTorch: `seq[0]` on a Sequential or ModuleList.

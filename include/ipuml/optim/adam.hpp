@@ -37,9 +37,10 @@ inline void check_adam_like(const std::string& who, double lr, const Betas& beta
 inline void init_adam_state(ParamState& s, const Tensor& p, bool amsgrad) {
   ir::NoTraceGuard nt;
   s.emplace_back("step", zeros({}, kFloat32));
-  s.emplace_back("exp_avg", zeros(p.shape(), kFloat32));
-  s.emplace_back("exp_avg_sq", zeros(p.shape(), kFloat32));
-  if (amsgrad) s.emplace_back("max_exp_avg_sq", zeros(p.shape(), kFloat32));
+  const TensorOptions on_p = TensorOptions(kFloat32).device(p.device());  // state follows p
+  s.emplace_back("exp_avg", zeros(p.shape(), on_p));
+  s.emplace_back("exp_avg_sq", zeros(p.shape(), on_p));
+  if (amsgrad) s.emplace_back("max_exp_avg_sq", zeros(p.shape(), on_p));
 }
 
 // Updates step, exp_avg, exp_avg_sq (and max_exp_avg_sq) in place, then

@@ -234,9 +234,11 @@ class Optimizer {
   }
 
   // Adds a zero-initialised state tensor to parameter `index` (construction time only).
-  Tensor add_state(size_t index, const std::string& key, const Shape& shape) {
+  // It lives on `device` (the parameter's; a 0-dim state may stay on the CPU).
+  Tensor add_state(size_t index, const std::string& key, const Shape& shape,
+                   Device device = Device()) {
     ir::NoTraceGuard nt;
-    Tensor t = zeros(shape, kFloat32);
+    Tensor t = zeros(shape, TensorOptions(kFloat32).device(device));
     state_[index].emplace_back(key, t);
     return t;
   }

@@ -64,7 +64,7 @@ class SGD : public OptimizerWithOptions<SGDOptions> {
   }
   void init_state(size_t index, const Tensor& p, const SGDOptions& o) override {
     if (o.momentum() == 0.0) return;
-    add_state(index, "momentum_buffer", p.shape());
+    add_state(index, "momentum_buffer", p.shape(), p.device());
     if (o.dampening() != 0.0) add_state(index, "step", {});
   }
 };

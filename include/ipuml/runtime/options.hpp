@@ -192,11 +192,16 @@ class Options {
     target_overrides_.push_back(field + "=" + value);
     return *this;
   }
-  // false runs compiled graphs on the CPU executor instead of the IPU emulator.
-  Options& useIpuModel(bool on) {
-    use_ipu_ = on;
+  // The registered backend that compiles and runs the programs: "ipu" (the emulator, the
+  // default), "cpu" (the planned-buffer executor) or any other registered one.
+  Options& backend(const std::string& name) {
+    IPUML_CHECK(!name.empty(),
+                "Options.backend: expected a backend name such as \"ipu\" or \"cpu\"");
+    backend_ = name;
     return *this;
   }
+  // PopTorch's spelling: true is backend("ipu"), false backend("cpu").
+  Options& useIpuModel(bool on) { return backend(on ? "ipu" : "cpu"); }
   Options& allowOutOfMemory(bool on) {
     allow_oom_ = on;
     return *this;
@@ -240,7 +245,8 @@ class Options {
   ExecutionStrategy execution_strategy() const { return strategy_; }
   const std::string& target_name() const { return target_; }
   const std::vector<std::string>& target_overrides() const { return target_overrides_; }
-  bool use_ipu_model() const { return use_ipu_; }
+  const std::string& backend_name() const { return backend_; }
+  bool use_ipu_model() const { return backend_ == "ipu"; }
   bool allow_out_of_memory() const { return allow_oom_; }
   const std::string& report_dir() const { return report_dir_; }
   const std::string& model_name() const { return model_name_; }
@@ -267,7 +273,7 @@ class Options {
   ExecutionStrategy strategy_ = ExecutionStrategy::Sharded;
   std::string target_ = "ipu2";
   std::vector<std::string> target_overrides_;
-  bool use_ipu_ = true;
+  std::string backend_ = "ipu";
   bool allow_oom_ = false;
   std::string report_dir_;
   std::string model_name_;

@@ -17,11 +17,11 @@ namespace ipuml::runtime {
 namespace detail {
 
 IPUML_INLINE std::string backend_for(const Options& o) {
-  if (!o.use_ipu_model()) return "cpu";
-  IPUML_CHECK(backend::registry().count("ipu") != 0,
+  IPUML_CHECK(o.backend_name() != "ipu" || backend::registry().count("ipu") != 0,
               "Options.useIpuModel: the ipu backend is not registered in this program (include "
               "<ipuml/backends/ipu/ipu_backend.hpp>), or pass useIpuModel(false) for the CPU");
-  return "ipu";
+  backend::get_backend(o.backend_name());  // names the registered ones when it is not
+  return o.backend_name();
 }
 
 // `program` names the compiled program in reports: "training", "weight_update" or "inference",
@@ -68,7 +68,7 @@ IPUML_INLINE backend::CompileOptions compile_options_for(const Options& o, int64
 
 IPUML_INLINE int64_t ipus_used(const ir::Graph& g) {
   int64_t n = 1;
-  for (auto& node : g.nodes) n = std::max<int64_t>(n, node.ipu + 1);
+  for (auto& node : g.nodes) n = std::max<int64_t>(n, node.placement + 1);
   return n;
 }
 

@@ -1,5 +1,5 @@
 // The one path every primitive op takes: validate and infer shapes, then either record the op
-// into the active trace or run the CPU kernel eagerly.
+// into the active trace or run it eagerly with the kernel table of its inputs' device.
 #pragma once
 
 #include <vector>
@@ -8,13 +8,22 @@
 #include <ipuml/ir/attrs.hpp>
 #include <ipuml/ir/op_catalogue.hpp>
 #include <ipuml/tensor/tensor.hpp>
+#include <ipuml/tensor/tensor_options.hpp>
 
 namespace ipuml {
 
 // A new contiguous eager tensor with uninitialised values.
 Tensor empty(const Shape& shape, DType dtype = kFloat32);
+Tensor empty(const Shape& shape, const TensorOptions& options);
 
 namespace detail {
+
+Tensor empty_on(const Shape& shape, DType dtype, Device device);
+// A contiguous copy of `t` on `device`, recording no autograd history.
+Tensor copy_to_device(const Tensor& t, Device device);
+// The device an op on `inputs` runs on: theirs (a 0-dim CPU tensor goes with any device, as
+// in LibTorch); throws naming `kind` when they differ. CPU for an op with no inputs.
+Device common_device(ir::OpKind kind, const std::vector<Tensor>& inputs);
 
 std::vector<Tensor> dispatch(ir::OpKind kind, const ir::Attrs& attrs,
                              const std::vector<Tensor>& inputs);

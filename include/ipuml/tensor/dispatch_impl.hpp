@@ -2,8 +2,10 @@
 #pragma once
 
 #include <cstring>
+#include <optional>
 
 #include <ipuml/autograd/grad_mode.hpp>
+#include <ipuml/backend/backend.hpp>
 #include <ipuml/backends/cpu/kernels.hpp>
 #include <ipuml/ir/trace.hpp>
 #include <ipuml/tensor/dispatch.hpp>
@@ -11,16 +13,109 @@
 namespace ipuml {
 
 IPUML_INLINE Tensor empty(const Shape& shape, DType dtype) {
+  return detail::empty_on(shape, dtype, Device());
+}
+
+IPUML_INLINE Tensor empty(const Shape& shape, const TensorOptions& options) {
+  Tensor t = detail::empty_on(shape, options.dtype(), options.device());
+  if (options.requires_grad()) t.requires_grad_(true);
+  return t;
+}
+
+namespace detail {
+
+IPUML_INLINE Tensor empty_on(const Shape& shape, DType dtype, Device device) {
   for (auto d : shape) IPUML_CHECK(d >= 0, "empty: negative dimension in shape ", shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
-  impl->storage = std::make_shared<Storage>(static_cast<size_t>(numel(shape)) * dtype_size(dtype));
+  impl->storage =
+      std::make_shared<Storage>(static_cast<size_t>(numel(shape)) * dtype_size(dtype), device);
   return Tensor(std::move(impl));
 }
 
-namespace detail {
+// The device of the inputs other than 0-dim CPU tensors (which go with any device, as in
+// LibTorch), or nullopt when there are none.
+inline std::optional<Device> inputs_device(ir::OpKind kind, const std::vector<Tensor>& inputs) {
+  std::optional<Device> dev;
+  for (auto& t : inputs) {
+    const auto& st = t.impl()->storage;
+    IPUML_CHECK(st != nullptr, ir::op_name(kind),
+                ": got a symbolic tensor (recorded while tracing) outside its trace");
+    const Device d = st->device();
+    if (d.is_cpu() && t.impl()->shape.empty()) continue;
+    if (!dev)
+      dev = d;
+    else if (d != *dev)
+      fail(ir::op_name(kind), ": expected all tensors on the same device, got tensors on ", *dev,
+           " and on ", d, "; move them with .to(device)");
+  }
+  return dev;
+}
+
+IPUML_INLINE Device common_device(ir::OpKind kind, const std::vector<Tensor>& inputs) {
+  return inputs_device(kind, inputs).value_or(Device());
+}
+
+// Writes r's values into target (same shape and dtype; target may be strided).
+inline void write_into(Tensor& target, const Tensor& r) {
+  if (target.is_contiguous()) {
+    std::memcpy(target.raw_data(), r.raw_data(),
+                static_cast<size_t>(r.numel()) * dtype_size(r.dtype()));
+    return;
+  }
+  const auto& shape = target.shape();
+  const auto& st = target.strides();
+  const size_t es = dtype_size(target.dtype());
+  const int64_t n = target.numel();
+  std::vector<int64_t> idx(shape.size(), 0);
+  const char* s = static_cast<const char*>(r.raw_data());
+  char* base = static_cast<char*>(target.raw_data());
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t off = 0;
+    for (size_t d = 0; d < shape.size(); ++d) off += idx[d] * st[d];
+    std::memcpy(base + off * static_cast<int64_t>(es), s + i * static_cast<int64_t>(es), es);
+    for (size_t d = shape.size(); d-- > 0;) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+// An op on a device other than the CPU: its backend's kernel table runs it, or, for an op the
+// backend lacks, the CPU does with copies in and out (reported once per backend and op).
+inline std::vector<Tensor> dispatch_on_device(Device device, ir::OpKind kind,
+                                              const ir::Attrs& attrs,
+                                              const std::vector<Tensor>& inputs,
+                                              const std::vector<ir::TensorMeta>& metas) {
+  backend::Backend* b = backend::eager_backend(device.type());
+  IPUML_CHECK(b != nullptr, ir::op_name(kind), ": no backend with eager kernels is registered for ",
+              "device ", device);
+  std::vector<ir::TensorMeta> in_metas;
+  in_metas.reserve(inputs.size());
+  for (auto& t : inputs) in_metas.push_back({t.shape(), t.dtype()});
+  if (b->supports_op(kind, attrs, in_metas)) {
+    std::vector<Tensor> in;
+    in.reserve(inputs.size());
+    for (auto& t : inputs)
+      in.push_back(t.device() != device ? copy_to_device(t, device)
+                   : t.is_contiguous()  ? t
+                                        : copy_to_device(t, device));
+    std::vector<Tensor> outputs;
+    outputs.reserve(metas.size());
+    for (auto& m : metas) outputs.push_back(empty_on(m.shape, m.dtype, device));
+    b->run_eager(device, kind, attrs, in, outputs);
+    return outputs;
+  }
+  backend::report_fallback(*b, kind);
+  std::vector<Tensor> host;
+  host.reserve(inputs.size());
+  for (auto& t : inputs) host.push_back(t.device().is_cpu() ? t : copy_to_device(t, Device()));
+  std::vector<Tensor> outputs = dispatch(kind, attrs, host);
+  for (auto& o : outputs) o = copy_to_device(o, device);
+  return outputs;
+}
 
 inline std::vector<ir::TensorMeta> metas_of(const std::vector<Tensor>& inputs) {
   std::vector<ir::TensorMeta> m;
@@ -36,14 +131,14 @@ IPUML_INLINE std::vector<Tensor> dispatch(ir::OpKind kind, const ir::Attrs& attr
                                           const std::vector<Tensor>& inputs) {
   const auto metas = ir::infer(kind, attrs, metas_of(inputs));
   if (auto* tracer = ir::Tracer::current()) return tracer->record(kind, attrs, inputs, metas);
+  const std::optional<Device> device = inputs_device(kind, inputs);
+  if (device && !device->is_cpu()) return dispatch_on_device(*device, kind, attrs, inputs, metas);
 
   std::vector<Tensor> contiguous;
   contiguous.reserve(inputs.size());
   std::vector<cpu::ConstBuffer> in;
   in.reserve(inputs.size());
   for (auto& t : inputs) {
-    IPUML_CHECK(!t.is_symbolic(), ir::op_name(kind),
-                ": got a symbolic tensor (recorded while tracing) outside its trace");
     contiguous.push_back(t.is_contiguous() ? t : t.contiguous());
     in.push_back({contiguous.back().raw_data(), {t.shape(), t.dtype()}});
   }
@@ -75,27 +170,16 @@ IPUML_INLINE void dispatch_into(Tensor& target, ir::OpKind kind, const ir::Attrs
     tracer->rebind(target, out[0]);
     return;
   }
+  const std::optional<Device> device = inputs_device(kind, inputs);
+  const Device target_device = target.device();
+  IPUML_CHECK(!device || *device == target_device, ir::op_name(kind),
+              " (in-place): the target is on ", target_device, " but the other tensors are on ",
+              *device, "; move them with .to(device)");
   target.impl()->version++;
-  if (!target.is_contiguous()) {
-    Tensor r = dispatch1(kind, attrs, inputs);
-    // Write back element by element through target's strides.
-    Tensor src = r;
-    const auto& shape = target.shape();
-    const auto& st = target.strides();
-    const size_t es = dtype_size(target.dtype());
-    const int64_t n = target.numel();
-    std::vector<int64_t> idx(shape.size(), 0);
-    const char* s = static_cast<const char*>(src.raw_data());
-    char* base = static_cast<char*>(target.raw_data());
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t off = 0;
-      for (size_t d = 0; d < shape.size(); ++d) off += idx[d] * st[d];
-      std::memcpy(base + off * static_cast<int64_t>(es), s + i * static_cast<int64_t>(es), es);
-      for (size_t d = shape.size(); d-- > 0;) {
-        if (++idx[d] < shape[d]) break;
-        idx[d] = 0;
-      }
-    }
+  // A strided target, or one on another device (whose bytes are host memory too): the op runs
+  // out of place and its values are written into the target.
+  if (!target.is_contiguous() || !target_device.is_cpu()) {
+    write_into(target, dispatch1(kind, attrs, inputs));
     return;
   }
   std::vector<Tensor> contiguous;

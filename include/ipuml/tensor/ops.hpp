@@ -29,6 +29,18 @@ Tensor rand(const Shape& shape, Generator* gen = nullptr);
 Tensor randn(const Shape& shape, Generator* gen = nullptr);
 Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* gen = nullptr);
 Tensor uniform(const Shape& shape, double low, double high, Generator* gen = nullptr);
+// The same with TensorOptions (dtype, device, requires_grad), as LibTorch spells them:
+// zeros({2, 3}, TensorOptions().dtype(kFloat32).device(kIPU)), randn({4}, Device("ipu:1")).
+Tensor zeros(const Shape& shape, const TensorOptions& options);
+Tensor ones(const Shape& shape, const TensorOptions& options);
+Tensor full(const Shape& shape, double value, const TensorOptions& options);
+Tensor arange(int64_t end, const TensorOptions& options);
+Tensor arange(double start, double end, const TensorOptions& options);
+Tensor arange(double start, double end, double step, const TensorOptions& options);
+Tensor rand(const Shape& shape, const TensorOptions& options, Generator* gen = nullptr);
+Tensor randn(const Shape& shape, const TensorOptions& options, Generator* gen = nullptr);
+Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOptions& options,
+               Generator* gen = nullptr);
 // Copies host data into a new tensor.
 template <typename T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape);

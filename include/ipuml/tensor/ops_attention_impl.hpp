@@ -74,6 +74,7 @@ inline Tensor sdpa_composite(const Tensor& q, const Tensor& k, const Tensor& v,
                              Generator* gen) {
   Tensor scores = mul(ops_detail::matmul_raw(q, k, false, true), sc);
   Tensor bias = ops_detail::sdpa_bias(attn_mask, is_causal, q.size(-2), k.size(-2), q.dtype());
+  if (bias.defined() && bias.dim() > 0) bias = bias.to(q.device());
   if (bias.defined()) scores = add(scores, bias);
   Tensor p = softmax(scores, -1);
   if (dropout_p > 0.0) p = dropout(p, dropout_p, true, gen);

@@ -18,9 +18,37 @@ IPUML_INLINE Tensor full(const Shape& shape, double value, DType dtype) {
 IPUML_INLINE Tensor zeros(const Shape& shape, DType dtype) { return full(shape, 0.0, dtype); }
 IPUML_INLINE Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
 IPUML_INLINE Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
-IPUML_INLINE Tensor zeros_like(const Tensor& t) { return full(t.shape(), 0.0, t.dtype()); }
-IPUML_INLINE Tensor ones_like(const Tensor& t) { return full(t.shape(), 1.0, t.dtype()); }
-IPUML_INLINE Tensor full_like(const Tensor& t, double v) { return full(t.shape(), v, t.dtype()); }
+IPUML_INLINE Tensor zeros_like(const Tensor& t) { return full_like(t, 0.0); }
+IPUML_INLINE Tensor ones_like(const Tensor& t) { return full_like(t, 1.0); }
+IPUML_INLINE Tensor full_like(const Tensor& t, double v) {
+  return full(t.shape(), v, TensorOptions(t.dtype()).device(t.device()));
+}
+
+namespace ops_detail {
+// A factory's CPU result moved to the options' device, with requires_grad set.
+inline Tensor with_options(Tensor t, const TensorOptions& o) {
+  if (!t.is_symbolic() && o.device() != t.device()) t = detail::copy_to_device(t, o.device());
+  if (o.requires_grad()) t.requires_grad_(true);
+  return t;
+}
+}  // namespace ops_detail
+
+IPUML_INLINE Tensor zeros(const Shape& shape, const TensorOptions& o) {
+  return full(shape, 0.0, o);
+}
+IPUML_INLINE Tensor ones(const Shape& shape, const TensorOptions& o) { return full(shape, 1.0, o); }
+IPUML_INLINE Tensor full(const Shape& shape, double value, const TensorOptions& o) {
+  return ops_detail::with_options(full(shape, value, o.dtype()), o);
+}
+IPUML_INLINE Tensor arange(int64_t end, const TensorOptions& o) {
+  return ops_detail::with_options(arange(end, o.dtype_or(kInt64)), o);
+}
+IPUML_INLINE Tensor arange(double start, double end, const TensorOptions& o) {
+  return arange(start, end, 1.0, o);
+}
+IPUML_INLINE Tensor arange(double start, double end, double step, const TensorOptions& o) {
+  return ops_detail::with_options(arange(start, end, step, o.dtype()), o);
+}
 
 IPUML_INLINE Tensor arange(int64_t end, DType dtype) {
   IPUML_CHECK(end >= 0, "arange: end must be non-negative, got ", end);
@@ -71,6 +99,23 @@ IPUML_INLINE Tensor randint(int64_t low, int64_t high, const Shape& shape, Gener
   IPUML_CHECK(high > low, "randint: expected low < high, got [", low, ", ", high, ")");
   return ops_detail::random(OpKind::RandInt, shape, static_cast<double>(low),
                             static_cast<double>(high), kInt64, gen);
+}
+
+IPUML_INLINE Tensor rand(const Shape& shape, const TensorOptions& o, Generator* gen) {
+  return ops_detail::with_options(
+      ops_detail::random(OpKind::RandUniform, shape, 0.0, 1.0, o.dtype(), gen), o);
+}
+IPUML_INLINE Tensor randn(const Shape& shape, const TensorOptions& o, Generator* gen) {
+  return ops_detail::with_options(
+      ops_detail::random(OpKind::RandNormal, shape, 0.0, 1.0, o.dtype(), gen), o);
+}
+IPUML_INLINE Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOptions& o,
+                            Generator* gen) {
+  IPUML_CHECK(high > low, "randint: expected low < high, got [", low, ", ", high, ")");
+  return ops_detail::with_options(
+      ops_detail::random(OpKind::RandInt, shape, static_cast<double>(low),
+                         static_cast<double>(high), o.dtype_or(kInt64), gen),
+      o);
 }
 
 IPUML_INLINE Tensor from_vector(const std::vector<float>& values, const Shape& shape,

@@ -52,7 +52,8 @@ inline Tensor band(const Tensor& x, int64_t diagonal, bool upper, const char* op
   const int64_t n = x.shape()[static_cast<size_t>(x.dim() - 2)];
   const int64_t m = x.shape().back();
   // col - row, compared with the diagonal: built from aranges so that it traces as ops.
-  Tensor offset = sub(reshape(arange(m), {1, m}), reshape(arange(n), {n, 1}));
+  Tensor offset =
+      sub(reshape(arange(m, x.device()), {1, m}), reshape(arange(n, x.device()), {n, 1}));
   Tensor drop =
       upper ? lt(offset, static_cast<double>(diagonal)) : gt(offset, static_cast<double>(diagonal));
   return masked_fill(x, drop, 0.0);

@@ -76,9 +76,21 @@ inline Shape resolve_shape(const Shape& shape, int64_t n, const Shape& from) {
 
 }  // namespace ops_detail
 
+namespace detail {
+IPUML_INLINE Tensor copy_to_device(const Tensor& t, Device device) {
+  Tensor out = empty_on(t.shape(), t.dtype(), device);
+  if (t.is_contiguous())
+    std::memcpy(out.raw_data(), t.raw_data(),
+                static_cast<size_t>(t.numel()) * dtype_size(t.dtype()));
+  else
+    ops_detail::strided_copy(t, out.raw_data());
+  return out;
+}
+}  // namespace detail
+
 IPUML_INLINE Tensor contiguous(const Tensor& x) {
   if (x.is_symbolic() || x.is_contiguous()) return x;
-  Tensor out = empty(x.shape(), x.dtype());
+  Tensor out = detail::empty_on(x.shape(), x.dtype(), x.device());
   strided_copy(x, out.raw_data());
   attach({out}, "CloneBackward", {x}, [](const std::vector<Tensor>& g) { return g; });
   return out;
@@ -177,8 +189,9 @@ IPUML_INLINE Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t e
          [s = x.shape(), dim, start, end, step](const std::vector<Tensor>& g) {
            Attrs a = dims_attrs({dim});
            a.shape = s;
-           Tensor index = arange(static_cast<double>(start), static_cast<double>(end),
-                                 static_cast<double>(step), kInt64);
+           Tensor index =
+               arange(static_cast<double>(start), static_cast<double>(end),
+                      static_cast<double>(step), TensorOptions(kInt64).device(g[0].device()));
            return std::vector<Tensor>{run1(OpKind::IndexAdd, a, {index, g[0]})};
          });
   return out;

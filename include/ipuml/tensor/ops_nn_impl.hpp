@@ -225,7 +225,7 @@ IPUML_INLINE Tensor dropout(const Tensor& x, double p, bool training, Generator*
   IPUML_CHECK(p >= 0.0 && p <= 1.0, "dropout: probability must be in [0, 1], got ", p);
   if (!training || p == 0.0) return x;
   if (p == 1.0) return mul(x, zeros_like(x));
-  Tensor keep = cast(ge(uniform(x.shape(), 0.0, 1.0, gen), p), x.dtype());
+  Tensor keep = cast(ge(uniform(x.shape(), 0.0, 1.0, gen).to(x.device()), p), x.dtype());
   return mul(x, mul(keep, 1.0 / (1.0 - p)));
 }
 

@@ -1,4 +1,4 @@
-// Host storage shared by a tensor and its views: one 64-byte-aligned allocation.
+// Storage shared by a tensor and its views: one 64-byte-aligned allocation and its device.
 // Allocation goes through a size-bucketed cache so steady-state training allocates nothing new.
 #pragma once
 
@@ -11,6 +11,8 @@
 #include <new>
 #include <utility>
 #include <vector>
+
+#include <ipuml/core/device.hpp>
 
 namespace ipuml {
 
@@ -78,12 +80,16 @@ class HostAllocator {
   size_t limit_ = size_t{1} << 30;
 };
 
+// Every device of this build keeps its bytes in host memory (the emulators run on the host), so
+// the device is a tag that routes ops to its backend's kernel table; .to(device) still copies,
+// as it would for a device with memory of its own.
 class Storage {
  public:
-  explicit Storage(size_t nbytes)
-      : nbytes_(nbytes), data_(HostAllocator::instance().allocate(nbytes)) {}
+  explicit Storage(size_t nbytes, Device device = Device())
+      : nbytes_(nbytes), data_(HostAllocator::instance().allocate(nbytes)), device_(device) {}
   // Memory owned elsewhere (ipuml::from_xtensor): never freed here; `owner` (may be null) is
-  // kept alive as long as the storage is, for callers that hand their container over.
+  // kept alive as long as the storage is, for callers that hand their container over. On the
+  // CPU: the memory is the host's.
   Storage(void* data, size_t nbytes, std::shared_ptr<void> owner)
       : nbytes_(nbytes), data_(data), borrowed_(true), owner_(std::move(owner)) {}
   Storage(const Storage&) = delete;
@@ -94,12 +100,14 @@ class Storage {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   bool borrowed() const { return borrowed_; }
+  Device device() const { return device_; }
 
  private:
   size_t nbytes_;
   void* data_;
   bool borrowed_ = false;
   std::shared_ptr<void> owner_;
+  Device device_;
 };
 
 }  // namespace ipuml

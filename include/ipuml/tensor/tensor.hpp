@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include <ipuml/core/device.hpp>
 #include <ipuml/core/dtype.hpp>
 #include <ipuml/core/error.hpp>
 #include <ipuml/core/shape.hpp>
@@ -86,6 +87,11 @@ class Tensor {
   int64_t size(int64_t d) const { return shape()[wrap_dim(d, dim(), "size")]; }
   int64_t numel() const { return ipuml::numel(shape()); }
   DType dtype() const { return checked().dtype; }
+  // Where the values live and whose kernels run ops on it; a symbolic (traced) tensor says cpu.
+  Device device() const {
+    const auto& st = checked().storage;
+    return st ? st->device() : Device();
+  }
   int64_t offset() const { return checked().offset; }
   bool is_contiguous() const {
     const auto& s = shape();
@@ -139,6 +145,10 @@ class Tensor {
   Tensor clone() const;
   Tensor detach() const;
   Tensor to(DType t) const;
+  // A copy on `device` (this tensor itself when it is there already); gradients flow back.
+  Tensor to(Device device) const;
+  Tensor to(Device device, DType t) const;
+  Tensor cpu() const { return to(Device(kCPU)); }
 
   // Views (share storage in eager mode).
   Tensor reshape(const Shape& s) const;

@@ -26,7 +26,7 @@ IPUML_INLINE Tensor Tensor::contiguous() const { return ipuml::contiguous(*this)
 
 IPUML_INLINE Tensor Tensor::clone() const {
   if (is_symbolic()) return ops_detail::run1(ir::OpKind::Copy, {}, {*this});
-  Tensor out = empty(shape(), dtype());
+  Tensor out = detail::empty_on(shape(), dtype(), device());
   if (is_contiguous())
     std::memcpy(out.raw_data(), raw_data(), static_cast<size_t>(numel()) * dtype_size(dtype()));
   else
@@ -51,6 +51,18 @@ IPUML_INLINE Tensor Tensor::detach() const {
 }
 
 IPUML_INLINE Tensor Tensor::to(DType t) const { return cast(*this, t); }
+IPUML_INLINE Tensor Tensor::to(Device d) const {
+  // A traced tensor stands for a value of the one graph being captured; devices are the
+  // compiled program's business there.
+  if (is_symbolic() || d == device()) return *this;
+  Tensor out = detail::copy_to_device(*this, d);
+  const Device from = device();
+  autograd::attach({out}, "ToCopyBackward", {*this}, [from](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{g[0].defined() ? g[0].to(from) : g[0]};
+  });
+  return out;
+}
+IPUML_INLINE Tensor Tensor::to(Device d, DType t) const { return to(t).to(d); }
 IPUML_INLINE Tensor Tensor::reshape(const Shape& s) const { return ipuml::reshape(*this, s); }
 IPUML_INLINE Tensor Tensor::permute(const std::vector<int64_t>& d) const {
   return ipuml::permute(*this, d);

@@ -131,6 +131,8 @@ class MultiheadAttentionImpl : public Module {
     Tensor bias = causal_only ? Tensor()
                               : mask_bias(key_padding_mask, attn_mask, is_causal, batched, n, l, s,
                                           q.dtype());
+    // A causal mask is built on the CPU; it joins the scores on their device.
+    if (bias.defined()) bias = bias.to(query.device());
 
     auto proj = [&](const Tensor& x, int64_t i, const Tensor& sep) {
       Tensor w = sep.defined() ? sep : slice(in_proj_weight, 0, i * e, (i + 1) * e);

@@ -148,7 +148,7 @@ class ConvNdImpl : public Module {
         const int64_t dim = x.dim() - static_cast<int64_t>(D) + static_cast<int64_t>(i);
         Shape zs = x.shape();
         zs[static_cast<size_t>(dim)] = 1;
-        x = cat({x, zeros(zs, x.dtype())}, dim);
+        x = cat({x, zeros(zs, TensorOptions(x.dtype()).device(x.device()))}, dim);
       }
     }
     return {x, pad};

@@ -1,0 +1,2 @@
+#include <ipuml/backends/ipu/eager.hpp>
+#include <ipuml/backends/ipu/eager_impl.hpp>
