@@ -5,7 +5,7 @@
 # per harness: executions, coverage, corpus size, and crashes/timeouts (inputs kept under
 # build-fuzz/artifacts/<harness>/). Exits non-zero if any harness found a crash or a hang.
 # Usage: scripts/fuzz.sh [SECONDS] [harness ...]   (harnesses: idx checkpoint checkpoint_sealed plan_cache
-#        options_json target_override cellspike gpt2_bpe wordpiece squad; default all)
+#        options_json target_override cellspike gpt2_bpe wordpiece squad neuron_design; default all)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -14,7 +14,7 @@ seconds=${1:-60}
 shift || true
 harnesses=("$@")
 ((${#harnesses[@]})) || harnesses=(idx checkpoint checkpoint_sealed plan_cache options_json target_override cellspike
-                                gpt2_bpe wordpiece squad)
+                                gpt2_bpe wordpiece squad neuron_design)
 
 scripts/install-deps.sh --fuzz
 build=${IPUML_FUZZ_BUILD_DIR:-build-fuzz}

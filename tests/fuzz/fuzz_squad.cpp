@@ -13,8 +13,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ipuml;
   static const datasets::BertTokenizer tok = datasets::BertTokenizer::from_tokens(
-      {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "what", "is", "cat", "sat", "on",
-       "mat", "?", ".", ",", "##s", "##ed", "1", "2", "in", "paris"},
+      {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a",    "what", "is", "cat", "sat",
+       "on",    "mat",   "?",     ".",     ",",      "##s", "##ed", "1",    "2",  "in",  "paris"},
       "fuzz");
   const std::string path = fuzz::write_file("squad.json", data, size);
   try {
