@@ -2,6 +2,7 @@
 // is the file as found on disk; when its train split passes inspection, a loader streams one
 // epoch of at most 16 samples through it, with prefetch on a oneTBB worker. Every input must load
 // or throw ipuml::Error, and a loaded batch must have the rows and shapes the loader promises.
+#include <ipuml/core/error.hpp>
 #include <ipuml/datasets/cellspike.hpp>
 
 #include <cstddef>

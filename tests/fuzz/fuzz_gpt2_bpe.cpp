@@ -2,6 +2,7 @@
 // first two bytes say where). Every input must load or throw ipuml::Error; a loaded tokenizer
 // must give decode(encode(s)) == s for any bytes s (the header's promise), tried on a fixed text
 // and on the input itself.
+#include <ipuml/core/error.hpp>
 #include <ipuml/datasets/gpt2_bpe.hpp>
 
 #include <cstddef>

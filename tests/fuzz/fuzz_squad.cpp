@@ -1,6 +1,7 @@
 // libFuzzer harness: the SQuAD v1.1 JSON reader, then run_squad.py's features of what it read
 // (with a small fixed vocabulary). Every input must load or throw ipuml::Error, and the features
 // must point inside their sequences.
+#include <ipuml/core/error.hpp>
 #include <ipuml/datasets/text_data.hpp>
 
 #include <cstddef>

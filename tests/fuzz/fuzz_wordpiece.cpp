@@ -2,6 +2,7 @@
 // the input starts with '["'). Every input must load or throw ipuml::Error; a loaded tokenizer
 // then tokenizes a fixed text and the input itself, and every id must be in the vocabulary and
 // decode.
+#include <ipuml/core/error.hpp>
 #include <ipuml/datasets/wordpiece.hpp>
 
 #include <cstddef>
