@@ -51,7 +51,7 @@ if ((tsan)); then
     done
   fi
   export TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=0 exitcode=66 \
-second_deadlock_stack=1 history_size=4 report_signal_unsafe=0 ${TSAN_OPTIONS:-}"
+second_deadlock_stack=1 history_size=4 report_signal_unsafe=0 allocator_may_return_null=1 ${TSAN_OPTIONS:-}"
   set +e
   "$build/tests/ipuml_tests" "$spec" "$@" 2>&1 | tee "$build/tsan.log"
   rc=${PIPESTATUS[0]}
