@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -84,6 +85,27 @@ IPUML_INLINE CellSpikeSplitInfo inspect_cellspike(const std::string& path, const
               "' has ", fr.shape[2], " probes, expected ", expect_features);
   IPUML_CHECK(expect_params <= 0 || pa.shape[1] == expect_params, "cellSpike ", path, ": '", pn,
               "' has ", pa.shape[1], " parameters, expected ", expect_params);
+  // A sample's bytes and the split's, overflow-checked and bounded by what the file can hold
+  // (64x its size, allowing for compression), before any buffer is sized from the shapes: a
+  // dataset whose storage was never written reads as fill values, so a 2 KB file can declare
+  // (4, 2^61, 4) frames (whose byte count wraps) or (4, 2^26, 4) (4 GiB of zeros).
+  const int64_t fbytes = static_cast<int64_t>(detail::cellspike_element_bytes(fr.dtype));
+  const int64_t pbytes = static_cast<int64_t>(detail::cellspike_element_bytes(pa.dtype));
+  int64_t frame_bytes = 0, par_bytes = 0, sample_bytes = 0, split_bytes = 0;
+  const bool overflow = __builtin_mul_overflow(fr.shape[1], fr.shape[2], &frame_bytes) ||
+                        __builtin_mul_overflow(frame_bytes, fbytes, &frame_bytes) ||
+                        __builtin_mul_overflow(pa.shape[1], pbytes, &par_bytes) ||
+                        __builtin_add_overflow(frame_bytes, par_bytes, &sample_bytes) ||
+                        __builtin_mul_overflow(sample_bytes, fr.shape[0], &split_bytes);
+  std::error_code ec;
+  const auto file_bytes = std::filesystem::file_size(path, ec);
+  const int64_t budget =
+      ec ? 0 : static_cast<int64_t>(std::min<uintmax_t>(file_bytes, uintmax_t{1} << 56)) * 64;
+  IPUML_CHECK(!overflow && split_bytes <= budget, "cellSpike ", path, ": '", fn, "' ", fr.shape,
+              " and '", pn, "' ", pa.shape, " declare ",
+              overflow ? std::string("more than 2^63") : std::to_string(split_bytes),
+              " bytes, more than a file of ", ec ? 0 : file_bytes,
+              " bytes can hold (expected at most 64x the file size)");
   CellSpikeSplitInfo info;
   info.path = path;
   info.split = split;

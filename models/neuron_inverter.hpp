@@ -2,6 +2,7 @@
 // conductance parameters), with the hpar_gc4 and hpar_dev designs and its MSE loss.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -68,8 +69,43 @@ struct NeuronInverterDesign {
                 "NeuronInverterDesign: dropout must be in "
                 "[0, 1), got ",
                 dropout_);
-    conv_lengths();
+    const auto lengths = conv_lengths();
+    // Every size a design file gives, overflow-checked and bounded before a tensor is sized from
+    // it: fc_dims [2^40] let std::bad_alloc escape and conv_filters [2^62] wrapped a weight's
+    // byte count (a crash in zeros()).
+    int64_t params = 0, acts = 0;
+    bool overflow = __builtin_mul_overflow(num_features_, num_time_bins_, &acts);
+    auto add_layer = [&](int64_t in, int64_t out, int64_t k) {  // weight [out, in, k] + bias
+      int64_t w = 0;
+      overflow = overflow || __builtin_mul_overflow(in, out, &w) ||
+                 __builtin_mul_overflow(w, k, &w) || __builtin_add_overflow(w, out, &w) ||
+                 __builtin_add_overflow(params, w, &params);
+    };
+    int64_t in = num_features_;
+    for (size_t i = 0; i < conv_filters_.size(); ++i) {
+      add_layer(in, conv_filters_[i], conv_kernels_[i]);
+      int64_t a = 0;  // the conv's output per sample, before pooling
+      overflow =
+          overflow || __builtin_mul_overflow(conv_filters_[i], lengths[i] * pool_sizes_[i], &a);
+      acts = std::max(acts, a);
+      in = conv_filters_[i];
+    }
+    if (!overflow) {
+      in = flat_dim();
+      for (int64_t d : fc_dims_) {
+        add_layer(in, d, 1);
+        in = d;
+      }
+      add_layer(in, num_outputs_, 1);
+    }
+    IPUML_CHECK(!overflow && params <= kMaxParameters && acts <= kMaxParameters,
+                "NeuronInverterDesign: conv_filters ", conv_filters_, ", conv_kernels ",
+                conv_kernels_, ", fc_dims ", fc_dims_, " and ", num_time_bins_, " x ",
+                num_features_, " inputs need ",
+                overflow ? std::string("more than 2^63") : std::to_string(std::max(params, acts)),
+                " parameters or activations per sample, expected at most 2^32");
   }
+  static constexpr int64_t kMaxParameters = int64_t{1} << 32;
 
   IPUML_ARG(int64_t, num_features) = 4;  // probes: soma, axon, apical dendrite, soma-dendrite
   IPUML_ARG(int64_t, num_time_bins) = 1600;

@@ -11,11 +11,13 @@
 #include "../support/temp_dir.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace ipuml;
@@ -324,4 +326,55 @@ TEST_CASE("cellSpike reader: truncated, corrupted and wrong-shaped files give cl
   std::ofstream(text) << "not an HDF5 file\n";
   CHECK_THROWS_AS(read_all(text), ipuml::Error);
   CHECK_THROWS_AS(read_all(dir.file("missing.h5")), ipuml::Error);
+}
+
+TEST_CASE("cellSpike reader: shapes a file cannot hold are refused before any allocation",
+          "[cellspike][hostile]") {
+  TempDir dir;
+  // Datasets created and never written read as fill values, so a 2 KB file can declare any shape:
+  // (4, 2^40, 4) let std::bad_alloc escape, (4, 2^61, 4) wrapped the byte count and read
+  // "batches", (4, 2^26, 4) allocated and read 4 GiB of zeros.
+  auto declare = [&](const std::string& name, int64_t time_bins, int64_t params) {
+    const std::string p = dir.file(name);
+    io::H5File f(p, io::H5File::Mode::truncate);
+    f.create_dataset("train_frames", io::H5Dtype::float32, {4, time_bins, 4});
+    f.create_dataset("train_unitStar_par", io::H5Dtype::float32, {4, params});
+    return p;
+  };
+  for (const auto& [name, time_bins, params] :
+       {std::tuple<const char*, int64_t, int64_t>{"huge.h5", int64_t{1} << 40, 15},
+        {"wrap.h5", int64_t{1} << 61, 15},
+        {"zeros.h5", int64_t{1} << 26, 15},
+        {"params.h5", 8, int64_t{1} << 62}}) {
+    const std::string p = declare(name, time_bins, params);
+    INFO(name);
+    CHECK_THROWS_WITH(datasets::inspect_cellspike(p, "train"),
+                      Catch::Contains(p) && Catch::Contains("expected at most 64x the file size"));
+    CHECK_THROWS_AS(datasets::CellSpikeLoader(p, datasets::CellSpikeLoaderOptions().micro_batch(1)),
+                    ipuml::Error);
+  }
+  CHECK_THROWS_WITH(datasets::inspect_cellspike(dir.file("wrap.h5"), "train"),
+                    Catch::Contains("declare more than 2^63 bytes"));
+  // A file whose declared data it can hold (written, or unwritten but small) still loads.
+  const std::string small = declare("small.h5", 8, 3);
+  CHECK(datasets::inspect_cellspike(small, "train").bytes_per_sample() == 8 * 4 * 4 + 3 * 4);
+  CHECK(
+      datasets::CellSpikeLoader(small, datasets::CellSpikeLoaderOptions().micro_batch(1)).size() ==
+      4);
+  // Inputs fuzzing kept (tests/fuzz/regressions/cellspike-*): an error, quickly, never a crash.
+  const fs::path regressions = fs::path(IPUML_SOURCE_DIR) / "tests" / "fuzz" / "regressions";
+  for (const auto& e : fs::directory_iterator(regressions)) {
+    if (e.path().filename().string().rfind("cellspike-", 0) != 0) continue;
+    INFO(e.path().string());
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      datasets::CellSpikeLoader l(
+          e.path().string(), datasets::CellSpikeLoaderOptions().micro_batch(1).max_samples(16));
+      data::Example b;
+      while (l.next(b)) {
+      }
+    } catch (const ipuml::Error&) {
+    }
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  }
 }

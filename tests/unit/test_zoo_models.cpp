@@ -556,6 +556,49 @@ TEST_CASE("Neuron-Inverter: hpar_gc4's parameter count, layout and reshape", "[z
                     Catch::Contains("too short"));
 }
 
+TEST_CASE("Neuron-Inverter: design sizes a yaml could give are bounded before any allocation",
+          "[zoo][neuron][hostile]") {
+  using models::NeuronInverterDesign;
+  // hpar_gc4's 2,980,203 parameters, and its 90 x 397 activations, are far inside the bounds.
+  CHECK_NOTHROW(NeuronInverterDesign::hpar_gc4().validate());
+  CHECK_NOTHROW(NeuronInverterDesign::hpar_dev().validate());
+  // fc_dims [2^40] let std::bad_alloc escape; conv_filters [2^62] wrapped a weight's byte count
+  // and crashed in zeros(); 2^62 time bins overflowed the input's size.
+  for (const auto& d :
+       {NeuronInverterDesign().fc_dims({int64_t{1} << 40}),
+        NeuronInverterDesign().fc_dims({int64_t{1} << 33, int64_t{1} << 33}),
+        NeuronInverterDesign().conv_filters({int64_t{1} << 62}).conv_kernels({4}).pool_sizes({4}),
+        NeuronInverterDesign().conv_filters({3}).conv_kernels({4}).pool_sizes({4}).num_outputs(
+            int64_t{1} << 62),
+        NeuronInverterDesign()
+            .num_time_bins(int64_t{1} << 62)
+            .conv_filters({})
+            .conv_kernels({})
+            .pool_sizes({})}) {
+    CHECK_THROWS_WITH(NeuronInverter(d), Catch::Contains("expected at most 2^32"));
+  }
+  CHECK_THROWS_WITH(NeuronInverterDesign()
+                        .conv_filters({int64_t{1} << 62})
+                        .conv_kernels({4})
+                        .pool_sizes({4})
+                        .validate(),
+                    Catch::Contains("more than 2^63"));
+  // At the bound: one probe of 2^32 + 1 time bins straight into one output needs 2^32 + 2
+  // parameters (refused, the count named); 2^31 bins, 2^31 + 1 (accepted, only validated).
+  auto linear = [](int64_t bins) {
+    return NeuronInverterDesign()
+        .num_features(1)
+        .num_time_bins(bins)
+        .num_outputs(1)
+        .conv_filters({})
+        .conv_kernels({})
+        .pool_sizes({})
+        .fc_dims({});
+  };
+  CHECK_THROWS_WITH(linear((int64_t{1} << 32) + 1).validate(), Catch::Contains("need 4294967298"));
+  CHECK_NOTHROW(linear(int64_t{1} << 31).validate());
+}
+
 TEST_CASE("Neuron-Inverter: hpar_dev shapes and AdamW steps lowering the MSE", "[zoo][neuron]") {
   manual_seed(16);
   NeuronInverter m(NeuronInverterDesign::hpar_dev());
