@@ -5,18 +5,18 @@
 #   name ipuml=X peer=Y ratio=Z  (ratio > 1: ipuml is faster), then the cost
 # of emulation per zoo model (bench_emulator_cost).
 # Usage: scripts/bench-vs-peers.sh [--quick] [--only SECTION]   Installs what it needs (Debian
-# packages). SECTION: sgemm, mnist, conv, neuron, resnet or emulator.
+# packages). SECTION: sgemm, mnist, conv, neuron, resnet, emulator or allreduce.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 peers=${IPUML_PEERS_DIR:-$root/../shared/peers}
 quick=0
-only=""  # --only SECTION: sgemm, mnist, conv, neuron, resnet or emulator
+only=""  # --only SECTION: sgemm, mnist, conv, neuron, resnet, emulator or allreduce
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) quick=1 ;;
     --only) only=${2:?--only needs a section name}; shift ;;
-    *) echo "usage: $0 [--quick] [--only sgemm|mnist|conv|neuron|resnet|emulator]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--quick] [--only sgemm|mnist|conv|neuron|resnet|emulator|allreduce]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -26,7 +26,7 @@ secs=$([[ $quick == 1 ]] && echo 1 || echo 3)
 scripts/install-deps.sh --peers
 build=${IPUML_BENCH_BUILD_DIR:-build-bench}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DIPUML_BUILD_BENCHMARKS=ON -DIPUML_BUILD_TESTS=OFF >/dev/null
-cmake --build "$build" -j"$(nproc)" --target bench_sgemm bench_mnist_train bench_conv bench_neuron_train bench_resnet bench_emulator_cost >/dev/null
+cmake --build "$build" -j"$(nproc)" --target bench_sgemm bench_mnist_train bench_conv bench_neuron_train bench_resnet bench_emulator_cost bench_allreduce >/dev/null
 
 # OpenBLAS 0.3.21 misdetects recent Xeons; give it the core type this CPU really has.
 if grep -qw avx512f /proc/cpuinfo; then coretype=SkylakeX
@@ -207,4 +207,16 @@ fi
 if want emulator; then
 progress "emulator cost"
 "$build/benchmarks/bench_emulator_cost" --rounds "$([[ $quick == 1 ]] && echo 1 || echo 3)"
+fi
+
+# Gradient all-reduce between two processes: ipuml's deterministic communicator against
+# MPI_Allreduce (ratio = MPI time / ipuml time). Needs a build that found MPI.
+if want allreduce; then
+  if command -v mpirun >/dev/null; then
+    progress "all-reduce, 2 processes"
+    root_flag=$([[ $(id -u) == 0 ]] && echo --allow-run-as-root || true)
+    mpirun -np 2 --oversubscribe $root_flag "$build/benchmarks/bench_allreduce"
+  else
+    echo "allreduce: skipped (no mpirun; scripts/install-deps.sh installs OpenMPI)"
+  fi
 fi
