@@ -80,3 +80,29 @@ TEST_CASE("each op family rejects bad input with a clear error", "[tensor][error
   CHECK_THROWS_WITH(a.item<float>(), Catch::Contains("one element"));
   CHECK_THROWS_WITH(from_vector<float>({1, 2, 3}, {2, 2}), Catch::Contains("do not fill shape"));
 }
+
+TEST_CASE("shapes too large for memory give an error, never a wrapped count or a crash",
+          "[tensor][errors]") {
+  const int64_t big = int64_t{1} << 62;
+  // 2^62 x 4 x 4 elements wrapped to 0 and zeros() wrote past a 64-byte block.
+  CHECK_THROWS_WITH(zeros({big, 4, 4}), Catch::Contains("has more than 2^63 elements") &&
+                                            Catch::Contains("[4611686018427387904, 4, 4]"));
+  CHECK_THROWS_WITH(numel({big, 4}), Catch::Contains("more than 2^63 elements"));
+  // 2^61 float32 elements count fine but need 2^63 bytes.
+  CHECK_THROWS_WITH(
+      empty({int64_t{1} << 61}, DType::float32),
+      Catch::Contains("empty: shape [2305843009213693952] needs more than 2^63 bytes") &&
+          Catch::Contains("4 bytes per element"));
+  CHECK_THROWS_WITH(ones({2, -3}), Catch::Contains("negative dimension"));
+  // A count that fits but memory that does not: 128 TiB, the whole of x86-64's user address
+  // space, is refused by any allocator, overcommitting or not.
+  CHECK_THROWS_WITH(
+      empty({int64_t{1} << 45}, DType::float32),
+      Catch::Contains("out of host memory: could not allocate 140737488355328 bytes") &&
+          Catch::Contains("float32 tensor of shape [35184372088832]"));
+  // A reshape whose element count would wrap to the source's is refused, not viewed.
+  Tensor x = zeros({0});
+  CHECK_THROWS_WITH(x.reshape({big, 4}), Catch::Contains("more than 2^63 elements"));
+  // The allocator is still usable afterwards.
+  CHECK(ones({3, 3}).sum().item<float>() == 9.0f);
+}

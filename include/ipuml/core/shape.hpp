@@ -2,6 +2,7 @@
 // A Shape is a plain vector of extents; a 0-d tensor has an empty shape.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -13,10 +14,29 @@ namespace ipuml {
 using Shape = std::vector<int64_t>;
 using Strides = std::vector<int64_t>;
 
+inline std::string shape_str(const Shape& s) { return detail::str(s); }
+
+// The number of elements; a shape whose count does not fit in int64 is an error, not a wrapped
+// count (a wrapped count could match another tensor's and pass a reshape, or size a buffer).
 inline int64_t numel(const Shape& s) {
   int64_t n = 1;
-  for (auto d : s) n *= d;
+  for (auto d : s)
+    if (__builtin_mul_overflow(n, d, &n))
+      fail("shape ", shape_str(s), " has more than 2^63 elements (expected a shape whose ",
+           "element count fits in int64)");
   return n;
+}
+
+// The bytes a contiguous tensor of this shape needs, or an error naming `op` if that count
+// overflows size_t / ptrdiff_t (no allocator can hand that out; checked before asking one).
+inline size_t checked_nbytes(const Shape& s, size_t elem_size, const char* op) {
+  for (auto d : s) IPUML_CHECK(d >= 0, op, ": negative dimension in shape ", shape_str(s));
+  size_t bytes = 0;
+  const bool over = __builtin_mul_overflow(static_cast<size_t>(numel(s)), elem_size, &bytes) ||
+                    bytes > static_cast<size_t>(PTRDIFF_MAX);
+  IPUML_CHECK(!over, op, ": shape ", shape_str(s), " needs more than 2^63 bytes at ", elem_size,
+              " bytes per element (expected a shape that fits in memory)");
+  return bytes;
 }
 
 inline Strides contiguous_strides(const Shape& s) {
@@ -28,8 +48,6 @@ inline Strides contiguous_strides(const Shape& s) {
   }
   return st;
 }
-
-inline std::string shape_str(const Shape& s) { return detail::str(s); }
 
 // Wraps a possibly negative dim into [0, rank); names the op in the error.
 inline int64_t wrap_dim(int64_t dim, int64_t rank, const char* op) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstring>
+#include <new>
 #include <optional>
 
 #include <ipuml/autograd/grad_mode.hpp>
@@ -25,13 +26,23 @@ IPUML_INLINE Tensor empty(const Shape& shape, const TensorOptions& options) {
 namespace detail {
 
 IPUML_INLINE Tensor empty_on(const Shape& shape, DType dtype, Device device) {
-  for (auto d : shape) IPUML_CHECK(d >= 0, "empty: negative dimension in shape ", shape_str(shape));
+  const size_t nbytes = checked_nbytes(shape, dtype_size(dtype), "empty");
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
-  impl->storage =
-      std::make_shared<Storage>(static_cast<size_t>(numel(shape)) * dtype_size(dtype), device);
+  try {
+    impl->storage = std::make_shared<Storage>(nbytes, device);
+  } catch (const std::bad_alloc&) {
+    // Blocks the allocator keeps for reuse go back to the system, and the request is retried once.
+    HostAllocator::instance().empty_cache();
+    try {
+      impl->storage = std::make_shared<Storage>(nbytes, device);
+    } catch (const std::bad_alloc&) {
+      fail("out of host memory: could not allocate ", nbytes, " bytes for a ", dtype_name(dtype),
+           " tensor of shape ", shape_str(shape), " (expected a smaller tensor, batch or model)");
+    }
+  }
   return Tensor(std::move(impl));
 }
 
