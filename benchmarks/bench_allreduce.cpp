@@ -19,8 +19,9 @@ int main() {
   const auto world = ipuml::dist::world();
   auto& comm = *world;
   if (comm.size() < 2) {
-    std::printf("bench_allreduce: 1 process; run it under mpirun -np 2 (or more) to time the "
-                "all-reduce\n");
+    std::printf(
+        "bench_allreduce: 1 process; run it under mpirun -np 2 (or more) to time the "
+        "all-reduce\n");
     return 0;
   }
   const bool root = comm.rank() == 0;
@@ -49,7 +50,8 @@ int main() {
     MPI_Barrier(MPI_COMM_WORLD);
     const auto t0 = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < reps; ++i)
-      MPI_Allreduce(MPI_IN_PLACE, a.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      MPI_Allreduce(MPI_IN_PLACE, a.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+                    MPI_COMM_WORLD);
     theirs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
              static_cast<double>(reps);
 #endif
