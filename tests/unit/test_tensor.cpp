@@ -90,14 +90,14 @@ TEST_CASE("shapes too large for memory give an error, never a wrapped count or a
   CHECK_THROWS_WITH(numel({big, 4}), Catch::Contains("more than 2^63 elements"));
   // 2^61 float32 elements count fine but need 2^63 bytes.
   CHECK_THROWS_WITH(
-      empty({int64_t{1} << 61}, DType::float32),
+      empty({int64_t{1} << 61}, kFloat32),
       Catch::Contains("empty: shape [2305843009213693952] needs more than 2^63 bytes") &&
           Catch::Contains("4 bytes per element"));
   CHECK_THROWS_WITH(ones({2, -3}), Catch::Contains("negative dimension"));
   // A count that fits but memory that does not: 128 TiB, the whole of x86-64's user address
   // space, is refused by any allocator, overcommitting or not.
   CHECK_THROWS_WITH(
-      empty({int64_t{1} << 45}, DType::float32),
+      empty({int64_t{1} << 45}, kFloat32),
       Catch::Contains("out of host memory: could not allocate 140737488355328 bytes") &&
           Catch::Contains("float32 tensor of shape [35184372088832]"));
   // A reshape whose element count would wrap to the source's is refused, not viewed.
