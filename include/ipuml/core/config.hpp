@@ -33,6 +33,7 @@
 #if __has_include(<hdf5.h>)
 #define IPUML_WITH_HDF5 1
 #else
-#error "ipuml: HDF5's headers were not found (checkpoints and HDF5 data sets need them): install libhdf5-dev and add -I/usr/include/hdf5/serial and -lhdf5_serial, or define IPUML_WITH_HDF5=0 to build without them"
+#error \
+    "ipuml: HDF5's headers were not found (checkpoints and HDF5 data sets need them): install libhdf5-dev and add -I/usr/include/hdf5/serial and -lhdf5_serial, or define IPUML_WITH_HDF5=0 to build without them"
 #endif
 #endif
