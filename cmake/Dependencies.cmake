@@ -22,6 +22,9 @@ if(IPUML_WITH_HDF5)
   list(GET HDF5_C_LIBRARIES 0 IPUML_HDF5_LIBRARY)
   list(APPEND IPUML_DEPENDENCY_TARGETS $<BUILD_INTERFACE:ipuml_hdf5> $<INSTALL_INTERFACE:ipuml::hdf5>)
   list(APPEND IPUML_DEPENDENCY_DEFINITIONS IPUML_WITH_HDF5=1)
+else()
+  # Said explicitly: without it, header-only use looks for HDF5's headers itself.
+  list(APPEND IPUML_DEPENDENCY_DEFINITIONS IPUML_WITH_HDF5=0)
 endif()
 
 # MPI (OpenMPI from Debian) for data parallelism across processes (ipuml::dist). Optional: without

@@ -2,7 +2,7 @@
 #include <ipuml/datasets/cellspike.hpp>
 #include <ipuml/datasets/cellspike_gen.hpp>
 
-#ifdef IPUML_WITH_HDF5
+#if IPUML_WITH_HDF5
 #include <ipuml/datasets/cellspike_gen_impl.hpp>
 #include <ipuml/datasets/cellspike_impl.hpp>
 #endif

@@ -1,6 +1,6 @@
 // Compiled-mode home of the HDF5 layer's bodies (ipuml::ipuml).
 #include <ipuml/io/hdf5.hpp>
 
-#ifdef IPUML_WITH_HDF5
+#if IPUML_WITH_HDF5
 #include <ipuml/io/hdf5_impl.hpp>
 #endif

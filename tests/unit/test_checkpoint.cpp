@@ -2,7 +2,7 @@
 // bad files, a save failing midway leaves the old file, and bit-exact resumption with SGD.
 #include <ipuml/io/checkpoint.hpp>
 
-#ifdef IPUML_WITH_HDF5
+#if IPUML_WITH_HDF5
 
 #include <ipuml/io/hdf5.hpp>
 #include <ipuml/ipuml.hpp>

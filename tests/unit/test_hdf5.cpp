@@ -1,7 +1,7 @@
 // Tests of the HDF5 RAII layer: typed round trips, groups, attributes, corrupt files, atomic saves.
 #include <ipuml/io/hdf5.hpp>
 
-#ifdef IPUML_WITH_HDF5
+#if IPUML_WITH_HDF5
 
 #include <hdf5.h>
 #include <unistd.h>

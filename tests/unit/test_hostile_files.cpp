@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#ifdef IPUML_WITH_HDF5
+#if IPUML_WITH_HDF5
 #include <ipuml/io/checkpoint.hpp>
 #include <ipuml/io/hdf5.hpp>
 #include <ipuml/optim/sgd.hpp>
@@ -168,7 +168,7 @@ TEST_CASE("target overrides found by fuzzing get ipuml errors", "[hostile]") {
   CHECK(t.name == "my-ipu_2.1");
 }
 
-#ifdef IPUML_WITH_HDF5
+#if IPUML_WITH_HDF5
 
 namespace {
 

@@ -315,7 +315,7 @@ TEST_CASE("nn::Functional wraps functions as modules", "[libtorch][functional]")
   CHECK(seq->parameters().size() == 2);
 }
 
-#ifdef IPUML_WITH_HDF5
+#if IPUML_WITH_HDF5
 TEST_CASE("ipuml::save and ipuml::load modules and tensors", "[libtorch][serialize]") {
   ipuml::testing::TempDir dir("ipuml_save");
   manual_seed(1);

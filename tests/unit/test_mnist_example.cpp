@@ -179,7 +179,7 @@ TEST_CASE("mnist example: ipuml-mnist trains, checkpoints, resumes and reports a
   fs::remove_all(dir, ec);
 }
 
-#ifdef IPUML_WITH_HDF5
+#if IPUML_WITH_HDF5
 namespace {
 
 bool same_bits(const nn::StateDict& a, const nn::StateDict& b) {

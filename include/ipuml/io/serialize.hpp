@@ -4,7 +4,7 @@
 
 #include <ipuml/core/config.hpp>
 
-#ifdef IPUML_WITH_HDF5
+#if IPUML_WITH_HDF5
 
 #include <concepts>
 #include <memory>
