@@ -93,7 +93,8 @@ TEST_CASE("shapes too large for memory give an error, never a wrapped count or a
       empty({int64_t{1} << 61}, kFloat32),
       Catch::Contains("empty: shape [2305843009213693952] needs more than 2^63 bytes") &&
           Catch::Contains("4 bytes per element"));
-  CHECK_THROWS_WITH(ones({2, -3}), Catch::Contains("negative dimension"));
+  CHECK_THROWS_WITH(ones({2, -3}), Catch::Contains("negative size in shape [2, -3]"));
+  CHECK_THROWS_WITH(empty({2, -3}), Catch::Contains("negative dimension in shape [2, -3]"));
   // A count that fits but memory that does not: 128 TiB, the whole of x86-64's user address
   // space, is refused by any allocator, overcommitting or not.
   CHECK_THROWS_WITH(
