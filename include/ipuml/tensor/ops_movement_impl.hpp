@@ -63,7 +63,9 @@ inline Shape resolve_shape(const Shape& shape, int64_t n, const Shape& from) {
       infer = static_cast<int64_t>(i);
     } else {
       IPUML_CHECK(s[i] >= 0, "reshape: invalid size ", s[i], " in ", shape_str(shape));
-      known *= s[i];
+      IPUML_CHECK(!__builtin_mul_overflow(known, s[i], &known), "reshape: shape ", shape_str(shape),
+                  " has more than 2^63 elements (expected a shape whose ",
+                  "element count fits in int64)");
     }
   }
   if (infer >= 0) {
