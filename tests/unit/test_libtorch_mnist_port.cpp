@@ -17,6 +17,7 @@
 
 #include <ipuml/datasets/mnist_dataset.hpp>
 #include <ipuml/ipuml.hpp>
+#include "../support/mnist_cache.hpp"
 
 namespace {
 
@@ -161,13 +162,8 @@ TEST_CASE("pytorch/examples cpp/mnist structure trains with LibTorch's idioms",
 }
 
 TEST_CASE("datasets::MNIST takes LibTorch's root and Mode", "[libtorch][mnist-port]") {
-  std::string dir;
-  try {
-    dir = ipuml::datasets::find_mnist_dir();
-  } catch (const ipuml::Error& e) {
-    WARN("MNIST not in the data cache, skipping (" << e.what() << ")");
-    return;
-  }
+  const std::string dir = ipuml::testing::cached_mnist_dir();
+  if (dir.empty()) return;
   using ipuml::datasets::MNIST;
   auto test_set = MNIST(dir, MNIST::Mode::kTest)
                       .map(ipuml::data::transforms::Normalize(0.1307, 0.3081))

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <vector>
+#include "../support/mnist_cache.hpp"
 
 namespace fs = std::filesystem;
 using ipuml::datasets::MnistSplit;
@@ -250,13 +251,8 @@ TEST_CASE("mnist missing data says how to fetch it and where it looked", "[mnist
 }
 
 TEST_CASE("mnist real data from the cache", "[mnist][data]") {
-  std::string dir;
-  try {
-    dir = ipuml::datasets::find_mnist_dir();
-  } catch (const ipuml::Error& e) {
-    WARN("MNIST not in the data cache, skipping (" << e.what() << ")");
-    return;
-  }
+  const std::string dir = ipuml::testing::cached_mnist_dir();
+  if (dir.empty()) return;
   MnistSplit train = ipuml::datasets::load_mnist(dir, true);
   CHECK(train.count == 60000);
   CHECK(train.rows == 28);
