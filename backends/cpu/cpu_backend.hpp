@@ -21,10 +21,9 @@ class CpuExecutable : public backend::Executable {
   std::unique_ptr<backend::Executable> replica() const override {
     return std::make_unique<CpuExecutable>(exec_.graph());
   }
-  std::string report_json() const override {
-    return "{\"arena_bytes\": " + std::to_string(exec_.plan().arena_bytes) +
-           ", \"naive_bytes\": " + std::to_string(exec_.plan().naive_bytes) + "}";
-  }
+  // The buffer plan (arena and naive bytes), for inspection; the CPU models no device time, so
+  // there is no profiling() interface.
+  const GraphExecutor& executor() const { return exec_; }
 
  private:
   GraphExecutor exec_;
@@ -41,9 +40,14 @@ class CpuBackend : public backend::Backend {
     return {d};
   }
   bool supports(ir::OpKind kind) const override { return cpu::supports(kind); }
+  // The program options change nothing here (the runtime runs replicas; a graph's placements
+  // all run on the host); the CPU has no options of its own.
+  using backend::Backend::compile;
   std::unique_ptr<backend::Executable> compile(
-      const ir::Graph& g, const backend::CompileOptions& options) const override {
-    for (auto& [k, v] : options) fail("cpu backend: unknown compile option '", k, "'");
+      const ir::Graph& g, const backend::ProgramOptions&,
+      const backend::CompileOptions& options) const override {
+    for (auto& [k, v] : options)
+      fail("cpu backend: unknown compile option '", k, "' (the cpu backend takes none)");
     return std::make_unique<CpuExecutable>(g);
   }
 

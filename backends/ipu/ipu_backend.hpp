@@ -1,6 +1,6 @@
-// The IPU emulator behind the backend interface: turns PopTorch-style options (target preset,
-// field overrides, replicas, memory proportion, cache, report directory) into a compiled
-// ipu::Executable, and checks the emulated system has the IPUs the options ask for.
+// The IPU emulator behind the backend interface: turns the program options and its own (target
+// preset, field overrides, memory proportion) into a compiled ipu::Executable, checks the
+// emulated system has the IPUs the options ask for, and profiles runs (backend::Profiling).
 #pragma once
 
 #include <sstream>
@@ -14,7 +14,7 @@ namespace ipuml::ipu {
 // An IPU-M2000 / Bow-2000 box holds 4 IPUs; that is the emulated system unless num_ipus is set.
 inline constexpr int64_t kDefaultSystemIpus = 4;
 
-class IpuBackendExecutable : public backend::Executable {
+class IpuBackendExecutable : public backend::Executable, public backend::Profiling {
  public:
   // The executable writes its own reports (ExecOptions::report_dir, program_name).
   IpuBackendExecutable(std::unique_ptr<ipu::Executable> exe, bool pipelined)
@@ -26,25 +26,24 @@ class IpuBackendExecutable : public backend::Executable {
   std::vector<std::vector<Tensor>> run_many(const std::vector<backend::RunItem>& items) override {
     return exe_->run_many(items, pipelined_);
   }
+  const backend::Profiling* profiling() const override { return this; }
   std::string report_json() const override { return exe_->profile_json(); }
   void print_summary(std::ostream& os, double samples_per_step) const override {
     exe_->print_profile_summary(os, samples_per_step);
   }
-  std::optional<double> simulated_seconds() const override {
-    return exe_->last_run_cycles().simulated_seconds;
-  }
-  std::optional<double> simulated_seconds_for(int64_t micro_batches) const override {
+  double simulated_seconds() const override { return exe_->last_run_cycles().simulated_seconds; }
+  double simulated_seconds_for(int64_t micro_batches) const override {
     return exe_->cycles_for(micro_batches, pipelined_) / exe_->target().clock_hz;
+  }
+  double allreduce_seconds(size_t bytes, int64_t replicas) const override {
+    const Target& t = exe_->target();
+    return allreduce_cycles(t, static_cast<double>(bytes), replicas) / t.clock_hz;
   }
   bool pipelined() const { return pipelined_; }
   std::unique_ptr<backend::Executable> replica() const override {
     return std::make_unique<IpuBackendExecutable>(exe_->replica(), pipelined_);
   }
   void set_host_threads(int threads) override { exe_->set_host_threads(threads); }
-  double allreduce_seconds(size_t bytes, int64_t replicas) const override {
-    const Target& t = exe_->target();
-    return allreduce_cycles(t, static_cast<double>(bytes), replicas) / t.clock_hz;
-  }
   void share_memory_image(backend::Executable& update, const std::vector<bool>& shared,
                           bool allow_out_of_memory) override {
     auto* u = dynamic_cast<IpuBackendExecutable*>(&update);
@@ -90,8 +89,14 @@ class IpuBackend : public backend::Backend {
     run_eager_op(device, kind, attrs, inputs, outputs);
   }
 
+  // The program options every backend gets, and the IPU's own: "target" (a preset, default
+  // ipu2), "target_overrides" ("field=value;..."), "available_memory_proportion" (global) and
+  // "available_memory_proportion_per_ipu" ("p0,p1,...", 0 where the global value applies),
+  // "check_exchange" ("1": run with the exchange checked).
+  using backend::Backend::compile;
   std::unique_ptr<backend::Executable> compile(
-      const ir::Graph& graph, const backend::CompileOptions& options) const override {
+      const ir::Graph& graph, const backend::ProgramOptions& program,
+      const backend::CompileOptions& options) const override {
     backend::CompileOptions o = options;
     auto take = [&](const char* key, const std::string& def) {
       auto it = o.find(key);
@@ -109,8 +114,9 @@ class IpuBackend : public backend::Backend {
       system_set |= item.rfind("num_ipus=", 0) == 0;
     }
     const int64_t system_ipus = system_set ? t.num_ipus : kDefaultSystemIpus;
-    const int64_t replicas = parse_int(take("replicas", "1"), "replicas");
-    const int64_t per_replica = parse_int(take("ipus_per_replica", "1"), "ipus_per_replica");
+    const int64_t replicas = program.replicas, per_replica = program.devices_per_replica;
+    IPUML_CHECK(replicas >= 1 && per_replica >= 1, "ipu backend: replicas (", replicas,
+                ") and IPUs per replica (", per_replica, ") must be >= 1");
     IPUML_CHECK(
         replicas * per_replica <= system_ipus, "ipu backend: replicationFactor(", replicas, ") x ",
         per_replica, " IPU(s) per replica needs ", replicas * per_replica,
@@ -121,38 +127,43 @@ class IpuBackend : public backend::Backend {
     CompileOptions co;
     co.available_memory_proportion =
         parse_double(take("available_memory_proportion", "0.6"), "available_memory_proportion");
+    IPUML_CHECK(co.available_memory_proportion > 0 && co.available_memory_proportion <= 1,
+                "ipu backend: available_memory_proportion must be in (0, 1], got ",
+                co.available_memory_proportion);
     std::stringstream per_ipu(take("available_memory_proportion_per_ipu", ""));
-    for (std::string item; std::getline(per_ipu, item, ',');)
-      co.available_memory_proportion_per_ipu.push_back(
-          parse_double(item, "available_memory_proportion_per_ipu"));
-    co.partials_type = dtype_from_name(take("partials_type", "float32"));
-    co.stochastic_rounding = take("stochastic_rounding", "0") == "1";
-    co.rounding_seed =
-        static_cast<uint64_t>(parse_int(take("rounding_seed", "0"), "rounding_seed"));
-    co.allow_out_of_memory = take("allow_out_of_memory", "0") == "1";
-    co.check_exchange = take("check_exchange", "0") == "1";
+    for (std::string item; std::getline(per_ipu, item, ',');) {
+      const double p = parse_double(item, "available_memory_proportion_per_ipu");
+      IPUML_CHECK(p >= 0 && p <= 1,
+                  "ipu backend: available_memory_proportion_per_ipu entries must be in [0, 1] "
+                  "(0: the global value), got ",
+                  p);
+      co.available_memory_proportion_per_ipu.push_back(p);
+    }
+    co.check_exchange = parse_flag(take("check_exchange", "0"), "check_exchange");
+    for (auto& [k, v] : o)
+      fail("ipu backend: unknown compile option '", k,
+           "' (expected target, target_overrides, available_memory_proportion, "
+           "available_memory_proportion_per_ipu or check_exchange)");
+    co.partials_type = program.partials_type;
+    co.stochastic_rounding = program.stochastic_rounding;
+    co.rounding_seed = program.seed;
+    co.allow_out_of_memory = program.allow_out_of_memory;
     co.replication_factor = replicas;
-    co.cache_dir = take("cache_dir", "");
-    co.progress = take("progress", "1") == "1";
-    co.report_dir = take("report_dir", "");
-    co.program_name = take("program_name", "program");
+    co.cache_dir = program.cache_dir;
+    co.progress = program.progress;
+    co.report_dir = program.report_dir;
+    co.program_name = program.name;
     // Pipelined: the stages of a model-parallel program overlap (backends/ipu/schedule.hpp);
     // sharded, its IPUs run one after another.
-    const bool pipelined = take("pipelined", "0") == "1" && per_replica > 1;
-    for (const char* k : {"training", "gradient_accumulation", "device_iterations"}) take(k, "");
-    for (auto& [k, v] : o) fail("ipu backend: unknown compile option '", k, "'");
+    const bool pipelined = program.pipelined && per_replica > 1;
     return std::make_unique<IpuBackendExecutable>(ipu::compile(graph, t, co), pipelined);
   }
 
  private:
-  static int64_t parse_int(const std::string& s, const char* what) {
-    try {
-      size_t pos = 0;
-      const int64_t v = std::stoll(s, &pos);
-      if (pos == s.size()) return v;
-    } catch (const std::exception&) {
-    }
-    fail("ipu backend: option ", what, " must be an integer, got '", s, "'");
+  static bool parse_flag(const std::string& s, const char* what) {
+    IPUML_CHECK(s == "0" || s == "1", "ipu backend: option ", what, " must be 0 or 1, got '", s,
+                "'");
+    return s == "1";
   }
   static double parse_double(const std::string& s, const char* what) {
     try {

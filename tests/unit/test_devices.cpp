@@ -1,6 +1,8 @@
 // Devices: parsing and printing, TensorOptions factories, .to(device), Module::to(device),
 // mixed-device errors, the eager IPU device's cached programs and cycles, and a toy backend
-// registered from this file (eager Add only; every other op falls back to the CPU, reported once).
+// registered from this file (eager Add only; every other op falls back to the CPU, reported once;
+// one compile option of its own), options routed by backend name, and the optional profiling
+// interface.
 #include <atomic>
 #include <sstream>
 
@@ -14,6 +16,8 @@ using Catch::Contains;
 namespace {
 
 std::atomic<int> toy_adds{0};
+backend::ProgramOptions toy_program;
+std::string toy_label;
 
 // The smallest backend: its own device type, eager Add on float32, compiled graphs handed to the
 // CPU executor (so the conformance suite runs it like any other backend).
@@ -27,9 +31,15 @@ class ToyBackend : public backend::Backend {
     return {d};
   }
   bool supports(ir::OpKind) const override { return true; }
+  // Its one option of its own, "label", is recorded with the program options it was given.
   std::unique_ptr<backend::Executable> compile(
-      const ir::Graph& g, const backend::CompileOptions& options) const override {
-    return backend::get_backend("cpu")->compile(g, options);
+      const ir::Graph& g, const backend::ProgramOptions& program,
+      const backend::CompileOptions& options) const override {
+    backend::CompileOptions rest = options;
+    toy_program = program;
+    toy_label = rest.count("label") ? rest.at("label") : "";
+    rest.erase("label");
+    return backend::get_backend("cpu")->compile(g, program, rest);
   }
   std::optional<DeviceType> eager_device_type() const override {
     return register_device_type("toy");
@@ -353,4 +363,83 @@ TEST_CASE("ops that build helper tensors build them on their input's device", "[
   nn::init::uniform_(w, -1.0, 1.0);
   CHECK(w.device() == dev);
   CHECK(w.abs().sum().item<float>() > 0.f);
+}
+
+TEST_CASE("a backend gets the program options and only its own options",
+          "[devices][backend][runtime]") {
+  nn::Linear lin(nn::LinearOptions(3, 2));
+  optim::SGD sgd(lin->parameters(), optim::SGDOptions(0.1));
+  auto loss_fn = [](const Tensor& out, const Tensor& y) { return mse_loss(out, y); };
+  Generator g(6);
+  Tensor x = randn({4, 3}, &g), y = randn({4, 2}, &g);
+  // IPU options set through PopTorch's setters go to the ipu backend only.
+  auto opts = Options()
+                  .backend("toy")
+                  .backendOption("toy", "label", "blue")
+                  .setAvailableMemoryProportion(0.3)
+                  .target("ipu21")
+                  .modelName("net")
+                  .deviceIterations(2);
+  opts.Precision.setPartialsType(kFloat16);
+  auto tm = trainingModel(lin.ptr(), opts, sgd, loss_fn);
+  tm(cat({x, x}, 0), cat({y, y}, 0));
+  CHECK(toy_label == "blue");
+  CHECK(toy_program.name == "net");  // plain SGD updates inside the step: one program
+  CHECK(toy_program.training);
+  CHECK(toy_program.device_iterations == 2);
+  CHECK(toy_program.replicas == 1);
+  CHECK(toy_program.devices_per_replica == 1);
+  CHECK(toy_program.partials_type == kFloat16);
+  CHECK(opts.backend_options("ipu").at("available_memory_proportion") == "0.29999999999999999");
+  CHECK(opts.backend_options("ipu").at("target") == "ipu21");
+  CHECK(opts.backend_options("cpu").empty());
+
+  // A key the backend does not know is refused by it, naming the key.
+  nn::Linear lin2(nn::LinearOptions(3, 2));
+  optim::SGD sgd2(lin2->parameters(), optim::SGDOptions(0.1));
+  auto bad = trainingModel(
+      lin2.ptr(), Options().backend("cpu").backendOption("cpu", "colour", "red"), sgd2, loss_fn);
+  CHECK_THROWS_WITH(bad(x, y), Contains("cpu backend: unknown compile option 'colour'"));
+  auto bad_ipu =
+      trainingModel(lin2.ptr(), Options().backendOption("ipu", "colour", "red"), sgd2, loss_fn);
+  CHECK_THROWS_WITH(bad_ipu(x, y), Contains("ipu backend: unknown compile option 'colour'") &&
+                                       Contains("expected target"));
+  auto bad_target = trainingModel(lin2.ptr(), Options().target("ipu21"), sgd2, loss_fn);
+  CHECK_THROWS_WITH(bad_target(x, y), Contains("ipu21"));
+  CHECK_THROWS_WITH(Options().setTargetOption("num_ipus=2;x", "1"), Contains("setTargetOption"));
+  CHECK_THROWS_WITH(Options().backendOption("", "k", "v"), Contains("expected a backend name"));
+}
+
+TEST_CASE("profiling is an optional interface of compiled programs",
+          "[devices][backend][runtime]") {
+  auto loss_fn = [](const Tensor& out, const Tensor& y) { return mse_loss(out, y); };
+  Generator g(7);
+  Tensor x = randn({4, 3}, &g), y = randn({4, 2}, &g);
+  for (const std::string name : {"cpu", "ipu"}) {
+    nn::Linear lin(nn::LinearOptions(3, 2));
+    optim::SGD sgd(lin->parameters(), optim::SGDOptions(0.1));
+    auto tm = trainingModel(lin.ptr(), Options().backend(name).showCompilationProgressBar(false),
+                            sgd, loss_fn);
+    tm(x, y);
+    const backend::Profiling* p = tm.step_executable()->profiling();
+    std::ostringstream summary;
+    tm.printProfileSummary(summary);
+    if (name == "cpu") {
+      // No device model: no simulated time, an empty report, no summary.
+      CHECK(p == nullptr);
+      CHECK_FALSE(tm.last_stats().simulated_seconds.has_value());
+      CHECK(tm.report_json() == "{}");
+      CHECK(summary.str().empty());
+    } else {
+      REQUIRE(p != nullptr);
+      REQUIRE(tm.last_stats().simulated_seconds.has_value());
+      // Plain SGD updates inside the step: the call is the one program's run.
+      CHECK(*tm.last_stats().simulated_seconds == Approx(p->simulated_seconds_for(1)));
+      CHECK(p->simulated_seconds() > 0);
+      CHECK(p->simulated_seconds_for(3) == Approx(3 * p->simulated_seconds()));
+      CHECK(tm.report_json().find("\"memory\"") != std::string::npos);
+      CHECK_FALSE(summary.str().empty());
+      CHECK(p->allreduce_seconds(1 << 20, 4) > p->allreduce_seconds(1 << 10, 4));
+    }
+  }
 }

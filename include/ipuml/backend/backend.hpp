@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include <ipuml/backend/profiling.hpp>
+#include <ipuml/backend/program_options.hpp>
 #include <ipuml/core/device.hpp>
 #include <ipuml/ir/graph.hpp>
 #include <ipuml/tensor/tensor.hpp>
@@ -52,22 +54,9 @@ class Executable {
     for (auto& it : items) out.push_back(run(it.inputs, *it.states, it.step));
     return out;
   }
-  // Backend-specific report (memory, cycles) as JSON text; "{}" when there is none.
-  virtual std::string report_json() const { return "{}"; }
-  // A short human-readable report (memory, busiest tiles, cycles) for the terminal.
-  virtual void print_summary(std::ostream& os, double samples_per_step) const {
-    (void)os;
-    (void)samples_per_step;
-  }
-  // The modelled device time of the last run, for backends that model one.
-  virtual std::optional<double> simulated_seconds() const { return std::nullopt; }
-  // The modelled device time of `micro_batches` runs back to back, as the program's execution
-  // strategy schedules them (pipelined stages overlap).
-  virtual std::optional<double> simulated_seconds_for(int64_t micro_batches) const {
-    auto s = simulated_seconds();
-    if (!s) return std::nullopt;
-    return *s * static_cast<double>(micro_batches);
-  }
+  // The profiling interface (reports, modelled device time) of backends that model their
+  // device; null for those that do not.
+  virtual const Profiling* profiling() const { return nullptr; }
   // This executable is a training step whose weight update is `update`, run as another program
   // of the same device image: backends that account device memory check the two together
   // (throwing when they do not fit unless `allow_out_of_memory`). `shared[i]`: whether
@@ -85,15 +74,11 @@ class Executable {
   // The most host threads one run may use (0: all): a replica lane's share of the cores, so
   // that lanes running at once do not oversubscribe them.
   virtual void set_host_threads(int threads) { (void)threads; }
-  // Modelled time to all-reduce `bytes` of gradients across `replicas` devices.
-  virtual double allreduce_seconds(size_t bytes, int64_t replicas) const {
-    (void)bytes;
-    (void)replicas;
-    return 0.0;
-  }
 };
 
-// Options a backend understands, as text (e.g. {"target", "ipu2"}); unknown keys are errors.
+// Options only this backend understands, as text (e.g. {"target", "ipu2"}), parsed by the
+// backend; unknown keys are errors. The runtime passes what the user set for the backend by name
+// (Options::backendOption, and PopTorch's IPU setters for "ipu").
 using CompileOptions = std::map<std::string, std::string>;
 
 class Backend {
@@ -103,8 +88,13 @@ class Backend {
   virtual std::vector<DeviceInfo> devices() const = 0;
   // Compiled mode: whether compile() handles graphs with this op.
   virtual bool supports(ir::OpKind kind) const = 0;
-  virtual std::unique_ptr<Executable> compile(const ir::Graph& graph,
+  virtual std::unique_ptr<Executable> compile(const ir::Graph& graph, const ProgramOptions& program,
                                               const CompileOptions& options) const = 0;
+  // A single program with default ProgramOptions (tests, tools).
+  std::unique_ptr<Executable> compile(const ir::Graph& graph,
+                                      const CompileOptions& options = {}) const {
+    return compile(graph, ProgramOptions{}, options);
+  }
 
   // Eager mode. The device type whose tensors this backend's kernel table serves (none: the
   // backend runs compiled graphs only).

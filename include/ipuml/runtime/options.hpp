@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -152,11 +153,29 @@ class Options {
     has_seed_ = true;
     return *this;
   }
+  // Options of one backend, by its name, as text: passed to that backend's compile only, which
+  // parses them and refuses keys it does not know (README: adding a backend). PopTorch's IPU
+  // setters below are this for "ipu".
+  Options& backendOption(const std::string& backend, const std::string& key,
+                         const std::string& value) {
+    IPUML_CHECK(!backend.empty() && !key.empty(),
+                "Options.backendOption: expected a backend name and a key, got \"", backend,
+                "\" and \"", key, "\"");
+    backend_options_[backend][key] = value;
+    return *this;
+  }
+  // The options set for `backend` (empty when none).
+  const std::map<std::string, std::string>& backend_options(const std::string& backend) const {
+    static const std::map<std::string, std::string> none;
+    auto it = backend_options_.find(backend);
+    return it == backend_options_.end() ? none : it->second;
+  }
+
+  // IPU: the fraction of a tile's memory an op's temporaries may use (availableMemoryProportion).
   Options& setAvailableMemoryProportion(double p) {
     IPUML_CHECK(p > 0.0 && p <= 1.0,
                 "Options.setAvailableMemoryProportion: must be in (0, 1], got ", p);
-    available_memory_proportion_ = p;
-    return *this;
+    return backendOption("ipu", "available_memory_proportion", exact(p));
   }
   // Per IPU, as PopTorch's setAvailableMemoryProportion({"IPU0": 0.15, "IPU1": 0.2}).
   Options& setAvailableMemoryProportion(const std::map<std::string, double>& per_ipu) {
@@ -172,8 +191,9 @@ class Options {
       if (v.size() <= i) v.resize(i + 1, 0.0);
       v[i] = p;
     }
-    per_ipu_proportion_ = std::move(v);
-    return *this;
+    std::string list;
+    for (double p : v) list += (list.empty() ? "" : ",") + exact(p);
+    return backendOption("ipu", "available_memory_proportion_per_ipu", list);
   }
   Options& enableExecutableCaching(const std::string& dir) {
     cache_dir_ = dir;
@@ -183,13 +203,16 @@ class Options {
     strategy_ = s;
     return *this;
   }
-  // The emulated target preset ("ipu1", "ipu2", "bow", "tiny") and field overrides.
-  Options& target(const std::string& name) {
-    target_ = name;
-    return *this;
-  }
+  // IPU: the emulated target preset ("ipu1", "ipu2", "bow", "tiny") and field overrides
+  // (docs/targets.md), checked by the backend when it compiles.
+  Options& target(const std::string& name) { return backendOption("ipu", "target", name); }
   Options& setTargetOption(const std::string& field, const std::string& value) {
-    target_overrides_.push_back(field + "=" + value);
+    IPUML_CHECK(
+        field.find_first_of("=;") == std::string::npos && value.find(';') == std::string::npos,
+        "Options.setTargetOption: a field name has no '=' or ';' and a value no ';', got \"", field,
+        "\" = \"", value, "\"");
+    std::string& all = backend_options_["ipu"]["target_overrides"];
+    all += (all.empty() ? "" : ";") + field + "=" + value;
     return *this;
   }
   // The registered backend that compiles and runs the programs: "ipu" (the emulator, the
@@ -231,11 +254,6 @@ class Options {
   int64_t output_every_n() const { return output_every_n_; }
   bool has_seed() const { return has_seed_; }
   uint64_t seed() const { return seed_; }
-  double available_memory_proportion() const { return available_memory_proportion_; }
-  // Per IPU; 0 where the global value applies.
-  const std::vector<double>& available_memory_proportion_per_ipu() const {
-    return per_ipu_proportion_;
-  }
   // The cache directory: enableExecutableCaching, else $IPUML_CACHE_DIR, else none.
   std::string cache_dir() const {
     if (!cache_dir_.empty()) return cache_dir_;
@@ -243,8 +261,6 @@ class Options {
     return env ? env : "";
   }
   ExecutionStrategy execution_strategy() const { return strategy_; }
-  const std::string& target_name() const { return target_; }
-  const std::vector<std::string>& target_overrides() const { return target_overrides_; }
   const std::string& backend_name() const { return backend_; }
   bool use_ipu_model() const { return backend_ == "ipu"; }
   bool allow_out_of_memory() const { return allow_oom_; }
@@ -267,17 +283,21 @@ class Options {
   int64_t output_every_n_ = 1;
   uint64_t seed_ = 0;
   bool has_seed_ = false;
-  double available_memory_proportion_ = 0.6;
-  std::vector<double> per_ipu_proportion_;
   std::string cache_dir_;
   ExecutionStrategy strategy_ = ExecutionStrategy::Sharded;
-  std::string target_ = "ipu2";
-  std::vector<std::string> target_overrides_;
   std::string backend_ = "ipu";
   bool allow_oom_ = false;
   std::string report_dir_;
   std::string model_name_;
   bool progress_ = true;
+  std::map<std::string, std::map<std::string, std::string>> backend_options_;
+
+  // A double as text that parses back to the same value.
+  static std::string exact(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return buf;
+  }
 };
 
 }  // namespace ipuml::runtime

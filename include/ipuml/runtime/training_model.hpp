@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <tbb/task_arena.h>
+
 #include <ipuml/backend/backend.hpp>
 #include <ipuml/core/config.hpp>
 #include <ipuml/ir/trace.hpp>
@@ -44,11 +46,22 @@ struct RunStats {
 };
 
 namespace detail {
-// The backend name and compile options the Options select.
+// The backend the Options select, the program options they give, and a compile with both.
 std::string backend_for(const Options& o);
-backend::CompileOptions compile_options_for(const Options& o, int64_t ipus_per_replica,
-                                            bool training, const std::string& program);
+backend::ProgramOptions program_options_for(const Options& o, int64_t devices, bool training,
+                                            const std::string& program);
+std::unique_ptr<backend::Executable> compile_program(const Options& o, const ir::Graph& graph,
+                                                     const backend::ProgramOptions& program);
 int64_t ipus_used(const ir::Graph& g);
+
+// Further instances of a compiled program for replicas the host runs at the same time (lane l
+// runs replicas l, l + lanes, ...), and one oneTBB arena per lane, the primary's first, each of
+// its share of the host's cores (made once, with the lanes).
+struct ReplicaLanes {
+  std::vector<std::unique_ptr<backend::Executable>> others;
+  std::vector<std::unique_ptr<tbb::task_arena>> arenas;
+  size_t size() const { return others.size() + 1; }
+};
 }  // namespace detail
 
 class TrainingModel {
@@ -86,7 +99,8 @@ class TrainingModel {
   // terminal summary (PopTorch's printProfileSummary).
   std::string report_json() const;
   void printProfileSummary(std::ostream& os) const {
-    if (step_exe_) step_exe_->print_summary(os, static_cast<double>(micro_batch_));
+    if (auto* p = step_exe_ ? step_exe_->profiling() : nullptr)
+      p->print_summary(os, static_cast<double>(micro_batch_));
   }
   const ir::Graph& step_graph() const { return step_trace_.graph; }
   // The compiled micro-step (null before the first call), for backend-specific inspection.
@@ -99,7 +113,7 @@ class TrainingModel {
   int64_t allreduce_count() const { return allreduces_; }
   // Replicas the host runs at the same time (Options.hostReplicaThreads; 1 before compiling,
   // without replicas, or where the backend cannot run two instances of a program).
-  int64_t host_replica_lanes() const { return static_cast<int64_t>(lanes_.size()) + 1; }
+  int64_t host_replica_lanes() const { return static_cast<int64_t>(lanes_.size()); }
   void set_run_counter(uint64_t runs) { run_counter_ = runs; }
 
  private:
@@ -116,7 +130,7 @@ class TrainingModel {
   std::vector<std::vector<Tensor>> step_states_;  // per replica
   std::unique_ptr<backend::Executable> step_exe_, update_exe_;
   // Further instances of the step for replicas run at the same time (detail::run_replicas).
-  std::vector<std::unique_ptr<backend::Executable>> lanes_;
+  detail::ReplicaLanes lanes_;
   uint64_t run_counter_ = 0;
   size_t gradient_bytes_ = 0;
   int64_t allreduces_ = 0;
@@ -144,10 +158,11 @@ class InferenceModel {
   void compile(const Tensors& inputs);
   const RunStats& last_stats() const { return stats_; }
   // Replicas the host runs at the same time (see TrainingModel::host_replica_lanes).
-  int64_t host_replica_lanes() const { return static_cast<int64_t>(lanes_.size()) + 1; }
+  int64_t host_replica_lanes() const { return static_cast<int64_t>(lanes_.size()); }
   std::string report_json() const;
   void printProfileSummary(std::ostream& os) const {
-    if (exe_) exe_->print_summary(os, static_cast<double>(micro_batch_));
+    if (auto* p = exe_ ? exe_->profiling() : nullptr)
+      p->print_summary(os, static_cast<double>(micro_batch_));
   }
 
  private:
@@ -160,7 +175,7 @@ class InferenceModel {
   size_t num_outputs_ = 1;
   ir::Trace trace_;
   std::unique_ptr<backend::Executable> exe_;
-  std::vector<std::unique_ptr<backend::Executable>> lanes_;  // further replicas' instances
+  detail::ReplicaLanes lanes_;  // further replicas' instances
   uint64_t run_counter_ = 0;
   RunStats stats_;
 };

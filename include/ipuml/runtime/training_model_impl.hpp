@@ -24,46 +24,37 @@ IPUML_INLINE std::string backend_for(const Options& o) {
   return o.backend_name();
 }
 
-// `program` names the compiled program in reports: "training", "weight_update" or "inference",
-// under Options.modelName when one is given.
-IPUML_INLINE backend::CompileOptions compile_options_for(const Options& o, int64_t ipus_per_replica,
+// How the runtime will run a program, for the backend that compiles it. `program` names it in
+// reports: "training", "weight_update" or "inference", under Options.modelName when one is given.
+IPUML_INLINE backend::ProgramOptions program_options_for(const Options& o, int64_t devices,
                                                          bool training,
                                                          const std::string& program) {
-  if (!o.use_ipu_model()) return {};
-  backend::CompileOptions c;
-  c["target"] = o.target_name();
-  std::string overrides;
-  for (auto& s : o.target_overrides()) overrides += (overrides.empty() ? "" : ";") + s;
-  if (!overrides.empty()) c["target_overrides"] = overrides;
-  c["available_memory_proportion"] = std::to_string(o.available_memory_proportion());
-  if (!o.available_memory_proportion_per_ipu().empty()) {
-    std::string per;
-    for (double p : o.available_memory_proportion_per_ipu())
-      per += (per.empty() ? "" : ",") + std::to_string(p);
-    c["available_memory_proportion_per_ipu"] = per;
-  }
-  if (o.Precision.partials_type != DType::Float32)
-    c["partials_type"] = dtype_name(o.Precision.partials_type);
-  if (o.Precision.stochastic_rounding) {
-    c["stochastic_rounding"] = "1";
-    c["rounding_seed"] = std::to_string(o.seed());
-  }
-  c["allow_out_of_memory"] = o.allow_out_of_memory() ? "1" : "0";
-  c["replicas"] = std::to_string(o.replication_factor());
-  c["ipus_per_replica"] = std::to_string(ipus_per_replica);
-  c["pipelined"] = o.execution_strategy() == ExecutionStrategy::Pipelined ? "1" : "0";
-  c["training"] = training ? "1" : "0";
-  c["gradient_accumulation"] = std::to_string(o.gradient_accumulation());
-  c["device_iterations"] = std::to_string(o.device_iterations());
-  c["progress"] = o.progress() ? "1" : "0";
-  if (!o.cache_dir().empty()) c["cache_dir"] = o.cache_dir();
-  if (!o.report_dir().empty()) c["report_dir"] = o.report_dir();
+  backend::ProgramOptions p;
+  p.training = training;
+  p.replicas = o.replication_factor();
+  p.devices_per_replica = devices;
+  p.pipelined = o.execution_strategy() == ExecutionStrategy::Pipelined;
+  p.gradient_accumulation = o.gradient_accumulation();
+  p.device_iterations = o.device_iterations();
+  p.allow_out_of_memory = o.allow_out_of_memory();
+  p.progress = o.progress();
+  p.cache_dir = o.cache_dir();
+  p.report_dir = o.report_dir();
+  p.partials_type = o.Precision.partials_type;
+  p.stochastic_rounding = o.Precision.stochastic_rounding;
+  p.seed = o.seed();
   if (o.model_name().empty())
-    c["program_name"] = program;
+    p.name = program;
   else
-    c["program_name"] =
-        program == "weight_update" ? o.model_name() + "_weight_update" : o.model_name();
-  return c;
+    p.name = program == "weight_update" ? o.model_name() + "_weight_update" : o.model_name();
+  return p;
+}
+
+// Compiles `graph` on the Options' backend with the program options and that backend's own.
+IPUML_INLINE std::unique_ptr<backend::Executable> compile_program(
+    const Options& o, const ir::Graph& graph, const backend::ProgramOptions& program) {
+  const std::string name = backend_for(o);
+  return backend::get_backend(name)->compile(graph, program, o.backend_options(name));
 }
 
 IPUML_INLINE int64_t ipus_used(const ir::Graph& g) {
@@ -86,20 +77,23 @@ inline int lane_threads(size_t lanes) {
                   tbb::info::default_concurrency() / static_cast<int>(std::max<size_t>(lanes, 1)));
 }
 
-// Further instances of `primary` for lanes 1.. (lane l runs replicas l, l + lanes, ...), every
-// lane limited to its share of the host's cores; none when one lane is asked for or the backend
-// cannot make them.
-inline std::vector<std::unique_ptr<backend::Executable>> make_lanes(backend::Executable& primary,
-                                                                    int64_t lanes) {
-  std::vector<std::unique_ptr<backend::Executable>> out;
+// Further instances of `primary` for lanes 1.., every lane limited to its share of the host's
+// cores; none when one lane is asked for or the backend cannot make them.
+inline ReplicaLanes make_lanes(backend::Executable& primary, int64_t lanes) {
+  ReplicaLanes out;
   for (int64_t l = 1; l < lanes; ++l) {
     auto e = primary.replica();
     if (!e) return {};
-    out.push_back(std::move(e));
+    out.others.push_back(std::move(e));
   }
-  const int threads = lane_threads(out.size() + 1);
-  if (!out.empty()) primary.set_host_threads(threads);
-  for (auto& e : out) e->set_host_threads(threads);
+  if (out.others.empty()) return out;
+  const int threads = lane_threads(out.size());
+  primary.set_host_threads(threads);
+  for (auto& e : out.others) e->set_host_threads(threads);
+  // Each lane runs in an arena of its share of the cores (kernels that parallelise inside
+  // themselves stay within it).
+  for (size_t l = 0; l < out.size(); ++l)
+    out.arenas.push_back(std::make_unique<tbb::task_arena>(threads));
   return out;
 }
 
@@ -107,28 +101,24 @@ inline std::vector<std::unique_ptr<backend::Executable>> make_lanes(backend::Exe
 // each lane takes its replicas' items in order on its own instance of the program, the lanes
 // at the same time. Replicas share only read-only states (the weights), so the results are the
 // bits of running the items one after another.
-inline std::vector<std::vector<Tensor>> run_replicas(
-    backend::Executable& primary, const std::vector<std::unique_ptr<backend::Executable>>& others,
-    const std::vector<backend::RunItem>& items, const std::vector<int64_t>& replica_of) {
-  const size_t lanes = others.size() + 1;
+inline std::vector<std::vector<Tensor>> run_replicas(backend::Executable& primary,
+                                                     const ReplicaLanes& lanes_in,
+                                                     const std::vector<backend::RunItem>& items,
+                                                     const std::vector<int64_t>& replica_of) {
+  const size_t lanes = lanes_in.size();
   if (lanes == 1) return primary.run_many(items);
   std::vector<std::vector<size_t>> mine(lanes);
   for (size_t i = 0; i < items.size(); ++i)
     mine[static_cast<size_t>(replica_of[i]) % lanes].push_back(i);
   std::vector<std::vector<Tensor>> out(items.size());
-  // Each lane in an arena of its share of the cores (kernels that parallelise inside themselves
-  // stay within it).
-  std::vector<std::unique_ptr<tbb::task_arena>> arenas;
-  for (size_t l = 0; l < lanes; ++l)
-    arenas.push_back(std::make_unique<tbb::task_arena>(lane_threads(lanes)));
   tbb::parallel_for(
       tbb::blocked_range<size_t>(0, lanes, 1),
       [&](const tbb::blocked_range<size_t>& range) {
         for (size_t l = range.begin(); l != range.end(); ++l)
-          arenas[l]->execute([&] {
+          lanes_in.arenas[l]->execute([&] {
             std::vector<backend::RunItem> its;
             for (size_t i : mine[l]) its.push_back(items[i]);
-            auto res = (l == 0 ? primary : *others[l - 1]).run_many(its);
+            auto res = (l == 0 ? primary : *lanes_in.others[l - 1]).run_many(its);
             for (size_t k = 0; k < res.size(); ++k) out[mine[l][k]] = std::move(res[k]);
           });
       },
@@ -246,7 +236,7 @@ IPUML_INLINE void TrainingModel::compile(const Tensors& inputs, const Tensors& t
     for (size_t i = 0; i < ts.size(); ++i)
       IPUML_CHECK(ts[i].defined() && ts[i].dim() >= 1 && ts[i].shape()[0] == rows,
                   "trainingModel: ", single ? "labels" : what,
-                  single ? "" : (" " + std::to_string(i)), " of shape ",
+                  single ? std::string() : ipuml::detail::str(" ", i), " of shape ",
                   ts[i].defined() ? shape_str(ts[i].shape()) : "undefined",
                   single ? " do" : " does", " not match the ", rows,
                   " samples of the data (every input and target is batched along dim 0)");
@@ -394,19 +384,16 @@ IPUML_INLINE void TrainingModel::compile(const Tensors& inputs, const Tensors& t
 
   const int64_t ipus = detail::ipus_used(step_trace_.graph);
   detail::check_pipeline(o, step_trace_.graph, true);
-  auto be = backend::get_backend(detail::backend_for(o));
-  step_exe_ =
-      be->compile(step_trace_.graph, detail::compile_options_for(o, ipus, true, "training"));
-  lanes_ = fused ? std::vector<std::unique_ptr<backend::Executable>>{}
-                 : detail::make_lanes(*step_exe_, detail::replica_lanes(o));
-  auto update_opts = detail::compile_options_for(o, ipus, true, "weight_update");
-  if (!update_opts.empty()) {
-    update_opts["progress"] = "0";
-    // The update is checked for fit together with the step (one image) just below.
-    if (update_opts.count("allow_out_of_memory")) update_opts["allow_out_of_memory"] = "1";
-  }
+  step_exe_ = detail::compile_program(o, step_trace_.graph,
+                                      detail::program_options_for(o, ipus, true, "training"));
+  lanes_ =
+      fused ? detail::ReplicaLanes{} : detail::make_lanes(*step_exe_, detail::replica_lanes(o));
+  auto update_opts = detail::program_options_for(o, ipus, true, "weight_update");
+  update_opts.progress = false;
+  // The update is checked for fit together with the step (one image) just below.
+  update_opts.allow_out_of_memory = true;
   if (!fused) {
-    update_exe_ = be->compile(update_trace_.graph, update_opts);
+    update_exe_ = detail::compile_program(o, update_trace_.graph, update_opts);
     std::vector<bool> shared(update_trace_.states.size(), false);
     for (size_t i = 0; i < shared.size(); ++i)
       for (auto& s : step_trace_.states)
@@ -479,23 +466,23 @@ IPUML_INLINE Tensor TrainingModel::operator()(const Tensors& inputs, const Tenso
       losses.push_back(out[0]);
     // Replicas run side by side on their own IPUs: the iteration costs one replica's G
     // micro-batches, then one update and one all-reduce of the gradients.
-    auto s = step_exe_->simulated_seconds_for(g);
-    if (s)
-      simulated += *s;
+    const backend::Profiling* ps = step_exe_->profiling();
+    if (ps)
+      simulated += ps->simulated_seconds_for(g);
     else
       have_sim = false;
     if (!update_exe_) continue;  // the step graph ran the optimizer itself
     reduce_replicas();
     if (o.Distributed.num_processes() > 1) allreduce_accumulators();
     update_exe_->run({}, update_trace_.states, base + static_cast<uint64_t>(g * all_r));
-    auto su = update_exe_->simulated_seconds();
-    if (su)
-      simulated += *su;
+    const backend::Profiling* pu = update_exe_->profiling();
+    if (pu)
+      simulated += pu->simulated_seconds();
     else
       have_sim = false;
     const int64_t all_replicas = r * o.Distributed.num_processes();
     if (all_replicas > 1) {
-      simulated += update_exe_->allreduce_seconds(gradient_bytes_, all_replicas);
+      if (pu) simulated += pu->allreduce_seconds(gradient_bytes_, all_replicas);
       ++allreduces_;
     }
   }
@@ -549,7 +536,8 @@ IPUML_INLINE void TrainingModel::allreduce_accumulators() {
 }
 
 IPUML_INLINE std::string TrainingModel::report_json() const {
-  return step_exe_ ? step_exe_->report_json() : "{}";
+  const backend::Profiling* p = step_exe_ ? step_exe_->profiling() : nullptr;
+  return p ? p->report_json() : "{}";
 }
 
 IPUML_INLINE InferenceModel::InferenceModel(std::shared_ptr<nn::Module> model, Options options)
@@ -607,8 +595,8 @@ IPUML_INLINE void InferenceModel::compile(const Tensors& inputs) {
   if (detail::pipelined(o, ipus))
     ir::assign_pipeline_stages(trace_.graph, trace_.graph.nodes.size(), trace_.graph.nodes.size());
   detail::check_pipeline(o, trace_.graph, false);
-  exe_ = backend::get_backend(detail::backend_for(o))
-             ->compile(trace_.graph, detail::compile_options_for(o, ipus, false, "inference"));
+  exe_ = detail::compile_program(o, trace_.graph,
+                                 detail::program_options_for(o, ipus, false, "inference"));
   // Replicas share the bound states, so they run at the same time only when none is written.
   if (trace_.graph.updates.empty()) lanes_ = detail::make_lanes(*exe_, detail::replica_lanes(o));
   compiled_ = true;
@@ -675,8 +663,8 @@ IPUML_INLINE Tensors InferenceModel::operator()(const Tensors& given) {
   for (auto& res : detail::run_replicas(*exe_, lanes_, items, replica_of))
     for (size_t k = 0; k < num_outputs_; ++k) outs[k].push_back(res[k]);
   // Replicas run side by side: the call costs one replica's deviceIterations micro-batches.
-  if (auto s = exe_->simulated_seconds_for(o.device_iterations()))
-    simulated = *s;
+  if (const backend::Profiling* p = exe_->profiling())
+    simulated = p->simulated_seconds_for(o.device_iterations());
   else
     have_sim = false;
   stats_.samples = first[0];
@@ -694,7 +682,8 @@ IPUML_INLINE Tensors InferenceModel::operator()(const Tensors& given) {
 }
 
 IPUML_INLINE std::string InferenceModel::report_json() const {
-  return exe_ ? exe_->report_json() : "{}";
+  const backend::Profiling* p = exe_ ? exe_->profiling() : nullptr;
+  return p ? p->report_json() : "{}";
 }
 
 }  // namespace ipuml::runtime
