@@ -151,7 +151,11 @@ models::GPT2Config model_config(const Config& cfg, int64_t vocab) {
 }
 
 // Sizes that generate needs to rebuild the model, saved with the weights.
-nn::StateDict training_state(const models::GPT2Config& c, int64_t step, const Config& cfg) {
+// The model's sizes (generate reads them), the flags a resumed run must share with the saved
+// one, and where dropout's random numbers stood: the default generator's position (eager) and
+// the compiled model's run counter, so that a resumed run continues bit for bit.
+nn::StateDict training_state(const models::GPT2Config& c, int64_t step, const Config& cfg,
+                             uint64_t rng_position, uint64_t run_counter) {
   auto i64 = [](int64_t v) { return full({}, static_cast<double>(v), kInt64); };
   return {{"vocab_size", i64(c.vocab_size())},
           {"n_positions", i64(c.n_positions())},
@@ -160,7 +164,15 @@ nn::StateDict training_state(const models::GPT2Config& c, int64_t step, const Co
           {"n_head", i64(c.n_head())},
           {"updates", i64(step)},
           {"seed", i64(static_cast<int64_t>(cfg.seed))},
-          {"generated", i64(cfg.dataset == "generated")}};
+          {"generated", i64(cfg.dataset == "generated")},
+          {"batch_size", i64(cfg.batch_size)},
+          {"max_len", i64(cfg.max_len)},
+          {"device_iterations", i64(cfg.device_iterations)},
+          {"replication_factor", i64(cfg.replication_factor)},
+          {"gradient_accumulation", i64(cfg.gradient_accumulation)},
+          {"compiled", i64(cfg.device != "eager")},
+          {"rng_position", i64(static_cast<int64_t>(rng_position))},
+          {"run_counter", i64(static_cast<int64_t>(run_counter))}};
 }
 
 int64_t state_int(const nn::StateDict& s, const std::string& key, const std::string& path) {
@@ -383,21 +395,42 @@ int train(const Config& cfg) {
         optimizer, [warmup](int64_t e) { return e < warmup ? double(e) / double(warmup) : 1.0; });
 
   int64_t done = 0;
+  uint64_t rng_position = default_generator().position(), run_counter = 0;
   const std::string ck = checkpoint_path(cfg);
   std::error_code ec;
   if (!ck.empty() && std::filesystem::exists(ck, ec)) {
     nn::StateDict opt_state, saved;
     done = io::load_checkpoint(ck, *model, &opt_state, &saved);
     optimizer.load_state_dict(opt_state);
+    // Resuming continues the saved run: the flags that shape it must be the same.
+    const nn::StateDict mine = training_state(mc, done, cfg, 0, 0);
+    for (const auto& [key, t] : mine) {
+      if (key == "updates" || key == "rng_position" || key == "run_counter") continue;
+      const int64_t want = state_int(saved, key, ck), have = t.item<int64_t>();
+      IPUML_CHECK(want == have, kWho, ": checkpoint '", ck, "' was saved with ", key, " ", want,
+                  " but this run has ", have,
+                  "; resuming continues the saved run (use the same flags, or another "
+                  "--checkpoint-output-dir)");
+    }
+    const int64_t pos = state_int(saved, "rng_position", ck),
+                  runs = state_int(saved, "run_counter", ck);
+    IPUML_CHECK(pos >= 0 && runs >= 0, kWho, ": checkpoint '", ck,
+                "': negative rng_position or run_counter");
+    rng_position = static_cast<uint64_t>(pos);
+    run_counter = static_cast<uint64_t>(runs);
     for (int64_t i = 0; i < done; ++i) scheduler->step();
     std::cout << "Resumed from " << ck << " after " << done << " weight updates\n";
   }
+  // Dropout continues where the saved run stopped.
+  default_generator().set_position(rng_position);
 
   std::optional<runtime::TrainingModel> tm;
-  if (compiled)
+  if (compiled) {
     tm.emplace(trainingModel(
         model.ptr(), opts, optimizer,
         [](const Tensor& logits, const Tensor& y) { return models::causal_lm_loss(logits, y); }));
+    tm->set_run_counter(run_counter);
+  }
 
   Progress progress;
   double wall = 0, simulated = 0, loss_sum = 0;
@@ -450,7 +483,9 @@ int train(const Config& cfg) {
               << fixed(seconds_since(t_epoch), 1) << " s" << std::endl;
     if (epoch == 0 && cfg.profile && tm && cfg.device == "ipu") tm->printProfileSummary(std::cout);
     if (!ck.empty())
-      io::save_checkpoint(ck, *model, optimizer.state_dict(), done, training_state(mc, done, cfg));
+      io::save_checkpoint(ck, *model, optimizer.state_dict(), done,
+                          training_state(mc, done, cfg, default_generator().position(),
+                                         tm ? tm->run_counter() : 0));
   }
 
   const double val = validation_loss(model, data.validation, cfg.batch_size);

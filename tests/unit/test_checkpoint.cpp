@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "../support/same_bits.hpp"
 #include "../support/temp_dir.hpp"
 
 #include <atomic>
@@ -64,16 +65,7 @@ std::vector<T> values(const Tensor& t) {
   return std::vector<T>(c.data_ptr<T>(), c.data_ptr<T>() + c.numel());
 }
 
-bool same_bits(const nn::StateDict& a, const nn::StateDict& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const Tensor x = a[i].second.contiguous(), y = b[i].second.contiguous();
-    if (a[i].first != b[i].first || x.shape() != y.shape() || x.dtype() != y.dtype()) return false;
-    const size_t n = static_cast<size_t>(x.numel()) * dtype_size(x.dtype());
-    if (n && std::memcmp(x.raw_data(), y.raw_data(), n) != 0) return false;
-  }
-  return true;
-}
+using ipuml::testing::same_bits;
 
 std::string error_of(const std::function<void()>& fn) {
   try {

@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "../support/run_command.hpp"
+#include "../support/same_bits.hpp"
 
 #include "../support/temp_dir.hpp"
 
@@ -79,6 +80,50 @@ TEST_CASE("gpt2 example: trains on generated ids, checkpoints, resumes and gener
   int n = 0;
   for (int64_t id; ids >> id; ++n) CHECK((id >= 0 && id < 1000));
   CHECK(n == 6);
+}
+
+TEST_CASE("gpt2 example: an interrupted and resumed run ends with the bits of an uninterrupted one",
+          "[gpt2_example][hostile]") {
+  if (!have_exe()) return;
+  testing::TempDir dir("ipuml_test_gpt2_resume");
+  for (const std::string device : {"eager", "cpu"}) {
+    INFO("device " << device);
+    // Dropout on (GPT-2's 0.1): its random numbers must continue where the saved run stopped.
+    const std::string base = kExe.string() + kSmall +
+                             " --dropout 0.1 --lr-schedule constant --lr-warmup 0 --device " +
+                             device + " --checkpoint-output-dir ";
+    int st = 0;
+    std::string out = run(base + dir.file(device + "_a") + " --training-steps 4", &st);
+    INFO(out);
+    REQUIRE(st == 0);
+    out = run(base + dir.file(device + "_b") + " --training-steps 2", &st);
+    REQUIRE(st == 0);
+    out = run(base + dir.file(device + "_b") + " --training-steps 4", &st);
+    REQUIRE(st == 0);
+    REQUIRE_THAT(out, Catch::Contains("Resumed from") && Catch::Contains("after 2 weight updates"));
+    const auto a = io::read_checkpoint(dir.file(device + "_a/checkpoint.h5"));
+    const auto b = io::read_checkpoint(dir.file(device + "_b/checkpoint.h5"));
+    CHECK(a.step == 4);
+    CHECK(b.step == 4);
+    CHECK(testing::same_bits(a.model, b.model));
+    CHECK(testing::same_bits(a.optimizer, b.optimizer));
+    CHECK(testing::same_bits(a.training, b.training));
+    // The comparison tells runs apart (one that stopped at 3 updates differs).
+    out = run(base + dir.file(device + "_c") + " --training-steps 3", &st);
+    REQUIRE(st == 0);
+    CHECK_FALSE(testing::same_bits(
+        a.model, io::read_checkpoint(dir.file(device + "_c/checkpoint.h5")).model));
+  }
+  // A resumed run must keep the flags that shape the run.
+  int st = 0;
+  const std::string out = run(kExe.string() +
+                                  " --model gpt2-tiny --batch-size 4 --max-len 16 "
+                                  "--threads 1 --device eager --training-steps 5 "
+                                  "--checkpoint-output-dir " +
+                                  dir.file("eager_a"),
+                              &st);
+  CHECK(st != 0);
+  CHECK_THAT(out, Catch::Contains("was saved with batch_size 2 but this run has 4"));
 }
 
 TEST_CASE("gpt2 example: compiled cpu and a 2-IPU layers-per-ipu split", "[gpt2_example]") {

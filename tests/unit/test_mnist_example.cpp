@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "../support/same_bits.hpp"
 #include "../support/run_command.hpp"
 
 #include <array>
@@ -182,16 +183,7 @@ TEST_CASE("mnist example: ipuml-mnist trains, checkpoints, resumes and reports a
 #if IPUML_WITH_HDF5
 namespace {
 
-bool same_bits(const nn::StateDict& a, const nn::StateDict& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const Tensor x = a[i].second.contiguous(), y = b[i].second.contiguous();
-    if (a[i].first != b[i].first || x.shape() != y.shape() || x.dtype() != y.dtype()) return false;
-    const size_t n = static_cast<size_t>(x.numel()) * dtype_size(x.dtype());
-    if (n && std::memcmp(x.raw_data(), y.raw_data(), n) != 0) return false;
-  }
-  return true;
-}
+using ipuml::testing::same_bits;
 
 std::string line_with(const std::string& out, const std::string& prefix) {
   const auto at = out.find(prefix);
