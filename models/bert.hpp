@@ -489,7 +489,8 @@ class BertForQuestionAnsweringImpl : public nn::Module {
 IPUML_MODULE(BertForQuestionAnswering);
 
 // Mean cross-entropy over the rows whose label is not `ignore_index` (PyTorch's -100 default):
-// logits [N, C], labels [N]. Written with existing ops, as cross_entropy has no ignore_index.
+// logits [N, C], labels [N]. Unlike cross_entropy(..., ignore_index), whose mean over no rows is
+// NaN as PyTorch's, a batch with every label ignored gives 0.
 inline Tensor cross_entropy_ignore(const Tensor& logits, const Tensor& labels,
                                    int64_t ignore_index = -100) {
   IPUML_CHECK(logits.dim() == 2 && labels.dim() == 1 && labels.size(0) == logits.size(0),

@@ -4,10 +4,10 @@
 // eagerly, compiled on the CPU or on emulated IPUs with --layers-per-ipu; HDF5 checkpoints;
 // and --tokenize FILE (the WordPiece ids of each line, space-separated).
 //
-// BERT takes three input tensors (ids, token types, attention mask) and two label tensors,
-// while runtime::trainingModel takes one data and one label tensor. Until it takes several,
-// the inputs travel packed in one int64 tensor [B, 3 or 4, S] that a small wrapper module
-// unpacks (PackedPretraining, PackedSquad below), on every device alike.
+// BERT takes several input tensors (ids, token types, attention mask, and for pre-training the
+// masked positions) and two label tensors: runtime::trainingModel takes them as they are, with a
+// forward function over the inputs and a loss over (outputs, targets), as PopTorch's wrapped
+// models do (Task below), on every device alike.
 #include <ipuml/backends/ipu/target.hpp>
 #include <ipuml/datasets/text_data.hpp>
 #include <ipuml/datasets/wordpiece.hpp>
@@ -28,6 +28,8 @@
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <tuple>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,7 @@ using examples::Clock;
 using examples::fixed;
 using examples::Progress;
 using examples::seconds_since;
+using runtime::Tensors;
 
 constexpr const char* kWho = "ipuml-bert";
 
@@ -129,77 +132,71 @@ void validate(const Config& cfg) {
                             true);
 }
 
-// [B, k, S] int64 -> row k as [B, S].
-Tensor plane(const Tensor& packed, int64_t k) { return squeeze(slice(packed, 1, k, k + 1), 1); }
-
-// Pre-training on one packed tensor [B, 4, S]: ids, token types, attention mask, and a row that
-// holds the masked positions in its first M entries and their labels in the next M (-100 for
-// unused slots), as Graphcore's BERT feeds them: the MLM head runs at those M positions only
-// (BertForPreTraining::forward_masked), not at all S. Returns [B, 4]: NSP logits (2), then each
-// row's summed MLM cross-entropy over its labelled tokens and their count, so the loss
-// (pretraining_loss) is the mean over all labelled tokens of the batch, as BertForPreTraining's.
-class PackedPretrainingImpl : public nn::Module {
- public:
-  PackedPretrainingImpl(models::BertForPreTraining m, int64_t masked)
-      : nn::Module("PackedPretraining"), model(std::move(m)), m_(masked) {
-    register_module("model", model);
-  }
-  Tensor forward(const Tensor& packed) override {
-    const Tensor ids = plane(packed, 0), compact = plane(packed, 3);
-    const Tensor positions = contiguous(slice(compact, 1, 0, m_));
-    const Tensor labels = contiguous(slice(compact, 1, m_, 2 * m_));
-    auto [mlm, nsp] = model->forward_masked(ids, plane(packed, 1), plane(packed, 2), positions);
-    const int64_t b = ids.size(0), v = mlm.size(2);
-    const Tensor flat = reshape(labels, {-1});
-    const Tensor valid = ne(flat, full_like(flat, -100.0));
-    const Tensor per_token =
-        cross_entropy(reshape(mlm, {-1, v}), where(valid, flat, zeros_like(flat)), Reduction::None);
-    const Tensor w = cast(valid, per_token.dtype());
-    const Tensor row_sum = reshape(sum(reshape(mul(per_token, w), {b, m_}), {1}), {b, 1});
-    const Tensor row_count = reshape(sum(reshape(w, {b, m_}), {1}), {b, 1});
-    return cat({nsp, row_sum, row_count}, 1);
-  }
-  models::BertForPreTraining model{nullptr};
-
- private:
-  int64_t m_;
+// What a task trains: the model (whose weights the checkpoint holds), its forward pass over the
+// input tensors and its loss over (outputs, targets).
+//  - pre-training: inputs ids, token types, attention mask [B, S] and the positions of the
+//    labelled tokens [B, M]; targets their labels [B, M] (-100 in unused slots) and the NSP
+//    labels [B]. The MLM head runs at those M positions only (BertForPreTraining::forward_masked),
+//    as Graphcore's BERT feeds them; outputs MLM logits [B, M, V] and NSP logits [B, 2].
+//  - SQuAD: inputs ids, token types, attention mask; targets start and end positions [B];
+//    outputs start and end logits [B, S].
+struct Task {
+  std::shared_ptr<nn::Module> model;
+  runtime::ForwardFn forward;
+  runtime::MultiLossFn loss;
 };
-IPUML_MODULE(PackedPretraining);
 
-Tensor mlm_loss_of(const Tensor& out) {
-  return div(sum(slice(out, 1, 2, 3)), clamp(sum(slice(out, 1, 3, 4)), 1.0, std::nullopt));
-}
-Tensor pretraining_loss(const Tensor& out, const Tensor& nsp_labels) {
-  return add(mlm_loss_of(out), cross_entropy(contiguous(slice(out, 1, 0, 2)), nsp_labels));
-}
-
-// SQuAD on one packed tensor [B, 3, S]: returns [B, S, 2] start and end logits.
-class PackedSquadImpl : public nn::Module {
- public:
-  explicit PackedSquadImpl(models::BertForQuestionAnswering m)
-      : nn::Module("PackedSquad"), model(std::move(m)) {
-    register_module("model", model);
-  }
-  Tensor forward(const Tensor& packed) override {
-    auto [start, end] = model(plane(packed, 0), plane(packed, 1), plane(packed, 2));
-    return stack({start, end}, 2);
-  }
-  models::BertForQuestionAnswering model{nullptr};
-};
-IPUML_MODULE(PackedSquad);
-
-Tensor squad_loss(const Tensor& out, const Tensor& positions) {
-  auto pick = [](const Tensor& t, int64_t k) {
-    return contiguous(squeeze(slice(t, t.dim() - 1, k, k + 1), t.dim() - 1));
+Task pretraining_task(models::BertForPreTraining m) {
+  Task t;
+  t.model = m.ptr();
+  t.forward = [m](const Tensors& in) {
+    auto [mlm, nsp] = m->forward_masked(in[0], in[1], in[2], in[3]);
+    return Tensors{mlm, nsp};
   };
-  return models::bert_squad_loss(pick(out, 0), pick(out, 1), pick(positions, 0),
-                                 pick(positions, 1));
+  t.loss = [](const Tensors& out, const Tensors& y) {
+    return models::bert_pretraining_loss(out[0], out[1], y[0], y[1]);
+  };
+  return t;
+}
+
+Task squad_task(models::BertForQuestionAnswering m) {
+  Task t;
+  t.model = m.ptr();
+  t.forward = [m](const Tensors& in) {
+    auto [start, end] = m(in[0], in[1], in[2]);
+    return Tensors{start, end};
+  };
+  t.loss = [](const Tensors& out, const Tensors& y) {
+    return models::bert_squad_loss(out[0], out[1], y[0], y[1]);
+  };
+  return t;
+}
+
+// The summed MLM cross-entropy over the labelled tokens of MLM logits [B, M, V] and labels
+// [B, M], and how many there are.
+std::pair<double, double> mlm_sum_and_count(const Tensor& mlm, const Tensor& labels) {
+  const Tensor flat = reshape(labels, {-1});
+  const double count = sum(ne(flat, full_like(flat, -100.0)).to(kFloat32)).item<float>();
+  const double loss =
+      cross_entropy(reshape(mlm, {-1, mlm.size(2)}), flat, Reduction::Sum).item<float>();
+  return {loss, count};
+}
+
+Tensors rows_of(const Tensors& ts, int64_t begin, int64_t end) {
+  Tensors out;
+  for (const auto& t : ts) out.push_back(slice(t, 0, begin, end));
+  return out;
+}
+Tensors rows_at(const Tensors& ts, const Tensor& index) {
+  Tensors out;
+  for (const auto& t : ts) out.push_back(index_select(t, 0, index));
+  return out;
 }
 
 // ---- data ----------------------------------------------------------------------------------
 
 struct Data {
-  Tensor train_x, train_y, val_x, val_y;  // packed inputs and labels
+  Tensors train_x, train_y, val_x, val_y;  // inputs and targets (see Task)
   int64_t vocab = 0;
   std::optional<double> unigram_mlm_loss;  // ln of the unigram perplexity of masked tokens
   std::string what;
@@ -212,24 +209,26 @@ int64_t masked_slots(const Config& cfg) {
   return cfg.mask_tokens > 0 ? cfg.mask_tokens : (cfg.sequence_length * 15 + 99) / 100;
 }
 
-// [B, 4, S]: ids, types, mask, then (positions of the labelled tokens, their labels), M each.
-Tensor pack_pretraining(const datasets::BertPretrainingData& d, int64_t m) {
+// Inputs ids, types, mask, positions of the labelled tokens [B, M]; targets their labels
+// [B, M] (-100 in unused slots) and the NSP labels.
+std::pair<Tensors, Tensors> pretraining_tensors(const datasets::BertPretrainingData& d, int64_t m) {
   const int64_t b = d.size(), s = d.input_ids.size(1);
   const auto labels = d.mlm_labels.to_vector<int64_t>();
-  std::vector<int64_t> compact(static_cast<size_t>(b * s), 0);
+  std::vector<int64_t> positions(static_cast<size_t>(b * m), 0),
+      compact(static_cast<size_t>(b * m), -100);
   for (int64_t r = 0; r < b; ++r) {
     int64_t k = 0;
-    for (int64_t i = 0; i < m; ++i) compact[static_cast<size_t>(r * s + m + i)] = -100;
     for (int64_t i = 0; i < s && k < m; ++i) {
       const int64_t l = labels[static_cast<size_t>(r * s + i)];
       if (l == -100) continue;
-      compact[static_cast<size_t>(r * s + k)] = i;
-      compact[static_cast<size_t>(r * s + m + k)] = l;
+      positions[static_cast<size_t>(r * m + k)] = i;
+      compact[static_cast<size_t>(r * m + k)] = l;
       ++k;
     }
   }
-  return contiguous(stack(
-      {d.input_ids, d.token_type_ids, d.attention_mask, from_vector<int64_t>(compact, {b, s})}, 1));
+  return {Tensors{d.input_ids, d.token_type_ids, d.attention_mask,
+                  from_vector<int64_t>(positions, {b, m})},
+          Tensors{from_vector<int64_t>(compact, {b, m}), d.nsp_labels}};
 }
 
 Data load_data(const Config& cfg) {
@@ -248,8 +247,8 @@ Data load_data(const Config& cfg) {
     o.max_query_len = std::min<int64_t>(64, s / 2);
     d.squad_features = datasets::squad_features(d.squad, tok, o);
     const auto& f = d.squad_features;
-    d.train_x = contiguous(stack({f.input_ids, f.token_type_ids, f.attention_mask}, 1));
-    d.train_y = contiguous(stack({f.start_positions, f.end_positions}, 1));
+    d.train_x = {f.input_ids, f.token_type_ids, f.attention_mask};
+    d.train_y = {f.start_positions, f.end_positions};
     d.val_x = d.train_x;
     d.val_y = d.train_y;
     d.what = "SQuAD: " + std::to_string(d.squad.size()) + " questions, " +
@@ -265,8 +264,8 @@ Data load_data(const Config& cfg) {
     const auto tr = datasets::generated_bert_pretraining(rows, s, d.vocab, cfg.seed);
     const auto va = datasets::generated_bert_pretraining(std::max<int64_t>(rows / 8, 8), s, d.vocab,
                                                          cfg.seed + 1);
-    d.train_x = pack_pretraining(tr, m), d.train_y = tr.nsp_labels;
-    d.val_x = pack_pretraining(va, m), d.val_y = va.nsp_labels;
+    std::tie(d.train_x, d.train_y) = pretraining_tensors(tr, m);
+    std::tie(d.val_x, d.val_y) = pretraining_tensors(va, m);
     d.what = "generated: random ids in BERT's layout";
     return d;
   }
@@ -276,8 +275,8 @@ Data load_data(const Config& cfg) {
   const auto split = datasets::split_documents(docs);
   const auto tr = datasets::make_bert_pretraining(split.train, tok, s, cfg.seed, mlm);
   const auto va = datasets::make_bert_pretraining(split.validation, tok, s, cfg.seed + 1, mlm);
-  d.train_x = pack_pretraining(tr, m), d.train_y = tr.nsp_labels;
-  d.val_x = pack_pretraining(va, m), d.val_y = va.nsp_labels;
+  std::tie(d.train_x, d.train_y) = pretraining_tensors(tr, m);
+  std::tie(d.val_x, d.val_y) = pretraining_tensors(va, m);
   // The masked-LM baseline: predict every masked token by its training-split frequency.
   auto encode = [&](std::string_view t) { return tok.encode(t); };
   const datasets::UnigramModel uni(datasets::tokenize_documents(split.train, encode, -1), d.vocab);
@@ -327,29 +326,30 @@ struct Evaluation {
 
 // Loss, MLM loss (pre-training) or exact start/end matches (SQuAD) over the first
 // --val-sequences validation rows, eagerly and without gradients.
-Evaluation evaluate(nn::Module& net, const Data& data, const Config& cfg,
-                    const runtime::LossFn& loss_fn, bool squad) {
+Evaluation evaluate(const Task& task, const Data& data, const Config& cfg, bool squad) {
+  nn::Module& net = *task.model;
   const bool was_training = net.is_training();
   net.eval();
   NoGradGuard ng;
   Evaluation ev;
-  const int64_t n_val = std::min(data.val_x.size(0), cfg.val_sequences);
+  const int64_t n_val = std::min(data.val_x[0].size(0), cfg.val_sequences);
   double mlm_sum = 0, mlm_count = 0, loss_sum = 0;
   for (int64_t at = 0; at < n_val; at += cfg.micro_batch_size) {
     const int64_t end = std::min(at + cfg.micro_batch_size, n_val);
-    const Tensor x = slice(data.val_x, 0, at, end), y = slice(data.val_y, 0, at, end);
-    const Tensor out = net.forward(x);
-    loss_sum += loss_fn(out, y).item<float>() * double(end - at);
+    const Tensors x = rows_of(data.val_x, at, end), y = rows_of(data.val_y, at, end);
+    const Tensors out = task.forward(x);
+    loss_sum += task.loss(out, y).item<float>() * double(end - at);
     ev.rows += end - at;
     if (squad) {
-      const auto pos = y.contiguous().to_vector<int64_t>();
-      const auto s0 = argmax(contiguous(squeeze(slice(out, 2, 0, 1), 2)), 1).to_vector<int64_t>();
-      const auto e0 = argmax(contiguous(squeeze(slice(out, 2, 1, 2), 2)), 1).to_vector<int64_t>();
-      for (size_t r = 0; r < s0.size(); ++r)
-        ev.exact += s0[r] == pos[2 * r] && e0[r] == pos[2 * r + 1];
+      const auto s0 = argmax(out[0], 1).to_vector<int64_t>();
+      const auto e0 = argmax(out[1], 1).to_vector<int64_t>();
+      const auto sp = y[0].contiguous().to_vector<int64_t>();
+      const auto ep = y[1].contiguous().to_vector<int64_t>();
+      for (size_t r = 0; r < s0.size(); ++r) ev.exact += s0[r] == sp[r] && e0[r] == ep[r];
     } else {
-      mlm_sum += sum(slice(out, 1, 2, 3)).item<float>();
-      mlm_count += sum(slice(out, 1, 3, 4)).item<float>();
+      const auto [l, n] = mlm_sum_and_count(out[0], y[0]);
+      mlm_sum += l;
+      mlm_count += n;
     }
   }
   ev.loss = loss_sum / double(std::max<int64_t>(ev.rows, 1));
@@ -383,7 +383,7 @@ int train(const Config& cfg) {
 
   Data data = load_data(cfg);
   std::cout << "Dataset " << data.what << "\n";
-  const int64_t n_train = data.train_x.size(0);
+  const int64_t n_train = data.train_x[0].size(0);
   const int64_t host_batches = n_train / combined;
   IPUML_CHECK(host_batches >= 1, kWho, ": a host batch of ", combined,
               " sequences (micro-batch-size x device-iterations x replication-factor x "
@@ -398,20 +398,9 @@ int train(const Config& cfg) {
       .layers_per_ipu(cfg.layers_per_ipu)
       .recompute_checkpoint_every_layer(cfg.recompute_checkpoint_every_layer);
   mc.validate();
-  std::shared_ptr<nn::Module> net;
-  nn::Module* weights = nullptr;  // what the checkpoint holds: the BERT model itself
-  runtime::LossFn loss_fn;
-  if (squad) {
-    PackedSquad m{models::BertForQuestionAnswering(mc)};
-    weights = m->model.ptr().get();
-    net = m.ptr();
-    loss_fn = squad_loss;
-  } else {
-    PackedPretraining m{models::BertForPreTraining(mc), masked_slots(cfg)};
-    weights = m->model.ptr().get();
-    net = m.ptr();
-    loss_fn = pretraining_loss;
-  }
+  const Task task = squad ? squad_task(models::BertForQuestionAnswering(mc))
+                          : pretraining_task(models::BertForPreTraining(mc));
+  nn::Module* weights = task.model.get();  // what the checkpoint holds
   int64_t n_params = 0;
   for (const auto& p : weights->parameters()) n_params += p.numel();
   std::cout << "Model BERT " << cfg.config << " (" << (squad ? "SQuAD" : "MLM + NSP")
@@ -451,10 +440,11 @@ int train(const Config& cfg) {
 
   // The starting point, for the MLM loss to be compared with (pre-training from scratch only).
   std::optional<Evaluation> before;
-  if (!squad && done == 0) before = evaluate(*net, data, cfg, loss_fn, squad);
+  if (!squad && done == 0) before = evaluate(task, data, cfg, squad);
 
   std::optional<runtime::TrainingModel> tm;
-  if (compiled) tm.emplace(trainingModel(net, make_options(cfg), *optimizer, loss_fn));
+  if (compiled)
+    tm.emplace(trainingModel(task.model, make_options(cfg), *optimizer, task.forward, task.loss));
 
   Progress progress;
   double wall = 0, simulated = 0, first_mlm = -1, last_mlm = 0;
@@ -467,7 +457,7 @@ int train(const Config& cfg) {
     const int64_t skip = (done % updates_per_epoch) / cfg.device_iterations;
     for (int64_t b = skip; b < host_batches && done < total; ++b) {
       const Tensor idx = slice(order, 0, b * combined, (b + 1) * combined);
-      const Tensor x = index_select(data.train_x, 0, idx), y = index_select(data.train_y, 0, idx);
+      const Tensors x = rows_at(data.train_x, idx), y = rows_at(data.train_y, idx);
       const auto t0 = Clock::now();
       std::vector<float> losses;
       if (compiled) {
@@ -476,20 +466,21 @@ int train(const Config& cfg) {
         for (int64_t i = 0; i < cfg.device_iterations; ++i) scheduler.step();
         done += cfg.device_iterations;
       } else {
-        net->train();
+        task.model->train();
         for (int64_t i = 0; i < cfg.device_iterations && done < total; ++i) {
-          const Tensor xi = slice(x, 0, i * cfg.micro_batch_size, (i + 1) * cfg.micro_batch_size);
-          const Tensor yi = slice(y, 0, i * cfg.micro_batch_size, (i + 1) * cfg.micro_batch_size);
+          const Tensors xi = rows_of(x, i * cfg.micro_batch_size, (i + 1) * cfg.micro_batch_size);
+          const Tensors yi = rows_of(y, i * cfg.micro_batch_size, (i + 1) * cfg.micro_batch_size);
           optimizer->zero_grad();
-          const Tensor out = net->forward(xi);
-          Tensor loss = loss_fn(out, yi);
+          const Tensors out = task.forward(xi);
+          Tensor loss = task.loss(out, yi);
           loss.backward();
           optimizer->step();
           scheduler.step();
           losses.push_back(loss.item<float>());
           if (!squad) {
             NoGradGuard ng;
-            last_mlm = mlm_loss_of(out).item<float>();
+            const auto [l, n] = mlm_sum_and_count(out[0], yi[0]);
+            last_mlm = l / std::max(n, 1.0);
             if (first_mlm < 0) first_mlm = last_mlm;
           }
           ++done;
@@ -512,7 +503,7 @@ int train(const Config& cfg) {
     if (!ck.empty()) io::save_checkpoint(ck, *weights, optimizer->state_dict(), done);
   }
 
-  const Evaluation after = evaluate(*net, data, cfg, loss_fn, squad);
+  const Evaluation after = evaluate(task, data, cfg, squad);
   std::cout << "Validation: loss " << fixed(after.loss, 4);
   if (squad) {
     std::cout << ", exact span match " << after.exact << "/" << after.rows << " features";
