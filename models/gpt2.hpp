@@ -92,9 +92,10 @@ struct GPT2Config {
   // train_gpt2.py's --recompute-checkpoint-every-layer: a recomputation checkpoint after each
   // block, so a traced training step keeps one [B, S, n_embd] tensor per layer for backward.
   IPUML_ARG(bool, recompute_checkpoint_every_layer) = false;
-  // train_gpt2.py's --embedding-serialization-factor: the tied LM head's [n_embd, vocab]
-  // product is computed in this many slices of the vocabulary, one after another, and
-  // concatenated (the same numbers; smaller temporaries on an IPU). 1: one product.
+  // train_gpt2.py's --embedding-serialization-factor (Graphcore's SerializedEmbedding and
+  // SerializedLinear): the token embedding's lookup and the tied LM head's [n_embd, vocab]
+  // product are each done in this many slices of the vocabulary, one after another (the same
+  // numbers; smaller gathers and temporaries on an IPU). 1: one lookup, one product.
   IPUML_ARG(int64_t, embedding_serialization_factor) = 1;
 };
 
@@ -304,7 +305,7 @@ class GPT2ModelImpl : public nn::Module {
     const int64_t s = input_ids.size(1);
     IPUML_CHECK(s >= 1 && s <= config.n_positions(), "GPT2Model: sequence length ", s,
                 " must be between 1 and n_positions=", config.n_positions());
-    Tensor x = wte(input_ids);
+    Tensor x = embed_tokens(input_ids);
     x = drop(add(x, wpe(arange(s))));
     for (auto& blk : blocks) {
       x = blk(x);
@@ -323,7 +324,7 @@ class GPT2ModelImpl : public nn::Module {
                 " new positions exceed n_positions=", config.n_positions());
     cache.keys.resize(blocks.size());
     cache.values.resize(blocks.size());
-    Tensor x = wte(input_ids);
+    Tensor x = embed_tokens(input_ids);
     Tensor pos = arange(static_cast<double>(past), static_cast<double>(past + s), 1.0, kInt64);
     x = drop(add(x, wpe(pos)));
     for (size_t i = 0; i < blocks.size(); ++i)
@@ -339,6 +340,34 @@ class GPT2ModelImpl : public nn::Module {
   nn::LayerNorm ln_f{nullptr};
 
  private:
+  // wte(ids), in embedding_serialization_factor slices of the vocabulary as Graphcore's
+  // SerializedEmbedding: slice k looks up the ids in its range (the others read its first row
+  // and are zeroed) and the slices' rows are summed. Adding exact zeros, the values and
+  // gradients are those of one lookup.
+  Tensor embed_tokens(const Tensor& ids) {
+    const int64_t f = config.embedding_serialization_factor();
+    if (f <= 1) return wte(ids);
+    const int64_t v = config.vocab_size(), chunk = (v + f - 1) / f;
+    if (!ir::is_tracing() && ids.numel() > 0) {
+      // What one lookup would refuse (a traced graph's ids are not known here).
+      const int64_t lo = amin(ids).item<int64_t>(), hi = amax(ids).item<int64_t>();
+      IPUML_CHECK(lo >= 0 && hi < v, "GPT2Model: token ids must be in [0, ", v, "), got ", lo,
+                  " to ", hi);
+    }
+    Tensor out;
+    for (int64_t first = 0; first < v; first += chunk) {
+      const int64_t last = std::min(v, first + chunk);
+      const Tensor in_range =
+          logical_and(ge(ids, static_cast<double>(first)), lt(ids, static_cast<double>(last)));
+      const Tensor local =
+          where(in_range, sub(ids, full_like(ids, static_cast<double>(first))), zeros_like(ids));
+      Tensor rows = embedding(slice(wte->weight, 0, first, last), local);
+      rows = mul(rows, unsqueeze(cast(in_range, rows.dtype()), -1));
+      out = out.defined() ? add(out, rows) : rows;
+    }
+    return out;
+  }
+
   // Expects the embeddings as nn::Embedding draws them, N(0, 1): scaling them gives
   // N(0, initializer_range) without drawing 39M numbers a second time.
   void init_from_fresh_embeddings() {
