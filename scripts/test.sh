@@ -7,8 +7,10 @@
 #   --tsan      builds a separate tree (build-tsan) with ThreadSanitizer and runs the tests that
 #               use threads (IPUML_TSAN_TESTS, a Catch test spec, to choose others) under
 #               TSAN_OPTIONS with tests/tsan.supp; exits non-zero on any unsuppressed report.
-#               oneTBB is Debian's, not instrumented: see docs/reliability.md. IPUML_TSAN_TBB_DIR
-#               names a TSan-built oneTBB (its lib/cmake/TBB) to use instead.
+#               oneTBB is Debian's own source built with TSan by scripts/build-tsan-tbb.sh
+#               (cached); IPUML_TSAN_TBB_DIR names another TSan-built oneTBB (lib/cmake/TBB),
+#               and IPUML_TSAN_TBB_DIR=system uses Debian's uninstrumented one (see
+#               docs/reliability.md for what that cannot tell).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -33,8 +35,10 @@ if ((tsan)); then
   # Warnings are not errors here: GCC warns that TSan does not model atomic_thread_fence
   # (-Wtsan), which the rest of the build does not see. Examples are not built: the tests run
   # below do not start them.
+  tbb_dir=${IPUML_TSAN_TBB_DIR:-}
+  [[ -n "$tbb_dir" ]] || tbb_dir=$(scripts/build-tsan-tbb.sh)
   tbb=()
-  [[ -n "${IPUML_TSAN_TBB_DIR:-}" ]] && tbb=(-DTBB_DIR="$IPUML_TSAN_TBB_DIR")
+  [[ "$tbb_dir" != system ]] && tbb=(-DTBB_DIR="$tbb_dir")
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIPUML_BUILD_EXAMPLES=OFF \
         -DCMAKE_CXX_FLAGS="-fsanitize=thread" -DCMAKE_C_FLAGS="-fsanitize=thread" \
         -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" \
