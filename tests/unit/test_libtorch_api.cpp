@@ -1,7 +1,8 @@
 // LibTorch's idioms under ipuml's names: Tensor::index / index_put_ with torch::indexing's
-// kinds, the tensor literal factory, comparison operators, Dropout1d/2d, F::*FuncOptions,
-// nn::Functional, named_parameters() items, nn::init's kFanIn/kReLU, ipuml::save / load.
-// Values are checked against index arithmetic and the plain ops written out by hand.
+// kinds (index_put_ recorded by autograd), the tensor literal factory, comparison operators,
+// Dropout1d/2d, F::*FuncOptions, nn::Functional, named_parameters() items, nn::init's kFanIn/kReLU,
+// ipuml::save / load. Values are checked against index arithmetic and the plain ops written out by
+// hand.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -153,12 +154,118 @@ TEST_CASE("Tensor index_put_ writes through integers, slices, tensors and masks"
   CHECK(values(z.index({Slice(), 3})) == std::vector<float>{0, 0, 0});
 
   Tensor w = ones({2, 2}).requires_grad_();
-  CHECK_THAT(error_of([&] { w.index_put_({0}, 3.0); }), Contains("requires grad"));
+  CHECK_THAT(error_of([&] { w.index_put_({0}, 3.0); }),
+             Contains("a leaf Variable that requires grad is being used in an in-place operation"));
+  CHECK(values(w) == std::vector<float>{1, 1, 1, 1});
   {
     NoGradGuard ng;
     w.index_put_({0, 1}, 3.0);
   }
   CHECK(values(w) == std::vector<float>{1, 3, 1, 1});
+  CHECK(w.is_leaf());
+}
+
+TEST_CASE("Tensor index_put_ is recorded by autograd", "[libtorch][index][autograd]") {
+  // y = 2x, then y[1, 1:3] = v: x's gradient is 2g except where v was written, v's is g there.
+  Tensor x = arange(0.0, 12.0).reshape({3, 4}).requires_grad_();
+  Tensor v = tensor({10.f, 20.f}).requires_grad_();
+  Tensor y = x * 2.0;
+  y.index_put_({1, Slice(1, 3)}, v);
+  CHECK(values(y) == std::vector<float>{0, 2, 4, 6, 8, 10, 20, 14, 16, 18, 20, 22});
+  CHECK(y.grad_fn() != nullptr);
+  const Tensor g = arange(1.0, 13.0).reshape({3, 4});
+  sum(mul(y, g)).backward();
+  CHECK(values(x.grad()) == std::vector<float>{2, 4, 6, 8, 10, 0, 0, 16, 18, 20, 22, 24});
+  CHECK(values(v.grad()) == std::vector<float>{6, 7});
+
+  // Into a tensor that needs no gradient itself (LibTorch's "fill a buffer" idiom), twice, with
+  // a broadcast value: the value's gradient sums over the rows it was copied to.
+  Tensor a = tensor({1.f, 2.f, 3.f}).requires_grad_();
+  Tensor b = tensor({5.f}).requires_grad_();
+  Tensor out = zeros({4, 3});
+  out.index_put_({tensor({0, 2})}, a);
+  out.index_put_({Slice(), 1}, b);
+  CHECK(values(out) == std::vector<float>{1, 5, 3, 0, 5, 0, 1, 5, 3, 0, 5, 0});
+  sum(mul(out, arange(0.0, 12.0).reshape({4, 3}))).backward();
+  CHECK(values(a.grad()) == std::vector<float>{0 + 6, 0, 2 + 8});  // column 1 overwritten by b
+  CHECK(values(b.grad()) == std::vector<float>{1 + 4 + 7 + 10});
+
+  // A value that views the tensor written into is read before the write.
+  Tensor p = arange(0.0, 6.0).reshape({3, 2}).requires_grad_();
+  Tensor q = p.clone();
+  q.index_put_({0}, q.index({2}));
+  CHECK(values(q) == std::vector<float>{4, 5, 2, 3, 4, 5});
+  q.sum().backward();
+  CHECK(values(p.grad()) == std::vector<float>{0, 0, 1, 1, 2, 2});
+
+  // Under NoGradGuard nothing is recorded.
+  Tensor r = x * 1.0;
+  {
+    NoGradGuard ng;
+    r.index_put_({0}, 7.0);
+  }
+  CHECK(r.grad_fn()->name == "MulBackward");
+}
+
+TEST_CASE("Tensor index_put_ gradients pass gradcheck", "[libtorch][index][autograd]") {
+  Generator gen(11);
+  const Tensor mask =
+      tensor({{true, false, true, false}, {false, false, true, true}, {true, true, false, false}});
+  struct Case {
+    const char* name;
+    std::vector<TensorIndex> index;
+    Shape value_shape;
+  };
+  const std::vector<Case> cases = {
+      {"slices", {Slice(), Slice(1, None, 2)}, {3, 2}},
+      {"slice broadcast row", {Slice(0, 2), Slice()}, {4}},
+      {"int and negative int", {-1, 2}, {}},
+      {"integer tensor", {tensor({2, 0})}, {2, 4}},
+      {"integer tensor broadcast", {Slice(), tensor({3, 1, 0})}, {3, 1}},
+      {"integer tensor int32", {Ellipsis, tensor({1, 2}, kInt32)}, {2}},
+      {"bool mask", {mask}, {6}},
+      {"bool mask scalar", {mask}, {1}},
+      {"bool mask of rows", {tensor({true, false, true}), Slice(1, 3)}, {2, 2}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    Tensor x = randn({3, 4}, &gen).requires_grad_();
+    Tensor v = randn(c.value_shape, &gen).requires_grad_();
+    auto f = [&](const std::vector<Tensor>& in) {
+      Tensor y = in[0].mul(in[0]);  // not linear in x, so the zeroed gradient is checked too
+      y.index_put_(c.index, in[1]);
+      return y.mul(1.5);
+    };
+    const auto result = autograd::gradcheck(f, {x, v});
+    INFO(result.message);
+    CHECK(result.ok);
+  }
+}
+
+TEST_CASE("Tensor index_put_ refuses writes autograd could not follow",
+          "[libtorch][index][errors]") {
+  Tensor x = randn({3, 4}).requires_grad_();
+  // exp saves its result for backward: writing into it would change that backward's input.
+  Tensor e = exp(x);
+  const auto before = values(e);
+  CHECK_THAT(error_of([&] { e.index_put_({0}, 1.0); }),
+             Contains("index_put_: the tensor's memory is shared with 1 other tensor(s)") &&
+                 Contains("x.clone()"));
+  CHECK(values(e) == before);
+  // So does a live view of it.
+  Tensor c = x * 2.0;
+  Tensor row = c.index({1});
+  CHECK_THAT(error_of([&] { c.index_put_({1}, 0.0); }), Contains("shared with 1 other tensor"));
+  CHECK(values(row) == values(mul(x.detach().index({1}), 2.0)));
+  // A clone is free to be written.
+  Tensor ec = e.clone();
+  ec.index_put_({0}, 1.0);
+  ec.sum().backward();
+  CHECK(values(x.grad().index({0})) == std::vector<float>{0, 0, 0, 0});
+  CHECK(values(x.grad().index({1})) == values(e.detach().index({1})));
+  // Undefined values are refused with a message.
+  Tensor z = zeros({2});
+  CHECK_THAT(error_of([&] { z.index_put_({0}, Tensor()); }), Contains("undefined"));
 }
 
 TEST_CASE("tensor literals, comparison operators and members", "[libtorch]") {
@@ -393,9 +500,20 @@ TEST_CASE("Tensor index and index_put_ match PyTorch", "[libtorch][index][golden
     ipuml::testing::require_close(out, c["output"], 1e-7, 1e-7, name + ": output");
     sum(mul(out, ipuml::testing::tensor_from_json(c["grad_output"]))).backward();
     ipuml::testing::require_close(x.grad(), c["grad"], 1e-6, 1e-6, name + ": grad");
-    if (c["put"].is_null()) continue;
-    Tensor y = x.detach().clone();
-    y.index_put_(index, ipuml::testing::tensor_from_json(c["value"]));
-    ipuml::testing::require_close(y, c["put"], 1e-7, 1e-7, name + ": put");
+    if (!c["put"].is_null()) {
+      Tensor y = x.detach().clone();
+      y.index_put_(index, ipuml::testing::tensor_from_json(c["value"]));
+      ipuml::testing::require_close(y, c["put"], 1e-7, 1e-7, name + ": put");
+    }
+    // The write recorded by autograd: gradients reach the tensor written into (except where it
+    // was overwritten) and the value (summed where it was broadcast).
+    Tensor x2 = x.detach().clone().requires_grad_();
+    Tensor v2 = ipuml::testing::tensor_from_json(c["value"]).requires_grad_();
+    Tensor y2 = x2.clone();
+    y2.index_put_(index, v2);
+    sum(mul(y2, ipuml::testing::tensor_from_json(c["put_grad_output"]))).backward();
+    ipuml::testing::require_close(x2.grad(), c["put_grad"], 1e-6, 1e-6, name + ": put grad");
+    ipuml::testing::require_close(v2.grad(), c["put_grad_value"], 1e-5, 1e-6,
+                                  name + ": put grad of the value");
   }
 }
