@@ -134,6 +134,9 @@ OPS = {
     "expand": lambda a, x: x.expand(a["shape"]),
     "squeeze": lambda a, x: x.squeeze(a["dim"]),
     "unsqueeze": lambda a, x: x.unsqueeze(a["dim"]),
+    "interpolate": lambda a, x: F.interpolate(x, size=a["size"], scale_factor=a["scale_factor"],
+                                              mode=a["mode"], align_corners=a["align_corners"],
+                                              recompute_scale_factor=a["recompute_scale_factor"]),
 }
 NODIFF_IN = {"batch_norm": (3, 4), "cross_entropy": (2,), "nll_loss": (2,)}
 NOGRAD_OUT = {"batch_norm": (1, 2)}
