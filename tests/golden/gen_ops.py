@@ -404,6 +404,24 @@ case("embedding_10x4_idx3x5", "embedding", {},
 case("embedding_6x3_idx2x4_repeats", "embedding", {},
      lambda: [randn(6, 3), torch.tensor([[0, 1, 1, 5], [5, 5, 2, 0]])],
      lambda w, i: F.embedding(i, w))
+# F.embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq), as LibTorch's
+# F::embedding(input, weight, F::EmbeddingFuncOptions()...); inputs are [weight, indices].
+# max_norm rescales the weight's picked rows in place (outside autograd) before the lookup.
+for nm, w_shape, idx, opts in (
+        ("padding2", [6, 3], [[0, 2, 1, 2], [5, 2, 2, 0]], {"padding_idx": 2}),
+        ("padding_neg1", [5, 2], [4, 0, 4, 1], {"padding_idx": -1}),
+        ("scale_freq", [6, 3], [[0, 1, 1, 5], [5, 5, 2, 0]], {"scale_grad_by_freq": True}),
+        ("padding_scale_freq", [6, 3], [[0, 1, 1, 5], [5, 5, 2, 1]],
+         {"padding_idx": 5, "scale_grad_by_freq": True}),
+        ("max_norm1", [8, 4], [[0, 3, 3], [7, 1, 0]], {"max_norm": 1.0}),
+        ("max_norm1.5_p1", [8, 4], [2, 6, 5, 2], {"max_norm": 1.5, "norm_type": 1.0})):
+    attrs = {"padding_idx": None, "max_norm": None, "norm_type": 2.0, "scale_grad_by_freq": False}
+    attrs.update(opts)
+    case("embedding_opts_" + nm, "embedding_opts", attrs,
+         lambda w_shape=w_shape, idx=idx: [randn(*w_shape) * 1.5, torch.tensor(idx)],
+         lambda w, i, a=attrs: F.embedding(i, w, padding_idx=a["padding_idx"],
+                                           max_norm=a["max_norm"], norm_type=a["norm_type"],
+                                           scale_grad_by_freq=a["scale_grad_by_freq"]))
 
 # ---------------------------------------------------------------- cat / stack / split / chunk
 for nm, shapes, dim in (("dim0", [[2, 3], [1, 3], [3, 3]], 0),

@@ -405,6 +405,53 @@ TEST_CASE("F FuncOptions give the plain ops' values", "[libtorch][functional]") 
         Approx(sum(mul(lp, lp)).item<float>()));
 }
 
+TEST_CASE("F::embedding takes LibTorch's order: input, weight, options",
+          "[libtorch][functional][embedding]") {
+  // Row r of the weight is [10 r, 10 r + 1].
+  Tensor w = mul(arange(0.0, 10.0).reshape({5, 2}), 1.0).requires_grad_();
+  {
+    NoGradGuard ng;
+    w.mul_(10.0);
+    w.index_put_({Slice(), 1}, add(w.index({Slice(), 1}), -9.0));
+  }
+  REQUIRE(values(w) == std::vector<float>{0, 1, 20, 21, 40, 41, 60, 61, 80, 81});
+  const Tensor idx = tensor({{4, 0}, {1, 4}});
+  Tensor y = F::embedding(idx, w);
+  CHECK(y.shape() == Shape{2, 2, 2});
+  CHECK(values(y) == std::vector<float>{80, 81, 0, 1, 20, 21, 80, 81});
+  // The same as ATen's order (ipuml::embedding(weight, indices)) and as the module.
+  CHECK(values(embedding(w, idx)) == values(y));
+
+  // padding_idx (here from the end: -1 is row 4): its lookups keep their values, get no gradient.
+  Tensor p = F::embedding(idx, w, F::EmbeddingFuncOptions().padding_idx(-1));
+  CHECK(values(p) == values(y));
+  sum(mul(p, arange(1.0, 9.0).reshape({2, 2, 2}))).backward();
+  CHECK(values(w.grad()) == std::vector<float>{3, 4, 5, 6, 0, 0, 0, 0, 0, 0});
+
+  // scale_grad_by_freq: row 4 is looked up twice, so each lookup passes half its gradient.
+  w.set_grad(Tensor());
+  sum(F::embedding(idx, w, F::EmbeddingFuncOptions().scale_grad_by_freq(true))).backward();
+  CHECK(values(w.grad()) == std::vector<float>{1, 1, 1, 1, 0, 0, 0, 0, 1, 1});
+
+  // max_norm rescales the rows it looks up, in place: row 1 (norm 29) to norm 2, not row 2.
+  Tensor v = w.detach().clone();
+  Tensor r = F::embedding(tensor({1, 0}), v, F::EmbeddingFuncOptions().max_norm(2.0));
+  const double n1 = std::sqrt(20.0 * 20.0 + 21.0 * 21.0);
+  CHECK(r.index({0, 0}).item<float>() == Approx(20.0 * 2.0 / (n1 + 1e-7)));
+  CHECK(v.index({1, 1}).item<float>() == Approx(21.0 * 2.0 / (n1 + 1e-7)));
+  CHECK(v.index({2, 0}).item<float>() == 40.0f);
+
+  // The weight first (the ATen order) is refused with the order to use.
+  CHECK_THAT(error_of([&] { F::embedding(w, idx); }),
+             Contains("LibTorch's order is F::embedding(input, weight, options)"));
+  CHECK_THAT(error_of([&] { F::embedding(idx, w, F::EmbeddingFuncOptions().padding_idx(5)); }),
+             Contains("padding_idx=5 must be within num_embeddings=5"));
+  CHECK_THAT(error_of([&] { F::embedding(tensor({5}), w); }),
+             Contains("index 5 is out of range for num_embeddings=5"));
+  CHECK_THAT(error_of([&] { F::embedding(idx, w, F::EmbeddingFuncOptions().sparse(true)); }),
+             Contains("sparse gradients are not implemented"));
+}
+
 TEST_CASE("nn::Functional wraps functions as modules", "[libtorch][functional]") {
   const Tensor x = arange(-8.0, 8.0).reshape({1, 1, 4, 4});
   nn::Functional relu_m(ipuml::relu);

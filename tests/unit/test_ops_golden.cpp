@@ -195,6 +195,16 @@ const std::map<std::string, OpFn>& ops() {
                               a["eps"].template get<double>())};
        }},
       {"embedding", [](auto&, auto& x) { return Ts{embedding(x[0], x[1])}; }},
+      // LibTorch's F::embedding(input, weight, options): the indices first.
+      {"embedding_opts",
+       [](auto& a, auto& x) {
+         auto o = nn::functional::EmbeddingFuncOptions()
+                      .norm_type(a["norm_type"].template get<double>())
+                      .scale_grad_by_freq(a["scale_grad_by_freq"].template get<bool>());
+         if (!a["padding_idx"].is_null()) o.padding_idx(a["padding_idx"].template get<int64_t>());
+         if (!a["max_norm"].is_null()) o.max_norm(a["max_norm"].template get<double>());
+         return Ts{nn::functional::embedding(x[1], x[0], o)};
+       }},
       {"cat", [](auto& a, auto& x) { return Ts{cat(x, a["dim"].template get<int64_t>())}; }},
       {"stack", [](auto& a, auto& x) { return Ts{stack(x, a["dim"].template get<int64_t>())}; }},
       {"split",
