@@ -1,8 +1,8 @@
-// LibTorch's idioms under ipuml's names: Tensor::index / index_put_ with torch::indexing's
-// kinds (index_put_ recorded by autograd), the tensor literal factory, comparison operators,
-// Dropout1d/2d, F::*FuncOptions, nn::Functional, named_parameters() items, nn::init's kFanIn/kReLU,
-// ipuml::save / load. Values are checked against index arithmetic and the plain ops written out by
-// hand.
+// LibTorch's idioms under ipuml's names: Tensor::index / index_put_ (recorded by autograd) with
+// torch::indexing's kinds, the tensor literal factory, comparison operators, Dropout1d/2d,
+// F::*FuncOptions, F::embedding's order, nn::Functional, named_parameters() items, nn::init's
+// kFanIn/kReLU, ipuml::save / load of modules, tensors and optimizers. Values are checked
+// against index arithmetic and the plain ops written out by hand.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -512,6 +512,134 @@ TEST_CASE("ipuml::save and ipuml::load modules and tensors", "[libtorch][seriali
     f.put('\x5a');
   }
   CHECK(error_of([&] { load(u, dir.file("t.h5")); }) != "(no error)");
+}
+
+namespace {
+
+// A few steps of `optimizer` on a fixed regression problem for `model`.
+void train_steps(nn::Sequential& model, optim::Optimizer& optimizer, int steps, uint64_t seed) {
+  Generator gen(seed);
+  for (int s = 0; s < steps; ++s) {
+    Tensor x = randn({8, 4}, &gen), y = randn({8, 2}, &gen);
+    optimizer.zero_grad();
+    mse_loss(model->forward(x), y).backward();
+    optimizer.step();
+  }
+}
+
+nn::Sequential small_model() {
+  manual_seed(3);
+  return nn::Sequential(nn::Linear(4, 5), nn::Tanh(), nn::Linear(5, 2));
+}
+
+std::vector<std::vector<float>> params_of(nn::Sequential& m) {
+  std::vector<std::vector<float>> out;
+  for (auto& p : m->parameters()) out.push_back(values(p));
+  return out;
+}
+
+template <typename Opt, typename Options>
+void check_resume_bit_for_bit(const Options& options, const std::string& dir) {
+  // Uninterrupted: 3 + 4 steps.
+  nn::Sequential a = small_model();
+  Opt opt_a(a->parameters(), options);
+  train_steps(a, opt_a, 3, 10);
+  train_steps(a, opt_a, 4, 20);
+
+  // Interrupted after 3 steps: model and optimizer saved, then loaded into fresh ones.
+  nn::Sequential b = small_model();
+  {
+    Opt opt_b(b->parameters(), options);
+    train_steps(b, opt_b, 3, 10);
+    save(b, dir + "/model.h5");
+    save(opt_b, dir + "/optimizer.h5");
+  }
+  nn::Sequential c = small_model();
+  load(c, dir + "/model.h5");
+  Opt opt_c(c->parameters(), options);
+  load(opt_c, dir + "/optimizer.h5");
+  train_steps(c, opt_c, 4, 20);
+  CHECK(params_of(c) == params_of(a));
+  // Without the optimizer's state the run differs (momentum / moments start again).
+  nn::Sequential d = small_model();
+  load(d, dir + "/model.h5");
+  Opt opt_d(d->parameters(), options);
+  train_steps(d, opt_d, 4, 20);
+  CHECK(params_of(d) != params_of(a));
+}
+
+}  // namespace
+
+TEST_CASE("ipuml::save and ipuml::load optimizers: a resumed run matches bit for bit",
+          "[libtorch][serialize][optim]") {
+  ipuml::testing::TempDir dir("ipuml_save_optim");
+  SECTION("SGD with momentum") {
+    check_resume_bit_for_bit<optim::SGD>(optim::SGDOptions(0.05).momentum(0.9), dir.path.string());
+  }
+  SECTION("SGD with momentum and dampening (a step counter in the state)") {
+    check_resume_bit_for_bit<optim::SGD>(optim::SGDOptions(0.05).momentum(0.9).dampening(0.1),
+                                         dir.path.string());
+  }
+  SECTION("Adam") {
+    check_resume_bit_for_bit<optim::Adam>(optim::AdamOptions(0.01), dir.path.string());
+  }
+  // The file says whose state it is.
+  nn::Sequential m = small_model();
+  optim::Adam adam(m->parameters(), optim::AdamOptions(0.01));
+  save(adam, dir.file("adam.h5"));
+  const io::Checkpoint c = io::read_checkpoint(dir.file("adam.h5"));
+  CHECK(c.optimizer_record.type == "Adam");
+  CHECK(c.optimizer_record.group_sizes == std::vector<int64_t>{4});
+  CHECK(c.model.empty());
+}
+
+TEST_CASE("ipuml::load of an optimizer refuses another type or other parameters, unchanged",
+          "[libtorch][serialize][optim][errors]") {
+  ipuml::testing::TempDir dir("ipuml_load_optim");
+  nn::Sequential m = small_model();
+  optim::SGD sgd(m->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  train_steps(m, sgd, 2, 1);
+  save(sgd, dir.file("sgd.h5"));
+
+  auto state_values = [](const optim::Optimizer& o) {
+    std::vector<std::vector<float>> v;
+    for (auto& [k, t] : o.state_dict()) v.push_back(values(t));
+    return v;
+  };
+  // Another type.
+  optim::Adam adam(m->parameters(), optim::AdamOptions(0.01));
+  train_steps(m, adam, 1, 2);
+  const auto adam_before = state_values(adam);
+  CHECK_THAT(
+      error_of([&] { load(adam, dir.file("sgd.h5")); }),
+      Contains("holds the state of an optimizer of type SGD, which cannot be loaded into one of "
+               "type Adam"));
+  CHECK(state_values(adam) == adam_before);
+  // Fewer parameters, or the same ones grouped otherwise.
+  auto params = m->parameters();
+  optim::SGD fewer(std::vector<Tensor>(params.begin(), params.begin() + 2),
+                   optim::SGDOptions(0.05).momentum(0.9));
+  train_steps(m, fewer, 1, 3);
+  const auto fewer_before = state_values(fewer);
+  CHECK_THAT(error_of([&] { load(fewer, dir.file("sgd.h5")); }),
+             Contains("the saved SGD optimized 4 parameters in groups of [4], this one optimizes 2 "
+                      "in groups of [2]"));
+  CHECK(state_values(fewer) == fewer_before);
+  optim::SGD grouped(std::vector<Tensor>(params.begin(), params.begin() + 2),
+                     optim::SGDOptions(0.05).momentum(0.9));
+  grouped.add_param_group(std::vector<Tensor>(params.begin() + 2, params.end()));
+  CHECK_THAT(error_of([&] { load(grouped, dir.file("sgd.h5")); }), Contains("groups of [2, 2]"));
+  // The same type over the same parameters, but other options that keep other state.
+  optim::SGD plain(m->parameters(), optim::SGDOptions(0.05));
+  CHECK_THAT(error_of([&] { load(plain, dir.file("sgd.h5")); }),
+             Contains("unexpected key 'state.0.momentum_buffer'"));
+  // A module's file has no optimizer state; an optimizer's file has no module.
+  save(m, dir.file("model.h5"));
+  CHECK_THAT(
+      error_of([&] { load(sgd, dir.file("model.h5")); }),
+      Contains("expected an optimizer's state saved by ipuml::save(optimizer), found none") &&
+          Contains("'0.weight'"));
+  CHECK_THAT(error_of([&] { load(m, dir.file("sgd.h5")); }), Contains("missing '0.weight'"));
 }
 #endif
 
