@@ -37,12 +37,15 @@ class MnistDataset : public data::DatasetBase<MnistDataset> {
   std::shared_ptr<const MnistSplit> split_;  // shared: loaders and .map() copy the dataset
 };
 
-// LibTorch's datasets::MNIST(root, MNIST::Mode::kTest) (under ipuml::datasets).
+// LibTorch's data::datasets::MNIST(root, MNIST::Mode::kTest) (ipuml::datasets::MNIST, also
+// reachable as ipuml::data::datasets::MNIST). `root` holds the four IDX files under their
+// original names, as LibTorch's does; size() reads as a count and as LibTorch's optional.
 class MNIST : public MnistDataset {
  public:
   enum class Mode { kTrain, kTest };
   explicit MNIST(const std::string& root, Mode mode = Mode::kTrain)
       : MnistDataset(root, mode == Mode::kTrain) {}
+  data::DatasetSize size() const { return MnistDataset::size(); }
 };
 
 // MnistDataset(dir, train).map(Normalize(kMnistMean, kMnistStd)): what the MNIST example feeds.
@@ -51,6 +54,11 @@ inline auto normalized_mnist(const std::string& dir, bool train) {
 }
 
 }  // namespace ipuml::datasets
+
+// LibTorch nests the data sets under data:: (torch::data::datasets::MNIST).
+namespace ipuml::data {
+namespace datasets = ::ipuml::datasets;
+}  // namespace ipuml::data
 
 #ifdef IPUML_INCLUDE_IMPL
 #include <ipuml/datasets/mnist_dataset_impl.hpp>

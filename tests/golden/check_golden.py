@@ -117,6 +117,11 @@ OPS = {
                                                              a["eps"]),
     "group_norm": lambda a, x, w, b: F.group_norm(x, a["num_groups"], w, b, a["eps"]),
     "embedding": lambda a, w, i: F.embedding(i, w),
+    "embedding_opts": lambda a, w, i: F.embedding(i, w.clone() if a["max_norm"] else w,
+                                                  padding_idx=a["padding_idx"],
+                                                  max_norm=a["max_norm"],
+                                                  norm_type=a["norm_type"],
+                                                  scale_grad_by_freq=a["scale_grad_by_freq"]),
     "cat": lambda a, *xs: torch.cat(xs, a["dim"]),
     "stack": lambda a, *xs: torch.stack(xs, a["dim"]),
     "split": lambda a, x: tuple(torch.split(x, a["split_size"], a["dim"])),
@@ -134,6 +139,9 @@ OPS = {
     "expand": lambda a, x: x.expand(a["shape"]),
     "squeeze": lambda a, x: x.squeeze(a["dim"]),
     "unsqueeze": lambda a, x: x.unsqueeze(a["dim"]),
+    "interpolate": lambda a, x: F.interpolate(x, size=a["size"], scale_factor=a["scale_factor"],
+                                              mode=a["mode"], align_corners=a["align_corners"],
+                                              recompute_scale_factor=a["recompute_scale_factor"]),
 }
 NODIFF_IN = {"batch_norm": (3, 4), "cross_entropy": (2,), "nll_loss": (2,)}
 NOGRAD_OUT = {"batch_norm": (1, 2)}

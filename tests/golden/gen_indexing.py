@@ -7,14 +7,16 @@ Usage (Debian's PyTorch 1.13, not the pyenv python):
 Format:
   {"generator": ..., "torch_version": ..., "cases": [CASE, ...]}
   CASE = {"name", "input": T, "index": [I...], "output": T, "grad_output": T, "grad": T,
-          "value": T, "put": T}
+          "value": T, "put": T, "put_grad_output": T, "put_grad": T, "put_grad_value": T}
   I = {"int": n} | {"slice": [start|null, stop|null, step|null]} | {"none": true}
       | {"ellipsis": true} | {"bool": b} | {"tensor": T}
   T = {"shape": [...], "dtype": "float32"|"int64"|"bool", "data": [flat row-major]}
 
 output = input[index]; grad = d(sum(output * grad_output))/d input; put = input after
 input[index] = value (value broadcast to output's shape), null where an index tensor repeats a
-position (which write wins is unspecified). Values are float32-representable;
+position (which write wins is unspecified). put_grad and put_grad_value are the gradients of
+sum(y * put_grad_output) for y = input.clone(); y[index] = value, with respect to input and to
+value (recorded by autograd, as LibTorch's index_put_ is). Values are float32-representable;
 each case seeds the RNG from a CRC32 of its name.
 """
 import json
@@ -61,9 +63,17 @@ def case(name, shape, index, value_shape=None, put=True):
     value = torch.randn(value_shape if value_shape is not None else out.shape, dtype=torch.float32)
     result = x.detach().clone()
     result[index] = value
+    # The write recorded by autograd (drawn after the rest, so the older fields keep their values).
+    gp = torch.randn(shape, dtype=torch.float32)
+    x2 = x.detach().clone().requires_grad_()
+    v2 = value.clone().requires_grad_()
+    y = x2.clone()
+    y[index] = v2
+    (y * gp).sum().backward()
     CASES.append({"name": name, "input": T(x), "index": [spec(i) for i in index],
                   "output": T(out), "grad_output": T(g), "grad": T(x.grad), "value": T(value),
-                  "put": T(result) if put else None})
+                  "put": T(result) if put else None, "put_grad_output": T(gp),
+                  "put_grad": T(x2.grad), "put_grad_value": T(v2.grad)})
 
 
 case("int", [2, 3, 4], [1])

@@ -404,6 +404,24 @@ case("embedding_10x4_idx3x5", "embedding", {},
 case("embedding_6x3_idx2x4_repeats", "embedding", {},
      lambda: [randn(6, 3), torch.tensor([[0, 1, 1, 5], [5, 5, 2, 0]])],
      lambda w, i: F.embedding(i, w))
+# F.embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq), as LibTorch's
+# F::embedding(input, weight, F::EmbeddingFuncOptions()...); inputs are [weight, indices].
+# max_norm rescales the weight's picked rows in place (outside autograd) before the lookup.
+for nm, w_shape, idx, opts in (
+        ("padding2", [6, 3], [[0, 2, 1, 2], [5, 2, 2, 0]], {"padding_idx": 2}),
+        ("padding_neg1", [5, 2], [4, 0, 4, 1], {"padding_idx": -1}),
+        ("scale_freq", [6, 3], [[0, 1, 1, 5], [5, 5, 2, 0]], {"scale_grad_by_freq": True}),
+        ("padding_scale_freq", [6, 3], [[0, 1, 1, 5], [5, 5, 2, 1]],
+         {"padding_idx": 5, "scale_grad_by_freq": True}),
+        ("max_norm1", [8, 4], [[0, 3, 3], [7, 1, 0]], {"max_norm": 1.0}),
+        ("max_norm1.5_p1", [8, 4], [2, 6, 5, 2], {"max_norm": 1.5, "norm_type": 1.0})):
+    attrs = {"padding_idx": None, "max_norm": None, "norm_type": 2.0, "scale_grad_by_freq": False}
+    attrs.update(opts)
+    case("embedding_opts_" + nm, "embedding_opts", attrs,
+         lambda w_shape=w_shape, idx=idx: [randn(*w_shape) * 1.5, torch.tensor(idx)],
+         lambda w, i, a=attrs: F.embedding(i, w, padding_idx=a["padding_idx"],
+                                           max_norm=a["max_norm"], norm_type=a["norm_type"],
+                                           scale_grad_by_freq=a["scale_grad_by_freq"]))
 
 # ---------------------------------------------------------------- cat / stack / split / chunk
 for nm, shapes, dim in (("dim0", [[2, 3], [1, 3], [3, 3]], 0),
@@ -654,6 +672,53 @@ case("layer_norm_noaffine_3x4", "layer_norm", {"normalized_shape": [4], "eps": 1
 case("layer_norm_eps1e-3_2x3x8", "layer_norm", {"normalized_shape": [8], "eps": 1e-3},
      lambda: [randn(2, 3, 8) * 0.1, randn(8), randn(8)],
      lambda x, w, b: F.layer_norm(x, [8], w, b, eps=1e-3))
+
+
+# ---------------------------------------------------------------- interpolate
+# F.interpolate(x, size | scale_factor, mode, align_corners, recompute_scale_factor), as
+# LibTorch's F::interpolate(x, F::InterpolateFuncOptions()...). PyTorch computes nearest indices
+# in float32 whatever the dtype, and linear/cubic coordinates in the input's dtype (float64 here).
+def interp_case(nm, shape, mode, size=None, scale=None, align=None, recompute=None):
+    attrs = {"size": size, "scale_factor": scale, "mode": mode, "align_corners": align,
+             "recompute_scale_factor": recompute}
+    case("interpolate_" + nm, "interpolate", attrs, lambda: [randn(*shape)],
+         lambda x: F.interpolate(x, size=size, scale_factor=scale, mode=mode, align_corners=align,
+                                 recompute_scale_factor=recompute))
+
+
+interp_case("nearest_1d_up", [2, 3, 4], "nearest", size=[9])
+interp_case("nearest_1d_down", [1, 2, 7], "nearest", size=[3])
+interp_case("nearest_2d_up", [2, 2, 2, 3], "nearest", size=[5, 7])
+interp_case("nearest_2d_x2", [1, 2, 3, 2], "nearest", scale=[2.0, 2.0])
+interp_case("nearest_2d_scale1.7", [1, 1, 3, 4], "nearest", scale=[1.7, 1.7])
+interp_case("nearest_2d_scale1.7_recompute", [1, 1, 3, 4], "nearest", scale=[1.7, 1.7],
+            recompute=True)
+interp_case("nearest_2d_down", [1, 2, 7, 5], "nearest", size=[3, 2])
+interp_case("nearest_3d", [1, 2, 2, 3, 2], "nearest", size=[3, 4, 5])
+interp_case("nearest_exact_2d_up", [1, 2, 3, 4], "nearest-exact", size=[7, 6])
+interp_case("nearest_exact_2d_down", [1, 1, 7, 5], "nearest-exact", size=[3, 2])
+interp_case("nearest_exact_1d_scale1.5", [2, 1, 4], "nearest-exact", scale=[1.5])
+for align in (False, True):
+    a = "ac%d" % align
+    interp_case("linear_up_" + a, [2, 3, 4], "linear", size=[9], align=align)
+    interp_case("linear_down_" + a, [1, 2, 9], "linear", size=[4], align=align)
+    interp_case("linear_to1_" + a, [1, 2, 5], "linear", size=[1], align=align)
+    interp_case("linear_scale2.5_" + a, [1, 2, 3], "linear", scale=[2.5], align=align)
+    interp_case("linear_scale2.5_recompute_" + a, [1, 2, 3], "linear", scale=[2.5], align=align,
+                recompute=True)
+    interp_case("bilinear_up_" + a, [2, 2, 3, 4], "bilinear", size=[5, 7], align=align)
+    interp_case("bilinear_down_" + a, [1, 2, 7, 6], "bilinear", size=[3, 4], align=align)
+    interp_case("bilinear_mixed_" + a, [1, 3, 4, 5], "bilinear", size=[4, 9], align=align)
+    interp_case("bilinear_scale1.5_" + a, [1, 2, 4, 3], "bilinear", scale=[1.5, 1.5],
+                align=align)
+    interp_case("bilinear_scale2_0.5_" + a, [1, 1, 3, 8], "bilinear", scale=[2.0, 0.5],
+                align=align)
+    interp_case("bicubic_up_" + a, [2, 2, 3, 4], "bicubic", size=[6, 9], align=align)
+    interp_case("bicubic_down_" + a, [1, 2, 8, 7], "bicubic", size=[3, 4], align=align)
+    interp_case("bicubic_scale1.7_" + a, [1, 1, 4, 4], "bicubic", scale=[1.7, 1.7], align=align)
+    interp_case("trilinear_" + a, [1, 2, 2, 3, 4], "trilinear", size=[3, 5, 3], align=align)
+interp_case("area_2d", [1, 2, 7, 6], "area", size=[3, 4])
+interp_case("area_1d", [2, 2, 9], "area", size=[4])
 
 
 # ---------------------------------------------------------------- output

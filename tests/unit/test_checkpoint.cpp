@@ -201,6 +201,55 @@ TEST_CASE("checkpoint load validates the file and names file and key", "[checkpo
   CHECK(same_bits(target.state_dict(), snapshot));
 }
 
+TEST_CASE("checkpoint: the optimizer record is written, read back and checked",
+          "[checkpoint][errors]") {
+  TempDir dir;
+  NetImpl net(1);
+  const std::string with = dir.file("with.h5");
+  io::save_checkpoint(with, net, {}, 0, {}, io::OptimizerRecord{"AdamW", {3, 1}});
+  const io::Checkpoint c = io::read_checkpoint(with);
+  CHECK(c.optimizer_record.type == "AdamW");
+  CHECK(c.optimizer_record.group_sizes == std::vector<int64_t>{3, 1});
+  // Files written without one (every checkpoint before it) read with an empty record.
+  const std::string without = dir.file("without.h5");
+  io::save_checkpoint(without, net);
+  CHECK(io::read_checkpoint(without).optimizer_record.type.empty());
+  CHECK_THAT(error_of([&] {
+               io::save_checkpoint(dir.file("bad.h5"), net, {}, 0, {},
+                                   io::OptimizerRecord{"no spaces", {1}});
+             }),
+             Catch::Contains("optimizer type 'no spaces' cannot be stored"));
+  CHECK_FALSE(fs::exists(dir.file("bad.h5")));
+
+  // Edited files (read as foreign ones) with a record that is not one.
+  io::CheckpointReadOptions unverified;
+  unverified.allow_unverified = true;
+  auto edited = [&](const std::string& name, const std::function<void(io::H5File&)>& edit) {
+    const std::string p = dir.file(name);
+    fs::copy_file(without, p);
+    io::H5File f(p, io::H5File::Mode::read_write);
+    edit(f);
+    return p;
+  };
+  const auto odd_type = edited("odd_type.h5", [](io::H5File& f) {
+    f.set_attr("optimizer", "type", "../../x");
+    f.set_attr("optimizer", "group_sizes", std::vector<int64_t>{1});
+  });
+  CHECK_THAT(error_of([&] { io::read_checkpoint(odd_type, unverified); }),
+             Catch::Contains("odd_type.h5") &&
+                 Catch::Contains("the optimizer type attribute is not an optimizer's name"));
+  const auto no_sizes =
+      edited("no_sizes.h5", [](io::H5File& f) { f.set_attr("optimizer", "type", "SGD"); });
+  CHECK_THAT(error_of([&] { io::read_checkpoint(no_sizes, unverified); }),
+             Catch::Contains("has a type but no group_sizes"));
+  const auto negative = edited("negative.h5", [](io::H5File& f) {
+    f.set_attr("optimizer", "type", "SGD");
+    f.set_attr("optimizer", "group_sizes", std::vector<int64_t>{2, -1});
+  });
+  CHECK_THAT(error_of([&] { io::read_checkpoint(negative, unverified); }),
+             Catch::Contains("an optimizer parameter group of -1 parameters"));
+}
+
 TEST_CASE("checkpoint: a save that throws midway leaves the old checkpoint loadable",
           "[checkpoint]") {
   TempDir dir;

@@ -44,7 +44,7 @@ struct Toy : data::DatasetBase<Toy> {
 static_assert(data::Dataset<Toy>);
 static_assert(!data::BatchDataset<Toy>);
 static_assert(data::BatchDataset<datasets::MnistDataset>);
-static_assert(data::BatchableTransform<data::transforms::Normalize>);
+static_assert(data::BatchableTransform<data::transforms::Normalize<>>);
 
 // A sampler that hands out whatever indices it was given.
 struct FixedSampler : data::Sampler {

@@ -201,6 +201,36 @@ TEST_CASE("ops on tensors of different devices are refused", "[devices][errors]"
   CHECK(s.to_vector<float>() == std::vector<float>(4, 3.f));
 }
 
+TEST_CASE("kCUDA is a device type by name that no backend serves", "[devices][errors]") {
+  // LibTorch code picks its device with cuda::is_available(); here it is always false.
+  CHECK_FALSE(cuda::is_available());
+  CHECK(cuda::device_count() == 0);
+  CHECK(Device("cuda").type() == kCUDA);
+  CHECK(Device("cuda:1") == Device(kCUDA, 1));
+  CHECK(Device(kCUDA).str() == "cuda:0");
+  CHECK(device_type_name(kCUDA) == "cuda");
+  CHECK(find_device_type("cuda") == kCUDA);
+  for (const Device& d : backend::eager_devices()) CHECK(d.type() != kCUDA);
+
+  // Moving anything there is refused up front, with what to do instead; nothing moves.
+  Tensor a = ones({2, 2});
+  CHECK_THROWS_WITH(a.to(Device(kCUDA)), Contains("no backend runs tensors on device cuda:0") &&
+                                             Contains("ipuml has no CUDA backend") &&
+                                             Contains("cuda::is_available() is false") &&
+                                             Contains("cpu"));
+  CHECK_THROWS_WITH(zeros({2}, TensorOptions().device(kCUDA)), Contains("cuda:0"));
+  nn::Linear lin(nn::LinearOptions(2, 2));
+  const auto before = lin->weight.to_vector<float>();
+  CHECK_THROWS_WITH(lin->to(Device(kCUDA)), Contains("no CUDA backend"));
+  CHECK(lin->weight.device().is_cpu());
+  CHECK(lin->weight.to_vector<float>() == before);
+  // A type registered without kernels is refused the same way.
+  const DeviceType bare = register_device_type("bare_test_device");
+  CHECK_THROWS_WITH(a.to(Device(bare)), Contains("no backend runs tensors on device "
+                                                 "bare_test_device:0") &&
+                                            !Contains("CUDA"));
+}
+
 TEST_CASE("Module::to moves parameters in place and optimizers keep stepping them", "[devices]") {
   Generator g(7);
   nn::Linear cpu_lin(nn::LinearOptions(4, 3));

@@ -1,7 +1,8 @@
-// LibTorch's idioms under ipuml's names: Tensor::index / index_put_ with torch::indexing's
-// kinds, the tensor literal factory, comparison operators, Dropout1d/2d, F::*FuncOptions,
-// nn::Functional, named_parameters() items, nn::init's kFanIn/kReLU, ipuml::save / load.
-// Values are checked against index arithmetic and the plain ops written out by hand.
+// LibTorch's idioms under ipuml's names: Tensor::index / index_put_ (recorded by autograd) with
+// torch::indexing's kinds, the tensor literal factory, comparison operators, Dropout1d/2d,
+// F::*FuncOptions, F::embedding's order, nn::Functional, named_parameters() items, nn::init's
+// kFanIn/kReLU, ipuml::save / load of modules, tensors and optimizers. Values are checked
+// against index arithmetic and the plain ops written out by hand.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -153,12 +154,118 @@ TEST_CASE("Tensor index_put_ writes through integers, slices, tensors and masks"
   CHECK(values(z.index({Slice(), 3})) == std::vector<float>{0, 0, 0});
 
   Tensor w = ones({2, 2}).requires_grad_();
-  CHECK_THAT(error_of([&] { w.index_put_({0}, 3.0); }), Contains("requires grad"));
+  CHECK_THAT(error_of([&] { w.index_put_({0}, 3.0); }),
+             Contains("a leaf Variable that requires grad is being used in an in-place operation"));
+  CHECK(values(w) == std::vector<float>{1, 1, 1, 1});
   {
     NoGradGuard ng;
     w.index_put_({0, 1}, 3.0);
   }
   CHECK(values(w) == std::vector<float>{1, 3, 1, 1});
+  CHECK(w.is_leaf());
+}
+
+TEST_CASE("Tensor index_put_ is recorded by autograd", "[libtorch][index][autograd]") {
+  // y = 2x, then y[1, 1:3] = v: x's gradient is 2g except where v was written, v's is g there.
+  Tensor x = arange(0.0, 12.0).reshape({3, 4}).requires_grad_();
+  Tensor v = tensor({10.f, 20.f}).requires_grad_();
+  Tensor y = x * 2.0;
+  y.index_put_({1, Slice(1, 3)}, v);
+  CHECK(values(y) == std::vector<float>{0, 2, 4, 6, 8, 10, 20, 14, 16, 18, 20, 22});
+  CHECK(y.grad_fn() != nullptr);
+  const Tensor g = arange(1.0, 13.0).reshape({3, 4});
+  sum(mul(y, g)).backward();
+  CHECK(values(x.grad()) == std::vector<float>{2, 4, 6, 8, 10, 0, 0, 16, 18, 20, 22, 24});
+  CHECK(values(v.grad()) == std::vector<float>{6, 7});
+
+  // Into a tensor that needs no gradient itself (LibTorch's "fill a buffer" idiom), twice, with
+  // a broadcast value: the value's gradient sums over the rows it was copied to.
+  Tensor a = tensor({1.f, 2.f, 3.f}).requires_grad_();
+  Tensor b = tensor({5.f}).requires_grad_();
+  Tensor out = zeros({4, 3});
+  out.index_put_({tensor({0, 2})}, a);
+  out.index_put_({Slice(), 1}, b);
+  CHECK(values(out) == std::vector<float>{1, 5, 3, 0, 5, 0, 1, 5, 3, 0, 5, 0});
+  sum(mul(out, arange(0.0, 12.0).reshape({4, 3}))).backward();
+  CHECK(values(a.grad()) == std::vector<float>{0 + 6, 0, 2 + 8});  // column 1 overwritten by b
+  CHECK(values(b.grad()) == std::vector<float>{1 + 4 + 7 + 10});
+
+  // A value that views the tensor written into is read before the write.
+  Tensor p = arange(0.0, 6.0).reshape({3, 2}).requires_grad_();
+  Tensor q = p.clone();
+  q.index_put_({0}, q.index({2}));
+  CHECK(values(q) == std::vector<float>{4, 5, 2, 3, 4, 5});
+  q.sum().backward();
+  CHECK(values(p.grad()) == std::vector<float>{0, 0, 1, 1, 2, 2});
+
+  // Under NoGradGuard nothing is recorded.
+  Tensor r = x * 1.0;
+  {
+    NoGradGuard ng;
+    r.index_put_({0}, 7.0);
+  }
+  CHECK(r.grad_fn()->name == "MulBackward");
+}
+
+TEST_CASE("Tensor index_put_ gradients pass gradcheck", "[libtorch][index][autograd]") {
+  Generator gen(11);
+  const Tensor mask =
+      tensor({{true, false, true, false}, {false, false, true, true}, {true, true, false, false}});
+  struct Case {
+    const char* name;
+    std::vector<TensorIndex> index;
+    Shape value_shape;
+  };
+  const std::vector<Case> cases = {
+      {"slices", {Slice(), Slice(1, None, 2)}, {3, 2}},
+      {"slice broadcast row", {Slice(0, 2), Slice()}, {4}},
+      {"int and negative int", {-1, 2}, {}},
+      {"integer tensor", {tensor({2, 0})}, {2, 4}},
+      {"integer tensor broadcast", {Slice(), tensor({3, 1, 0})}, {3, 1}},
+      {"integer tensor int32", {Ellipsis, tensor({1, 2}, kInt32)}, {2}},
+      {"bool mask", {mask}, {6}},
+      {"bool mask scalar", {mask}, {1}},
+      {"bool mask of rows", {tensor({true, false, true}), Slice(1, 3)}, {2, 2}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    Tensor x = randn({3, 4}, &gen).requires_grad_();
+    Tensor v = randn(c.value_shape, &gen).requires_grad_();
+    auto f = [&](const std::vector<Tensor>& in) {
+      Tensor y = in[0].mul(in[0]);  // not linear in x, so the zeroed gradient is checked too
+      y.index_put_(c.index, in[1]);
+      return y.mul(1.5);
+    };
+    const auto result = autograd::gradcheck(f, {x, v});
+    INFO(result.message);
+    CHECK(result.ok);
+  }
+}
+
+TEST_CASE("Tensor index_put_ refuses writes autograd could not follow",
+          "[libtorch][index][errors]") {
+  Tensor x = randn({3, 4}).requires_grad_();
+  // exp saves its result for backward: writing into it would change that backward's input.
+  Tensor e = exp(x);
+  const auto before = values(e);
+  CHECK_THAT(error_of([&] { e.index_put_({0}, 1.0); }),
+             Contains("index_put_: the tensor's memory is shared with 1 other tensor(s)") &&
+                 Contains("x.clone()"));
+  CHECK(values(e) == before);
+  // So does a live view of it.
+  Tensor c = x * 2.0;
+  Tensor row = c.index({1});
+  CHECK_THAT(error_of([&] { c.index_put_({1}, 0.0); }), Contains("shared with 1 other tensor"));
+  CHECK(values(row) == values(mul(x.detach().index({1}), 2.0)));
+  // A clone is free to be written.
+  Tensor ec = e.clone();
+  ec.index_put_({0}, 1.0);
+  ec.sum().backward();
+  CHECK(values(x.grad().index({0})) == std::vector<float>{0, 0, 0, 0});
+  CHECK(values(x.grad().index({1})) == values(e.detach().index({1})));
+  // Undefined values are refused with a message.
+  Tensor z = zeros({2});
+  CHECK_THAT(error_of([&] { z.index_put_({0}, Tensor()); }), Contains("undefined"));
 }
 
 TEST_CASE("tensor literals, comparison operators and members", "[libtorch]") {
@@ -298,6 +405,53 @@ TEST_CASE("F FuncOptions give the plain ops' values", "[libtorch][functional]") 
         Approx(sum(mul(lp, lp)).item<float>()));
 }
 
+TEST_CASE("F::embedding takes LibTorch's order: input, weight, options",
+          "[libtorch][functional][embedding]") {
+  // Row r of the weight is [10 r, 10 r + 1].
+  Tensor w = mul(arange(0.0, 10.0).reshape({5, 2}), 1.0).requires_grad_();
+  {
+    NoGradGuard ng;
+    w.mul_(10.0);
+    w.index_put_({Slice(), 1}, add(w.index({Slice(), 1}), -9.0));
+  }
+  REQUIRE(values(w) == std::vector<float>{0, 1, 20, 21, 40, 41, 60, 61, 80, 81});
+  const Tensor idx = tensor({{4, 0}, {1, 4}});
+  Tensor y = F::embedding(idx, w);
+  CHECK(y.shape() == Shape{2, 2, 2});
+  CHECK(values(y) == std::vector<float>{80, 81, 0, 1, 20, 21, 80, 81});
+  // The same as ATen's order (ipuml::embedding(weight, indices)) and as the module.
+  CHECK(values(embedding(w, idx)) == values(y));
+
+  // padding_idx (here from the end: -1 is row 4): its lookups keep their values, get no gradient.
+  Tensor p = F::embedding(idx, w, F::EmbeddingFuncOptions().padding_idx(-1));
+  CHECK(values(p) == values(y));
+  sum(mul(p, arange(1.0, 9.0).reshape({2, 2, 2}))).backward();
+  CHECK(values(w.grad()) == std::vector<float>{3, 4, 5, 6, 0, 0, 0, 0, 0, 0});
+
+  // scale_grad_by_freq: row 4 is looked up twice, so each lookup passes half its gradient.
+  w.set_grad(Tensor());
+  sum(F::embedding(idx, w, F::EmbeddingFuncOptions().scale_grad_by_freq(true))).backward();
+  CHECK(values(w.grad()) == std::vector<float>{1, 1, 1, 1, 0, 0, 0, 0, 1, 1});
+
+  // max_norm rescales the rows it looks up, in place: row 1 (norm 29) to norm 2, not row 2.
+  Tensor v = w.detach().clone();
+  Tensor r = F::embedding(tensor({1, 0}), v, F::EmbeddingFuncOptions().max_norm(2.0));
+  const double n1 = std::sqrt(20.0 * 20.0 + 21.0 * 21.0);
+  CHECK(r.index({0, 0}).item<float>() == Approx(20.0 * 2.0 / (n1 + 1e-7)));
+  CHECK(v.index({1, 1}).item<float>() == Approx(21.0 * 2.0 / (n1 + 1e-7)));
+  CHECK(v.index({2, 0}).item<float>() == 40.0f);
+
+  // The weight first (the ATen order) is refused with the order to use.
+  CHECK_THAT(error_of([&] { F::embedding(w, idx); }),
+             Contains("LibTorch's order is F::embedding(input, weight, options)"));
+  CHECK_THAT(error_of([&] { F::embedding(idx, w, F::EmbeddingFuncOptions().padding_idx(5)); }),
+             Contains("padding_idx=5 must be within num_embeddings=5"));
+  CHECK_THAT(error_of([&] { F::embedding(tensor({5}), w); }),
+             Contains("index 5 is out of range for num_embeddings=5"));
+  CHECK_THAT(error_of([&] { F::embedding(idx, w, F::EmbeddingFuncOptions().sparse(true)); }),
+             Contains("sparse gradients are not implemented"));
+}
+
 TEST_CASE("nn::Functional wraps functions as modules", "[libtorch][functional]") {
   const Tensor x = arange(-8.0, 8.0).reshape({1, 1, 4, 4});
   nn::Functional relu_m(ipuml::relu);
@@ -359,6 +513,134 @@ TEST_CASE("ipuml::save and ipuml::load modules and tensors", "[libtorch][seriali
   }
   CHECK(error_of([&] { load(u, dir.file("t.h5")); }) != "(no error)");
 }
+
+namespace {
+
+// A few steps of `optimizer` on a fixed regression problem for `model`.
+void train_steps(nn::Sequential& model, optim::Optimizer& optimizer, int steps, uint64_t seed) {
+  Generator gen(seed);
+  for (int s = 0; s < steps; ++s) {
+    Tensor x = randn({8, 4}, &gen), y = randn({8, 2}, &gen);
+    optimizer.zero_grad();
+    mse_loss(model->forward(x), y).backward();
+    optimizer.step();
+  }
+}
+
+nn::Sequential small_model() {
+  manual_seed(3);
+  return nn::Sequential(nn::Linear(4, 5), nn::Tanh(), nn::Linear(5, 2));
+}
+
+std::vector<std::vector<float>> params_of(nn::Sequential& m) {
+  std::vector<std::vector<float>> out;
+  for (auto& p : m->parameters()) out.push_back(values(p));
+  return out;
+}
+
+template <typename Opt, typename Options>
+void check_resume_bit_for_bit(const Options& options, const std::string& dir) {
+  // Uninterrupted: 3 + 4 steps.
+  nn::Sequential a = small_model();
+  Opt opt_a(a->parameters(), options);
+  train_steps(a, opt_a, 3, 10);
+  train_steps(a, opt_a, 4, 20);
+
+  // Interrupted after 3 steps: model and optimizer saved, then loaded into fresh ones.
+  nn::Sequential b = small_model();
+  {
+    Opt opt_b(b->parameters(), options);
+    train_steps(b, opt_b, 3, 10);
+    save(b, dir + "/model.h5");
+    save(opt_b, dir + "/optimizer.h5");
+  }
+  nn::Sequential c = small_model();
+  load(c, dir + "/model.h5");
+  Opt opt_c(c->parameters(), options);
+  load(opt_c, dir + "/optimizer.h5");
+  train_steps(c, opt_c, 4, 20);
+  CHECK(params_of(c) == params_of(a));
+  // Without the optimizer's state the run differs (momentum / moments start again).
+  nn::Sequential d = small_model();
+  load(d, dir + "/model.h5");
+  Opt opt_d(d->parameters(), options);
+  train_steps(d, opt_d, 4, 20);
+  CHECK(params_of(d) != params_of(a));
+}
+
+}  // namespace
+
+TEST_CASE("ipuml::save and ipuml::load optimizers: a resumed run matches bit for bit",
+          "[libtorch][serialize][optim]") {
+  ipuml::testing::TempDir dir("ipuml_save_optim");
+  SECTION("SGD with momentum") {
+    check_resume_bit_for_bit<optim::SGD>(optim::SGDOptions(0.05).momentum(0.9), dir.path.string());
+  }
+  SECTION("SGD with momentum and dampening (a step counter in the state)") {
+    check_resume_bit_for_bit<optim::SGD>(optim::SGDOptions(0.05).momentum(0.9).dampening(0.1),
+                                         dir.path.string());
+  }
+  SECTION("Adam") {
+    check_resume_bit_for_bit<optim::Adam>(optim::AdamOptions(0.01), dir.path.string());
+  }
+  // The file says whose state it is.
+  nn::Sequential m = small_model();
+  optim::Adam adam(m->parameters(), optim::AdamOptions(0.01));
+  save(adam, dir.file("adam.h5"));
+  const io::Checkpoint c = io::read_checkpoint(dir.file("adam.h5"));
+  CHECK(c.optimizer_record.type == "Adam");
+  CHECK(c.optimizer_record.group_sizes == std::vector<int64_t>{4});
+  CHECK(c.model.empty());
+}
+
+TEST_CASE("ipuml::load of an optimizer refuses another type or other parameters, unchanged",
+          "[libtorch][serialize][optim][errors]") {
+  ipuml::testing::TempDir dir("ipuml_load_optim");
+  nn::Sequential m = small_model();
+  optim::SGD sgd(m->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  train_steps(m, sgd, 2, 1);
+  save(sgd, dir.file("sgd.h5"));
+
+  auto state_values = [](const optim::Optimizer& o) {
+    std::vector<std::vector<float>> v;
+    for (auto& [k, t] : o.state_dict()) v.push_back(values(t));
+    return v;
+  };
+  // Another type.
+  optim::Adam adam(m->parameters(), optim::AdamOptions(0.01));
+  train_steps(m, adam, 1, 2);
+  const auto adam_before = state_values(adam);
+  CHECK_THAT(
+      error_of([&] { load(adam, dir.file("sgd.h5")); }),
+      Contains("holds the state of an optimizer of type SGD, which cannot be loaded into one of "
+               "type Adam"));
+  CHECK(state_values(adam) == adam_before);
+  // Fewer parameters, or the same ones grouped otherwise.
+  auto params = m->parameters();
+  optim::SGD fewer(std::vector<Tensor>(params.begin(), params.begin() + 2),
+                   optim::SGDOptions(0.05).momentum(0.9));
+  train_steps(m, fewer, 1, 3);
+  const auto fewer_before = state_values(fewer);
+  CHECK_THAT(error_of([&] { load(fewer, dir.file("sgd.h5")); }),
+             Contains("the saved SGD optimized 4 parameters in groups of [4], this one optimizes 2 "
+                      "in groups of [2]"));
+  CHECK(state_values(fewer) == fewer_before);
+  optim::SGD grouped(std::vector<Tensor>(params.begin(), params.begin() + 2),
+                     optim::SGDOptions(0.05).momentum(0.9));
+  grouped.add_param_group(std::vector<Tensor>(params.begin() + 2, params.end()));
+  CHECK_THAT(error_of([&] { load(grouped, dir.file("sgd.h5")); }), Contains("groups of [2, 2]"));
+  // The same type over the same parameters, but other options that keep other state.
+  optim::SGD plain(m->parameters(), optim::SGDOptions(0.05));
+  CHECK_THAT(error_of([&] { load(plain, dir.file("sgd.h5")); }),
+             Contains("unexpected key 'state.0.momentum_buffer'"));
+  // A module's file has no optimizer state; an optimizer's file has no module.
+  save(m, dir.file("model.h5"));
+  CHECK_THAT(
+      error_of([&] { load(sgd, dir.file("model.h5")); }),
+      Contains("expected an optimizer's state saved by ipuml::save(optimizer), found none") &&
+          Contains("'0.weight'"));
+  CHECK_THAT(error_of([&] { load(m, dir.file("sgd.h5")); }), Contains("missing '0.weight'"));
+}
 #endif
 
 // PyTorch's x[index], its gradient and x[index] = value (tests/golden/indexing.json, made by
@@ -393,9 +675,20 @@ TEST_CASE("Tensor index and index_put_ match PyTorch", "[libtorch][index][golden
     ipuml::testing::require_close(out, c["output"], 1e-7, 1e-7, name + ": output");
     sum(mul(out, ipuml::testing::tensor_from_json(c["grad_output"]))).backward();
     ipuml::testing::require_close(x.grad(), c["grad"], 1e-6, 1e-6, name + ": grad");
-    if (c["put"].is_null()) continue;
-    Tensor y = x.detach().clone();
-    y.index_put_(index, ipuml::testing::tensor_from_json(c["value"]));
-    ipuml::testing::require_close(y, c["put"], 1e-7, 1e-7, name + ": put");
+    if (!c["put"].is_null()) {
+      Tensor y = x.detach().clone();
+      y.index_put_(index, ipuml::testing::tensor_from_json(c["value"]));
+      ipuml::testing::require_close(y, c["put"], 1e-7, 1e-7, name + ": put");
+    }
+    // The write recorded by autograd: gradients reach the tensor written into (except where it
+    // was overwritten) and the value (summed where it was broadcast).
+    Tensor x2 = x.detach().clone().requires_grad_();
+    Tensor v2 = ipuml::testing::tensor_from_json(c["value"]).requires_grad_();
+    Tensor y2 = x2.clone();
+    y2.index_put_(index, v2);
+    sum(mul(y2, ipuml::testing::tensor_from_json(c["put_grad_output"]))).backward();
+    ipuml::testing::require_close(x2.grad(), c["put_grad"], 1e-6, 1e-6, name + ": put grad");
+    ipuml::testing::require_close(v2.grad(), c["put_grad_value"], 1e-5, 1e-6,
+                                  name + ": put grad of the value");
   }
 }

@@ -64,7 +64,7 @@ TEST_CASE("nn layers forward as their functional op", "[nn]") {
     require_equal(ln(x), F::layer_norm(x, {6, 5}, ln->weight, ln->bias, 1e-3));
     nn::Embedding emb(10, 4);
     Tensor idx = from_vector<int64_t>({1, 9, 0, 1}, {2, 2});
-    require_equal(emb(idx), F::embedding(emb->weight, idx));
+    require_equal(emb(idx), F::embedding(idx, emb->weight));
     CHECK(emb(idx).shape() == Shape{2, 2, 4});
     require_equal(nn::ReLU()(x), F::relu(x));
     require_equal(nn::GELU()(x), F::gelu(x));

@@ -17,6 +17,25 @@ std::vector<int64_t> dims_or_all(const json& j) {
   return j.is_null() ? std::vector<int64_t>{} : ints(j);
 }
 
+// F::InterpolateFuncOptions from the case's attrs (null: not set).
+nn::functional::InterpolateFuncOptions interpolate_options(const json& a) {
+  static const std::map<std::string, nn::InterpolateMode> modes = {
+      {"nearest", kNearest}, {"nearest-exact", kNearestExact}, {"bilinear", kBilinear},
+      {"bicubic", kBicubic}, {"trilinear", kTrilinear},        {"area", kArea}};
+  nn::functional::InterpolateFuncOptions o;
+  const std::string mode = a["mode"];
+  if (mode == "linear")
+    o.mode(kLinear);  // LibTorch's torch::kLinear
+  else
+    o.mode(modes.at(mode));
+  if (!a["size"].is_null()) o.size(ints(a["size"]));
+  if (!a["scale_factor"].is_null()) o.scale_factor(a["scale_factor"].get<std::vector<double>>());
+  if (!a["align_corners"].is_null()) o.align_corners(a["align_corners"].get<bool>());
+  if (!a["recompute_scale_factor"].is_null())
+    o.recompute_scale_factor(a["recompute_scale_factor"].get<bool>());
+  return o;
+}
+
 using OpFn = std::function<Ts(const json&, const Ts&)>;
 
 const std::map<std::string, OpFn>& ops() {
@@ -176,6 +195,16 @@ const std::map<std::string, OpFn>& ops() {
                               a["eps"].template get<double>())};
        }},
       {"embedding", [](auto&, auto& x) { return Ts{embedding(x[0], x[1])}; }},
+      // LibTorch's F::embedding(input, weight, options): the indices first.
+      {"embedding_opts",
+       [](auto& a, auto& x) {
+         auto o = nn::functional::EmbeddingFuncOptions()
+                      .norm_type(a["norm_type"].template get<double>())
+                      .scale_grad_by_freq(a["scale_grad_by_freq"].template get<bool>());
+         if (!a["padding_idx"].is_null()) o.padding_idx(a["padding_idx"].template get<int64_t>());
+         if (!a["max_norm"].is_null()) o.max_norm(a["max_norm"].template get<double>());
+         return Ts{nn::functional::embedding(x[1], x[0], o)};
+       }},
       {"cat", [](auto& a, auto& x) { return Ts{cat(x, a["dim"].template get<int64_t>())}; }},
       {"stack", [](auto& a, auto& x) { return Ts{stack(x, a["dim"].template get<int64_t>())}; }},
       {"split",
@@ -227,6 +256,10 @@ const std::map<std::string, OpFn>& ops() {
        [](auto& a, auto& x) { return Ts{x[0].expand(a["shape"].template get<Shape>())}; }},
       {"squeeze",
        [](auto& a, auto& x) { return Ts{x[0].squeeze(a["dim"].template get<int64_t>())}; }},
+      {"interpolate",
+       [](auto& a, auto& x) {
+         return Ts{nn::functional::interpolate(x[0], interpolate_options(a))};
+       }},
       {"unsqueeze",
        [](auto& a, auto& x) { return Ts{x[0].unsqueeze(a["dim"].template get<int64_t>())}; }},
   };

@@ -16,15 +16,18 @@ namespace ipuml {
 
 // The kinds of device. CPU and IPU are built in; a backend added later gets the next free
 // value from register_device_type("name") (LibTorch's PrivateUse1, without a fixed slot).
-enum class DeviceType : int8_t { CPU = 0, IPU = 1 };
+// CUDA is a name only, so that LibTorch code choosing its device with cuda::is_available()
+// compiles: no backend serves it, and a tensor moved there is refused with an ipuml::Error.
+enum class DeviceType : int8_t { CPU = 0, IPU = 1, CUDA = 2 };
 inline constexpr DeviceType kCPU = DeviceType::CPU;
 inline constexpr DeviceType kIPU = DeviceType::IPU;
+inline constexpr DeviceType kCUDA = DeviceType::CUDA;
 inline constexpr int kMaxDeviceTypes = 16;
 
 namespace detail {
 struct DeviceTypeNames {
   std::mutex mu;
-  std::vector<std::string> names{"cpu", "ipu"};
+  std::vector<std::string> names{"cpu", "ipu", "cuda"};
 };
 inline DeviceTypeNames& device_type_names() {
   static DeviceTypeNames* n = new DeviceTypeNames();  // never destroyed: used by static dtors
@@ -118,6 +121,12 @@ class Device {
 };
 
 inline std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
+
+// LibTorch's torch::cuda::is_available() / device_count(): ipuml has no CUDA backend.
+namespace cuda {
+inline bool is_available() { return false; }
+inline int64_t device_count() { return 0; }
+}  // namespace cuda
 inline std::ostream& operator<<(std::ostream& os, DeviceType t) {
   return os << device_type_name(t);
 }

@@ -1,8 +1,11 @@
 // The Dataset concept (get(i), size()), the CRTP base that adds .map(transform), and the
 // optional batch hook get_batch(indices) a dataset offers when it can assemble batches fast.
+// size() returns a count (anything convertible to int64_t); a mapped dataset returns a
+// DatasetSize, which is also what LibTorch's optional<size_t> is to ported code.
 #pragma once
 
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <type_traits>
@@ -12,6 +15,22 @@
 #include <ipuml/data/example.hpp>
 
 namespace ipuml::data {
+
+// A dataset's sample count, read both ways: as an int64_t (it converts implicitly, so
+// `int64_t n = ds.size()` and `ds.size() == 10000` compile), and as LibTorch's
+// std::optional<size_t> (`ds.size().value()`, has_value()), which ported code reads. ipuml's
+// datasets always know their size, so it always has a value.
+class DatasetSize {
+ public:
+  constexpr DatasetSize(int64_t n) : n_(n) {}  // NOLINT: implicit, it is the count
+  constexpr operator int64_t() const { return n_; }
+  constexpr bool has_value() const { return true; }
+  constexpr size_t value() const { return static_cast<size_t>(n_); }
+  constexpr size_t operator*() const { return value(); }
+
+ private:
+  int64_t n_;
+};
 
 // Random access to samples. get() must be callable from several threads at once (the loader
 // assembles batches ahead of the consumer on oneTBB workers).
@@ -84,7 +103,7 @@ class MapDataset : public DatasetBase<MapDataset<D, T>> {
   Example get(int64_t i, uint64_t epoch) const requires EpochDataset<D> {
     return transform_(dataset_.get(i, epoch));
   }
-  int64_t size() const { return static_cast<int64_t>(dataset_.size()); }
+  DatasetSize size() const { return static_cast<int64_t>(dataset_.size()); }
 
   Example get_batch(std::span<const int64_t> indices) const requires BatchDataset<D> &&
       BatchableTransform<T> {

@@ -2,6 +2,7 @@
 // Transforms are plain callables Example -> Example; see the Transform concept in dataset.hpp.
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include <ipuml/core/config.hpp>
@@ -9,15 +10,12 @@
 
 namespace ipuml::data::transforms {
 
-// (x - mean[c]) / std[c] on float32 data, with the channel at dim -3 as in torchvision, so the
-// same transform serves one image [C,H,W] and a batch [B,C,H,W]. One mean/std pair applies to
-// every element whatever the rank. The target passes through unchanged.
-class Normalize {
+namespace normalize_detail {
+// Normalize's values and arithmetic, compiled once; Normalize<> below is its LibTorch face.
+class NormalizeImpl {
  public:
-  static constexpr bool batchable = true;
-
-  Normalize(double mean, double stddev);
-  Normalize(std::vector<double> mean, std::vector<double> stddev);
+  NormalizeImpl(double mean, double stddev);
+  NormalizeImpl(std::vector<double> mean, std::vector<double> stddev);
 
   Example operator()(Example e) const;
   Tensor apply(const Tensor& data) const;
@@ -28,6 +26,22 @@ class Normalize {
  private:
   std::vector<double> mean_;
   std::vector<double> std_;
+};
+}  // namespace normalize_detail
+
+// (x - mean[c]) / std[c] on float32 data, with the channel at dim -3 as in torchvision, so the
+// same transform serves one image [C,H,W] and a batch [B,C,H,W]. One mean/std pair applies to
+// every element whatever the rank. The target passes through unchanged.
+// A class template as LibTorch's, so `Normalize<>(0.1307, 0.3081)` and `Normalize(0.5, 0.5)`
+// both compile; `Target` (LibTorch's target type) is unused: ipuml has the one Example type.
+template <typename Target = Tensor>
+class Normalize : public normalize_detail::NormalizeImpl {
+ public:
+  static constexpr bool batchable = true;
+
+  Normalize(double mean, double stddev) : NormalizeImpl(mean, stddev) {}
+  Normalize(std::vector<double> mean, std::vector<double> stddev)
+      : NormalizeImpl(std::move(mean), std::move(stddev)) {}
 };
 
 // LibTorch's Stack<>: there it turns a list of examples into one batch. ipuml's DataLoader

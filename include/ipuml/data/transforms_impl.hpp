@@ -9,12 +9,12 @@
 #include <ipuml/data/transforms.hpp>
 #include <ipuml/tensor/dispatch.hpp>
 
-namespace ipuml::data::transforms {
+namespace ipuml::data::transforms::normalize_detail {
 
-IPUML_INLINE Normalize::Normalize(double mean, double stddev)
-    : Normalize(std::vector<double>{mean}, std::vector<double>{stddev}) {}
+IPUML_INLINE NormalizeImpl::NormalizeImpl(double mean, double stddev)
+    : NormalizeImpl(std::vector<double>{mean}, std::vector<double>{stddev}) {}
 
-IPUML_INLINE Normalize::Normalize(std::vector<double> mean, std::vector<double> stddev)
+IPUML_INLINE NormalizeImpl::NormalizeImpl(std::vector<double> mean, std::vector<double> stddev)
     : mean_(std::move(mean)), std_(std::move(stddev)) {
   IPUML_CHECK(!mean_.empty() && mean_.size() == std_.size(), "Normalize: needs as many means as ",
               "standard deviations (at least one), got ", mean_.size(), " and ", std_.size());
@@ -24,12 +24,12 @@ IPUML_INLINE Normalize::Normalize(std::vector<double> mean, std::vector<double> 
                 " (expected finite values and a non-zero std)");
 }
 
-IPUML_INLINE Example Normalize::operator()(Example e) const {
+IPUML_INLINE Example NormalizeImpl::operator()(Example e) const {
   e.data = apply(e.data);
   return e;
 }
 
-IPUML_INLINE Tensor Normalize::apply(const Tensor& data) const {
+IPUML_INLINE Tensor NormalizeImpl::apply(const Tensor& data) const {
   IPUML_CHECK(data.defined(), "Normalize: the example has no data tensor");
   IPUML_CHECK(data.dtype() == kFloat32, "Normalize: expected float32 data, got ",
               dtype_name(data.dtype()));
@@ -58,4 +58,4 @@ IPUML_INLINE Tensor Normalize::apply(const Tensor& data) const {
   return out;
 }
 
-}  // namespace ipuml::data::transforms
+}  // namespace ipuml::data::transforms::normalize_detail

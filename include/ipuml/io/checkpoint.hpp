@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <ipuml/autograd/grad_mode.hpp>
 #include <ipuml/nn/module.hpp>
@@ -20,7 +21,9 @@ namespace ipuml::io {
 //                           SHA-256 of every byte after the user block
 //   /                 attrs ipuml_checkpoint = kCheckpointFormat, step
 //   /model/<a>/<b>/c  one dataset per state-dict entry "a.b.c" (parameters, then buffers)
-//   /optimizer/...    the optimizer's state dict, laid out the same way
+//   /optimizer/...    the optimizer's state dict, laid out the same way; when the writer said
+//                     whose state it is, the group carries the attributes type (the
+//                     optimizer's name, "SGD") and group_sizes (parameters per group)
 //   /training/...     other training state (RNG positions, counters), laid out the same way
 // Every dataset carries the attributes dtype (ipuml's name for it), order (its position in the
 // state dict, which HDF5's name-sorted listing would otherwise lose) and sha256 (of its bytes).
@@ -34,12 +37,20 @@ struct CheckpointReadOptions {
   bool allow_unverified = false;
 };
 
+// Whose optimizer state a checkpoint holds: recorded beside it, so that a load can check the
+// state fits before anything changes (ipuml::load(optimizer, path) does). Empty type: none.
+struct OptimizerRecord {
+  std::string type;                  // Optimizer::name(): "SGD", "Adam", ...
+  std::vector<int64_t> group_sizes;  // parameters in each parameter group
+};
+
 // Writes through io::atomic_write: until the new file is complete and on disk, `path` keeps
 // its previous contents, so a crash or exception mid-save loses nothing. Temporaries left by
 // writers that died mid-save are removed.
 void save_checkpoint(const std::string& path, const nn::Module& module,
                      const nn::StateDict& optimizer_state = {}, int64_t step = 0,
-                     const nn::StateDict& training_state = {});
+                     const nn::StateDict& training_state = {},
+                     const OptimizerRecord& optimizer_record = {});
 
 // Restores `module` in place (load_state_dict, so optimizers and traced graphs keep their
 // tensors) and, if asked, fills `optimizer_state` and `training_state` (in saved order) for the
@@ -59,6 +70,7 @@ int64_t load_checkpoint(const std::string& path, nn::Module& module,
 struct Checkpoint {
   nn::StateDict model;
   nn::StateDict optimizer;
+  OptimizerRecord optimizer_record;  // empty type when the file has none
   nn::StateDict training;
   int64_t step = 0;
   bool verified = false;  // the file carried a matching integrity record

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -397,6 +398,39 @@ inline H5File open_checkpoint(const std::string& path, const Verified& v) {
   return f;
 }
 
+// The optimizer record's attributes: a type made of letters, digits and '_' (an optimizer's
+// name), and as many non-negative group sizes as the file could describe.
+inline bool is_optimizer_name(const std::string& s) {
+  return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+  });
+}
+inline void write_optimizer_record(H5File& f, const std::string& file, const OptimizerRecord& r) {
+  if (r.type.empty()) return;
+  IPUML_CHECK(is_optimizer_name(r.type), "save_checkpoint '", file, "': optimizer type '", r.type,
+              "' cannot be stored (expected at most 64 letters, digits and '_')");
+  f.set_attr(kOptimizerGroup, "type", r.type);
+  f.set_attr(kOptimizerGroup, "group_sizes", r.group_sizes);
+}
+inline OptimizerRecord read_optimizer_record(const H5File& f, const std::string& file) {
+  OptimizerRecord r;
+  if (!f.is_group(kOptimizerGroup) || !f.has_attr(kOptimizerGroup, "type")) return r;
+  r.type = f.attr_string(kOptimizerGroup, "type");
+  IPUML_CHECK(is_optimizer_name(r.type), "load_checkpoint '", file,
+              "': the optimizer type attribute is not an optimizer's name (expected 1 to 64 "
+              "letters, digits and '_')");
+  IPUML_CHECK(f.has_attr(kOptimizerGroup, "group_sizes"), "load_checkpoint '", file,
+              "': the optimizer record has a type but no group_sizes attribute");
+  r.group_sizes = f.attr_ints(kOptimizerGroup, "group_sizes");
+  IPUML_CHECK(r.group_sizes.size() <= kMaxLinks, "load_checkpoint '", file,
+              "': ", r.group_sizes.size(), " optimizer parameter groups, more than ", kMaxLinks);
+  for (int64_t n : r.group_sizes)
+    IPUML_CHECK(n >= 0 && n <= static_cast<int64_t>(kMaxLinks), "load_checkpoint '", file,
+                "': an optimizer parameter group of ", n, " parameters (expected 0 to ", kMaxLinks,
+                ")");
+  return r;
+}
+
 inline nn::StateDict read_state(Source& src, const std::string& group) {
   nn::StateDict out;
   for (const auto& [key, p] : list_state(src.f, src.file, group)) {
@@ -410,7 +444,8 @@ inline nn::StateDict read_state(Source& src, const std::string& group) {
 
 IPUML_INLINE void save_checkpoint(const std::string& path, const nn::Module& module,
                                   const nn::StateDict& optimizer_state, int64_t step,
-                                  const nn::StateDict& training_state) {
+                                  const nn::StateDict& training_state,
+                                  const OptimizerRecord& optimizer_record) {
   IPUML_CHECK(step >= 0 && step <= ckpt_detail::kMaxStep, "save_checkpoint '", path, "': step ",
               step, " is outside [0, 2^53]");
   const nn::StateDict model = module.state_dict();
@@ -422,6 +457,7 @@ IPUML_INLINE void save_checkpoint(const std::string& path, const nn::Module& mod
         f.set_attr("/", "step", step);
         ckpt_detail::write_state(f, path, ckpt_detail::kModelGroup, model);
         ckpt_detail::write_state(f, path, ckpt_detail::kOptimizerGroup, optimizer_state);
+        ckpt_detail::write_optimizer_record(f, path, optimizer_record);
         ckpt_detail::write_state(f, path, ckpt_detail::kTrainingGroup, training_state);
       },
       kCheckpointUserBlock, ckpt_detail::seal);
@@ -436,8 +472,10 @@ IPUML_INLINE Checkpoint read_checkpoint(const std::string& path,
   c.verified = v.verified;
   c.step = f.attr_int("/", "step");
   c.model = ckpt_detail::read_state(src, ckpt_detail::kModelGroup);
-  if (f.is_group(ckpt_detail::kOptimizerGroup))
+  if (f.is_group(ckpt_detail::kOptimizerGroup)) {
     c.optimizer = ckpt_detail::read_state(src, ckpt_detail::kOptimizerGroup);
+    c.optimizer_record = ckpt_detail::read_optimizer_record(f, path);
+  }
   if (f.is_group(ckpt_detail::kTrainingGroup))
     c.training = ckpt_detail::read_state(src, ckpt_detail::kTrainingGroup);
   return c;

@@ -1,5 +1,6 @@
-// LibTorch's torch::save / torch::load as ipuml::save / ipuml::load: modules, tensors and
-// vectors of tensors to HDF5 files in the checkpoint format (atomic writes, integrity checks).
+// LibTorch's torch::save / torch::load as ipuml::save / ipuml::load: modules, tensors, vectors
+// of tensors and optimizers to HDF5 files in the checkpoint format (atomic writes, integrity
+// checks).
 #pragma once
 
 #include <ipuml/core/config.hpp>
@@ -13,6 +14,7 @@
 
 #include <ipuml/io/checkpoint.hpp>
 #include <ipuml/nn/module.hpp>
+#include <ipuml/optim/optimizer.hpp>
 
 namespace ipuml {
 
@@ -97,6 +99,44 @@ inline void load(std::vector<Tensor>& tensors, const std::string& path,
     out.push_back(c.model[i].value());
   }
   tensors = std::move(out);
+}
+
+// Optimizers: the state dict (every parameter's state tensors in order, each group's lr) in the
+// checkpoint's /optimizer group, recorded with the optimizer's type and its groups' sizes (no
+// module, no parameters: save the module for those). load() restores the state in place into an
+// optimizer of the same type over as many parameters, grouped the same way, after checking
+// that and every key, shape and dtype; a mismatch leaves the optimizer unchanged. The other
+// hyperparameters (momentum, betas, ...) are the target's own: build it with the same options.
+inline void save(const optim::Optimizer& optimizer, const std::string& path) {
+  io::OptimizerRecord record{optimizer.name(), {}};
+  for (size_t g = 0; g < optimizer.num_param_groups(); ++g)
+    record.group_sizes.push_back(static_cast<int64_t>(optimizer.params(g).size()));
+  io::save_checkpoint(path, nn::Module("Optimizer"), optimizer.state_dict(), 0, {}, record);
+}
+inline void load(optim::Optimizer& optimizer, const std::string& path,
+                 const io::CheckpointReadOptions& options = {}) {
+  const io::Checkpoint c = io::read_checkpoint(path, options);
+  const io::OptimizerRecord& saved = c.optimizer_record;
+  IPUML_CHECK(!saved.type.empty(), "ipuml::load '", path,
+              "': expected an optimizer's state saved by ipuml::save(optimizer), found none (",
+              c.model.size(), " module entries: ", serialize_detail::keys_of(c.model), ")");
+  IPUML_CHECK(saved.type == optimizer.name(), "ipuml::load '", path,
+              "': the file holds the state of an optimizer of type ", saved.type,
+              ", which cannot be loaded into one of type ", optimizer.name(),
+              " (expected the type that saved it)");
+  std::vector<int64_t> mine;
+  for (size_t g = 0; g < optimizer.num_param_groups(); ++g)
+    mine.push_back(static_cast<int64_t>(optimizer.params(g).size()));
+  auto total = [](const std::vector<int64_t>& v) {
+    int64_t n = 0;
+    for (int64_t x : v) n += x;
+    return n;
+  };
+  IPUML_CHECK(saved.group_sizes == mine, "ipuml::load '", path, "': the saved ", saved.type,
+              " optimized ", total(saved.group_sizes), " parameters in groups of ",
+              saved.group_sizes, ", this one optimizes ", total(mine), " in groups of ", mine,
+              " (expected the same parameters, grouped the same way)");
+  optimizer.load_state_dict(c.optimizer);  // checks every key, shape and dtype before copying
 }
 
 }  // namespace ipuml

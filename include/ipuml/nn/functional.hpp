@@ -11,8 +11,9 @@ using ipuml::Reduction;
 // Layers.
 using ipuml::conv1d;
 using ipuml::conv2d;
-using ipuml::embedding;
 using ipuml::linear;
+// F::embedding(input, weight, options) is LibTorch's, indices first (functional_options.hpp);
+// ipuml::embedding(weight, indices) is ATen's torch::embedding.
 // Pooling.
 using ipuml::adaptive_avg_pool2d;
 using ipuml::avg_pool2d;

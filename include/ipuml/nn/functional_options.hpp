@@ -1,6 +1,6 @@
 // LibTorch's functional call shapes: F::*FuncOptions structs and the F:: overloads taking them,
 // `F::max_pool2d(x, F::MaxPool2dFuncOptions(2))`, `F::nll_loss(y, t,
-// F::NLLLossFuncOptions().weight(w))`.
+// F::NLLLossFuncOptions().weight(w))`, `F::embedding(input, weight, options)`.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,7 @@
 #include <ipuml/nn/functional.hpp>
 #include <ipuml/nn/modules/common.hpp>
 #include <ipuml/nn/modules/dropout.hpp>
+#include <ipuml/nn/modules/embedding.hpp>
 #include <ipuml/nn/modules/loss.hpp>
 #include <ipuml/nn/modules/pooling.hpp>
 
@@ -59,6 +60,44 @@ inline Tensor avg_pool2d(const Tensor& x, const AvgPool2dFuncOptions& o) {
 }
 inline Tensor adaptive_avg_pool2d(const Tensor& x, const AdaptiveAvgPool2dFuncOptions& o) {
   return AdaptiveAvgPool2dImpl(o).forward(x);
+}
+
+// LibTorch's F::embedding(input, weight, F::EmbeddingFuncOptions().padding_idx(0)): the indices
+// first, the [num_embeddings, embedding_dim] weight second (torch::embedding and
+// ipuml::embedding take the weight first, as ATen does). padding_idx may count from the end.
+struct EmbeddingFuncOptions {
+  IPUML_ARG(std::optional<int64_t>, padding_idx);
+  IPUML_ARG(std::optional<double>, max_norm);
+  IPUML_ARG(double, norm_type) = 2.0;
+  IPUML_ARG(bool, scale_grad_by_freq) = false;
+  // ipuml's gradients are dense: true is refused.
+  IPUML_ARG(bool, sparse) = false;
+};
+inline Tensor embedding(const Tensor& input, const Tensor& weight,
+                        const EmbeddingFuncOptions& o = {}) {
+  IPUML_CHECK(input.defined() && weight.defined(), "F::embedding: got an undefined tensor");
+  IPUML_CHECK(!(is_floating(input.dtype()) && is_integral(weight.dtype())),
+              "F::embedding: the input is ", dtype_name(input.dtype()), " and the weight ",
+              dtype_name(weight.dtype()),
+              "; LibTorch's order is F::embedding(input, weight, "
+              "options), the indices first (ipuml::embedding(weight, indices) is ATen's order)");
+  IPUML_CHECK(weight.dim() == 2, "F::embedding: expected a weight of shape [num_embeddings, ",
+              "embedding_dim], got shape ", shape_str(weight.shape()));
+  IPUML_CHECK(!o.sparse(),
+              "F::embedding: sparse gradients are not implemented (expected "
+              "sparse(false))");
+  // A plain integer: GCC 12 reports a copied std::optional<int64_t> as maybe-uninitialized.
+  const bool padded = o.padding_idx().has_value();
+  int64_t padding = padded ? *o.padding_idx() : 0;
+  if (padded) {
+    const int64_t n = weight.size(0);
+    IPUML_CHECK(padding >= -n && padding < n, "F::embedding: padding_idx=", padding,
+                " must be within num_embeddings=", n);
+    if (padding < 0) padding += n;
+  }
+  return detail::embedding_lookup(
+      input, weight, padded ? std::optional<int64_t>(padding) : std::nullopt, o.max_norm(),
+      o.norm_type(), o.scale_grad_by_freq(), "F::embedding");
 }
 
 struct DropoutFuncOptions {

@@ -1,6 +1,6 @@
-// ipuml::nn, everything at once: Module and the holder idiom, init, functional, and every module
-// (Linear, Conv, pooling, normalisation, Embedding, Dropout, activations, containers, losses,
-// MultiheadAttention).
+// ipuml::nn, everything at once: Module and the holder idiom, init, functional (with
+// interpolate), and every module (Linear, Conv, pooling, normalisation, Embedding, Dropout,
+// activations, containers, losses, MultiheadAttention).
 #pragma once
 
 #include <ipuml/nn/module.hpp>
@@ -20,3 +20,4 @@
 #include <ipuml/nn/modules/attention.hpp>
 #include <ipuml/nn/modules/functional.hpp>
 #include <ipuml/nn/functional_options.hpp>
+#include <ipuml/nn/interpolate.hpp>

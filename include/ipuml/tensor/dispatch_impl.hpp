@@ -26,6 +26,19 @@ IPUML_INLINE Tensor empty(const Shape& shape, const TensorOptions& options) {
 namespace detail {
 
 IPUML_INLINE Tensor empty_on(const Shape& shape, DType dtype, Device device) {
+  // Every tensor on a device is made here (factories, .to(device), Module::to), so a device no
+  // backend serves (kCUDA, or a type registered without kernels) is refused once, up front,
+  // rather than at the first op.
+  if (!device.is_cpu() && backend::eager_backend(device.type()) == nullptr) {
+    std::string served;
+    for (const Device& d : backend::eager_devices())
+      served += (served.empty() ? "" : ", ") + d.str();
+    fail("no backend runs tensors on device ", device,
+         device.type() == kCUDA ? " (ipuml has no CUDA backend: ipuml::cuda::is_available() is "
+                                  "false)"
+                                : "",
+         "; expected a device of a registered backend (", served, ")");
+  }
   const size_t nbytes = checked_nbytes(shape, dtype_size(dtype), "empty");
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;

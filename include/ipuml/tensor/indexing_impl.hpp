@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <ipuml/autograd/grad_mode.hpp>
+#include <ipuml/autograd/node.hpp>
 #include <ipuml/tensor/indexing.hpp>
 #include <ipuml/tensor/ops.hpp>
 
@@ -135,16 +136,14 @@ inline Shape replace_dims(const Shape& s, int64_t dim, int64_t covers, const Sha
   return out;
 }
 
-inline Tensor& put(Tensor& self, const std::vector<TensorIndex>& indices, const Tensor& value) {
-  const char* op = "index_put_";
-  IPUML_CHECK(!self.is_symbolic(), op, ": not supported while tracing a graph");
-  IPUML_CHECK(!(autograd::is_grad_enabled() && self.requires_grad()), op,
-              ": the tensor requires grad, and writes into it are not recorded by autograd; wrap "
-              "the write in ipuml::NoGradGuard");
+// Writes `value` into self at `indices`, as ops autograd does not see (the caller decides what
+// is recorded). `value` must not share memory with self.
+inline void write(Tensor& self, const std::vector<TensorIndex>& indices, const Tensor& value,
+                  const char* op) {
   Resolved r = resolve(self, indices, op);
   if (!r.advanced) {
     r.view.copy_(value);
-    return self;
+    return;
   }
   const Tensor& idx = r.advanced->tensor();
   const bool is_mask = idx.dtype() == kBool;
@@ -157,7 +156,7 @@ inline Tensor& put(Tensor& self, const std::vector<TensorIndex>& indices, const 
       for (int64_t j = 0; j < idx.dim(); ++j) ms[static_cast<size_t>(r.dim + j)] = idx.size(j);
       Tensor filled = ipuml::where(idx.reshape(ms), value.reshape({}).to(r.view.dtype()), r.view);
       r.view.copy_(filled);
-      return self;
+      return;
     }
   } else {
     pos = positions(idx, r.view.size(r.dim), r.source_dim, op);
@@ -184,6 +183,77 @@ inline Tensor& put(Tensor& self, const std::vector<TensorIndex>& indices, const 
     }
     dst.copy_(v.select(r.dim, k));
   }
+}
+
+// How many tensors other than self and value hold self's memory: views of it, and the copies
+// earlier ops saved for their backward. A recorded write would change what those see without
+// autograd knowing.
+inline long other_holders(const Tensor& self, const Tensor& value) {
+  const auto& storage = self.impl()->storage;
+  long n = storage.use_count() - 1;
+  if (value.impl() != self.impl() && value.impl()->storage == storage) --n;
+  return n;
+}
+
+// The tensor indices of `indices` copied, so that a backward recorded now reads the positions of
+// this write even if the caller changes its index tensors later.
+inline std::vector<TensorIndex> saved_indices(const std::vector<TensorIndex>& indices) {
+  std::vector<TensorIndex> out;
+  out.reserve(indices.size());
+  for (const auto& i : indices)
+    out.push_back(i.is_tensor() ? TensorIndex(i.tensor().detach().clone()) : i);
+  return out;
+}
+
+inline Tensor& put(Tensor& self, const std::vector<TensorIndex>& indices, const Tensor& value_in) {
+  const char* op = "index_put_";
+  IPUML_CHECK(!self.is_symbolic(), op, ": not supported while tracing a graph");
+  IPUML_CHECK(value_in.defined(), op, ": the value is an undefined tensor");
+  const bool grad_mode = autograd::is_grad_enabled();
+  IPUML_CHECK(!(grad_mode && self.requires_grad() && self.is_leaf()), op,
+              ": a leaf Variable that requires grad is being used in an in-place operation (as "
+              "PyTorch says); write into a copy (x.clone()) or under ipuml::NoGradGuard");
+  // Recorded as PyTorch records it: self's new history is IndexPutBackward over its old one and
+  // the value, so gradients reach both.
+  const bool record =
+      grad_mode && is_floating(self.dtype()) && (self.requires_grad() || value_in.requires_grad());
+  if (record) {
+    const long holders = other_holders(self, value_in);
+    IPUML_CHECK(holders == 0, op, ": the tensor's memory is shared with ", holders,
+                " other tensor(s) (views of it, or values an earlier op saved for its backward), "
+                "which this write would change without autograd knowing; write into a copy "
+                "(x.clone()) instead");
+  }
+  // A value that views self is read before the write starts.
+  const bool aliased = !value_in.is_symbolic() && value_in.impl()->storage == self.impl()->storage;
+  Tensor history;
+  if (record) {
+    history = self.detach();
+    history.impl()->requires_grad = self.requires_grad();
+    history.impl()->grad_fn = self.impl()->grad_fn;
+    history.impl()->output_nr = self.impl()->output_nr;
+  }
+  {
+    NoGradGuard no_grad;
+    write(self, indices, aliased ? value_in.clone() : value_in, op);
+  }
+  if (!record) return self;
+  autograd::attach(
+      {self}, "IndexPutBackward", {history, value_in},
+      [idx = saved_indices(indices), need_self = history.requires_grad(),
+       need_value = value_in.requires_grad(), value_shape = value_in.shape(),
+       value_dtype = value_in.dtype()](const std::vector<Tensor>& g) {
+        Tensor g_self, g_value;
+        if (need_self) {  // what was overwritten gets nothing
+          g_self = g[0].clone();
+          write(g_self, idx, scalar_tensor(0.0, g_self.dtype()), "IndexPutBackward");
+        }
+        if (need_value) {  // each written position's gradient, summed over broadcasting
+          g_value = sum_to(g[0].index(idx), value_shape);
+          if (g_value.dtype() != value_dtype) g_value = cast(g_value, value_dtype);
+        }
+        return std::vector<Tensor>{g_self, g_value};
+      });
   return self;
 }
 
