@@ -4,7 +4,8 @@
 // ids from a fixed seed. Each mode runs its warm-up steps (the graph mode's first one traces and
 // compiles), then times --steps steps one by one and reports their median:
 // "ipuml gpt2|bert train batch=B seq=S threads=T mode=M optimizer=O params=P step_ms=X
-//  samples_per_s=Y". Modes: eager (op by op with autograd) and graph (the step traced once by
+//  samples_per_s=Y tokens_per_s=Z". Modes: eager (op by op with autograd) and graph (the step
+//  traced once by
 // trainingModel and run by the CPU executor). --profile adds, after each graph line, the traced
 // step's time per op kind (the CPU executor's op timing) and its matrix products by shape, each
 // timed alone with ipuml's sgemm.
@@ -312,10 +313,11 @@ int main(int argc, char** argv) {
     const double med = median(times);
     std::printf(
         "ipuml %s train batch=%lld seq=%lld threads=%d mode=%s optimizer=%s params=%lld "
-        "warmup_s=%.1f step_ms=%.1f samples_per_s=%.3f\n",
+        "warmup_s=%.1f step_ms=%.1f samples_per_s=%.3f tokens_per_s=%.1f\n",
         model_name.c_str(), static_cast<long long>(batch), static_cast<long long>(seq), threads,
         mode.c_str(), optimizer_name.c_str(), static_cast<long long>(count_parameters(*net)),
-        warm_s, 1e3 * med, static_cast<double>(batch) / med);
+        warm_s, 1e3 * med, static_cast<double>(batch) / med,
+        static_cast<double>(batch * seq) / med);
     const double n = static_cast<double>(steps);
     if (profile && !tm)
       std::printf(

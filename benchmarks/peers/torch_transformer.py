@@ -16,6 +16,7 @@ Both with dropout 0 by default (the ipuml examples' default; --dropout sets it),
 decay 0.01, random token ids. Each thread count runs --warmup untimed steps, then --steps steps
 timed one by one; the median is printed:
   torch gpt2|bert train batch=B seq=S threads=T optimizer=O params=P step_ms=X samples_per_s=Y
+  tokens_per_s=Z
 OpenBLAS does PyTorch's matrix products here (Debian builds it with BLAS=generic): its thread
 count is set with PyTorch's, and OPENBLAS_CORETYPE is set to the CPU's real core type (as
 bench-vs-peers.sh does for the sgemm peer) unless the caller set it, since OpenBLAS 0.3.21 takes
@@ -293,7 +294,7 @@ def main():
             med = statistics.median(times)
             print(f"torch {a.model} train batch={b} seq={a.seq} threads={t} "
                   f"optimizer={a.optimizer} params={params} step_ms={1e3 * med:.1f} "
-                  f"samples_per_s={b / med:.3f}", flush=True)
+                  f"samples_per_s={b / med:.3f} tokens_per_s={b * a.seq / med:.1f}", flush=True)
             del net, opt
 
 
