@@ -22,7 +22,8 @@ count is set with PyTorch's, and OPENBLAS_CORETYPE is set to the CPU's real core
 bench-vs-peers.sh does for the sgemm peer) unless the caller set it, since OpenBLAS 0.3.21 takes
 recent AVX-512 CPUs for Haswell and runs its AVX2 kernels.
 Usage: /usr/bin/python3 benchmarks/peers/torch_transformer.py [--model gpt2|bert] [--batch 1 4]
-       [--seq 128] [--threads 1 2] [--steps 5] [--warmup 2] [--optimizer adamw|lamb]"""
+       [--seq 128] [--threads 1 2] [--steps 5] [--warmup 2] [--optimizer adamw|lamb]
+       [--dropout 0] [--profile]"""
 import argparse
 import ctypes
 import math
@@ -235,6 +236,23 @@ def make_optimizer(name, params):
     return torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01)
 
 
+def print_profile(step, phase, steps):
+    print("  phases (ms per step, mean): forward+loss %.1f, backward %.1f, optimizer %.1f"
+          % tuple(1e3 * p / steps for p in phase))
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step()
+    rows = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
+    rows.sort(key=lambda e: e.self_cpu_time_total, reverse=True)
+    total = sum(e.self_cpu_time_total for e in rows)
+    print("  op profile of one step (ms, % of the ops' self time):")
+    for e in rows:
+        if e.self_cpu_time_total / total >= 0.005:
+            print(f"  {e.key:<40} {e.self_cpu_time_total / 1e3:9.2f} ms "
+                  f"{100 * e.self_cpu_time_total / total:5.1f}% {e.count:6d} calls")
+    print(f"  {'total':<40} {total / 1e3:9.2f} ms", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", choices=["gpt2", "bert"], default="gpt2")
@@ -245,6 +263,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--optimizer", choices=["adamw", "lamb"], default="adamw")
     ap.add_argument("--dropout", type=float, default=0.0)
+    ap.add_argument("--profile", action="store_true",
+                    help="after each line: the phases of the timed steps, then one more step's "
+                         "time per ATen op (torch.profiler)")
     a = ap.parse_args()
     blas = openblas()
     core = blas.openblas_get_corename().decode() if blas else "unknown"
@@ -279,13 +300,23 @@ def main():
             net.train()
             opt = make_optimizer(a.optimizer, net.parameters())
 
+            phase = [0.0, 0.0, 0.0]  # forward + loss, backward, optimizer
+
             def step():
+                t0 = time.perf_counter()
                 opt.zero_grad()
-                loss_of(net(*inputs), *targets).backward()
+                loss = loss_of(net(*inputs), *targets)
+                t1 = time.perf_counter()
+                loss.backward()
+                t2 = time.perf_counter()
                 opt.step()
+                t3 = time.perf_counter()
+                for i, d in enumerate((t1 - t0, t2 - t1, t3 - t2)):
+                    phase[i] += d
 
             for _ in range(a.warmup):
                 step()
+            phase[:] = [0.0, 0.0, 0.0]
             times = []
             for _ in range(a.steps):
                 t0 = time.perf_counter()
@@ -295,6 +326,8 @@ def main():
             print(f"torch {a.model} train batch={b} seq={a.seq} threads={t} "
                   f"optimizer={a.optimizer} params={params} step_ms={1e3 * med:.1f} "
                   f"samples_per_s={b / med:.3f} tokens_per_s={b * a.seq / med:.1f}", flush=True)
+            if a.profile:
+                print_profile(step, phase, a.steps)
             del net, opt
 
 
