@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
 # Runs ipuml's benchmarks and the peers (../shared/peers: OpenBLAS sgemm, PyTorch MNIST CNN,
-# plus benchmarks/peers/torch_conv.py, torch_neuron_inverter.py and torch_resnet.py) in one go
+# plus benchmarks/peers/torch_conv.py, torch_neuron_inverter.py, torch_resnet.py and
+# torch_transformer.py) in one go
 # on the same thread counts, and prints one line per comparison:
 #   name ipuml=X peer=Y ratio=Z  (ratio > 1: ipuml is faster), then the cost
 # of emulation per zoo model (bench_emulator_cost).
 # Usage: scripts/bench-vs-peers.sh [--quick] [--only SECTION]   Installs what it needs (Debian
-# packages). SECTION: sgemm, mnist, conv, neuron, resnet, emulator or allreduce.
+# packages). SECTION: sgemm, mnist, conv, neuron, resnet, transformer, emulator or allreduce.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 peers=${IPUML_PEERS_DIR:-$root/../shared/peers}
 quick=0
-only=""  # --only SECTION: sgemm, mnist, conv, neuron, resnet, emulator or allreduce
+only=""  # --only SECTION: sgemm, mnist, conv, neuron, resnet, transformer, emulator or allreduce
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) quick=1 ;;
     --only) only=${2:?--only needs a section name}; shift ;;
-    *) echo "usage: $0 [--quick] [--only sgemm|mnist|conv|neuron|resnet|emulator|allreduce]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--quick] [--only sgemm|mnist|conv|neuron|resnet|transformer|emulator|allreduce]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -26,7 +27,7 @@ secs=$([[ $quick == 1 ]] && echo 1 || echo 3)
 scripts/install-deps.sh --peers
 build=${IPUML_BENCH_BUILD_DIR:-build-bench}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DIPUML_BUILD_BENCHMARKS=ON -DIPUML_BUILD_TESTS=OFF >/dev/null
-cmake --build "$build" -j"$(nproc)" --target bench_sgemm bench_mnist_train bench_conv bench_neuron_train bench_resnet bench_emulator_cost bench_allreduce >/dev/null
+cmake --build "$build" -j"$(nproc)" --target bench_sgemm bench_mnist_train bench_conv bench_neuron_train bench_resnet bench_transformer bench_emulator_cost bench_allreduce >/dev/null
 
 # OpenBLAS 0.3.21 misdetects recent Xeons; give it the core type this CPU really has.
 if grep -qw avx512f /proc/cpuinfo; then coretype=SkylakeX
@@ -61,13 +62,25 @@ rounds=$([[ $quick == 1 ]] && echo 2 || echo 3)
 echo "# $(lscpu | sed -n 's/Model name:[ ]*//p'), $(nproc) cores; OpenBLAS core type ${coretype:-default}; median of $sgemm_rounds (sgemm) or $rounds alternating rounds"
 # sgemm: the peers time themselves for 1 s, so ours runs for 1 s too.
 sizes=$([[ $quick == 1 ]] && echo "64 256 1024" || echo "64 256 1024 2048")
-# Square sizes (the peer from ../shared/peers) and the zoo's shapes MxNxK (MNIST's fc1 at batch
-# 8 and 64, BERT's FFN at 128 tokens and its output projection at 512).
-shapes=$([[ $quick == 1 ]] && echo "" || echo "8x128x1600 64x128x1600 128x3072x768 512x768x3072")
+# Square sizes (the peer from ../shared/peers) and the zoo's shapes [B*]MxNxK[:ab] (op(A) m x k
+# times op(B) k x n, a/b n or t for transposed, B products of that shape; bench_sgemm.cpp):
+# MNIST's fc1 at batch 8 and 64; then the transformers' at seq 128 (GPT-2 small batch 1 and 4,
+# BERT-base batch 4), as bench_transformer --profile lists them: the FFN forward at 128 and 512
+# tokens (128x3072x768, 512x3072x768, 512x768x3072), its backward dX (:nt) and dW (:tn), the
+# attention projections (512x768x768, GPT-2's fused QKV 512x2304x768), the tied LM head at 128
+# tokens (128x50257x768:nt) and the per-head attention products at batch 4 (48 heads x
+# QK^T and PV). (No pathname expansion in this script: the shapes hold '*'.)
+set -f
+shapes=$([[ $quick == 1 ]] && echo "" || echo "8x128x1600 64x128x1600 128x3072x768 512x768x3072 \
+  128x768x3072 512x3072x768 512x768x768 512x2304x768 512x768x3072:nt 768x3072x512:tn \
+  128x50257x768:nt 48*128x128x64:nt 48*128x64x128")
 sgemm_name() {
   if [[ $2 == *x* ]]; then
-    IFS=x read -r m n k <<<"$2"
-    echo "sgemm m=$m n=$n k=$k threads=$1 gflops"
+    local spec=$2 batch="" op=""
+    if [[ $spec == *'*'* ]]; then batch=" batch=${spec%%'*'*}"; spec=${spec#*'*'}; fi
+    if [[ $spec == *:* ]]; then op=" op=${spec#*:}"; spec=${spec%%:*}; fi
+    IFS=x read -r m n k <<<"$spec"
+    echo "sgemm m=$m n=$n k=$k$op$batch threads=$1 gflops"
   else
     echo "sgemm n=$2 threads=$1 gflops"
   fi
@@ -199,6 +212,61 @@ for r in $(seq "$rounds"); do
   done
 done
 summarize
+fi
+
+# Transformer training steps, seq 128 (bench_transformer, benchmarks/peers/torch_transformer.py):
+# GPT-2 small with AdamW at batch 1 and 4, BERT-base pre-training (MLM at the masked positions +
+# NSP) with AdamW at batch 4; eager and traced (graph) steps, each thread count against PyTorch's
+# best thread count (per round). Each side times its steps one by one after warm-up steps and
+# reports the median. PyTorch's products run in OpenBLAS, given the same core type as the sgemm
+# peer. Then the traced step against the eager one, and the parameter counts of both sides.
+# Goals: >= 3x PyTorch; graph >= eager.
+tf_steps=$([[ $quick == 1 ]] && echo 3 || echo 5)
+tf_warmup=$([[ $quick == 1 ]] && echo 1 || echo 2)
+tf_configs=$([[ $quick == 1 ]] && echo "gpt2:1 bert:4" || echo "gpt2:1 gpt2:4 bert:4")
+tf_label() { [[ $1 == gpt2 ]] && echo "gpt2_small adamw" || echo "bert_base adamw mlm+nsp"; }
+tf_name() { echo "$(tf_label "$1") train seq=128 batch=$2 threads=$3 mode=$4 tokens_per_s (vs torch best)"; }
+tf_graph_name() { echo "$(tf_label "$1") train seq=128 batch=$2 threads=$3 graph vs eager tokens_per_s"; }
+torch_tf() {  # round model batch
+  local best=0 out
+  out=$(OPENBLAS_CORETYPE=$coretype /usr/bin/python3 benchmarks/peers/torch_transformer.py --model "$2" --batch "$3" --threads 1 2 --steps "$tf_steps" --warmup "$tf_warmup")
+  while read -r line; do
+    v=$(echo "$line" | field tokens_per_s)
+    best=$(/usr/bin/python3 -c "print(max($best, $v))")
+  done < <(echo "$out" | grep tokens_per_s)
+  echo "$out" | field params >"$tmp/params_torch_$2"
+  for t in 1 2; do for mode in eager graph; do record "$1" peer "$(tf_name "$2" "$3" "$t" "$mode")" rate "$best"; done; done
+}
+ipuml_tf() {  # round model batch
+  local out
+  for t in 1 2; do
+    out=$("$build/benchmarks/bench_transformer" --model "$2" --batch "$3" --threads "$t" --steps "$tf_steps" --warmup "$tf_warmup")
+    echo "$out" | field params >"$tmp/params_ipuml_$2"
+    for mode in eager graph; do
+      record "$1" ipuml "$(tf_name "$2" "$3" "$t" "$mode")" rate "$(echo "$out" | grep "mode=$mode" | field tokens_per_s)"
+    done
+    for mode in graph eager; do  # recorded as ipuml = graph, peer = eager
+      printf '%s\t%s\t%s\trate\t%s\n' "$1" "$([[ $mode == graph ]] && echo ipuml || echo peer)" "$(tf_graph_name "$2" "$3" "$t")" \
+        "$(echo "$out" | grep "mode=$mode" | field tokens_per_s)" >>"$tmp/graph_vs_eager.tsv"
+    done
+  done
+}
+if want transformer; then
+: >"$tmp/graph_vs_eager.tsv"
+for r in $(seq "$rounds"); do
+  for c in $tf_configs; do
+    model=${c%%:*} b=${c##*:}
+    progress "transformer $model batch $b round $r/$rounds"
+    if ((r % 2)); then torch_tf "$r" "$model" "$b"; ipuml_tf "$r" "$model" "$b"; else ipuml_tf "$r" "$model" "$b"; torch_tf "$r" "$model" "$b"; fi
+  done
+done
+summarize
+# "ipuml" is the traced step, "peer" the eager one here: ratio > 1 means graph is faster.
+/usr/bin/python3 scripts/summarize-bench.py <"$tmp/graph_vs_eager.tsv" | sed 's/ ipuml=/ graph=/; s/ peer=/ eager=/'
+for model in $(for c in $tf_configs; do echo "${c%%:*}"; done | sort -u); do
+  p_ours=$(cat "$tmp/params_ipuml_$model") p_torch=$(cat "$tmp/params_torch_$model")
+  echo "$(tf_label "$model") parameters ipuml=$p_ours torch=$p_torch $([[ $p_ours == "$p_torch" ]] && echo same || echo DIFFERENT)"
+done
 fi
 
 # What emulation costs: each zoo model's training step on emulated GC200s against the same
