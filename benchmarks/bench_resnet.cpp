@@ -16,23 +16,8 @@
 #include <ipuml/ipuml.hpp>
 #include <ipuml/models/resnet.hpp>
 
+#include "print_op_profile.hpp"
 #include "timing.hpp"
-
-namespace {
-
-void print_profile(double steps) {
-  auto rows = ipuml::cpu::op_profile();
-  double total = 0;
-  for (const auto& r : rows) total += r.seconds;
-  std::printf("  op profile (ms per step, %% of the executor's time):\n");
-  for (const auto& r : rows)
-    if (r.seconds / total >= 0.002)
-      std::printf("  %-40s %9.2f ms %5.1f%% %6lld calls\n", r.name.c_str(), 1e3 * r.seconds / steps,
-                  100.0 * r.seconds / total, static_cast<long long>(r.calls / steps));
-  std::printf("  %-40s %9.2f ms\n", "total", 1e3 * total / steps);
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"ipuml ResNet-50 training step and inference throughput"};
@@ -94,7 +79,7 @@ int main(int argc, char** argv) {
     std::printf("ipuml resnet50 %s batch=%lld threads=%d mode=%s samples_per_s=%.2f\n",
                 task.c_str(), static_cast<long long>(batch), threads, mode.c_str(),
                 static_cast<double>(reps * batch) / elapsed);
-    if (prof) print_profile(static_cast<double>(reps + 1));  // + the warm-up call
+    if (prof) print_op_profile(static_cast<double>(reps + 1));  // + the warm-up call
     std::fflush(stdout);
   }
   return 0;

@@ -31,6 +31,8 @@
 #include <ipuml/models/bert.hpp>
 #include <ipuml/models/gpt2.hpp>
 
+#include "print_op_profile.hpp"
+
 namespace {
 
 using namespace ipuml;
@@ -45,18 +47,6 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-void print_op_profile(double steps) {
-  auto rows = cpu::op_profile();
-  double total = 0;
-  for (const auto& r : rows) total += r.seconds;
-  std::printf("  op profile (ms per step, %% of the executor's time):\n");
-  for (const auto& r : rows)
-    if (r.seconds / total >= 0.002)
-      std::printf("  %-40s %9.2f ms %5.1f%% %6lld calls\n", r.name.c_str(), 1e3 * r.seconds / steps,
-                  100.0 * r.seconds / total, static_cast<long long>(r.calls / steps));
-  std::printf("  %-40s %9.2f ms\n", "total", 1e3 * total / steps);
 }
 
 // One matrix product of the step as the CPU executor's matmul kernel issues it: `batch`
