@@ -290,10 +290,12 @@ IPUML_INLINE CellSpikeReadStats CellSpikeLoader::stats() const {
 
 IPUML_INLINE void CellSpikeLoader::start_epoch(uint64_t epoch) {
   State& s = *s_;
+  // A read of the previous epoch's order is of no use now; it reads the epoch, so it is waited
+  // for before the epoch changes.
+  for (auto& sh : s.shares) State::join(sh, false);
   s.epoch = epoch;
   s.served = 0;
   for (auto& sh : s.shares) {
-    State::join(sh, false);  // a read of the previous epoch's order is of no use now
     if (s.o.shuffle())
       sh.blocks = data::shuffled_range(0, s.nblocks, s.o.seed(),
                                        detail::cellspike_stream(epoch, sh.global, 0xffffff));

@@ -6,7 +6,8 @@
 #   --sanitize  builds a separate tree with AddressSanitizer + UndefinedBehaviorSanitizer
 #   --tsan      builds a separate tree (build-tsan) with ThreadSanitizer and runs the tests that
 #               use threads (IPUML_TSAN_TESTS, a Catch test spec, to choose others) under
-#               TSAN_OPTIONS with tests/tsan.supp; exits non-zero on any unsuppressed report.
+#               TSAN_OPTIONS; exits non-zero on any report (tests/tsan.supp is used only with
+#               IPUML_TSAN_TBB_DIR=system, below).
 #               oneTBB is Debian's own source built with TSan by scripts/build-tsan-tbb.sh
 #               (cached); IPUML_TSAN_TBB_DIR names another TSan-built oneTBB (lib/cmake/TBB),
 #               and IPUML_TSAN_TBB_DIR=system uses Debian's uninstrumented one (see
@@ -54,7 +55,11 @@ if ((tsan)); then
       spec+="${spec:+,}[$tag]~[slow]~[mpi]~[browser]"
     done
   fi
-  export TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=0 exitcode=66 \
+  # tests/tsan.supp (oneTBB's internals) only for Debian's uninstrumented oneTBB: with a TSan
+  # build of it nothing is suppressed.
+  supp=""
+  [[ "$tbb_dir" == system ]] && supp="suppressions=$root/tests/tsan.supp "
+  export TSAN_OPTIONS="${supp}halt_on_error=0 exitcode=66 \
 second_deadlock_stack=1 history_size=4 report_signal_unsafe=0 allocator_may_return_null=1 ${TSAN_OPTIONS:-}"
   set +e
   "$build/tests/ipuml_tests" "$spec" "$@" 2>&1 | tee "$build/tsan.log"
