@@ -21,9 +21,7 @@ class CpuExecutable : public backend::Executable {
   std::unique_ptr<backend::Executable> replica() const override {
     return std::make_unique<CpuExecutable>(exec_.graph());
   }
-  // The buffer plan (arena and naive bytes), for inspection; the CPU models no device time, so
-  // there is no profiling() interface.
-  const GraphExecutor& executor() const { return exec_; }
+  // The CPU models no device time, so there is no profiling() interface.
 
  private:
   GraphExecutor exec_;
