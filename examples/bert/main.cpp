@@ -477,7 +477,8 @@ int train(const Config& cfg) {
           optimizer->step();
           scheduler.step();
           losses.push_back(loss.item<float>());
-          if (!squad) {
+          // The MLM part of the first and the last step's loss, for the summary line.
+          if (!squad && (first_mlm < 0 || done + 1 == total)) {
             NoGradGuard ng;
             const auto [l, n] = mlm_sum_and_count(out[0], yi[0]);
             last_mlm = l / std::max(n, 1.0);
