@@ -12,6 +12,7 @@
 #include <ipuml/core/dtype.hpp>
 #include <ipuml/data/samplers.hpp>
 #include <ipuml/datasets/cellspike.hpp>
+#include <ipuml/io/isolated.hpp>
 #include <ipuml/tensor/dispatch.hpp>
 
 #include <tbb/task_group.h>
@@ -55,9 +56,12 @@ IPUML_INLINE int64_t CellSpikeSplitInfo::bytes_per_sample() const {
          params * static_cast<int64_t>(detail::cellspike_element_bytes(params_dtype));
 }
 
-IPUML_INLINE CellSpikeSplitInfo inspect_cellspike(const std::string& path, const std::string& split,
-                                                  int64_t expect_time_bins, int64_t expect_features,
-                                                  int64_t expect_params) {
+namespace detail {
+
+// inspect_cellspike's checks, in this process.
+inline CellSpikeSplitInfo inspect_cellspike_here(const std::string& path, const std::string& split,
+                                                 int64_t expect_time_bins, int64_t expect_features,
+                                                 int64_t expect_params) {
   IPUML_CHECK(std::find(std::begin(detail::kCellSpikeSplits), std::end(detail::kCellSpikeSplits),
                         split) != std::end(detail::kCellSpikeSplits),
               "cellSpike: unknown split '", split, "' (expected train, val or test)");
@@ -116,6 +120,33 @@ IPUML_INLINE CellSpikeSplitInfo inspect_cellspike(const std::string& path, const
   info.frames_dtype = fr.dtype;
   info.params_dtype = pa.dtype;
   return info;
+}
+
+}  // namespace detail
+
+IPUML_INLINE CellSpikeSplitInfo inspect_cellspike(const std::string& path, const std::string& split,
+                                                  int64_t expect_time_bins, int64_t expect_features,
+                                                  int64_t expect_params) {
+  // A cellSpike file comes from other tools, with no integrity record, and libhdf5 1.10 turns
+  // some malformed files into crashes or endless loops. The first look at one (its metadata and
+  // its first and last samples) happens in a child process, so such a file is an error here.
+  io::run_isolated(ipuml::detail::str("cellSpike ", path), [&] {
+    const CellSpikeSplitInfo info = detail::inspect_cellspike_here(path, split, expect_time_bins,
+                                                                   expect_features, expect_params);
+    if (info.samples == 0) return;  // (the shapes' bytes are bounded only when samples > 0)
+    const io::H5File f(path);
+    std::vector<float> frames(static_cast<size_t>(info.time_bins * info.features));
+    std::vector<float> params(static_cast<size_t>(info.params));
+    std::vector<uint16_t> scratch;
+    for (int64_t row : {int64_t{0}, info.samples - 1}) {
+      detail::read_rows_as_float(f, detail::frames_name(split), info.frames_dtype, row, 1,
+                                 info.time_bins * info.features, frames.data(), scratch);
+      detail::read_rows_as_float(f, detail::params_name(split), info.params_dtype, row, 1,
+                                 info.params, params.data(), scratch);
+    }
+  });
+  return detail::inspect_cellspike_here(path, split, expect_time_bins, expect_features,
+                                        expect_params);
 }
 
 // A share's samples of one window (a run of blocks), and the order they are handed out in.

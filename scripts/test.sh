@@ -3,7 +3,8 @@
 # Installs what it needs first (scripts/install-deps.sh; MNIST, Fashion-MNIST, the tokenizers'
 # files and the text corpus via scripts/fetch-data.sh).
 # Usage: scripts/test.sh [--sanitize | --tsan] [extra ctest args]
-#   --sanitize  builds a separate tree with AddressSanitizer + UndefinedBehaviorSanitizer
+#   --sanitize  builds a separate tree with Clang, AddressSanitizer + UndefinedBehaviorSanitizer
+#               (build-sanitize, shared with scripts/fuzz.sh) and runs the unit tests there
 #   --tsan      builds a separate tree (build-tsan) with ThreadSanitizer and runs the tests that
 #               use threads (IPUML_TSAN_TESTS, a Catch test spec, to choose others) under
 #               TSAN_OPTIONS; exits non-zero on any report (tests/tsan.supp is used only with
@@ -69,9 +70,8 @@ second_deadlock_stack=1 history_size=4 report_signal_unsafe=0 allocator_may_retu
   echo "test.sh --tsan: exit $rc, $reports unsuppressed ThreadSanitizer reports (log: $build/tsan.log)"
   exit "$rc"
 elif ((sanitize)); then
-  build=${IPUML_BUILD_DIR:-build-asan}
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIPUML_SANITIZE=ON \
-        -DIPUML_WARNINGS_AS_ERRORS=ON -DIPUML_BUILD_EXAMPLES=OFF >/dev/null
+  # The instrumented tree the fuzz harnesses share (Clang; scripts/sanitizer-tree.sh).
+  build=$(scripts/sanitizer-tree.sh)
   # allocator_may_return_null: libhdf5 sizes some metadata reads from the file itself (the
   # regression input cellspike-libhdf5-asks-40gib asks malloc for 40 GiB) and handles a NULL
   # from malloc as a read error, which is what glibc gives it on this machine. ASan's default

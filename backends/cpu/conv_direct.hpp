@@ -33,7 +33,9 @@ using PixelKernel = void (*)(int64_t k, const float* x, const int64_t* taps, con
 #ifdef IPUML_CPU_X86
 // GCC 12 flags the undefined pass-through operand inside the AVX-512 shuffle intrinsics.
 #pragma GCC diagnostic push
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // r[j] = column j of the 16 x 16 matrix whose rows were r[0..15].
 __attribute__((target("avx512f"), always_inline)) inline void transpose16_avx512(__m512* r) {
   __m512 t[16];

@@ -13,6 +13,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ipuml;
+  fuzz::short_isolation_timeout();
   const std::string path = fuzz::write_file("cs.h5", data, size);
   for (const char* split : {"train", "val"}) {
     try {

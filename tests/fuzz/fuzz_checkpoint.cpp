@@ -4,7 +4,9 @@
 //   fuzz_checkpoint_sealed: (IPUML_FUZZ_SEALED) the input is a checkpoint's body, sealed with a
 //                           correct integrity record first, as a forger would: ipuml's own checks
 //                           (links, shapes, sizes, dtypes, values) and libhdf5's parser see
-//                           arbitrary HDF5.
+//                           arbitrary HDF5 (libhdf5 first in the loader's child process, where
+//                           its crashes and loops become errors; IPUML_ISOLATE_PARSERS=0 fuzzes
+//                           libhdf5 itself, in this process).
 // Either way every input must load or throw ipuml::Error.
 #include <ipuml/core/sha256.hpp>
 #include <ipuml/io/checkpoint.hpp>
@@ -32,6 +34,7 @@ struct Small : ipuml::nn::Module {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ipuml;
+  fuzz::short_isolation_timeout();
 #ifdef IPUML_FUZZ_SEALED
   constexpr bool sealed = true;
 #else

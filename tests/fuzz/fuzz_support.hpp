@@ -10,7 +10,21 @@
 #include <fstream>
 #include <string>
 
+#include <ipuml/io/isolated.hpp>
+
 namespace ipuml::fuzz {
+
+// The readers that parse a file in a child process first (io::run_isolated: checkpoints,
+// cellSpike files) stop a looping parse after 5 s, before libFuzzer's -timeout=10 would call
+// the input a hang. IPUML_ISOLATE_PARSERS=0 in the environment fuzzes libhdf5 itself instead, in
+// this process, where its coverage counts.
+inline void short_isolation_timeout() {
+  static const bool once = [] {
+    io::set_parser_isolation(io::parser_isolation(), 5.0);
+    return true;
+  }();
+  (void)once;
+}
 
 inline const std::filesystem::path& scratch() {
   static const std::filesystem::path dir = [] {

@@ -453,7 +453,8 @@ TEST_CASE("binary ops broadcast like NumPy", "[kernels]") {
       {{3, 4}, {3, 4}}, {{3, 4}, {}},          {{1}, {3, 4}},       {{3, 4}, {4}},
       {{3, 4}, {3, 1}}, {{3, 1}, {1, 4}},      {{2, 1, 4}, {3, 1}}, {{2, 3, 1, 5}, {3, 4, 1}},
       {{5}, {5}},       {{2, 1, 3}, {2, 4, 3}}};
-  for (auto& [sa, sb] : pats) {
+  for (const auto& pat : pats) {
+    const Shape sa = pat.first, sb = pat.second;  // named copies: lambdas below capture them
     INFO(shape_str(sa) << " op " << shape_str(sb));
     const Buf a = tf(sa, seq(numel(sa), 2.0f, 0.0f, 3));
     const Buf b = tf(sb, seq(numel(sb), 2.0f, 0.5f, 4));

@@ -61,6 +61,7 @@ class ReplicaSampler : public Sampler {
   std::vector<int64_t> indices() const override;
   int64_t replicas() const { return replicas_; }
   int64_t rank() const { return rank_; }
+  int64_t dataset_size() const { return n_; }  // samples over all ranks
 
  private:
   int64_t n_, replicas_, rank_, shard_;

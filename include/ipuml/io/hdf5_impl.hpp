@@ -4,6 +4,7 @@
 
 #include <ipuml/io/file.hpp>
 #include <ipuml/io/hdf5.hpp>
+#include <ipuml/io/isolated.hpp>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -341,6 +342,7 @@ IPUML_INLINE int64_t H5DatasetInfo::numel() const { return h5detail::numel_of(sh
 
 IPUML_INLINE H5File::H5File(const std::string& path, Mode mode, size_t userblock_bytes)
     : path_(path), mode_(mode) {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   h5detail::silence_hdf5();
   // STRONG: closing the file closes everything in it, so close() really releases the file
   // (atomic_write renames it next).
@@ -379,7 +381,10 @@ IPUML_INLINE H5File::H5File(H5File&& other) noexcept
 
 IPUML_INLINE H5File& H5File::operator=(H5File&& other) noexcept {
   if (this != &other) {
-    if (id_ >= 0) H5Fclose(id_);
+    if (id_ >= 0) {
+      const ForkFence fence;
+      H5Fclose(id_);
+    }
     path_ = std::move(other.path_);
     mode_ = other.mode_;
     fixed_strings_ = other.fixed_strings_;
@@ -389,10 +394,12 @@ IPUML_INLINE H5File& H5File::operator=(H5File&& other) noexcept {
 }
 
 IPUML_INLINE H5File::~H5File() {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   if (id_ >= 0) H5Fclose(id_);
 }
 
 IPUML_INLINE void H5File::flush() {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   IPUML_CHECK(id_ >= 0, "hdf5: flush '", path_, "': the file is closed");
   if (mode_ == Mode::read) return;
   if (H5Fflush(id_, H5F_SCOPE_GLOBAL) < 0)
@@ -400,6 +407,7 @@ IPUML_INLINE void H5File::flush() {
 }
 
 IPUML_INLINE void H5File::close() {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   if (id_ < 0) return;
   h5detail::silence_hdf5();
   hid_t id = std::exchange(id_, -1);
@@ -427,6 +435,7 @@ IPUML_INLINE void H5File::check_count(const std::string& path, const std::vector
 // --- structure ------------------------------------------------------------------------------
 
 IPUML_INLINE bool H5File::exists(const std::string& path) const {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   h5detail::silence_hdf5();
   IPUML_CHECK(id_ >= 0, "hdf5: exists ", where(path), ": the file is closed");
   std::string full = h5detail::normalize(path);
@@ -459,14 +468,17 @@ inline H5I_type_t object_type(hid_t file, const std::string& full) {
 }  // namespace h5detail
 
 IPUML_INLINE bool H5File::is_group(const std::string& path) const {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   return exists(path) && h5detail::object_type(id_, h5detail::normalize(path)) == H5I_GROUP;
 }
 
 IPUML_INLINE bool H5File::is_dataset(const std::string& path) const {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   return exists(path) && h5detail::object_type(id_, h5detail::normalize(path)) == H5I_DATASET;
 }
 
 IPUML_INLINE void H5File::create_group(const std::string& path) {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   check_writable("create_group", path);
   std::string full = h5detail::normalize(path);
   if (exists(full)) {
@@ -484,6 +496,7 @@ IPUML_INLINE void H5File::create_group(const std::string& path) {
 }
 
 IPUML_INLINE std::vector<std::string> H5File::list(const std::string& group) const {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   IPUML_CHECK(id_ >= 0, "hdf5: list ", where(group), ": the file is closed");
   std::string full = h5detail::normalize(group);
   IPUML_CHECK(exists(full), "hdf5: list ", where(group), ": no such group");
@@ -509,6 +522,7 @@ IPUML_INLINE std::vector<std::string> H5File::list(const std::string& group) con
 }
 
 IPUML_INLINE void H5File::remove(const std::string& path) {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   check_writable("remove", path);
   std::string full = h5detail::normalize(path);
   IPUML_CHECK(full != "/", "hdf5: remove ", where(path), ": the root group cannot be removed");
@@ -518,6 +532,7 @@ IPUML_INLINE void H5File::remove(const std::string& path) {
 }
 
 IPUML_INLINE void H5File::check_plain_tree(size_t max_links, int max_depth) const {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   h5detail::silence_hdf5();
   IPUML_CHECK(id_ >= 0, "hdf5: check_plain_tree '", path_, "': the file is closed");
   struct Walk {
@@ -691,6 +706,7 @@ inline H5Handle make_space(const std::vector<int64_t>& shape) {
 
 IPUML_INLINE void H5File::write(const std::string& path, H5Dtype dtype,
                                 const std::vector<int64_t>& shape, const void* data) {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   check_writable("write", path);
   std::string full = h5detail::normalize(path);
   IPUML_CHECK(full != "/", "hdf5: write ", where(path), ": a dataset needs a name");
@@ -722,6 +738,7 @@ IPUML_INLINE void H5File::write(const std::string& path, H5Dtype dtype,
 }
 
 IPUML_INLINE void H5File::write_string(const std::string& path, const std::string& value) {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   check_writable("write_string", path);
   std::string full = h5detail::normalize(path);
   IPUML_CHECK(full != "/", "hdf5: write_string ", where(path), ": a dataset needs a name");
@@ -740,10 +757,12 @@ IPUML_INLINE void H5File::write_string(const std::string& path, const std::strin
 }
 
 IPUML_INLINE H5DatasetInfo H5File::info(const std::string& path) const {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   return describe(path, "info");
 }
 
 IPUML_INLINE H5DatasetInfo H5File::describe(const std::string& path, const char* op) const {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   h5detail::silence_hdf5();
   IPUML_CHECK(id_ >= 0, "hdf5: ", op, " ", where(path), ": the file is closed");
   h5detail::H5Handle ds = h5detail::open_dataset(*this, id_, op, where(path), path);
@@ -761,6 +780,7 @@ IPUML_INLINE H5DatasetInfo H5File::describe(const std::string& path, const char*
 }
 
 IPUML_INLINE bool H5File::is_plain_contiguous(const std::string& path, uint64_t bytes) const {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   h5detail::silence_hdf5();
   h5detail::H5Handle ds =
       h5detail::open_dataset(*this, id_, "is_plain_contiguous", where(path), path);
@@ -779,6 +799,7 @@ IPUML_INLINE bool H5File::is_plain_contiguous(const std::string& path, uint64_t 
 
 IPUML_INLINE void H5File::read(const std::string& path, H5Dtype dtype,
                                const std::vector<int64_t>& shape, void* out) const {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   H5DatasetInfo found = describe(path, "read");
   IPUML_CHECK(dtype != H5Dtype::other, "hdf5: read ", where(path),
               ": dtype 'other' cannot be read as numbers");
@@ -833,6 +854,7 @@ bool row_slab(hid_t file, const std::string& path, const std::string& where,
 
 IPUML_INLINE void H5File::read_rows(const std::string& path, H5Dtype dtype, int64_t first,
                                     int64_t count, void* out) const {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   h5detail::row_slab(id_, path, where(path), describe(path, "read_rows"), dtype, first, count,
                      "read_rows", out, [&](hid_t ds, hid_t mt, hid_t ms, hid_t fs) {
                        return H5Dread(ds, mt, ms, fs, H5P_DEFAULT, out);
@@ -841,6 +863,7 @@ IPUML_INLINE void H5File::read_rows(const std::string& path, H5Dtype dtype, int6
 
 IPUML_INLINE void H5File::create_dataset(const std::string& path, H5Dtype dtype,
                                          const std::vector<int64_t>& shape) {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   check_writable("create_dataset", path);
   std::string full = h5detail::normalize(path);
   IPUML_CHECK(full != "/", "hdf5: create_dataset ", where(path), ": a dataset needs a name");
@@ -866,6 +889,7 @@ IPUML_INLINE void H5File::create_dataset(const std::string& path, H5Dtype dtype,
 
 IPUML_INLINE void H5File::write_rows(const std::string& path, H5Dtype dtype, int64_t first,
                                      int64_t count, const void* data) {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   check_writable("write_rows", path);
   h5detail::row_slab(id_, path, where(path), describe(path, "write_rows"), dtype, first, count,
                      "write_rows", data, [&](hid_t ds, hid_t mt, hid_t ms, hid_t fs) {
@@ -874,6 +898,7 @@ IPUML_INLINE void H5File::write_rows(const std::string& path, H5Dtype dtype, int
 }
 
 IPUML_INLINE std::string H5File::read_string(const std::string& path) const {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   IPUML_CHECK(id_ >= 0, "hdf5: read_string ", where(path), ": the file is closed");
   h5detail::H5Handle ds = h5detail::open_dataset(*this, id_, "read_string", where(path), path);
   h5detail::H5Handle type(H5Dget_type(ds.get()), H5Tclose);
@@ -967,6 +992,7 @@ void write_numeric_attr(hid_t obj, const std::string& name, hid_t ftype, hid_t m
 
 IPUML_INLINE void H5File::set_attr(const std::string& object, const std::string& name,
                                    const std::string& value) {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   check_writable("set_attr", object);
   h5detail::H5Handle obj = h5detail::open_object(*this, id_, "set_attr", where(object), object);
   try {
@@ -978,6 +1004,7 @@ IPUML_INLINE void H5File::set_attr(const std::string& object, const std::string&
 
 IPUML_INLINE void H5File::set_attr_int(const std::string& object, const std::string& name,
                                        const std::vector<int64_t>& v, bool scalar) {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   check_writable("set_attr", object);
   h5detail::H5Handle obj = h5detail::open_object(*this, id_, "set_attr", where(object), object);
   h5detail::write_numeric_attr(obj.get(), name, H5T_STD_I64LE, H5T_NATIVE_INT64, v, scalar,
@@ -986,6 +1013,7 @@ IPUML_INLINE void H5File::set_attr_int(const std::string& object, const std::str
 
 IPUML_INLINE void H5File::set_attr_float(const std::string& object, const std::string& name,
                                          const std::vector<double>& v, bool scalar) {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   check_writable("set_attr", object);
   h5detail::H5Handle obj = h5detail::open_object(*this, id_, "set_attr", where(object), object);
   h5detail::write_numeric_attr(obj.get(), name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, v, scalar,
@@ -993,6 +1021,7 @@ IPUML_INLINE void H5File::set_attr_float(const std::string& object, const std::s
 }
 
 IPUML_INLINE bool H5File::has_attr(const std::string& object, const std::string& name) const {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   h5detail::H5Handle obj = h5detail::open_object(*this, id_, "has_attr", where(object), object);
   htri_t r = H5Aexists(obj.get(), name.c_str());
   H5Eclear2(H5E_DEFAULT);
@@ -1000,6 +1029,7 @@ IPUML_INLINE bool H5File::has_attr(const std::string& object, const std::string&
 }
 
 IPUML_INLINE std::vector<std::string> H5File::attr_names(const std::string& object) const {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   h5detail::H5Handle obj = h5detail::open_object(*this, id_, "attr_names", where(object), object);
   std::vector<std::string> names;
   auto collect = [](hid_t, const char* name, const H5A_info_t*, void* data) -> herr_t {
@@ -1016,6 +1046,7 @@ IPUML_INLINE std::vector<std::string> H5File::attr_names(const std::string& obje
 
 IPUML_INLINE std::string H5File::attr_string(const std::string& object,
                                              const std::string& name) const {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   h5detail::H5Handle attr =
       h5detail::open_attr(*this, id_, "attr_string", where(object), object, name);
   h5detail::H5Handle type(H5Aget_type(attr.get()), H5Tclose);
@@ -1042,6 +1073,7 @@ IPUML_INLINE std::string H5File::attr_string(const std::string& object,
 
 IPUML_INLINE std::vector<int64_t> H5File::attr_ints(const std::string& object,
                                                     const std::string& name) const {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   h5detail::H5Handle attr =
       h5detail::open_attr(*this, id_, "attr_ints", where(object), object, name);
   return h5detail::read_numeric_attr<int64_t>(attr, H5T_NATIVE_INT64, true, "attr_ints",
@@ -1050,6 +1082,7 @@ IPUML_INLINE std::vector<int64_t> H5File::attr_ints(const std::string& object,
 
 IPUML_INLINE std::vector<double> H5File::attr_doubles(const std::string& object,
                                                       const std::string& name) const {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   h5detail::H5Handle attr =
       h5detail::open_attr(*this, id_, "attr_doubles", where(object), object, name);
   return h5detail::read_numeric_attr<double>(attr, H5T_NATIVE_DOUBLE, false, "attr_doubles",
@@ -1057,6 +1090,7 @@ IPUML_INLINE std::vector<double> H5File::attr_doubles(const std::string& object,
 }
 
 IPUML_INLINE int64_t H5File::attr_int(const std::string& object, const std::string& name) const {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   h5detail::H5Handle attr =
       h5detail::open_attr(*this, id_, "attr_int", where(object), object, name);
   auto v = h5detail::read_numeric_attr<int64_t>(attr, H5T_NATIVE_INT64, true, "attr_int",
@@ -1067,6 +1101,7 @@ IPUML_INLINE int64_t H5File::attr_int(const std::string& object, const std::stri
 }
 
 IPUML_INLINE double H5File::attr_double(const std::string& object, const std::string& name) const {
+  const ForkFence fence;  // libhdf5 holds its global lock inside
   h5detail::H5Handle attr =
       h5detail::open_attr(*this, id_, "attr_double", where(object), object, name);
   auto v = h5detail::read_numeric_attr<double>(attr, H5T_NATIVE_DOUBLE, false, "attr_double",
