@@ -19,8 +19,9 @@ namespace ipuml::io {
 // the child's message when `check` threw one, and an Error naming `what` and the signal, exit
 // status or timeout when the child crashed, exited without a result, or did not finish within
 // `timeout_seconds` (0: the process-wide setting below; the child is then killed). Runs `check`
-// in this process instead when isolation is off. In the child, the caller's crash handlers are
-// reset (signals to their default action) and its stderr goes to /dev/null.
+// in this process instead when isolation is off, or when the process cannot fork (no memory or
+// process slot left). In the child, the caller's crash handlers are reset (signals to their
+// default action) and its stderr goes to /dev/null.
 void run_isolated(const std::string& what, const std::function<void()>& check,
                   double timeout_seconds = 0);
 

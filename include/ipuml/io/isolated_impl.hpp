@@ -172,10 +172,12 @@ IPUML_INLINE void run_isolated(const std::string& what, const std::function<void
   lock.unlock();  // in the child: the only thread, and std::mutex is not owner-checked by glibc
   if (pid != 0) fences.cv.notify_all();
   if (pid < 0) {
-    const int err = errno;
+    // No memory or process slot for a child (a large process under strict overcommit): the
+    // check runs here, as with isolation off, rather than refusing a file that may be fine.
     ::close(fds[0]);
     ::close(fds[1]);
-    fail(what, ": cannot start the isolated check (fork): ", std::strerror(err));
+    check();
+    return;
   }
   if (pid == 0) {
     ::close(fds[0]);
