@@ -556,7 +556,9 @@ struct Planner {
       shards_[static_cast<size_t>(v)] =
           std::max(1, g.values[static_cast<size_t>(v)].replica_shards);
     for (const auto& n : g.nodes) {
-      if (!ir::is_elementwise_unary(n.kind) && !ir::is_elementwise_broadcasting(n.kind)) continue;
+      if (!ir::is_elementwise_unary(n.kind) && !ir::is_elementwise_broadcasting(n.kind) &&
+          !ir::is_elementwise_update(n.kind))
+        continue;
       for (auto in : n.inputs)
         for (auto out : n.outputs)
           if (shards_[static_cast<size_t>(in)] > 1 && g.meta(in).numel() == g.meta(out).numel())
