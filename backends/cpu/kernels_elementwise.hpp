@@ -127,9 +127,9 @@ inline bool special_pow(const ConstBuffer& in, const MutableBuffer& o, double p)
   else if (p == -1.0)
     plain_map(x, y, n, [](float v) { return 1.0f / v; });
   else if (p == 0.5)
-    plain_map(x, y, n, [](float v) { return std::sqrt(v); });
+    float_map(in, o, [](fbatch v) { return xsimd::sqrt(v); });
   else if (p == -0.5)
-    plain_map(x, y, n, [](float v) { return 1.0f / std::sqrt(v); });
+    float_map(in, o, [](fbatch v) { return fbatch(1.0f) / xsimd::sqrt(v); });
   else if (p == -2.0)
     plain_map(x, y, n, [](float v) { return 1.0f / (v * v); });
   else
@@ -151,10 +151,12 @@ inline void k_unary_float(ir::OpKind k, const ir::Attrs& a, const ConstBuffer& i
       return float_map(in, o, [](fbatch v) { return xsimd::exp(v); });
     case K::Log:
       return float_map(in, o, [](fbatch v) { return xsimd::log(v); });
+    // The vector square root instruction, correctly rounded as std::sqrt is: the same bits. (A
+    // loop over std::sqrt stays scalar: without -fno-math-errno each call keeps its errno path.)
     case K::Sqrt:
-      return plain_map(x, y, n, [](float v) { return std::sqrt(v); });
+      return float_map(in, o, [](fbatch v) { return xsimd::sqrt(v); });
     case K::Rsqrt:
-      return plain_map(x, y, n, [](float v) { return 1.0f / std::sqrt(v); });
+      return float_map(in, o, [](fbatch v) { return fbatch(1.0f) / xsimd::sqrt(v); });
     case K::Tanh:
       return float_map(in, o, [](fbatch v) { return xsimd::tanh(v); });
     case K::Sigmoid:

@@ -12,6 +12,7 @@
 #include <ipuml/backends/cpu/kernels_movement.hpp>
 #include <ipuml/backends/cpu/kernels_nn.hpp>
 #include <ipuml/backends/cpu/kernels_norm.hpp>
+#include <ipuml/backends/cpu/kernels_optim.hpp>
 #include <ipuml/backends/cpu/kernels_reduce.hpp>
 
 namespace ipuml::cpu {
@@ -23,12 +24,15 @@ inline bool overlaps(const void* a, size_t na, const void* b, size_t nb) {
   return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
 }
 
-// Ops whose kernels read each element before writing the same position, so out[0] may be
-// exactly in[0] (same bytes, same shape).
-inline bool alias_safe(ir::OpKind k) {
+// Whether output `o` may be exactly input `i` (same bytes, same shape): kernels that read each
+// element before writing the same position, so out[0] may be in[0], and the fused updates,
+// whose output k is input k's new value.
+inline bool alias_safe(ir::OpKind k, size_t i, size_t o) {
   using K = ir::OpKind;
-  return ir::is_elementwise_unary(k) || ir::is_elementwise_broadcasting(k) || k == K::ReluGrad ||
-         k == K::GeluGrad || k == K::Reshape || k == K::Softmax || k == K::LogSoftmax;
+  if (ir::is_elementwise_update(k)) return i == o;
+  return i == 0 && o == 0 &&
+         (ir::is_elementwise_unary(k) || ir::is_elementwise_broadcasting(k) || k == K::ReluGrad ||
+          k == K::GeluGrad || k == K::Reshape || k == K::Softmax || k == K::LogSoftmax);
 }
 
 // Runs an arithmetic op on half operands in float32 (kernels_half.hpp): half inputs are widened
@@ -71,7 +75,7 @@ IPUML_INLINE void run_kernel(ir::OpKind kind, const ir::Attrs& attrs,
   using namespace kdetail;
   ipuml::detail::apply_denormal_mode();  // this thread may not have run ipuml before
   const char* name = ir::op_name(kind);
-  const size_t nout = static_cast<size_t>(ir::op_num_outputs(kind));
+  const size_t nout = static_cast<size_t>(ir::num_outputs(kind, attrs));
   IPUML_CHECK(out.size() == nout, name, ": expected ", nout, " output buffers, got ", out.size());
   // An input overlapping an output is read from a private copy unless the kernel is known to
   // handle that exact aliasing, so in-place calls never read half-written data.
@@ -80,12 +84,12 @@ IPUML_INLINE void run_kernel(ir::OpKind kind, const ir::Attrs& attrs,
   for (size_t i = 0; i < in_arg.size(); ++i) {
     const auto& b = in_arg[i];
     bool clash = false;
-    for (const auto& o : out) {
+    for (size_t j = 0; j < out.size(); ++j) {
+      const auto& o = out[j];
       if (!overlaps(b.data, b.meta.nbytes(), o.data, o.meta.nbytes())) continue;
-      const bool exact = i == 0 && &o == &out[0] && b.data == o.data &&
-                         b.meta.shape == o.meta.shape &&
+      const bool exact = b.data == o.data && b.meta.shape == o.meta.shape &&
                          dtype_size(b.meta.dtype) == dtype_size(o.meta.dtype);
-      clash = clash || !(exact && alias_safe(kind));
+      clash = clash || !(exact && alias_safe(kind, i, j));
     }
     if (!clash) continue;
     if (copied.empty()) copied = in_arg;
@@ -266,6 +270,8 @@ IPUML_INLINE void run_kernel(ir::OpKind kind, const ir::Attrs& attrs,
     case K::AttentionBackward:
       inputs(6, 7);
       return k_attention_backward(attrs, in, out);
+    case K::AdamUpdate:
+      return k_adam_update(attrs, in, out);
     case K::Count:
       break;
   }

@@ -223,7 +223,8 @@ struct Planner {
         static_cast<double>(max_part_rows(lj.span.extent, lj.span.grain, lj.span.parts)) /
         static_cast<double>(lj.span.extent);
     Cost c;
-    double recv = 0, touched = static_cast<double>(out.nbytes()) * frac;
+    double recv = 0, touched = 0;
+    for (auto v : n.outputs) touched += static_cast<double>(g.meta(v).nbytes()) * frac;
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       const int64_t v = n.inputs[k];
       const auto& m = g.meta(v);
@@ -495,10 +496,11 @@ struct Planner {
         }
       }
     }
-    // Elementwise ops may run where an input already lives, on its layout.
+    // Elementwise ops may run where an input already lives, on its layout (a fused update: all
+    // its results there, the state it reads from streaming memory or lays out first too).
     const auto& out = g.meta(n.outputs[0]);
     const bool elementwise =
-        n.outputs.size() == 1 && !cands.empty() &&
+        (n.outputs.size() == 1 || ir::is_elementwise_update(n.kind)) && !cands.empty() &&
         (cands[0].kind == SplitKind::Flat || cands[0].kind == SplitKind::Rows) &&
         !cands[0].merge_all;
     for (size_t j = 0; elementwise && j < n.inputs.size(); ++j) {
@@ -556,7 +558,9 @@ struct Planner {
       shards_[static_cast<size_t>(v)] =
           std::max(1, g.values[static_cast<size_t>(v)].replica_shards);
     for (const auto& n : g.nodes) {
-      if (!ir::is_elementwise_unary(n.kind) && !ir::is_elementwise_broadcasting(n.kind)) continue;
+      if (!ir::is_elementwise_unary(n.kind) && !ir::is_elementwise_broadcasting(n.kind) &&
+          !ir::is_elementwise_update(n.kind))
+        continue;
       for (auto in : n.inputs)
         for (auto out : n.outputs)
           if (shards_[static_cast<size_t>(in)] > 1 && g.meta(in).numel() == g.meta(out).numel())
@@ -750,7 +754,7 @@ struct Planner {
     auto in_place_op = [](ir::OpKind k) {
       return ir::is_elementwise_unary(k) || ir::is_elementwise_broadcasting(k) ||
              k == ir::OpKind::ReluGrad || k == ir::OpKind::GeluGrad || k == ir::OpKind::IndexAdd ||
-             k == ir::OpKind::ScatterAdd;
+             k == ir::OpKind::ScatterAdd || ir::is_elementwise_update(k);
     };
     auto same_place = [&](int64_t a, int64_t b) {
       const auto& la = plan.values[static_cast<size_t>(a)];
@@ -782,8 +786,12 @@ struct Planner {
                    g.meta(st).nbytes() == g.meta(v).nbytes()) {
           b = buffer_of[static_cast<size_t>(st)];
         }
-        if (b < 0 && k == 0 && in_place_op(n.kind))
-          for (auto in : n.inputs) {
+        // The first result may take an input's buffer; each result of a fused update only the
+        // buffer of the input it updates (its new value, as the in-place vertex writes it).
+        const bool update = ir::is_elementwise_update(n.kind);
+        if (b < 0 && (k == 0 || update) && in_place_op(n.kind))
+          for (size_t j = update ? k : 0; j < (update ? k + 1 : n.inputs.size()); ++j) {
+            const int64_t in = n.inputs[j];
             const auto iu = static_cast<size_t>(in);
             const bool dies = last[iu] == ni || (g.values[iu].kind == ir::ValueKind::State &&
                                                  updated[iu] && last[iu] <= ni);

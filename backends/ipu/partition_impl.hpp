@@ -110,6 +110,10 @@ IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const i
     } else {
       rows(1);
     }
+  } else if (ir::is_elementwise_update(k)) {
+    // The optimizer's fused update, elementwise as popops' vertices run it: whole vectors of
+    // the state and gradient in proportion on every tile, the lr and step whole on each.
+    rows(1);
   } else if (k == K::Sum || k == K::Amax || k == K::Amin) {
     const Shape& is = in_shape(0);
     std::vector<bool> red(is.size(), a.dims.empty());

@@ -82,6 +82,17 @@ const std::vector<Program>& programs() {
                                    Tensor(), true);
          return a + b;
        }},
+      {"adam-update",
+       {{4, 37}, {4, 37}, {4, 37}},
+       [](const Ts& x) {
+         // The fused optimizer step, in place on copies (the inputs stay as they are).
+         Tensor p = x[0].clone(), m = mul(x[1], 0.1), v = mul(x[1], x[1]), vmax = abs(x[2]);
+         AdamUpdateOptions o;
+         o.weight_decay = 0.1;
+         o.decay = AdamDecay::Decoupled;
+         adam_update_(p, m, v, vmax, x[2], full({}, 0.01), full({}, 3.0), o);
+         return p + m + v + vmax;
+       }},
   };
   return p;
 }

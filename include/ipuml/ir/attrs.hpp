@@ -25,6 +25,7 @@ struct Attrs {
   int64_t mode = 0;    // gelu: 0 erf, 1 tanh
   DType dtype = DType::Float32;
   uint64_t seed = 0, stream = 0;  // random ops
+  std::vector<double> reals;      // more scalars: adam_update's beta1, beta2, eps, weight decay
 
   // A stable text form, used for hashing graphs and in the profile report.
   std::string key() const {
@@ -45,6 +46,10 @@ struct Attrs {
     os << "g=" << groups << ";sl=" << start << ',' << end << ',' << step << ";sc=" << scalar << ','
        << scalar2 << ";f=" << keepdim << flag << flag2 << ";m=" << mode
        << ";t=" << dtype_name(dtype) << ";r=" << seed << ',' << stream;
+    if (!reals.empty()) {  // absent from the keys of ops without them, which stay as they were
+      os << ";re=";
+      for (double x : reals) os << x << ',';
+    }
     return os.str();
   }
   bool operator==(const Attrs& o) const { return key() == o.key(); }

@@ -27,6 +27,12 @@ inline int64_t window_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int6
   return span < 0 ? 0 : span / s + 1;  // C++ division truncates toward zero: guard negatives
 }
 
+// The number of outputs of one instance: op_num_outputs, plus max_exp_avg_sq for an AdamUpdate
+// with AMSGrad (attrs.flag).
+inline int num_outputs(OpKind kind, const Attrs& attrs) {
+  return op_num_outputs(kind) + (kind == OpKind::AdamUpdate && attrs.flag ? 1 : 0);
+}
+
 // Validates `inputs` for op `kind` and returns the metadata of its outputs.
 std::vector<TensorMeta> infer(OpKind kind, const Attrs& attrs,
                               const std::vector<TensorMeta>& inputs);

@@ -1,6 +1,8 @@
 // Bodies of the op catalogue's inference and FLOP counts (compiled once in compiled mode).
 #pragma once
 
+#include <cmath>
+
 #include <ipuml/ir/op_catalogue.hpp>
 
 namespace ipuml::ir {
@@ -532,6 +534,40 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
                   shape_str(q.shape));
       return {q, kk, v};
     }
+    case OpKind::AdamUpdate: {
+      // (param, exp_avg, exp_avg_sq, [max_exp_avg_sq], grad, lr, step) -> the new param,
+      // exp_avg, exp_avg_sq [, max_exp_avg_sq], each the same shape, float32. lr and step are
+      // one-element float32 tensors (the step already counts this update: t >= 1). reals: beta1,
+      // beta2, eps, weight decay; mode: how the decay applies (0 none, 1 L2: grad += wd * param
+      // as torch.optim.Adam, 2 decoupled: param *= 1 - lr * wd as torch.optim.AdamW); flag:
+      // AMSGrad.
+      const size_t states = a.flag ? 4 : 3;
+      expect_inputs(k, in, states + 3, states + 3);
+      IPUML_CHECK(a.reals.size() == 4, name, ": expected 4 scalars (beta1, beta2, eps, ",
+                  "weight decay), got ", a.reals.size());
+      const double b1 = a.reals[0], b2 = a.reals[1], eps = a.reals[2], wd = a.reals[3];
+      IPUML_CHECK(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1, name, ": betas (", b1, ", ", b2,
+                  ") must be in [0, 1)");
+      IPUML_CHECK(eps >= 0 && std::isfinite(eps) && wd >= 0 && std::isfinite(wd), name, ": eps ",
+                  eps, " and weight decay ", wd, " must be finite and >= 0");
+      IPUML_CHECK(a.mode >= 0 && a.mode <= 2, name, ": weight decay mode ", a.mode,
+                  " is not 0 (none), 1 (L2) or 2 (decoupled)");
+      static const char* const what[] = {"param", "exp_avg", "exp_avg_sq", "max_exp_avg_sq",
+                                         "grad"};
+      for (size_t i = 0; i < states + 1; ++i) {
+        const TensorMeta& t = in[i];
+        const char* w = what[i == states ? 4 : i];
+        IPUML_CHECK(t.dtype == DType::Float32, name, ": expected a float32 ", w, ", got ",
+                    dtype_name(t.dtype));
+        IPUML_CHECK(t.shape == in[0].shape, name, ": ", w, " has shape ", shape_str(t.shape),
+                    " but the param has shape ", shape_str(in[0].shape));
+      }
+      for (size_t i = states + 1; i < in.size(); ++i)
+        IPUML_CHECK(in[i].dtype == DType::Float32 && in[i].numel() == 1, name, ": expected ",
+                    i == states + 1 ? "lr" : "step", " as a one-element float32 tensor, got ",
+                    dtype_name(in[i].dtype), " ", shape_str(in[i].shape));
+      return std::vector<TensorMeta>(states, in[0]);
+    }
     case OpKind::Count:
       break;
   }
@@ -613,6 +649,10 @@ IPUML_INLINE double op_flops(OpKind k, const Attrs& a, const std::vector<TensorM
     case OpKind::LayerNormBackward:
     case OpKind::LayerNormParamBackward:
       return 10.0 * static_cast<double>(in[1].numel());
+    case OpKind::AdamUpdate:
+      // Two moment updates (4), the square root (8, as the transcendental ops above), the
+      // denominator and the step (4), AMSGrad's maximum and the weight decay's multiply-add.
+      return n_out * (16.0 + (a.flag ? 1.0 : 0.0) + (a.mode != 0 ? 2.0 : 0.0));
     case OpKind::Reshape:
     case OpKind::Permute:
     case OpKind::Slice:

@@ -1,5 +1,6 @@
-// Adam with L2 weight decay and optional AMSGrad (torch.optim.Adam). Traceable: the step count
-// is a float32 state tensor, so bias correction 1 - beta^t is computed in the graph.
+// Adam with L2 weight decay and optional AMSGrad (torch.optim.Adam), one fused pass per
+// parameter. Traceable: the step count is a float32 state tensor, so bias correction 1 - beta^t
+// is computed in the graph.
 #pragma once
 
 #include <cmath>
@@ -44,9 +45,12 @@ inline void init_adam_state(ParamState& s, const Tensor& p, bool amsgrad) {
 }
 
 // Updates step, exp_avg, exp_avg_sq (and max_exp_avg_sq) in place, then
-// p -= lr/(1-beta1^t) * exp_avg / (sqrt(v)/sqrt(1-beta2^t) + eps), as torch.optim.Adam does.
-inline void adam_update(Tensor& p, const Tensor& g, ParamState& s, const Tensor& lr,
-                        const Betas& betas, double eps, bool amsgrad) {
+// p -= lr/(1-beta1^t) * exp_avg / (sqrt(v)/sqrt(1-beta2^t) + eps), as torch.optim.Adam does,
+// with a dozen elementwise tensor ops. adam_step runs the fused AdamUpdate op instead where it
+// applies; this composite serves the rest (a half parameter without master weights) and is
+// the reference the fused update is tested against.
+inline void adam_update_composite(Tensor& p, const Tensor& g, ParamState& s, const Tensor& lr,
+                                  const Betas& betas, double eps, bool amsgrad) {
   Tensor& count = s[0].second;
   Tensor& m = s[1].second;
   Tensor& v = s[2].second;
@@ -66,6 +70,33 @@ inline void adam_update(Tensor& p, const Tensor& g, ParamState& s, const Tensor&
   add_to_param(p, mul(div(m, denom), neg(step_size)));
 }
 
+// One Adam (decay L2) or AdamW (decay Decoupled) step of p from g: the step count goes up by
+// one, then a float32 parameter (or master weight) gets the fused AdamUpdate, one pass over
+// its memory; any other runs the composite ops in its own dtype.
+inline void adam_step(Tensor& p, const Tensor& g, ParamState& s, const Tensor& lr,
+                      const Betas& betas, double eps, double weight_decay, AdamDecay decay,
+                      bool amsgrad) {
+  if (p.dtype() == kFloat32 && g.dtype() == kFloat32) {
+    Tensor& count = s[0].second;
+    count.add_(1.0);
+    Tensor no_max;
+    AdamUpdateOptions o;
+    o.beta1 = betas.first;
+    o.beta2 = betas.second;
+    o.eps = eps;
+    o.weight_decay = weight_decay;
+    o.decay = decay;
+    adam_update_(p, s[1].second, s[2].second, amsgrad ? s[3].second : no_max, g, lr, count, o);
+    return;
+  }
+  Tensor grad = g;
+  if (weight_decay != 0.0 && decay == AdamDecay::L2) grad = add(g, mul(as_float(p), weight_decay));
+  // The decay factor reads the lr tensor, so a scheduler's change reaches traced graphs.
+  if (weight_decay != 0.0 && decay == AdamDecay::Decoupled)
+    scale_param(p, add(mul(lr, -weight_decay), 1.0));
+  adam_update_composite(p, grad, s, lr, betas, eps, amsgrad);
+}
+
 }  // namespace detail
 
 // State keys per parameter: "step", "exp_avg", "exp_avg_sq" (+ "max_exp_avg_sq" with amsgrad).
@@ -79,8 +110,8 @@ class Adam : public OptimizerWithOptions<AdamOptions> {
   void step() override {
     NoGradGuard ng;
     for_each_with_grad([&](Tensor& p, Tensor g, size_t i, const AdamOptions& o, Group& grp) {
-      if (o.weight_decay() != 0.0) g = add(g, mul(detail::as_float(p), o.weight_decay()));
-      detail::adam_update(p, g, state_[i], grp.lr, o.betas(), o.eps(), o.amsgrad());
+      detail::adam_step(p, g, state_[i], grp.lr, o.betas(), o.eps(), o.weight_decay(),
+                        AdamDecay::L2, o.amsgrad());
     });
   }
 

@@ -30,8 +30,8 @@ class AdamW : public OptimizerWithOptions<AdamWOptions> {
     NoGradGuard ng;
     for_each_with_grad([&](Tensor& p, Tensor g, size_t i, const AdamWOptions& o, Group& grp) {
       // The decay factor reads the lr tensor, so a scheduler's change reaches traced graphs.
-      if (o.weight_decay() != 0.0) detail::scale_param(p, add(mul(grp.lr, -o.weight_decay()), 1.0));
-      detail::adam_update(p, g, state_[i], grp.lr, o.betas(), o.eps(), o.amsgrad());
+      detail::adam_step(p, g, state_[i], grp.lr, o.betas(), o.eps(), o.weight_decay(),
+                        AdamDecay::Decoupled, o.amsgrad());
     });
   }
 

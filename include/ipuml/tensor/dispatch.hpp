@@ -37,6 +37,12 @@ inline Tensor dispatch1(ir::OpKind kind, const ir::Attrs& attrs,
 void dispatch_into(Tensor& target, ir::OpKind kind, const ir::Attrs& attrs,
                    const std::vector<Tensor>& inputs);
 
+// Runs a fused update (ir::is_elementwise_update) whose output k is the new value of
+// *targets[k], itself inputs[k], and stores every output into its target in place (recorded
+// as rebinds while tracing). Refused where dispatch_into refuses.
+void dispatch_update(const std::vector<Tensor*>& targets, ir::OpKind kind, const ir::Attrs& attrs,
+                     const std::vector<Tensor>& inputs);
+
 }  // namespace detail
 }  // namespace ipuml
 

@@ -176,14 +176,18 @@ IPUML_INLINE std::vector<Tensor> dispatch(ir::OpKind kind, const ir::Attrs& attr
   return outputs;
 }
 
-IPUML_INLINE void dispatch_into(Tensor& target, ir::OpKind kind, const ir::Attrs& attrs,
-                                const std::vector<Tensor>& inputs) {
+inline void check_in_place_target(const Tensor& target) {
   IPUML_CHECK(!(autograd::is_grad_enabled() && target.requires_grad() && target.is_leaf()),
               "a leaf tensor that requires grad cannot be modified in place while grad mode is "
               "on; wrap the update in ipuml::NoGradGuard");
   IPUML_CHECK(
       !(autograd::is_grad_enabled() && target.grad_fn()),
       "in-place modification of a tensor that is part of an autograd graph is not supported");
+}
+
+IPUML_INLINE void dispatch_into(Tensor& target, ir::OpKind kind, const ir::Attrs& attrs,
+                                const std::vector<Tensor>& inputs) {
+  check_in_place_target(target);
   const auto metas = ir::infer(kind, attrs, metas_of(inputs));
   IPUML_CHECK(metas[0].shape == target.shape() && metas[0].dtype == target.dtype(),
               ir::op_name(kind), " (in-place): the result has shape ", shape_str(metas[0].shape),
@@ -227,6 +231,58 @@ IPUML_INLINE void dispatch_into(Tensor& target, ir::OpKind kind, const ir::Attrs
     return;
   }
   std::vector<cpu::MutableBuffer> out{{target.raw_data(), metas[0]}};
+  cpu::run_kernel(kind, attrs, in, out);
+}
+
+IPUML_INLINE void dispatch_update(const std::vector<Tensor*>& targets, ir::OpKind kind,
+                                  const ir::Attrs& attrs, const std::vector<Tensor>& inputs) {
+  const char* name = ir::op_name(kind);
+  IPUML_CHECK(ir::is_elementwise_update(kind) && inputs.size() >= targets.size(), name,
+              ": not a fused update of ", targets.size(), " tensors");
+  for (size_t k = 0; k < targets.size(); ++k) {
+    check_in_place_target(*targets[k]);
+    IPUML_CHECK(inputs[k].same(*targets[k]), name, ": input ", k, " must be the tensor it updates");
+  }
+  const auto metas = ir::infer(kind, attrs, metas_of(inputs));
+  IPUML_CHECK(metas.size() == targets.size(), name, " (in-place): ", metas.size(), " results for ",
+              targets.size(), " targets");
+  for (size_t k = 0; k < targets.size(); ++k)
+    IPUML_CHECK(metas[k].shape == targets[k]->shape() && metas[k].dtype == targets[k]->dtype(),
+                name, " (in-place): result ", k, " has shape ", shape_str(metas[k].shape),
+                " but its target has shape ", shape_str(targets[k]->shape()));
+  if (auto* tracer = ir::Tracer::current()) {
+    auto out = tracer->record(kind, attrs, inputs, metas);
+    for (size_t k = 0; k < targets.size(); ++k) tracer->rebind(*targets[k], out[k]);
+    return;
+  }
+  const std::optional<Device> device = inputs_device(kind, inputs);
+  bool direct = true;  // every target a contiguous CPU tensor, overlapping no other operand
+  for (size_t k = 0; k < targets.size(); ++k) {
+    Tensor& t = *targets[k];
+    IPUML_CHECK(!device || *device == t.device(), name, " (in-place): target ", k, " is on ",
+                t.device(), " but the other tensors are on ", *device,
+                "; move them with .to(device)");
+    direct = direct && t.is_contiguous() && t.device().is_cpu();
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (i != k && inputs[i].impl()->storage == t.impl()->storage) direct = false;
+  }
+  for (auto* t : targets) t->impl()->version++;
+  if (!direct) {
+    // Out of place, then each result written into its target (strided, or on another device
+    // whose bytes are host memory too).
+    const std::vector<Tensor> r = dispatch(kind, attrs, inputs);
+    for (size_t k = 0; k < targets.size(); ++k) write_into(*targets[k], r[k]);
+    return;
+  }
+  std::vector<Tensor> contiguous;
+  contiguous.reserve(inputs.size());
+  std::vector<cpu::ConstBuffer> in;
+  for (auto& t : inputs) {
+    contiguous.push_back(t.is_contiguous() ? t : t.contiguous());
+    in.push_back({contiguous.back().raw_data(), {t.shape(), t.dtype()}});
+  }
+  std::vector<cpu::MutableBuffer> out;
+  for (size_t k = 0; k < targets.size(); ++k) out.push_back({targets[k]->raw_data(), metas[k]});
   cpu::run_kernel(kind, attrs, in, out);
 }
 

@@ -192,6 +192,28 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     std::optional<double> scale = std::nullopt,
                                     Generator* gen = nullptr);
 
+// ---- optimizer updates ----------------------------------------------------------------------
+
+// How an Adam update applies its weight decay: not at all, as L2 (grad += wd * param, as
+// torch.optim.Adam) or decoupled (param *= 1 - lr * wd before the update, as torch.optim.AdamW).
+enum class AdamDecay { None, L2, Decoupled };
+
+struct AdamUpdateOptions {
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  AdamDecay decay = AdamDecay::L2;
+};
+
+// One Adam/AdamW step of torch.optim's single-tensor rule in one pass over memory, in place on
+// param, exp_avg, exp_avg_sq and, when it is defined (AMSGrad), max_exp_avg_sq: float32 tensors
+// of one shape on one device. `lr` and `step` are one-element float32 tensors read when the
+// update runs (so a traced step follows a scheduler's lr); `step` must already count this update
+// (t >= 1): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; vmax = max(vmax, v);
+// param += -lr / (1 - b1^t) * m / (sqrt(v or vmax) / sqrt(1 - b2^t) + eps). The bias
+// corrections are computed in double. No autograd: call it under NoGradGuard.
+void adam_update_(Tensor& param, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& max_exp_avg_sq,
+                  const Tensor& grad, const Tensor& lr, const Tensor& step,
+                  const AdamUpdateOptions& options);
+
 // ---- losses ---------------------------------------------------------------------------------
 enum class Reduction { None, Mean, Sum };
 Reduction reduction_from_name(const std::string& name);

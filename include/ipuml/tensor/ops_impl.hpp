@@ -9,5 +9,6 @@
 #include <ipuml/tensor/ops_nn_impl.hpp>
 #include <ipuml/tensor/ops_linalg_impl.hpp>
 #include <ipuml/tensor/ops_attention_impl.hpp>
+#include <ipuml/tensor/ops_optim_impl.hpp>
 #include <ipuml/tensor/tensor_methods_impl.hpp>
 #include <ipuml/tensor/indexing_impl.hpp>
