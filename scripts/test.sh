@@ -52,7 +52,7 @@ if ((tsan)); then
   # worker. Slow, MPI (several processes) and browser tests are left out.
   spec=${IPUML_TSAN_TESTS:-}
   if [[ -z "$spec" ]]; then
-    for tag in determinism replicas pipeline runtime exchange cellspike; do
+    for tag in determinism replicas pipeline runtime exchange cellspike isolated; do
       spec+="${spec:+,}[$tag]~[slow]~[mpi]~[browser]"
     done
   fi

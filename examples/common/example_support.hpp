@@ -5,7 +5,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -216,6 +218,51 @@ inline void check_target_overrides(const std::string& target,
     IPUML_CHECK(o.find('=') != std::string::npos, "--set expects field=value, got '", o, "'");
     ipu::apply_override(t, o);
   }
+}
+
+// A PopTorch example's boolean flag value ("True" / "False", as Graphcore's argparse takes
+// them; also true/false and 1/0); anything else is a usage error naming the flag.
+inline bool parse_bool(const std::string& who, const std::string& flag, const std::string& v) {
+  if (v == "True" || v == "true" || v == "1") return true;
+  if (v == "False" || v == "false" || v == "0") return false;
+  fail(who, ": ", flag, " expects True or False, got '", v, "'");
+}
+
+// --layers-per-ipu against --ipus-per-replica: one entry per IPU, or none on one IPU.
+inline void check_layers_per_ipu(const std::string& who, const std::vector<int64_t>& layers_per_ipu,
+                                 int64_t ipus_per_replica) {
+  if (!layers_per_ipu.empty())
+    IPUML_CHECK(static_cast<int64_t>(layers_per_ipu.size()) == ipus_per_replica, who,
+                ": --layers-per-ipu has ", layers_per_ipu.size(),
+                " entries but --ipus-per-replica is ", ipus_per_replica,
+                " (one entry per IPU, e.g. --layers-per-ipu 0 4 4 4 --ipus-per-replica 4)");
+  else
+    IPUML_CHECK(ipus_per_replica == 1, who, ": --ipus-per-replica ", ipus_per_replica,
+                " needs --layers-per-ipu to say which layers each IPU runs");
+}
+
+// A transformer example's learning-rate schedule and dropout flags.
+inline void check_schedule(const std::string& who, double learning_rate, double lr_warmup,
+                           int64_t training_steps, double dropout) {
+  IPUML_CHECK(std::isfinite(learning_rate) && learning_rate >= 0, who,
+              ": --learning-rate must be a finite number >= 0, got ", learning_rate);
+  IPUML_CHECK(lr_warmup >= 0 && lr_warmup < 1, who, ": --lr-warmup ", lr_warmup,
+              " is a fraction of the training steps in [0, 1)");
+  IPUML_CHECK(training_steps >= 0, who, ": --training-steps must be >= 0");
+  IPUML_CHECK(dropout >= 0 && dropout < 1, who, ": --dropout must be in [0, 1)");
+}
+
+// "Throughput: N samples/s wall-clock[, M samples/s simulated on R x target]", one line; nothing
+// when no sample was trained. `simulated` is the emulated seconds (0: not emulated).
+inline void print_throughput(int64_t samples, double wall, double simulated, int64_t ipus,
+                             const std::string& target) {
+  if (samples <= 0) return;
+  std::cout << "Throughput: " << fixed(double(samples) / std::max(wall, 1e-9), 2)
+            << " samples/s wall-clock";
+  if (simulated > 0)
+    std::cout << ", " << fixed(double(samples) / simulated, 1) << " samples/s simulated on " << ipus
+              << " x " << target;
+  std::cout << "\n";
 }
 
 }  // namespace ipuml::examples

@@ -105,20 +105,8 @@ void validate(const Config& cfg) {
   IPUML_CHECK(cfg.max_len >= 2, kWho, ": --max-len ", cfg.max_len, " must be >= 2");
   IPUML_CHECK(cfg.optimizer == "AdamW", kWho, ": --optimizer '", cfg.optimizer,
               "' is not supported (expected AdamW, train_gpt2.py's choice)");
-  IPUML_CHECK(std::isfinite(cfg.learning_rate) && cfg.learning_rate >= 0, kWho,
-              ": --learning-rate must be a finite number >= 0, got ", cfg.learning_rate);
-  IPUML_CHECK(cfg.lr_warmup >= 0 && cfg.lr_warmup < 1, kWho, ": --lr-warmup ", cfg.lr_warmup,
-              " is a fraction of the training steps in [0, 1)");
-  IPUML_CHECK(cfg.training_steps >= 0, kWho, ": --training-steps must be >= 0");
-  IPUML_CHECK(cfg.dropout >= 0 && cfg.dropout < 1, kWho, ": --dropout must be in [0, 1)");
-  if (!cfg.layers_per_ipu.empty())
-    IPUML_CHECK(static_cast<int64_t>(cfg.layers_per_ipu.size()) == cfg.ipus_per_replica, kWho,
-                ": --layers-per-ipu has ", cfg.layers_per_ipu.size(),
-                " entries but --ipus-per-replica is ", cfg.ipus_per_replica,
-                " (one entry per IPU, e.g. --layers-per-ipu 0 4 4 4 --ipus-per-replica 4)");
-  else
-    IPUML_CHECK(cfg.ipus_per_replica == 1, kWho, ": --ipus-per-replica ", cfg.ipus_per_replica,
-                " needs --layers-per-ipu to say which layers each IPU runs");
+  examples::check_schedule(kWho, cfg.learning_rate, cfg.lr_warmup, cfg.training_steps, cfg.dropout);
+  examples::check_layers_per_ipu(kWho, cfg.layers_per_ipu, cfg.ipus_per_replica);
   if (cfg.device == "eager")
     IPUML_CHECK(cfg.replication_factor == 1 && cfg.gradient_accumulation == 1 &&
                     cfg.layers_per_ipu.empty() && !cfg.enable_half_partials &&
@@ -493,23 +481,11 @@ int train(const Config& cfg) {
   if (data.unigram_ppl)
     std::cout << " (unigram baseline perplexity " << fixed(*data.unigram_ppl, 2) << ")";
   std::cout << "\n";
-  if (samples > 0) {
-    std::cout << "Throughput: " << fixed(double(samples) / std::max(wall, 1e-9), 2)
-              << " samples/s wall-clock";
-    if (simulated > 0)
-      std::cout << ", " << fixed(double(samples) / simulated, 1) << " samples/s simulated on "
-                << cfg.replication_factor * cfg.ipus_per_replica << " x " << cfg.target;
-    std::cout << "\n";
-  }
+  examples::print_throughput(samples, wall, simulated,
+                             cfg.replication_factor * cfg.ipus_per_replica, cfg.target);
   if (!ck.empty()) std::cout << "Checkpoint: " << ck << "\n";
   std::cout << "Wall time: " << fixed(seconds_since(t_start), 1) << " s" << std::endl;
   return 0;
-}
-
-bool parse_bool(const std::string& flag, const std::string& v) {
-  if (v == "True" || v == "true" || v == "1") return true;
-  if (v == "False" || v == "false" || v == "0") return false;
-  fail(kWho, ": ", flag, " expects True or False, got '", v, "'");
 }
 
 }  // namespace
@@ -625,10 +601,11 @@ int main(int argc, char** argv) {
   // Every flag of a training run is checked before anything is printed or read.
   try {
     cfg.recompute_checkpoint_every_layer =
-        parse_bool("--recompute-checkpoint-every-layer", recompute);
-    cfg.enable_half_partials = parse_bool("--enable-half-partials", half_partials);
-    cfg.optimizer_state_offchip = parse_bool("--optimizer-state-offchip", offchip);
-    cfg.replicated_tensor_sharding = parse_bool("--replicated-tensor-sharding", rts);
+        examples::parse_bool(kWho, "--recompute-checkpoint-every-layer", recompute);
+    cfg.enable_half_partials = examples::parse_bool(kWho, "--enable-half-partials", half_partials);
+    cfg.optimizer_state_offchip = examples::parse_bool(kWho, "--optimizer-state-offchip", offchip);
+    cfg.replicated_tensor_sharding =
+        examples::parse_bool(kWho, "--replicated-tensor-sharding", rts);
     if (tokenize.empty() && !gen->parsed()) validate(cfg);
   } catch (const std::exception& e) {
     return examples::usage_error(kWho, e.what());

@@ -4,6 +4,8 @@
 #include <ipuml/ipuml.hpp>
 
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -118,4 +120,43 @@ TEST_CASE("run_isolated waits for threads inside a ForkFence", "[isolated]") {
   // A fence held by the calling thread itself does not block its own fork.
   const io::ForkFence mine;
   CHECK_NOTHROW(io::run_isolated("probe", [] { const io::ForkFence in_child; }));
+}
+
+TEST_CASE("run_isolated runs the check in place when the process cannot fork", "[isolated]") {
+  // A test child whose fork() is refused: RLIMIT_NPROC 0 (root first becomes an unprivileged
+  // user, for whom the limit holds). The probe then runs in the caller, as with isolation off.
+  IsolationSettings keep;
+  io::set_parser_isolation(true, 60.0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    int code = 0;
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(10);
+    const rlimit none{0, 0};
+    if (::setrlimit(RLIMIT_NPROC, &none) != 0) ::_exit(11);
+    const pid_t probe_fork = ::fork();  // the limit holds: no child can start
+    if (probe_fork == 0) ::_exit(0);
+    if (probe_fork > 0) ::_exit(12);
+    const pid_t me = ::getpid();
+    pid_t ran_in = 0;
+    try {
+      io::run_isolated("probe", [&] { ran_in = ::getpid(); });
+      if (ran_in != me) code = 13;
+      // An Error from the check reaches the caller unchanged.
+      try {
+        io::run_isolated("probe", [] { fail("bad field 'x'"); });
+        code = 14;
+      } catch (const Error& e) {
+        if (std::string(e.what()) != "bad field 'x'") code = 15;
+      }
+    } catch (...) {
+      code = 16;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  // 10/11: no way to drop privileges or set the limit here; 12: the limit did not stop fork.
+  CHECK(WEXITSTATUS(status) == 0);
 }
