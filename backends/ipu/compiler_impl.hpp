@@ -106,6 +106,10 @@ struct Planner {
   const CompileOptions& o;
   Plan plan;
   std::vector<int64_t> last;
+  // Set by account(): results that are views of their inputs (no bytes of their own), and the
+  // step until which each value's bytes stay live (its last reader's, or a view's of it).
+  std::vector<char> view;
+  std::vector<int64_t> held_until;
   std::vector<bool> placed;
   std::vector<int32_t> next_tile;
   std::unordered_map<std::string, MatrixGrid> grids;  // identical matrix ops plan once
@@ -750,6 +754,15 @@ struct Planner {
     };
     for (auto v : g.states)
       if (!offchip(v)) hold(v, new_buffer(v, true));
+    find_views();
+    const auto& ends = held_until;
+    // Values whose bytes outlive their own last reader (a view of them is read later): freed
+    // after the view's last reader.
+    std::vector<std::vector<int64_t>> late(static_cast<size_t>(N));
+    for (size_t v = 0; v < g.values.size(); ++v)
+      if (ends[v] != last[v] && ends[v] >= 0 && ends[v] < N &&
+          g.values[v].kind == ir::ValueKind::Op)
+        late[static_cast<size_t>(ends[v])].push_back(static_cast<int64_t>(v));
     std::vector<double> streamed(static_cast<size_t>(t.num_ipus), 0.0);
     auto in_place_op = [](ir::OpKind k) {
       return ir::is_elementwise_unary(k) || ir::is_elementwise_broadcasting(k) ||
@@ -777,12 +790,13 @@ struct Planner {
       for (size_t k = 0; k < n.outputs.size(); ++k) {
         const int64_t v = n.outputs[k];
         const auto vu = static_cast<size_t>(v);
+        if (view[vu]) continue;  // its inputs' buffers hold its bytes
         const int64_t st = updates_state[vu];
         int64_t b = -1;
         if (streams_out(v)) {
           streamed[static_cast<size_t>(plan.values[vu].span.ipu)] +=
               static_cast<double>(g.meta(v).nbytes()) / static_cast<double>(shards_[vu]);
-        } else if (st >= 0 && last[static_cast<size_t>(st)] <= ni &&
+        } else if (st >= 0 && ends[static_cast<size_t>(st)] <= ni &&
                    g.meta(st).nbytes() == g.meta(v).nbytes()) {
           b = buffer_of[static_cast<size_t>(st)];
         }
@@ -793,8 +807,8 @@ struct Planner {
           for (size_t j = update ? k : 0; j < (update ? k + 1 : n.inputs.size()); ++j) {
             const int64_t in = n.inputs[j];
             const auto iu = static_cast<size_t>(in);
-            const bool dies = last[iu] == ni || (g.values[iu].kind == ir::ValueKind::State &&
-                                                 updated[iu] && last[iu] <= ni);
+            const bool dies = ends[iu] == ni || (g.values[iu].kind == ir::ValueKind::State &&
+                                                 updated[iu] && ends[iu] <= ni);
             if (buffer_of[iu] >= 0 && dies &&
                 std::find(taken.begin(), taken.end(), in) == taken.end() &&
                 (g.values[iu].kind != ir::ValueKind::State || updated[iu]) && same_place(in, v)) {
@@ -807,8 +821,13 @@ struct Planner {
         for_each_piece(
             v, [&](int32_t ipu, int32_t tile, int64_t) { touched.push_back(gt(ipu, tile)); });
       }
-      // Every tile of the step holds the largest part's temporaries (a bound, never below).
-      const auto temp = static_cast<int64_t>(std::ceil(np.max_temp_bytes));
+      // Every tile of the step holds the largest part's temporaries (a bound, never below); a
+      // view moves nothing.
+      const bool views_only = !n.outputs.empty() &&
+                              std::all_of(n.outputs.begin(), n.outputs.end(),
+                                          [&](int64_t v) { return view[static_cast<size_t>(v)]; });
+      const auto temp =
+          views_only ? int64_t{0} : static_cast<int64_t>(std::ceil(np.max_temp_bytes));
       int64_t temp_total = 0;
       auto bump = [&](size_t ti, int64_t tmp) {
         if (live[ti] + tmp > peak[ti]) {
@@ -828,20 +847,22 @@ struct Planner {
       mem.not_always_live_per_step[static_cast<size_t>(ni)] = live_total + temp_total;
       // Values die after their last reader; outputs nobody reads die at once.
       for (auto v : n.outputs)
-        if (last[static_cast<size_t>(v)] < 0 ||
+        if (ends[static_cast<size_t>(v)] < 0 ||
             (streams_out(v) && last_read[static_cast<size_t>(v)] < 0))
           drop(v);
       std::vector<int64_t> seen;
       for (auto v : n.inputs) {
         const auto vu = static_cast<size_t>(v);
         const bool dies =
-            ((g.values[vu].kind == ir::ValueKind::Op || offchip(v)) && last[vu] == ni) ||
+            ((g.values[vu].kind == ir::ValueKind::Op || offchip(v)) && ends[vu] == ni) ||
             (streams_out(v) && last_read[vu] == ni);
         if (dies && std::find(seen.begin(), seen.end(), v) == seen.end()) {
           seen.push_back(v);
           drop(v);
         }
       }
+      for (auto v : late[static_cast<size_t>(ni)])
+        if (std::find(seen.begin(), seen.end(), v) == seen.end()) drop(v);
     }
 
     // Host streams, state write-back and the replica all-reduce.
@@ -903,6 +924,39 @@ struct Planner {
     worst_tile_tensors();
   }
 
+  // Poplar's reshape, slice, concat, dimShuffle and broadcast make views of their inputs: no
+  // copy, no memory of their own, and the viewed tensors stay allocated while the view is read.
+  // A result is counted so when it is none of the graph's outputs or new state values and every
+  // input is on the result's own IPU and not in streaming memory (a view across IPUs is a copy;
+  // streamed state arrives whole). held_until: each value's last reader, or the last
+  // reader of any view of it, whichever is later.
+  static bool view_kind(ir::OpKind k) {
+    using K = ir::OpKind;
+    return k == K::Reshape || k == K::Slice || k == K::Cat || k == K::Permute || k == K::Expand;
+  }
+  void find_views() {
+    const auto N = static_cast<int64_t>(g.nodes.size());
+    view.assign(g.values.size(), 0);
+    held_until = last;
+    for (int64_t ni = N - 1; ni >= 0; --ni) {
+      const auto& n = g.nodes[static_cast<size_t>(ni)];
+      if (!view_kind(n.kind) || n.outputs.size() != 1) continue;
+      const auto v = static_cast<size_t>(n.outputs[0]);
+      if (last[v] >= N) continue;  // a graph output or a state's new value
+      const int32_t ipu = plan.values[v].span.ipu;
+      bool ok = true;
+      for (auto in : n.inputs) {
+        const auto& val = g.values[static_cast<size_t>(in)];
+        ok = ok && !val.offchip && plan.values[static_cast<size_t>(in)].span.ipu == ipu;
+      }
+      if (!ok) continue;
+      view[v] = 1;
+      const int64_t end = held_until[v] < 0 ? ni : held_until[v];
+      for (auto in : n.inputs)
+        held_until[static_cast<size_t>(in)] = std::max(held_until[static_cast<size_t>(in)], end);
+    }
+  }
+
   void worst_tile_tensors() {
     auto& mem = plan.memory;
     const auto wt = mem.worst_tile;
@@ -928,8 +982,9 @@ struct Planner {
       const char* cat = val.kind == ir::ValueKind::State   ? "state"
                         : val.kind == ir::ValueKind::Input ? "stream_buffers"
                                                            : "activations";
+      if (view[v]) continue;  // no bytes of its own
       if (val.kind == ir::ValueKind::Op) {
-        const int64_t lu = last[v] < 0 ? def[v] : last[v];
+        const int64_t lu = held_until[v] < 0 ? def[v] : held_until[v];
         if (step < 0 || def[v] > step || lu < step) continue;
       }
       double b = 0;

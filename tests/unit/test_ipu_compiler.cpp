@@ -168,6 +168,48 @@ TEST_CASE("ipu compile: memory accounting by category and liveness", "[ipu]") {
                            Catch::Contains("Cycles per step"));
 }
 
+TEST_CASE("ipu compile: reshapes slices and concats are views as in Poplar", "[ipu]") {
+  // a = x @ w; r = reshape(a) (a view: no bytes of its own, nothing moved); s = slice(r) keeps
+  // a's bytes live until s's reader, after an unrelated b = x @ w2; c = cat(b, b) is a view too.
+  Tensor w = randn({128, 96}).detach(), w2 = randn({128, 96}).detach();
+  ir::Tracer tracer;
+  Tensor x = tracer.input(ir::TensorMeta{{64, 128}, kFloat32}, "x");
+  tracer.name_state(w, "w");
+  tracer.name_state(w2, "w2");
+  Tensor a = matmul(x, w);
+  Tensor r = reshape(a, {96, 64});
+  Tensor s = slice(r, 0, 0, 1);
+  Tensor b = matmul(x, w2);
+  Tensor c = cat({b, b}, 0);
+  Tensor y = add(exp(c), reshape(s, {1, 64}).sum());
+  auto tr = tracer.finish({y});
+  auto exe = ipu::compile(tr.graph, ipu::target_preset("ipu2"), quiet());
+  const auto& g = tr.graph;
+  const auto& m = exe->memory_report();
+  auto step_of = [&](ir::OpKind k, int nth) {
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      if (g.nodes[i].kind == k && nth-- == 0) return i;
+    FAIL("no such node");
+    return size_t{0};
+  };
+  const size_t reshape_step = step_of(ir::OpKind::Reshape, 0);
+  const size_t slice_step = step_of(ir::OpKind::Slice, 0);
+  const size_t b_step = step_of(ir::OpKind::MatMul, 1);
+  const size_t cat_step = step_of(ir::OpKind::Cat, 0);
+  REQUIRE(slice_step < b_step);
+  const int64_t one = 64 * 96 * 4;  // a, r or b's bytes (with at most 8 bytes' padding a piece)
+  const int64_t pad = 8 * 1472;
+  // At the reshape and the slice only a is live: no copy, no temporaries.
+  CHECK(m.not_always_live_per_step[reshape_step] >= one);
+  CHECK(m.not_always_live_per_step[reshape_step] <= one + pad);
+  CHECK(m.not_always_live_per_step[slice_step] <= one + pad);
+  // While b is computed, a is still held for s's reader (a copy of the slice would have let it
+  // go); at the concat both live and the [128, 96] view adds nothing.
+  CHECK(m.not_always_live_per_step[b_step] >= 2 * one);
+  CHECK(m.not_always_live_per_step[cat_step] >= 2 * one);
+  CHECK(m.not_always_live_per_step[cat_step] <= 2 * (one + pad));
+}
+
 TEST_CASE("ipu plan cache: hit, corrupt, truncated and stale entries", "[ipu]") {
   TempDir dir("cache");
   auto o = quiet();

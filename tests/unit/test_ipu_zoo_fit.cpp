@@ -2,6 +2,11 @@
 // training step (forward, loss, backward, the original's optimizer), compiles it without
 // running it, and checks every IPU's fullest tile against the tile size. The weight update runs
 // on the IPU of each parameter, so a 4-IPU split keeps each stage's state on its own IPU.
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -18,6 +23,25 @@ template <typename Model, typename Loss>
 ir::Trace training_step(Model& model, optim::Optimizer& opt, Loss&& loss_of,
                         const std::vector<ir::TensorMeta>& inputs, bool off_chip = false) {
   return runtime::trace_training_step(*model, opt, loss_of, inputs, off_chip);
+}
+
+// With IPUML_PRINT_FIT=1, prints the fullest tile of each IPU as a percentage of the tile's
+// memory: the figures docs/planner.md quotes (`IPUML_PRINT_FIT=1 ipuml_tests "[zoo]"`).
+void print_fit(const ipu::Plan& p) {
+  const char* e = std::getenv("IPUML_PRINT_FIT");
+  if (e == nullptr || std::string(e) != "1") return;
+  const int64_t T = p.target.tiles_per_ipu;
+  std::string fullest;
+  for (int64_t i = 0; i < p.target.num_ipus; ++i) {
+    int64_t worst = 0;
+    for (int64_t k = 0; k < T; ++k)
+      worst = std::max(worst, p.memory.tiles[static_cast<size_t>(i * T + k)].total());
+    fullest +=
+        (i ? " / " : "") +
+        std::to_string(std::lround(100.0 * double(worst) / double(p.target.bytes_per_tile))) + " %";
+  }
+  std::cout << Catch::getResultCapture().getCurrentTestName() << ": fullest tile " << fullest
+            << "\n";
 }
 
 // Compiles for `ipus` emulated GC200s and returns the plan; fails the test on out of memory.
@@ -37,6 +61,7 @@ ipu::Plan compile_fits(const ir::Trace& tr, int64_t ipus) {
     INFO("IPU " << i);
     CHECK(worst <= t.bytes_per_tile);
   }
+  print_fit(p);
   return p;
 }
 
@@ -185,6 +210,7 @@ ipu::Plan compile_fits_with(const ir::Trace& tr, int64_t ipus, double proportion
   ipu::Plan p = ipu::plan_graph(tr.graph, t, o);
   INFO((p.memory.out_of_memory ? ipu::out_of_memory_message(p) : std::string("fits")));
   CHECK_FALSE(p.memory.out_of_memory);
+  print_fit(p);
   return p;
 }
 
@@ -267,6 +293,7 @@ TEST_CASE("zoo on ipu: ResNet-50 training compiles for 4 replicas of ipu2 in fp1
   int64_t worst = 0;
   for (auto& tile : p.memory.tiles) worst = std::max(worst, tile.total());
   CHECK(worst <= p.target.bytes_per_tile);
+  print_fit(p);
   // A replica's program holds fp16 weights and its own fp16 gradient accumulators.
   CHECK(tm.step_graph().checkpoints.size() == 17);
   bool half_weights = true;
