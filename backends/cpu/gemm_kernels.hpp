@@ -205,6 +205,9 @@ __attribute__((target("avx512f"), always_inline)) inline void kernel_avx512_rows
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
     }
   }
+  // Opaque to the optimiser: otherwise GCC computes the C row pointers before the loop and parks
+  // them in vector registers, spilling a B vector to the stack every iteration (13-row tiles).
+  asm("" : "+r"(c), "+r"(ldc));
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
   __mmask16 mask[NV];
 #pragma GCC unroll 2
