@@ -52,6 +52,18 @@ inline bool winograd_applies(const Conv2dParams& p) {
          p.n * p.c_out * p.out_h() * p.out_w() <= kMaxIndex;
 }
 
+// Whether Winograd pays for a forward convolution it applies to. Its transformed weights are
+// 16/9 the size of the kernel and are formed on every call; once the kernel no longer fits in a
+// core's L2 (1 MiB of weights and more: ResNet-50's layer3 and layer4), those passes through
+// memory cost more than the multiplies Winograd saves unless there are enough tiles to spread
+// them over. At batch 1 a 7x7 map has 16 tiles and a 14x14 one 49: there the direct kernels ran
+// 1.9x and 1.1x faster (512 and 256 channels); from 64 tiles Winograd was as fast or faster.
+inline bool winograd_pays(const Conv2dParams& p) {
+  const int64_t tiles = p.n * ((p.out_h() + 1) / 2) * ((p.out_w() + 1) / 2);
+  const int64_t kernel_floats = p.c_out * p.c_in * 9;
+  return tiles >= 64 || kernel_floats * int64_t(sizeof(float)) < (int64_t(1) << 20);
+}
+
 // u[0..15] = G g G^T for the 3x3 kernel g (row-major), G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1].
 inline void wino_kernel_transform(const float* g, float* u) {
   float t[4][3];

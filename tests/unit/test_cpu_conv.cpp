@@ -73,6 +73,12 @@ std::vector<Conv2dParams> shapes() {
   Conv2dParams asym = make(2, 4, 7, 15, 5, 2, 3);
   asym.stride_h = 2, asym.stride_w = 1, asym.pad_h = 1, asym.pad_w = 2, asym.dil_w = 2;
   v.push_back(asym);
+  // A strided 1x1 runs as a stride-1 1x1 over the gathered pixels: unequal strides that do not
+  // divide the size, groups, and one deep enough for several k blocks.
+  Conv2dParams s1x1 = make(2, 6, 10, 11, 9, 1, 1, 3, 0, 1, 3);
+  s1x1.stride_w = 2;
+  v.push_back(s1x1);
+  v.push_back(make(1, 600, 7, 7, 20, 1, 1, 2));
   // Stride 1 with unequal padding and dilation per axis (the wide-GEMM path) ...
   Conv2dParams wide = make(2, 3, 9, 12, 5, 3, 2);
   wide.pad_h = 2, wide.pad_w = 1, wide.dil_h = 2;
@@ -281,6 +287,21 @@ TEST_CASE("conv2d runs strided convolutions with few channels through space-to-d
   CHECK_FALSE(space_to_depth_applies(make(1, 4, 23, 21, 8, 3, 3, 2, 1, 1, 2)));
   CHECK_FALSE(space_to_depth_applies(make(1, 3, 23, 21, 8, 7, 7, 1, 3)));
   CHECK_FALSE(space_to_depth_applies(make(1, 4, 11, 10, 6, 3, 2, 3, 1)));
+}
+
+TEST_CASE("conv2d's forward leaves Winograd to the direct kernels where the weights dominate",
+          "[conv]") {
+  using ipuml::cpu::detail::winograd_pays;
+  // Batch 1 on ResNet-50's layer3 (49 tiles) and layer4 (16 tiles): the direct kernels.
+  CHECK_FALSE(winograd_pays(make(1, 256, 14, 14, 256, 3, 3, 1, 1)));
+  CHECK_FALSE(winograd_pays(make(1, 512, 7, 7, 512, 3, 3, 1, 1)));
+  CHECK_FALSE(winograd_pays(make(2, 512, 7, 7, 512, 3, 3, 1, 1)));
+  // Enough tiles, or weights that fit a core's L2 (every Winograd shape of the tests): Winograd.
+  CHECK(winograd_pays(make(4, 512, 7, 7, 512, 3, 3, 1, 1)));
+  CHECK(winograd_pays(make(2, 256, 14, 14, 256, 3, 3, 1, 1)));
+  CHECK(winograd_pays(make(1, 128, 28, 28, 128, 3, 3, 1, 1)));
+  CHECK(winograd_pays(make(1, 64, 6, 5, 48, 3, 3, 1, 0)));
+  CHECK(winograd_pays(make(2, 48, 9, 8, 64, 3, 3, 1, 1)));
 }
 
 TEST_CASE("conv2d takes Winograd only where its 32-bit tile tables reach", "[conv]") {
