@@ -26,7 +26,11 @@ secs=$([[ $quick == 1 ]] && echo 1 || echo 3)
 
 scripts/install-deps.sh --peers
 build=${IPUML_BENCH_BUILD_DIR:-build-bench}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DIPUML_BUILD_BENCHMARKS=ON -DIPUML_BUILD_TESTS=OFF >/dev/null
+# A new tree leaves the tests out (only the benchmarks are built); an existing one named by
+# IPUML_BENCH_BUILD_DIR (say, build) keeps its own setting.
+no_tests=()
+[[ -f "$build/CMakeCache.txt" ]] || no_tests=(-DIPUML_BUILD_TESTS=OFF)
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DIPUML_BUILD_BENCHMARKS=ON "${no_tests[@]}" >/dev/null
 cmake --build "$build" -j"$(nproc)" --target bench_sgemm bench_mnist_train bench_conv bench_neuron_train bench_resnet bench_transformer bench_emulator_cost bench_allreduce >/dev/null
 
 # OpenBLAS 0.3.21 misdetects recent Xeons; give it the core type this CPU really has.
