@@ -272,6 +272,8 @@ IPUML_INLINE void run_kernel(ir::OpKind kind, const ir::Attrs& attrs,
       return k_attention_backward(attrs, in, out);
     case K::AdamUpdate:
       return k_adam_update(attrs, in, out);
+    case K::SgdUpdate:
+      return k_sgd_update(attrs, in, out);
     case K::Count:
       break;
   }

@@ -1,5 +1,6 @@
-// CPU kernel of the fused Adam / AdamW update (ir::OpKind::AdamUpdate): one pass that reads the
-// parameter, its gradient and moments once and writes them once, in xsimd vectors over oneTBB.
+// CPU kernels of the fused optimizer updates (ir::OpKind::AdamUpdate, SgdUpdate): one pass that
+// reads the parameter, its gradient and state once and writes them once, in xsimd vectors over
+// oneTBB.
 #pragma once
 
 #include <cmath>
@@ -142,6 +143,111 @@ inline void k_adam_update(const ir::Attrs& a, const std::vector<ConstBuffer>& in
     with_mode(std::true_type{});
   else
     with_mode(std::false_type{});
+}
+
+}  // namespace ipuml::cpu::kdetail
+
+namespace ipuml::cpu::kdetail {
+
+// The fused SGD update (ir::OpKind::SgdUpdate): its scalars rounded to float32 as PyTorch
+// rounds a scalar operand of a float32 op (the composite of tensor ops it replaced did the same).
+struct SgdScalars {
+  float momentum, one_minus_dampening, weight_decay;
+  float neg_lr;  // -lr, exact
+};
+
+struct SgdBuffers {
+  const float *p, *buf, *g;
+  float *p_out, *buf_out;
+};
+
+// Elements [i, i + kLanes) with torch.optim.SGD's order of operations: g += wd * p; buf = g on
+// the first step (Mom 2), else momentum * buf + (1 - dampening) * g (Mom 1; g * 1 is g when
+// there is no dampening); g = nesterov ? g + momentum * buf : buf; p += -lr * g. IEEE-exact
+// operations only (no FMA), each rounded as the separate tensor ops rounded them.
+template <bool Decay, int Mom, bool Nesterov>
+inline void sgd_lanes(const SgdScalars& s, const SgdBuffers& b, int64_t i) {
+  const fbatch p = fbatch::load_unaligned(b.p + i);
+  fbatch g = fbatch::load_unaligned(b.g + i);
+  if constexpr (Decay) g = g + p * fbatch(s.weight_decay);
+  if constexpr (Mom != 0) {
+    fbatch buf = g;
+    if constexpr (Mom == 1)
+      buf = fbatch::load_unaligned(b.buf + i) * fbatch(s.momentum) +
+            g * fbatch(s.one_minus_dampening);
+    buf.store_unaligned(b.buf_out + i);
+    if constexpr (Nesterov)
+      g = g + buf * fbatch(s.momentum);
+    else
+      g = buf;
+  }
+  (p + g * fbatch(s.neg_lr)).store_unaligned(b.p_out + i);
+}
+
+template <bool Decay, int Mom, bool Nesterov>
+void sgd_range(const SgdScalars& s, const SgdBuffers& b, int64_t begin, int64_t end) {
+  int64_t i = begin;
+  for (; i + kLanes <= end; i += kLanes) sgd_lanes<Decay, Mom, Nesterov>(s, b, i);
+  if (i == end) return;
+  // The tail through the same vector code, from padded copies.
+  alignas(64) float pad[5][fbatch::size] = {};
+  const size_t bytes = static_cast<size_t>(end - i) * sizeof(float);
+  std::memcpy(pad[0], b.p + i, bytes);
+  if (Mom == 1) std::memcpy(pad[1], b.buf + i, bytes);
+  std::memcpy(pad[2], b.g + i, bytes);
+  const SgdBuffers t{pad[0], pad[1], pad[2], pad[3], pad[4]};
+  sgd_lanes<Decay, Mom, Nesterov>(s, t, 0);
+  std::memcpy(b.p_out + i, pad[3], bytes);
+  if (Mom != 0) std::memcpy(b.buf_out + i, pad[4], bytes);
+}
+
+// in: param, [momentum_buffer], grad, lr, [step]; out: the new param [, momentum_buffer]
+// (ir::infer checks shapes, dtypes and attributes).
+inline void k_sgd_update(const ir::Attrs& a, const std::vector<ConstBuffer>& in,
+                         const std::vector<MutableBuffer>& out) {
+  const size_t states = a.flag ? 2 : 1;
+  const size_t scalars = a.mode == 1 ? 2 : 1;
+  expect_n("SgdUpdate", in.size(), states + 1 + scalars, out.size(), states);
+  IPUML_CHECK(a.reals.size() == 3, "SgdUpdate: expected 3 scalars");
+  const int64_t n = in[0].meta.numel();
+  for (size_t j = 0; j <= states; ++j)
+    IPUML_CHECK(
+        in[j].meta.dtype == DType::Float32 && in[j].meta.numel() == n &&
+            (j == states || (out[j].meta.dtype == DType::Float32 && out[j].meta.numel() == n)),
+        "SgdUpdate: expected float32 operands of ", n, " elements");
+  for (size_t j = states + 1; j < in.size(); ++j)
+    IPUML_CHECK(in[j].meta.dtype == DType::Float32 && in[j].meta.numel() == 1,
+                "SgdUpdate: expected one-element float32 lr and step");
+  SgdScalars s{};
+  s.momentum = static_cast<float>(a.reals[0]);
+  s.one_minus_dampening = static_cast<float>(1.0 - a.reals[1]);
+  s.weight_decay = static_cast<float>(a.reals[2]);
+  s.neg_lr = -*in_ptr<float>(in[states + 1]);
+  // The first step (the step input, already counting it, is 1) takes the gradient as the buffer.
+  const bool first = a.mode == 1 && *in_ptr<float>(in[states + 2]) == 1.0f;
+  const SgdBuffers b{in_ptr<float>(in[0]), a.flag ? in_ptr<float>(in[1]) : nullptr,
+                     in_ptr<float>(in[states]), out_ptr<float>(out[0]),
+                     a.flag ? out_ptr<float>(out[1]) : nullptr};
+  auto run = [&](auto decay, auto mom, auto nesterov) {
+    parallel_blocks(n, kBlock, [&](int64_t lo, int64_t hi) {
+      sgd_range<decltype(decay)::value, decltype(mom)::value, decltype(nesterov)::value>(s, b, lo,
+                                                                                         hi);
+    });
+  };
+  auto with_momentum = [&](auto decay) {
+    using F = std::false_type;
+    using T = std::true_type;
+    if (!a.flag) return run(decay, std::integral_constant<int, 0>{}, F{});
+    if (first)
+      return a.flag2 ? run(decay, std::integral_constant<int, 2>{}, T{})
+                     : run(decay, std::integral_constant<int, 2>{}, F{});
+    return a.flag2 ? run(decay, std::integral_constant<int, 1>{}, T{})
+                   : run(decay, std::integral_constant<int, 1>{}, F{});
+  };
+  if (a.reals[2] != 0.0)
+    with_momentum(std::true_type{});
+  else
+    with_momentum(std::false_type{});
 }
 
 }  // namespace ipuml::cpu::kdetail

@@ -93,6 +93,23 @@ const std::vector<Program>& programs() {
          adam_update_(p, m, v, vmax, x[2], full({}, 0.01), full({}, 3.0), o);
          return p + m + v + vmax;
        }},
+      {"sgd-update",
+       {{4, 37}, {4, 37}},
+       [](const Ts& x) {
+         // The fused SGD step, Nesterov momentum and weight decay, then one with dampening whose
+         // step input makes it the first (the buffer becomes the gradient), on copies.
+         Tensor p = x[0].clone(), buf = mul(x[1], 0.5), q = x[0].clone(), buf2 = x[1].clone();
+         SgdUpdateOptions o;
+         o.momentum = 0.9;
+         o.weight_decay = 0.01;
+         o.nesterov = true;
+         sgd_update_(p, buf, x[1], full({}, 0.1), Tensor(), o);
+         SgdUpdateOptions d;
+         d.momentum = 0.8;
+         d.dampening = 0.25;
+         sgd_update_(q, buf2, x[0], full({}, 0.05), full({}, 1.0), d);
+         return p + buf + q + buf2;
+       }},
   };
   return p;
 }

@@ -1,7 +1,9 @@
 // The fused Adam / AdamW update (adam_update_, ir::OpKind::AdamUpdate): the same trajectory as
 // the composite of elementwise ops it replaced (state included), the same bits eagerly, traced
 // on the CPU executor, compiled for the IPU emulator and on the eager IPU device, and with 1 or 2
-// threads; and the vectorised square root gives std::sqrt's bits.
+// threads; and the vectorised square root gives std::sqrt's bits. The fused SGD update
+// (sgd_update_, ir::OpKind::SgdUpdate) likewise: the composite's bits, an independent scalar
+// loop with torch's lazily created buffer, every backend, 1 or 2 threads.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -287,4 +289,286 @@ TEST_CASE("the vectorised sqrt and rsqrt kernels give std::sqrt's bits", "[cpu][
     }
   }
   CHECK(std::isnan(sqrt(full({5}, -1.0)).to_vector<float>()[4]));
+}
+
+// ---- the fused SGD update (sgd_update_, ir::OpKind::SgdUpdate) ------------------------------
+
+namespace {
+
+struct SgdConfig {
+  double momentum, dampening, weight_decay;
+  bool nesterov;
+  std::string name() const {
+    return "momentum=" + std::to_string(momentum) + " dampening=" + std::to_string(dampening) +
+           " wd=" + std::to_string(weight_decay) + (nesterov ? " nesterov" : "");
+  }
+  optim::SGDOptions options(double lr = 0.05) const {
+    return optim::SGDOptions(lr)
+        .momentum(momentum)
+        .dampening(dampening)
+        .weight_decay(weight_decay)
+        .nesterov(nesterov);
+  }
+};
+
+const std::vector<SgdConfig>& sgd_configs() {
+  static const std::vector<SgdConfig> c{{0.0, 0.0, 0.0, false},  {0.0, 0.0, 0.01, false},
+                                        {0.9, 0.0, 0.0, false},  {0.9, 0.0, 0.01, false},
+                                        {0.9, 0.0, 0.01, true},  {0.8, 0.3, 0.0, false},
+                                        {0.8, 0.3, 0.05, false}, {0.5, 1.0, 0.0, false}};
+  return c;
+}
+
+std::vector<uint32_t> bits_of(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, 4);
+  return {b};
+}
+
+}  // namespace
+
+TEST_CASE("the fused SGD step gives the composite formula's bits", "[optim]") {
+  for (const SgdConfig& c : sgd_configs()) {
+    DYNAMIC_SECTION(c.name()) {
+      Ts fused = make_params(5);
+      Ts ref;
+      for (auto& p : fused) ref.push_back(p.detach().clone());
+      optim::SGD opt(fused, c.options());
+      // The reference: the elementwise ops optim::SGD ran before the fused update, on state
+      // created as init_state creates it (a zero buffer, a zero step count).
+      std::vector<Tensor> buf(ref.size()), count(ref.size());
+      for (size_t i = 0; i < ref.size(); ++i) {
+        if (c.momentum != 0.0) buf[i] = zeros(ref[i].shape());
+        if (c.momentum != 0.0 && c.dampening != 0.0) count[i] = zeros({});
+      }
+      const Tensor lr = scalar_tensor(0.05);
+      const auto grads = make_grads(5, 13);
+      for (size_t k = 0; k < grads.size(); ++k) {
+        for (size_t i = 0; i < fused.size(); ++i) fused[i].set_grad(grads[k][i]);
+        opt.step();
+        NoGradGuard ng;
+        for (size_t i = 0; i < ref.size(); ++i)
+          optim::detail::sgd_update_composite(ref[i], grads[k][i], buf[i], count[i], lr,
+                                              c.options());
+        for (size_t i = 0; i < ref.size(); ++i) {
+          INFO("step " << k + 1 << " param " << i);
+          CHECK(bits(fused[i]) == bits(ref[i]));
+          const auto& s = opt.state(i);
+          REQUIRE(s.size() == (c.momentum == 0.0 ? 0u : c.dampening == 0.0 ? 1u : 2u));
+          if (c.momentum != 0.0) {
+            CHECK(s[0].first == "momentum_buffer");
+            CHECK(bits(s[0].second) == bits(buf[i]));
+          }
+          if (s.size() == 2) {
+            CHECK(s[1].first == "step");
+            CHECK(bits(s[1].second) == bits(count[i]));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("the fused SGD step follows torch.optim.SGD computed element by element", "[optim]") {
+  // An independent scalar loop with torch's single-tensor rule and its lazily created buffer
+  // (None before the first step, then the gradient itself), each operation rounded to float32.
+  for (const SgdConfig& c : sgd_configs()) {
+    DYNAMIC_SECTION(c.name()) {
+      Generator gen(17);
+      Tensor p = randn({1000}, &gen).requires_grad_();
+      std::vector<float> ref = p.to_vector<float>(), buf;
+      optim::SGD opt({p}, c.options(0.03));
+      const float lr = 0.03f, mom = static_cast<float>(c.momentum),
+                  damp1 = static_cast<float>(1.0 - c.dampening),
+                  wd = static_cast<float>(c.weight_decay);
+      for (int k = 0; k < 4; ++k) {
+        const Tensor g = mul(randn({1000}, &gen), 0.5);
+        p.set_grad(g);
+        opt.step();
+        const auto gv = g.to_vector<float>();
+        const bool first = buf.empty();
+        if (first && c.momentum != 0.0) buf.resize(gv.size());
+        for (size_t i = 0; i < gv.size(); ++i) {
+          volatile float d = gv[i];  // volatile: no contraction into fused multiply-adds
+          if (c.weight_decay != 0.0) d = d + static_cast<float>(ref[i] * wd);
+          if (c.momentum != 0.0) {
+            if (first) {
+              buf[i] = d;
+            } else {
+              const float a = buf[i] * mom, b = d * damp1;
+              buf[i] = a + b;
+            }
+            if (c.nesterov) {
+              const float m = buf[i] * mom;
+              d = d + m;
+            } else {
+              d = buf[i];
+            }
+          }
+          const float step = d * -lr;
+          ref[i] = ref[i] + step;
+        }
+        const auto got = p.to_vector<float>();
+        for (size_t i = 0; i < got.size(); ++i) {
+          INFO("step " << k + 1 << " element " << i << ": " << got[i] << " vs " << ref[i]);
+          REQUIRE(bits_of(got[i]) == bits_of(ref[i]));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("the fused SGD step matches hand-computed numbers", "[optim]") {
+  // p = 1, g = 0.5, lr = 0.1, momentum 0.9: buf = 0.5, p = 0.95; then buf = 0.95, p = 0.855.
+  Tensor p = full({3}, 1.0).requires_grad_();
+  optim::SGD opt({p}, optim::SGDOptions(0.1).momentum(0.9));
+  p.set_grad(full({3}, 0.5));
+  opt.step();
+  for (float x : p.to_vector<float>()) CHECK(x == Approx(0.95).epsilon(1e-6));
+  opt.step();
+  for (float x : p.to_vector<float>()) CHECK(x == Approx(0.855).epsilon(1e-6));
+  // Dampening 0.5: the first buffer is the whole gradient (torch's lazy buffer), then
+  // 0.9 * 0.5 + 0.5 * 0.5 = 0.7.
+  Tensor q = full({3}, 1.0).requires_grad_();
+  optim::SGD opt2({q}, optim::SGDOptions(0.1).momentum(0.9).dampening(0.5));
+  q.set_grad(full({3}, 0.5));
+  opt2.step();
+  for (float x : q.to_vector<float>()) CHECK(x == Approx(0.95).epsilon(1e-6));
+  opt2.step();
+  for (float x : q.to_vector<float>()) CHECK(x == Approx(0.88).epsilon(1e-6));
+  for (float x : opt2.state(0)[0].second.to_vector<float>()) CHECK(x == Approx(0.7).epsilon(1e-6));
+}
+
+TEST_CASE(
+    "the fused SGD step gives the same bits eager, traced on cpu and ipu, and on the eager ipu "
+    "device",
+    "[optim][graph][ipu]") {
+  const SgdConfig c = GENERATE(SgdConfig{0.9, 0.0, 0.01, true}, SgdConfig{0.8, 0.3, 0.05, false},
+                               SgdConfig{0.0, 0.0, 0.01, false});
+  INFO(c.name());
+  const int steps = 3;
+  const auto grads = make_grads(steps, 23);
+
+  Ts eager = make_params(6);
+  optim::SGD opt_e(eager, c.options());
+  std::vector<std::vector<uint32_t>> want;
+  for (int k = 0; k < steps; ++k) {
+    for (size_t i = 0; i < eager.size(); ++i) eager[i].set_grad(grads[static_cast<size_t>(k)][i]);
+    opt_e.step();
+    want.push_back(snapshot(eager, opt_e));
+  }
+
+  auto traced_run = [&](const std::string& backend, const backend::CompileOptions& options) {
+    Ts params = make_params(6);
+    optim::SGD opt(params, c.options());
+    Ts g;
+    for (auto& p : params) {
+      g.push_back(zeros(p.shape()));
+      p.set_grad(g.back());
+    }
+    ir::Tracer tracer;
+    opt.step();
+    ir::Trace trace = tracer.finish({});
+    int fused_ops = 0;
+    for (auto& n : trace.graph.nodes) {
+      fused_ops += n.kind == ir::OpKind::SgdUpdate;
+      CHECK(n.kind != ir::OpKind::Mul);
+      CHECK(n.kind != ir::OpKind::Where);
+    }
+    CHECK(fused_ops == static_cast<int>(params.size()));
+    auto exe = backend::get_backend(backend)->compile(trace.graph, options);
+    for (int k = 0; k < steps; ++k) {
+      NoGradGuard ng;
+      for (size_t i = 0; i < g.size(); ++i) g[i].copy_(grads[static_cast<size_t>(k)][i]);
+      exe->run({}, trace.states, static_cast<uint64_t>(k));
+      INFO(backend << " step " << k + 1);
+      CHECK(snapshot(params, opt) == want[static_cast<size_t>(k)]);
+    }
+  };
+  SECTION("cpu executor") { traced_run("cpu", {}); }
+  SECTION("ipu emulator") { traced_run("ipu", {}); }
+  SECTION("ipu emulator, exchange checked") { traced_run("ipu", {{"check_exchange", "1"}}); }
+  SECTION("eager ipu device") {
+    const Device ipu(kIPU, 0);
+    Ts params;
+    for (auto& p : make_params(6)) params.push_back(p.detach().to(ipu).requires_grad_());
+    optim::SGD opt(params, c.options());
+    for (int k = 0; k < steps; ++k) {
+      for (size_t i = 0; i < params.size(); ++i)
+        params[i].set_grad(grads[static_cast<size_t>(k)][i].to(ipu));
+      opt.step();
+      for (auto& p : params) CHECK(p.device() == ipu);
+      INFO("step " << k + 1);
+      CHECK(snapshot(params, opt) == want[static_cast<size_t>(k)]);
+    }
+  }
+}
+
+TEST_CASE("the fused SGD step gives the same bits with 1 and 2 threads", "[optim][determinism]") {
+  RestoreThreads restore;
+  auto run = [](int threads, const SgdConfig& c) {
+    set_num_threads(threads);
+    Generator g(8);
+    Ts p{randn({300001}, &g).requires_grad_(), randn({64, 65}, &g).requires_grad_()};
+    optim::SGD opt(p, c.options(0.01));
+    for (int k = 0; k < 3; ++k) {
+      for (auto& t : p) t.set_grad(randn(t.shape(), &g));
+      opt.step();
+    }
+    return snapshot(p, opt);
+  };
+  for (const SgdConfig& c : {SgdConfig{0.9, 0.0, 1e-4, true}, SgdConfig{0.9, 0.1, 1e-4, false}}) {
+    INFO(c.name());
+    CHECK(run(1, c) == run(2, c));
+  }
+}
+
+TEST_CASE("a half parameter without master weights still takes the composite SGD step",
+          "[optim][half]") {
+  Tensor p = full({40}, 1.0, kFloat16).requires_grad_();
+  optim::SGD opt({p}, optim::SGDOptions(0.1).momentum(0.9).weight_decay(0.1));
+  p.set_grad(full({40}, 0.5, kFloat16));
+  opt.step();
+  CHECK(p.dtype() == kFloat16);
+  // g = 0.5 + 0.1 * 1 = 0.6; p = 1 - 0.06.
+  for (float x : p.to_vector<float>()) CHECK(x == Approx(0.94).margin(1e-3));
+}
+
+TEST_CASE("sgd_update_ checks its operands", "[optim][errors]") {
+  NoGradGuard ng;
+  Tensor p = zeros({4}), buf = zeros({4}), none;
+  const Tensor lr = scalar_tensor(0.1), step = scalar_tensor(1.0);
+  SgdUpdateOptions mom;
+  mom.momentum = 0.9;
+  Tensor b3 = zeros({3});
+  CHECK_THROWS_WITH(
+      sgd_update_(p, b3, ones({4}), lr, none, mom),
+      Catch::Contains("SgdUpdate") && Catch::Contains("momentum_buffer has shape [3]"));
+  CHECK_THROWS_WITH(sgd_update_(p, buf, ones({4}, kInt32), lr, none, mom),
+                    Catch::Contains("float32 grad"));
+  CHECK_THROWS_WITH(sgd_update_(p, buf, ones({4}), ones({2}), none, mom),
+                    Catch::Contains("lr as a one-element float32 tensor"));
+  CHECK_THROWS_WITH(sgd_update_(p, none, ones({4}), lr, none, mom),
+                    Catch::Contains("exactly when momentum != 0"));
+  CHECK_THROWS_WITH(sgd_update_(p, none, ones({4}), lr, step, {}), Catch::Contains("buffer mode"));
+  SgdUpdateOptions bad = mom;
+  bad.nesterov = true;
+  bad.dampening = 0.5;
+  CHECK_THROWS_WITH(sgd_update_(p, buf, ones({4}), lr, none, bad),
+                    Catch::Contains("nesterov momentum requires"));
+  Tensor w = zeros({4}).requires_grad_();
+  {
+    autograd::GradModeGuard on(true);
+    CHECK_THROWS_WITH(sgd_update_(w, none, ones({4}), lr, none, {}),
+                      Catch::Contains("NoGradGuard"));
+  }
+  // Correct calls: plain SGD moves each weight by -lr * g; with a step of 1 the buffer becomes
+  // the gradient whatever it held.
+  sgd_update_(p, none, full({4}, 2.0), lr, none, {});
+  for (float x : p.to_vector<float>()) CHECK(x == Approx(-0.2).epsilon(1e-6));
+  Tensor junk = full({4}, 7.0);
+  SgdUpdateOptions damp = mom;
+  damp.dampening = 0.5;
+  sgd_update_(p, junk, ones({4}), lr, step, damp);
+  for (float x : junk.to_vector<float>()) CHECK(x == 1.0f);
 }

@@ -25,7 +25,8 @@ struct Attrs {
   int64_t mode = 0;    // gelu: 0 erf, 1 tanh
   DType dtype = DType::Float32;
   uint64_t seed = 0, stream = 0;  // random ops
-  std::vector<double> reals;      // more scalars: adam_update's beta1, beta2, eps, weight decay
+  std::vector<double> reals;      // more scalars: adam_update's beta1, beta2, eps, weight decay;
+                                  // sgd_update's momentum, dampening, weight decay
 
   // A stable text form, used for hashing graphs and in the profile report.
   std::string key() const {

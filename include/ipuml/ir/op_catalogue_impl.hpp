@@ -568,6 +568,43 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
                     dtype_name(in[i].dtype), " ", shape_str(in[i].shape));
       return std::vector<TensorMeta>(states, in[0]);
     }
+    case OpKind::SgdUpdate: {
+      // (param, [momentum_buffer], grad, lr, [step]) -> the new param [, momentum_buffer], each
+      // the same shape, float32; lr and step one-element float32 tensors. reals: momentum,
+      // dampening, weight decay; flag: a momentum buffer (exactly when momentum != 0); flag2:
+      // Nesterov momentum; mode: how the buffer starts (0: from its value, zero before the first
+      // step, so momentum * 0 + grad is the gradient; 1: from the step input, which already
+      // counts this update: buf = grad when it is 1, as torch.optim.SGD's lazy buffer).
+      const size_t states = a.flag ? 2 : 1;
+      const size_t scalars = a.mode == 1 ? 2 : 1;
+      expect_inputs(k, in, states + 1 + scalars, states + 1 + scalars);
+      IPUML_CHECK(a.reals.size() == 3, name, ": expected 3 scalars (momentum, dampening, ",
+                  "weight decay), got ", a.reals.size());
+      const double mom = a.reals[0], damp = a.reals[1], wd = a.reals[2];
+      IPUML_CHECK(mom >= 0 && std::isfinite(mom) && wd >= 0 && std::isfinite(wd), name,
+                  ": momentum ", mom, " and weight decay ", wd, " must be finite and >= 0");
+      IPUML_CHECK(damp >= 0 && damp <= 1, name, ": dampening ", damp, " must be in [0, 1]");
+      IPUML_CHECK(a.flag == (mom != 0), name, ": a momentum buffer goes with momentum != 0 (got ",
+                  "momentum ", mom, a.flag ? " and a buffer)" : " and no buffer)");
+      IPUML_CHECK(!a.flag2 || (mom > 0 && damp == 0), name,
+                  ": nesterov momentum requires momentum > 0 and dampening = 0");
+      IPUML_CHECK(a.mode == 0 || (a.mode == 1 && a.flag), name, ": buffer mode ", a.mode,
+                  " is not 0 (from its value) or 1 (from the step, with momentum)");
+      static const char* const what[] = {"param", "momentum_buffer", "grad"};
+      for (size_t i = 0; i < states + 1; ++i) {
+        const TensorMeta& t = in[i];
+        const char* w = what[i == states ? 2 : i];
+        IPUML_CHECK(t.dtype == DType::Float32, name, ": expected a float32 ", w, ", got ",
+                    dtype_name(t.dtype));
+        IPUML_CHECK(t.shape == in[0].shape, name, ": ", w, " has shape ", shape_str(t.shape),
+                    " but the param has shape ", shape_str(in[0].shape));
+      }
+      for (size_t i = states + 1; i < in.size(); ++i)
+        IPUML_CHECK(in[i].dtype == DType::Float32 && in[i].numel() == 1, name, ": expected ",
+                    i == states + 1 ? "lr" : "step", " as a one-element float32 tensor, got ",
+                    dtype_name(in[i].dtype), " ", shape_str(in[i].shape));
+      return std::vector<TensorMeta>(states, in[0]);
+    }
     case OpKind::Count:
       break;
   }
@@ -653,6 +690,11 @@ IPUML_INLINE double op_flops(OpKind k, const Attrs& a, const std::vector<TensorM
       // Two moment updates (4), the square root (8, as the transcendental ops above), the
       // denominator and the step (4), AMSGrad's maximum and the weight decay's multiply-add.
       return n_out * (16.0 + (a.flag ? 1.0 : 0.0) + (a.mode != 0 ? 2.0 : 0.0));
+    case OpKind::SgdUpdate:
+      // The step's multiply-add, the weight decay's, the buffer's two multiplies and add, and
+      // Nesterov's multiply-add.
+      return n_out * (2.0 + (a.reals.size() == 3 && a.reals[2] != 0 ? 2.0 : 0.0) +
+                      (a.flag ? 3.0 : 0.0) + (a.flag2 ? 2.0 : 0.0));
     case OpKind::Reshape:
     case OpKind::Permute:
     case OpKind::Slice:

@@ -37,8 +37,9 @@ namespace ipuml::ir {
   X(BatchNorm, 3) X(BatchNormInference, 1) X(BatchNormBackward, 3)                                \
   /* fused attention: out, logsumexp; dq, dk, dv */                                               \
   X(Attention, 2) X(AttentionBackward, 3)                                                         \
-  /* fused optimizer update: param, exp_avg, exp_avg_sq (+ max_exp_avg_sq with AMSGrad) */        \
-  X(AdamUpdate, 3)
+  /* fused optimizer updates: param, exp_avg, exp_avg_sq (+ max_exp_avg_sq with AMSGrad); */      \
+  /* param (+ momentum_buffer with momentum) */                                                   \
+  X(AdamUpdate, 3) X(SgdUpdate, 1)
 // clang-format on
 
 enum class OpKind : uint16_t {
@@ -60,8 +61,8 @@ inline const char* op_name(OpKind k) {
   }
 }
 
-// The number of outputs of `k` (AdamUpdate: without AMSGrad; ir::num_outputs in
-// op_catalogue.hpp counts one instance's).
+// The number of outputs of `k` (AdamUpdate: without AMSGrad, SgdUpdate: without momentum;
+// ir::num_outputs in op_catalogue.hpp counts one instance's).
 inline int op_num_outputs(OpKind k) {
   switch (k) {
 #define IPUML_OP_NOUT(name, n) \
@@ -125,7 +126,9 @@ inline bool is_elementwise_broadcasting(OpKind k) {
 // Fused updates of optimizer state: output k is the new value of input k (updated in place),
 // and every output element i depends only on element i of the inputs of the outputs' shape and
 // on 0-dim scalar inputs (learning rate, step count).
-inline bool is_elementwise_update(OpKind k) { return k == OpKind::AdamUpdate; }
+inline bool is_elementwise_update(OpKind k) {
+  return k == OpKind::AdamUpdate || k == OpKind::SgdUpdate;
+}
 
 inline OpKind op_from_name(const std::string& s) {
   for (int i = 0; i < static_cast<int>(OpKind::Count); ++i)

@@ -214,6 +214,22 @@ void adam_update_(Tensor& param, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& ma
                   const Tensor& grad, const Tensor& lr, const Tensor& step,
                   const AdamUpdateOptions& options);
 
+struct SgdUpdateOptions {
+  double momentum = 0.0, dampening = 0.0, weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+// One SGD step of torch.optim.SGD's single-tensor rule in one pass over memory, in place on param
+// and, when momentum != 0, momentum_buffer (which must then be defined): float32 tensors of one
+// shape on one device. `lr` is a one-element float32 tensor read when the update runs;
+// g = grad + wd * param; buf = momentum * buf + (1 - dampening) * g; g = nesterov ?
+// g + momentum * buf : buf; param += -lr * g. When `step` is defined (a one-element float32
+// tensor already counting this update) the first step (step == 1) sets buf = g, as torch's
+// lazily created buffer; without it the buffer must start at zero, which gives g as well. No
+// autograd: call it under NoGradGuard.
+void sgd_update_(Tensor& param, Tensor& momentum_buffer, const Tensor& grad, const Tensor& lr,
+                 const Tensor& step, const SgdUpdateOptions& options);
+
 // ---- losses ---------------------------------------------------------------------------------
 enum class Reduction { None, Mean, Sum };
 Reduction reduction_from_name(const std::string& name);

@@ -1,5 +1,5 @@
-// adam_update_: the fused Adam / AdamW step (ir::OpKind::AdamUpdate), in place on the parameter
-// and its optimizer state, eager or traced.
+// adam_update_ and sgd_update_: the fused Adam / AdamW and SGD steps (ir::OpKind::AdamUpdate,
+// SgdUpdate), in place on the parameter and its optimizer state, eager or traced.
 #pragma once
 
 #include <ipuml/tensor/ops_common_impl.hpp>
@@ -27,6 +27,28 @@ IPUML_INLINE void adam_update_(Tensor& param, Tensor& exp_avg, Tensor& exp_avg_s
   inputs.push_back(lr);
   inputs.push_back(step);
   detail::dispatch_update(targets, ops_detail::OpKind::AdamUpdate, a, inputs);
+}
+
+IPUML_INLINE void sgd_update_(Tensor& param, Tensor& momentum_buffer, const Tensor& grad,
+                              const Tensor& lr, const Tensor& step, const SgdUpdateOptions& o) {
+  IPUML_CHECK(param.defined() && grad.defined() && lr.defined(),
+              "sgd_update_: param, grad and lr must be defined");
+  IPUML_CHECK(momentum_buffer.defined() == (o.momentum != 0.0),
+              "sgd_update_: a momentum buffer must be given exactly when momentum != 0 (momentum ",
+              o.momentum, ")");
+  ops_detail::Attrs a;
+  a.reals = {o.momentum, o.dampening, o.weight_decay};
+  a.flag = momentum_buffer.defined();
+  a.flag2 = o.nesterov;
+  a.mode = step.defined() ? 1 : 0;
+  std::vector<Tensor*> targets{&param};
+  if (a.flag) targets.push_back(&momentum_buffer);
+  std::vector<Tensor> inputs;
+  for (auto* t : targets) inputs.push_back(*t);
+  inputs.push_back(grad);
+  inputs.push_back(lr);
+  if (step.defined()) inputs.push_back(step);
+  detail::dispatch_update(targets, ops_detail::OpKind::SgdUpdate, a, inputs);
 }
 
 }  // namespace ipuml
