@@ -95,6 +95,21 @@ void adam_range(const AdamScalars& s, const AdamBuffers& b, int64_t begin, int64
   if (Amsgrad) std::memcpy(b.vmax_out + i, buf[8], bytes);
 }
 
+// A fused update's operands: `states` state tensors and the gradient, float32 of one size (each
+// state's new value likewise), then one-element float32 scalars (lr, step).
+inline void check_update_operands(const char* name, const std::vector<ConstBuffer>& in,
+                                  const std::vector<MutableBuffer>& out, size_t states) {
+  const int64_t n = in[0].meta.numel();
+  for (size_t j = 0; j <= states; ++j)
+    IPUML_CHECK(
+        in[j].meta.dtype == DType::Float32 && in[j].meta.numel() == n &&
+            (j == states || (out[j].meta.dtype == DType::Float32 && out[j].meta.numel() == n)),
+        name, ": expected float32 operands of ", n, " elements");
+  for (size_t j = states + 1; j < in.size(); ++j)
+    IPUML_CHECK(in[j].meta.dtype == DType::Float32 && in[j].meta.numel() == 1, name,
+                ": expected one-element float32 lr and step");
+}
+
 // in: param, exp_avg, exp_avg_sq, [max_exp_avg_sq], grad, lr, step; out: the new param,
 // exp_avg, exp_avg_sq [, max_exp_avg_sq] (ir::infer checks shapes, dtypes and attributes).
 inline void k_adam_update(const ir::Attrs& a, const std::vector<ConstBuffer>& in,
@@ -104,15 +119,8 @@ inline void k_adam_update(const ir::Attrs& a, const std::vector<ConstBuffer>& in
   expect_n("AdamUpdate", in.size(), states + 3, out.size(), states);
   IPUML_CHECK(a.reals.size() == 4 && a.mode >= 0 && a.mode <= 2,
               "AdamUpdate: expected 4 scalars and a weight decay mode in 0..2");
+  check_update_operands("AdamUpdate", in, out, states);
   const int64_t n = in[0].meta.numel();
-  for (size_t j = 0; j <= states; ++j)
-    IPUML_CHECK(
-        in[j].meta.dtype == DType::Float32 && in[j].meta.numel() == n &&
-            (j == states || (out[j].meta.dtype == DType::Float32 && out[j].meta.numel() == n)),
-        "AdamUpdate: expected float32 operands of ", n, " elements");
-  for (size_t j = states + 1; j < in.size(); ++j)
-    IPUML_CHECK(in[j].meta.dtype == DType::Float32 && in[j].meta.numel() == 1,
-                "AdamUpdate: expected one-element float32 lr and step");
   const AdamScalars s =
       adam_scalars(a, *in_ptr<float>(in[states + 1]), *in_ptr<float>(in[states + 2]));
   const AdamBuffers b{in_ptr<float>(in[0]),
@@ -209,15 +217,8 @@ inline void k_sgd_update(const ir::Attrs& a, const std::vector<ConstBuffer>& in,
   const size_t scalars = a.mode == 1 ? 2 : 1;
   expect_n("SgdUpdate", in.size(), states + 1 + scalars, out.size(), states);
   IPUML_CHECK(a.reals.size() == 3, "SgdUpdate: expected 3 scalars");
+  check_update_operands("SgdUpdate", in, out, states);
   const int64_t n = in[0].meta.numel();
-  for (size_t j = 0; j <= states; ++j)
-    IPUML_CHECK(
-        in[j].meta.dtype == DType::Float32 && in[j].meta.numel() == n &&
-            (j == states || (out[j].meta.dtype == DType::Float32 && out[j].meta.numel() == n)),
-        "SgdUpdate: expected float32 operands of ", n, " elements");
-  for (size_t j = states + 1; j < in.size(); ++j)
-    IPUML_CHECK(in[j].meta.dtype == DType::Float32 && in[j].meta.numel() == 1,
-                "SgdUpdate: expected one-element float32 lr and step");
   SgdScalars s{};
   s.momentum = static_cast<float>(a.reals[0]);
   s.one_minus_dampening = static_cast<float>(1.0 - a.reals[1]);

@@ -56,6 +56,26 @@ inline void check_dims(OpKind k, const std::vector<int64_t>& dims, size_t rank) 
   }
 }
 
+// A fused optimizer update's results: `states` state tensors and the gradient (named by `what`,
+// the gradient last), float32 of the param's shape, then one-element float32 lr [and step]; the
+// new values of the states are shaped like the param.
+inline std::vector<TensorMeta> update_results(const char* name, const std::vector<TensorMeta>& in,
+                                              size_t states, const std::vector<const char*>& what) {
+  for (size_t i = 0; i < states + 1; ++i) {
+    const TensorMeta& t = in[i];
+    const char* w = what[i == states ? what.size() - 1 : i];
+    IPUML_CHECK(t.dtype == DType::Float32, name, ": expected a float32 ", w, ", got ",
+                dtype_name(t.dtype));
+    IPUML_CHECK(t.shape == in[0].shape, name, ": ", w, " has shape ", shape_str(t.shape),
+                " but the param has shape ", shape_str(in[0].shape));
+  }
+  for (size_t i = states + 1; i < in.size(); ++i)
+    IPUML_CHECK(in[i].dtype == DType::Float32 && in[i].numel() == 1, name, ": expected ",
+                i == states + 1 ? "lr" : "step", " as a one-element float32 tensor, got ",
+                dtype_name(in[i].dtype), " ", shape_str(in[i].shape));
+  return std::vector<TensorMeta>(states, in[0]);
+}
+
 inline void check_geometry(OpKind k, const Attrs& a) {
   for (auto* v : {&a.kernel, &a.stride, &a.padding})
     IPUML_CHECK(v->size() == 2, op_name(k), ": expected 2-d kernel/stride/padding, got ",
@@ -552,21 +572,8 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
                   eps, " and weight decay ", wd, " must be finite and >= 0");
       IPUML_CHECK(a.mode >= 0 && a.mode <= 2, name, ": weight decay mode ", a.mode,
                   " is not 0 (none), 1 (L2) or 2 (decoupled)");
-      static const char* const what[] = {"param", "exp_avg", "exp_avg_sq", "max_exp_avg_sq",
-                                         "grad"};
-      for (size_t i = 0; i < states + 1; ++i) {
-        const TensorMeta& t = in[i];
-        const char* w = what[i == states ? 4 : i];
-        IPUML_CHECK(t.dtype == DType::Float32, name, ": expected a float32 ", w, ", got ",
-                    dtype_name(t.dtype));
-        IPUML_CHECK(t.shape == in[0].shape, name, ": ", w, " has shape ", shape_str(t.shape),
-                    " but the param has shape ", shape_str(in[0].shape));
-      }
-      for (size_t i = states + 1; i < in.size(); ++i)
-        IPUML_CHECK(in[i].dtype == DType::Float32 && in[i].numel() == 1, name, ": expected ",
-                    i == states + 1 ? "lr" : "step", " as a one-element float32 tensor, got ",
-                    dtype_name(in[i].dtype), " ", shape_str(in[i].shape));
-      return std::vector<TensorMeta>(states, in[0]);
+      return update_results(name, in, states,
+                            {"param", "exp_avg", "exp_avg_sq", "max_exp_avg_sq", "grad"});
     }
     case OpKind::SgdUpdate: {
       // (param, [momentum_buffer], grad, lr, [step]) -> the new param [, momentum_buffer], each
@@ -590,20 +597,7 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
                   ": nesterov momentum requires momentum > 0 and dampening = 0");
       IPUML_CHECK(a.mode == 0 || (a.mode == 1 && a.flag), name, ": buffer mode ", a.mode,
                   " is not 0 (from its value) or 1 (from the step, with momentum)");
-      static const char* const what[] = {"param", "momentum_buffer", "grad"};
-      for (size_t i = 0; i < states + 1; ++i) {
-        const TensorMeta& t = in[i];
-        const char* w = what[i == states ? 2 : i];
-        IPUML_CHECK(t.dtype == DType::Float32, name, ": expected a float32 ", w, ", got ",
-                    dtype_name(t.dtype));
-        IPUML_CHECK(t.shape == in[0].shape, name, ": ", w, " has shape ", shape_str(t.shape),
-                    " but the param has shape ", shape_str(in[0].shape));
-      }
-      for (size_t i = states + 1; i < in.size(); ++i)
-        IPUML_CHECK(in[i].dtype == DType::Float32 && in[i].numel() == 1, name, ": expected ",
-                    i == states + 1 ? "lr" : "step", " as a one-element float32 tensor, got ",
-                    dtype_name(in[i].dtype), " ", shape_str(in[i].shape));
-      return std::vector<TensorMeta>(states, in[0]);
+      return update_results(name, in, states, {"param", "momentum_buffer", "grad"});
     }
     case OpKind::Count:
       break;
