@@ -268,11 +268,25 @@ inline void run_wide_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k
   const bool parallel = allow_parallel && available_threads() > 1 &&
                         2.0 * double(m) * double(n) * double(k) >= kParallelFlops;
   constexpr int64_t kPanelsPerTask = 4;
+  const int64_t panel_tasks = ceil_div(panels, kPanelsPerTask);
+  // Few pixels (ResNet's 14x14 and 7x7 maps at batch 1: 7 and 2 panels) leave too few panel
+  // tasks to share: the row tiles are then split too, at tile boundaries, every task packing its
+  // panels for itself (a few KiB). Each C element keeps its tile and its k blocks, so the bits do
+  // not change with the split.
+  const int64_t tiles = ceil_div(m, mr);
+  const int64_t want = 2 * int64_t(available_threads());
+  const int64_t m_chunks =
+      parallel && panel_tasks < want ? std::min(tiles, ceil_div(want, panel_tasks)) : 1;
+  const int64_t chunk_tiles = ceil_div(tiles, m_chunks);
   for (int64_t pc = 0; pc < k; pc += kc_blk) {
     const int64_t kc = std::min(kc_blk, k - pc);
     const float beta_eff = pc == 0 ? beta : 1.0f;
-    for_each_index(parallel, ceil_div(panels, kPanelsPerTask), [&](int64_t task) {
-      const int64_t jp0 = task * kPanelsPerTask, jp_end = std::min(panels, jp0 + kPanelsPerTask);
+    for_each_index(parallel, panel_tasks * m_chunks, [&](int64_t task) {
+      const int64_t jp0 = (task / m_chunks) * kPanelsPerTask,
+                    jp_end = std::min(panels, jp0 + kPanelsPerTask);
+      const int64_t i_begin = (task % m_chunks) * chunk_tiles * mr,
+                    i_end = std::min(m, i_begin + chunk_tiles * mr);
+      if (i_begin >= i_end) return;
       // With more than one row tile every panel is read once per tile: the task's panels are
       // packed first, row by row (a row's run of columns at once), so that the kernels read
       // them from L1 / L2 rather than kc rows far apart (a plane apart for a 1x1 convolution),
@@ -307,7 +321,7 @@ inline void run_wide_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k
           PackWideB{xp, taps}(partial->get(), j0, nr, w, pc, kc);
           pb = partial->get();
         }
-        for (int64_t ir = 0; ir < m; ir += mr) {
+        for (int64_t ir = i_begin; ir < i_end; ir += mr) {
           const int rows = int(std::min<int64_t>(mr, m - ir));
           const float* pa = a.block(ir, pc);
           float* ct = c + ir * ldc + j0;

@@ -91,6 +91,10 @@ std::vector<Conv2dParams> shapes() {
   v.push_back(make(2, 35, 9, 30, 37, 3, 3, 1, 1));
   v.push_back(make(1, 16, 7, 7, 12, 3, 3, 1, 1, 1, 2));
   v.push_back(make(1, 40, 6, 6, 20, 1, 1));
+  // A few pixels under many output channels (ResNet-50's 7x7 and 14x14 maps at batch 1): too
+  // few column panels to share, so threads split the row tiles too (a partial last tile here).
+  v.push_back(make(1, 128, 7, 7, 300, 1, 1));
+  v.push_back(make(1, 64, 14, 14, 100, 1, 1));
   // Winograd F(2x2, 3x3) (3x3, stride 1, >= 48 channels both ways): odd outputs with padding 1,
   // padding 0 and 2, unequal padding, and enough tiles for five blocks (the weight gradient sums
   // across them, in four groups).
@@ -210,7 +214,8 @@ TEST_CASE("conv2d gives the same bits with 1 and 2 threads", "[conv]") {
        {make(4, 16, 20, 20, 24, 3, 3, 1, 1), make(1, 32, 30, 30, 64, 3, 3, 1, 1),
         make(3, 4, 1, 400, 30, 1, 4), make(2, 8, 15, 15, 8, 3, 3, 2, 1, 1, 2),
         make(1, 64, 14, 14, 32, 1, 1), make(8, 32, 13, 13, 64, 3, 3),
-        make(2, 64, 12, 11, 48, 3, 3, 1, 1),
+        make(2, 64, 12, 11, 48, 3, 3, 1, 1), make(1, 128, 7, 7, 300, 1, 1),
+        make(1, 64, 14, 14, 100, 1, 1), make(1, 96, 14, 14, 400, 1, 1, 2),
         // Winograd weight gradients summed in 3 groups of tile blocks (one after another, each
         // split over threads) and in 4 (a thread per group).
         make(1, 48, 40, 40, 48, 3, 3, 1, 1), make(2, 48, 32, 34, 48, 3, 3, 1, 1),
