@@ -806,6 +806,22 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
     conv2d_forward(q, in.xs.get(), ws.get(), bias, y);
     return;
   }
+  if (detail::phases_split(p) && detail::use_pixel_kernels(K, p.kh * p.kw)) {
+    // Strided with many channels (ResNet's 3x3/2): the pixel kernels over the phase images,
+    // with only the taps that exist, reading every input row in place where the strided GEMM
+    // gathered its input tap by tap. The weights keep their order and packing.
+    const detail::SpaceToDepthInput in(p, x, threads > 1);
+    const Conv2dParams& q = in.q;
+    const std::vector<int64_t> taps = detail::space_to_depth_tap_offsets(p, q);
+    detail::ScratchLease packed(detail::kScratchPrepack, detail::pixel_packed_size(p.c_out, K));
+    detail::pack_pixel_weights(p.c_out, K, w, K, packed.get(), threads > 1);
+    const int64_t q_image = q.c_in * q.h * q.w;
+    detail::for_each_index(outer, p.n, [&](int64_t img) {
+      detail::pixel_conv_image(p.c_out, K, oh, ow, q.w, taps.data(), packed.get(),
+                               in.xs.get() + img * q_image, bias, y + img * p.c_out * P, inner);
+    });
+    return;
+  }
   if (p.stride_h == 1 && p.stride_w == 1) {
     const detail::WideGeom wg{cig, p.h, p.w, p.pad_h, p.pad_w, p.kh, p.kw, p.dil_h, p.dil_w};
     const std::vector<int64_t> taps = wg.taps();

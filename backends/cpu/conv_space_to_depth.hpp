@@ -17,18 +17,25 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 namespace ipuml::cpu::detail {
 
-// Whether a convolution runs through its space-to-depth form: strided, undilated, one group, and
-// at most 16 channels after the split (more channels feed the strided GEMM well enough, and the
-// zero taps would cost more than the packing they save).
-inline bool space_to_depth_applies(const Conv2dParams& p) {
+// Whether a strided convolution can be split into phases: undilated, one group, a kernel at
+// least as big as the stride, and phase images within 32-bit offsets.
+inline bool phases_split(const Conv2dParams& p) {
   constexpr int64_t kMaxIndex = (int64_t(1) << 31) - 1;
   return (p.stride_h > 1 || p.stride_w > 1) && p.dil_h == 1 && p.dil_w == 1 && p.groups == 1 &&
-         p.kh >= p.stride_h && p.kw >= p.stride_w && p.c_in * p.stride_h * p.stride_w <= 16 &&
+         p.kh >= p.stride_h && p.kw >= p.stride_w &&
          p.n * p.c_in * (p.h + 2 * p.pad_h + p.stride_h) * (p.w + 2 * p.pad_w + p.stride_w) <=
              kMaxIndex;
+}
+
+// Whether a convolution runs through its space-to-depth form: it splits into phases, with at
+// most 16 channels after the split (more channels feed the strided GEMM well enough, and the zero
+// taps would cost more than the packing they save).
+inline bool space_to_depth_applies(const Conv2dParams& p) {
+  return phases_split(p) && p.c_in * p.stride_h * p.stride_w <= 16;
 }
 
 // The stride-1 convolution that p becomes: c_in sh sw channels of (oh + kh' - 1) x (ow + kw' - 1)
@@ -97,6 +104,23 @@ void space_to_depth_taps(const Conv2dParams& p, const Conv2dParams& q, const F& 
             ky < p.kh && kx < p.kw ? ((o * p.c_in + c) * p.kh + ky) * p.kw + kx : int64_t(-1));
         }
     }
+}
+
+// Where each tap (c, ky, kx) of the original kernel, in its order, reads the phase images (planes
+// of q.h x q.w) from an output pixel: phase (c, ky mod sh, kx mod sw), row ky / sh, column kx /
+// sw. A stride-1 product over these offsets and the original weights is the strided convolution
+// without the split kernel's zero taps (7 of 16 per channel for a 3x3/2).
+inline std::vector<int64_t> space_to_depth_tap_offsets(const Conv2dParams& p,
+                                                       const Conv2dParams& q) {
+  std::vector<int64_t> offsets;
+  offsets.reserve(size_t(p.c_in * p.kh * p.kw));
+  for (int64_t c = 0; c < p.c_in; ++c)
+    for (int64_t ky = 0; ky < p.kh; ++ky)
+      for (int64_t kx = 0; kx < p.kw; ++kx) {
+        const int64_t cq = (c * p.stride_h + ky % p.stride_h) * p.stride_w + kx % p.stride_w;
+        offsets.push_back((cq * q.h + ky / p.stride_h) * q.w + kx / p.stride_w);
+      }
+  return offsets;
 }
 
 // ws (c_out x q.c_in x q.kh x q.kw) = the split kernel of w.

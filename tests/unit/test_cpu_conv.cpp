@@ -91,6 +91,15 @@ std::vector<Conv2dParams> shapes() {
   v.push_back(make(2, 35, 9, 30, 37, 3, 3, 1, 1));
   v.push_back(make(1, 16, 7, 7, 12, 3, 3, 1, 1, 1, 2));
   v.push_back(make(1, 40, 6, 6, 20, 1, 1));
+  // Strided with many channels (AVX-512): the pixel kernels over the phase images. ResNet's
+  // 3x3/2 on odd and even sizes, a 5x5/2, stride 3, unequal strides, and two images.
+  v.push_back(make(1, 24, 15, 14, 40, 3, 3, 2, 1));
+  v.push_back(make(2, 20, 12, 12, 33, 3, 3, 2, 1));
+  v.push_back(make(1, 8, 13, 11, 16, 5, 5, 2, 2));
+  v.push_back(make(1, 6, 14, 16, 9, 3, 3, 3, 1));
+  Conv2dParams s21 = make(1, 12, 11, 9, 20, 3, 3, 1, 1);
+  s21.stride_h = 2;
+  v.push_back(s21);
   // A few pixels under many output channels (ResNet-50's 7x7 and 14x14 maps at batch 1): too
   // few column panels to share, so threads split the row tiles too (a partial last tile here).
   v.push_back(make(1, 128, 7, 7, 300, 1, 1));
@@ -216,6 +225,7 @@ TEST_CASE("conv2d gives the same bits with 1 and 2 threads", "[conv]") {
         make(1, 64, 14, 14, 32, 1, 1), make(8, 32, 13, 13, 64, 3, 3),
         make(2, 64, 12, 11, 48, 3, 3, 1, 1), make(1, 128, 7, 7, 300, 1, 1),
         make(1, 64, 14, 14, 100, 1, 1), make(1, 96, 14, 14, 400, 1, 1, 2),
+        make(1, 64, 15, 15, 100, 3, 3, 2, 1), make(3, 32, 12, 12, 40, 3, 3, 2, 1),
         // Winograd weight gradients summed in 3 groups of tile blocks (one after another, each
         // split over threads) and in 4 (a thread per group).
         make(1, 48, 40, 40, 48, 3, 3, 1, 1), make(2, 48, 32, 34, 48, 3, 3, 1, 1),
