@@ -79,6 +79,29 @@ inline void space_to_depth_input(const Conv2dParams& p, const Conv2dParams& q, c
   });
 }
 
+// dx (one image, c_in x h x w) from the gradient of its phase images dxs (q.c_in x q.h x q.w):
+// each input pixel takes its phase pixel's, zero where no phase pixel holds it (rows and columns
+// past the last one the convolution reads).
+inline void space_to_depth_input_grad(const Conv2dParams& p, const Conv2dParams& q,
+                                      const float* dxs, float* dx) {
+  const int64_t sh = p.stride_h, sw = p.stride_w;
+  for (int64_t c = 0; c < p.c_in; ++c)
+    for (int64_t iy = 0; iy < p.h; ++iy) {
+      float* row = dx + (c * p.h + iy) * p.w;
+      std::fill(row, row + p.w, 0.0f);
+      const int64_t i = (iy + p.pad_h) / sh, py = (iy + p.pad_h) % sh;
+      if (i >= q.h) continue;
+      for (int64_t px = 0; px < sw; ++px) {
+        const float* src = dxs + (((c * sh + py) * sw + px) * q.h + i) * q.w;
+        // Phase column j holds input column sw j + px - pad_w.
+        const int64_t j0 = std::min(q.w, ceil_div(std::max<int64_t>(0, p.pad_w - px), sw));
+        const int64_t j1 = std::max(j0, std::min(q.w, ceil_div(p.w + p.pad_w - px, sw)));
+        float* at = row + px - p.pad_w;
+        for (int64_t j = j0; j < j1; ++j) at[sw * j] = src[j];
+      }
+    }
+}
+
 // The stride-1 form of p and its space-to-depth input, held in this thread's scratch.
 struct SpaceToDepthInput {
   Conv2dParams q;
