@@ -631,6 +631,7 @@ struct Planner {
       });
 
     // Final costs with the real layouts; vertices, their state, code and exchange code.
+    find_views();
     std::vector<std::vector<uint32_t>> types(mem.tiles.size());
     plan.supersteps.clear();
     plan.compute_sets = plan.vertices = plan.edges = 0;
@@ -638,7 +639,12 @@ struct Planner {
     for (int64_t ni = 0; ni < N; ++ni) {
       auto& np = plan.nodes[static_cast<size_t>(ni)];
       const auto& n = g.nodes[static_cast<size_t>(ni)];
-      const Cost c = evaluate(ni, np.spec, np.span, false, np.follows);
+      Cost c = evaluate(ni, np.spec, np.span, false, np.follows);
+      // A view runs no vertex and needs no superstep of its own: what it costs is the exchange
+      // that brings its elements where its readers' tiles want them, done in their exchange
+      // phase (Poplar rearranges a view when an op needs another layout, a copy with no compute).
+      const bool views_only = is_view_node(n);
+      if (views_only) c.compute = c.sync = 0, c.serial = 1, c.temp = 0;
       // An op on replica-sharded values (the optimizer's update) computes its replica's share.
       int64_t shards = 1;
       for (auto v : n.outputs) shards = std::max(shards, shards_[static_cast<size_t>(v)]);
@@ -666,7 +672,9 @@ struct Planner {
         np.vertices += count;
       };
       np.vertices = 0;
-      if (np.spec.kind == SplitKind::Grid) {
+      if (views_only) {
+        // No vertices, compute sets or code.
+      } else if (np.spec.kind == SplitKind::Grid) {
         add_vertices(np.span.first_tile, np.span.parts, np.spec.matrix ? 1 : 3, fields,
                      c.transfers);
         if (np.reduce_tiles > 0) {
@@ -680,7 +688,7 @@ struct Planner {
           plan.compute_sets += 1;
         }
       }
-      plan.compute_sets += np.serial;
+      if (!views_only) plan.compute_sets += np.serial;
       plan.vertices += np.vertices;
       plan.edges += np.vertices * fields;
       plan.supersteps.push_back(Superstep{ni, np.span.ipu, np.compute_cycles,
@@ -754,7 +762,6 @@ struct Planner {
     };
     for (auto v : g.states)
       if (!offchip(v)) hold(v, new_buffer(v, true));
-    find_views();
     const auto& ends = held_until;
     // Values whose bytes outlive their own last reader (a view of them is read later): freed
     // after the view's last reader.
@@ -823,11 +830,8 @@ struct Planner {
       }
       // Every tile of the step holds the largest part's temporaries (a bound, never below); a
       // view moves nothing.
-      const bool views_only = !n.outputs.empty() &&
-                              std::all_of(n.outputs.begin(), n.outputs.end(),
-                                          [&](int64_t v) { return view[static_cast<size_t>(v)]; });
       const auto temp =
-          views_only ? int64_t{0} : static_cast<int64_t>(std::ceil(np.max_temp_bytes));
+          is_view_node(n) ? int64_t{0} : static_cast<int64_t>(std::ceil(np.max_temp_bytes));
       int64_t temp_total = 0;
       auto bump = [&](size_t ti, int64_t tmp) {
         if (live[ti] + tmp > peak[ti]) {
@@ -933,6 +937,12 @@ struct Planner {
   static bool view_kind(ir::OpKind k) {
     using K = ir::OpKind;
     return k == K::Reshape || k == K::Slice || k == K::Cat || k == K::Permute || k == K::Expand;
+  }
+  // Whether every result of node n is a view (find_views).
+  bool is_view_node(const ir::Node& n) const {
+    return !n.outputs.empty() && std::all_of(n.outputs.begin(), n.outputs.end(), [&](int64_t v) {
+      return view[static_cast<size_t>(v)] != 0;
+    });
   }
   void find_views() {
     const auto N = static_cast<int64_t>(g.nodes.size());
@@ -1156,7 +1166,7 @@ inline Plan plan_from_json(const json& j) {
 
 inline constexpr char kMagic[8] = {'I', 'P', 'U', 'M', 'L', 'P', 'L', 'N'};
 // 4: the replica all-reduce left the programs (charged once per update by the runtime).
-inline constexpr uint32_t kVersion = 4;
+inline constexpr uint32_t kVersion = 5;
 struct FileHeader {
   char magic[8];
   uint32_t version;

@@ -208,6 +208,21 @@ TEST_CASE("ipu compile: reshapes slices and concats are views as in Poplar", "[i
   CHECK(m.not_always_live_per_step[b_step] >= 2 * one);
   CHECK(m.not_always_live_per_step[cat_step] >= 2 * one);
   CHECK(m.not_always_live_per_step[cat_step] <= 2 * (one + pad));
+  // A view runs no vertex and has no superstep of its own: no compute, no sync, no vertices;
+  // only moving its elements to where a reader wants them is exchange. The ops that compute
+  // have all three.
+  const auto& plan = exe->plan();
+  for (size_t step : {reshape_step, slice_step, cat_step}) {
+    INFO("step " << step << " " << ir::op_name(g.nodes[step].kind));
+    CHECK(plan.nodes[step].compute_cycles == 0);
+    CHECK(plan.nodes[step].sync_cycles == 0);
+    CHECK(plan.nodes[step].vertices == 0);
+  }
+  for (size_t step : {b_step, step_of(ir::OpKind::Exp, 0)}) {
+    CHECK(plan.nodes[step].compute_cycles > 0);
+    CHECK(plan.nodes[step].sync_cycles > 0);
+    CHECK(plan.nodes[step].vertices > 0);
+  }
 }
 
 TEST_CASE("ipu plan cache: hit, corrupt, truncated and stale entries", "[ipu]") {
