@@ -113,6 +113,16 @@ TEST_CASE("optimizer options chain and are validated", "[optim][errors]") {
   CHECK_THROWS_WITH(optim::SGD({w}, optim::SGDOptions(-0.1)), Catch::Contains("SGD") &&
                                                                   Catch::Contains("lr -0.1") &&
                                                                   Catch::Contains(">= 0"));
+  // Infinite values pass ">= 0" but would make every parameter NaN: refused up front.
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK_THROWS_WITH(optim::SGD({w}, optim::SGDOptions(0.1).momentum(inf)),
+                    Catch::Contains("SGD: invalid momentum inf") && Catch::Contains("finite"));
+  CHECK_THROWS_WITH(optim::SGD({w}, optim::SGDOptions(0.1).weight_decay(inf)),
+                    Catch::Contains("weight_decay") && Catch::Contains("finite"));
+  CHECK_THROWS_WITH(optim::SGD({w}, optim::SGDOptions(inf)), Catch::Contains("lr inf"));
+  CHECK_THROWS_WITH(optim::AdamW({w}, optim::AdamWOptions(1e-3).weight_decay(inf)),
+                    Catch::Contains("weight_decay inf"));
+  CHECK_THROWS_WITH(optim::Adam({w}, optim::AdamOptions(1e-3).eps(inf)), Catch::Contains("eps inf"));
   CHECK_THROWS_WITH(optim::SGD({w}, optim::SGDOptions(0.1).nesterov(true)),
                     Catch::Contains("nesterov") && Catch::Contains("momentum > 0"));
   CHECK_THROWS_WITH(optim::SGD({}, optim::SGDOptions(0.1)),

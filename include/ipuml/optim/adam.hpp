@@ -26,13 +26,14 @@ namespace detail {
 
 inline void check_adam_like(const std::string& who, double lr, const Betas& betas, double eps,
                             double weight_decay) {
-  check_range(lr >= 0.0, who, "lr", lr, ">= 0");
+  check_range(std::isfinite(lr) && lr >= 0.0, who, "lr", lr, "finite, >= 0");
   check_range(betas.first >= 0.0 && betas.first < 1.0, who, "beta1 (betas.first)", betas.first,
               "in [0, 1)");
   check_range(betas.second >= 0.0 && betas.second < 1.0, who, "beta2 (betas.second)", betas.second,
               "in [0, 1)");
-  check_range(eps >= 0.0, who, "eps", eps, ">= 0");
-  check_range(weight_decay >= 0.0, who, "weight_decay", weight_decay, ">= 0");
+  check_range(std::isfinite(eps) && eps >= 0.0, who, "eps", eps, "finite, >= 0");
+  check_range(std::isfinite(weight_decay) && weight_decay >= 0.0, who, "weight_decay",
+              weight_decay, "finite, >= 0");
 }
 
 inline void init_adam_state(ParamState& s, const Tensor& p, bool amsgrad) {

@@ -87,11 +87,16 @@ class SGD : public OptimizerWithOptions<SGDOptions> {
 
  protected:
   void validate(const SGDOptions& o) const override {
-    detail::check_range(o.lr() >= 0.0, "SGD", "lr", o.lr(), ">= 0");
-    detail::check_range(o.momentum() >= 0.0, "SGD", "momentum", o.momentum(), ">= 0");
+    // Finite, as the fused update (SgdUpdate) requires: an infinite momentum or weight decay
+    // would turn every parameter into NaN at the first step.
+    detail::check_range(std::isfinite(o.lr()) && o.lr() >= 0.0, "SGD", "lr", o.lr(),
+                        "finite, >= 0");
+    detail::check_range(std::isfinite(o.momentum()) && o.momentum() >= 0.0, "SGD", "momentum",
+                        o.momentum(), "finite, >= 0");
     detail::check_range(o.dampening() >= 0.0 && o.dampening() <= 1.0, "SGD", "dampening",
                         o.dampening(), "in [0, 1]");
-    detail::check_range(o.weight_decay() >= 0.0, "SGD", "weight_decay", o.weight_decay(), ">= 0");
+    detail::check_range(std::isfinite(o.weight_decay()) && o.weight_decay() >= 0.0, "SGD",
+                        "weight_decay", o.weight_decay(), "finite, >= 0");
     IPUML_CHECK(!o.nesterov() || (o.momentum() > 0.0 && o.dampening() == 0.0),
                 "SGD: nesterov momentum requires momentum > 0 and dampening = 0 (got momentum ",
                 o.momentum(), ", dampening ", o.dampening(), ")");
