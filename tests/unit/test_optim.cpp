@@ -122,7 +122,8 @@ TEST_CASE("optimizer options chain and are validated", "[optim][errors]") {
   CHECK_THROWS_WITH(optim::SGD({w}, optim::SGDOptions(inf)), Catch::Contains("lr inf"));
   CHECK_THROWS_WITH(optim::AdamW({w}, optim::AdamWOptions(1e-3).weight_decay(inf)),
                     Catch::Contains("weight_decay inf"));
-  CHECK_THROWS_WITH(optim::Adam({w}, optim::AdamOptions(1e-3).eps(inf)), Catch::Contains("eps inf"));
+  CHECK_THROWS_WITH(optim::Adam({w}, optim::AdamOptions(1e-3).eps(inf)),
+                    Catch::Contains("eps inf"));
   CHECK_THROWS_WITH(optim::SGD({w}, optim::SGDOptions(0.1).nesterov(true)),
                     Catch::Contains("nesterov") && Catch::Contains("momentum > 0"));
   CHECK_THROWS_WITH(optim::SGD({}, optim::SGDOptions(0.1)),
