@@ -32,8 +32,8 @@ inline void check_adam_like(const std::string& who, double lr, const Betas& beta
   check_range(betas.second >= 0.0 && betas.second < 1.0, who, "beta2 (betas.second)", betas.second,
               "in [0, 1)");
   check_range(std::isfinite(eps) && eps >= 0.0, who, "eps", eps, "finite, >= 0");
-  check_range(std::isfinite(weight_decay) && weight_decay >= 0.0, who, "weight_decay",
-              weight_decay, "finite, >= 0");
+  check_range(std::isfinite(weight_decay) && weight_decay >= 0.0, who, "weight_decay", weight_decay,
+              "finite, >= 0");
 }
 
 inline void init_adam_state(ParamState& s, const Tensor& p, bool amsgrad) {
