@@ -88,6 +88,38 @@ std::vector<uint32_t> snapshot(const Ts& params, const optim::Optimizer& opt) {
   return out;
 }
 
+// One step of `opt` over `params` traced once, with the gradients as state each run refills:
+// the graph must hold one `fused` op per parameter and none of `unfused`; compiled for
+// `backend`, its runs over `grads` must leave the parameters and optimizer state with the bits
+// of `want` (the eager steps'), step after step.
+void check_traced_steps(const std::string& backend, const backend::CompileOptions& options,
+                        const Ts& params, optim::Optimizer& opt, ir::OpKind fused,
+                        std::initializer_list<ir::OpKind> unfused, const std::vector<Ts>& grads,
+                        const std::vector<std::vector<uint32_t>>& want) {
+  Ts g;
+  for (auto p : params) {
+    g.push_back(zeros(p.shape()));
+    p.set_grad(g.back());
+  }
+  ir::Tracer tracer;
+  opt.step();
+  ir::Trace trace = tracer.finish({});
+  int fused_ops = 0;
+  for (auto& n : trace.graph.nodes) {
+    fused_ops += n.kind == fused;
+    for (auto k : unfused) CHECK(n.kind != k);
+  }
+  CHECK(fused_ops == static_cast<int>(params.size()));
+  auto exe = backend::get_backend(backend)->compile(trace.graph, options);
+  for (size_t k = 0; k < want.size(); ++k) {
+    NoGradGuard ng;
+    for (size_t i = 0; i < g.size(); ++i) g[i].copy_(grads[k][i]);
+    exe->run({}, trace.states, static_cast<uint64_t>(k));
+    INFO(backend << " step " << k + 1);
+    CHECK(snapshot(params, opt) == want[k]);
+  }
+}
+
 void require_close(const Tensor& got, const Tensor& want, const std::string& what) {
   INFO(what);
   const auto a = got.to_vector<float>(), b = want.to_vector<float>();
@@ -165,28 +197,8 @@ TEST_CASE(
   auto traced_run = [&](const std::string& backend, const backend::CompileOptions& options) {
     Ts params = make_params(4);
     auto opt = make(c, params);
-    Ts g;
-    for (auto& p : params) {
-      g.push_back(zeros(p.shape()));
-      p.set_grad(g.back());
-    }
-    ir::Tracer tracer;
-    opt->step();
-    ir::Trace trace = tracer.finish({});
-    int fused_ops = 0;
-    for (auto& n : trace.graph.nodes) {
-      fused_ops += n.kind == ir::OpKind::AdamUpdate;
-      CHECK(n.kind != ir::OpKind::Sqrt);
-    }
-    CHECK(fused_ops == static_cast<int>(params.size()));
-    auto exe = backend::get_backend(backend)->compile(trace.graph, options);
-    for (int k = 0; k < steps; ++k) {
-      NoGradGuard ng;
-      for (size_t i = 0; i < g.size(); ++i) g[i].copy_(grads[static_cast<size_t>(k)][i]);
-      exe->run({}, trace.states, static_cast<uint64_t>(k));
-      INFO(backend << " step " << k + 1);
-      CHECK(snapshot(params, *opt) == want[static_cast<size_t>(k)]);
-    }
+    check_traced_steps(backend, options, params, *opt, ir::OpKind::AdamUpdate, {ir::OpKind::Sqrt},
+                       grads, want);
   };
   SECTION("cpu executor") { traced_run("cpu", {}); }
   SECTION("ipu emulator") { traced_run("ipu", {}); }
@@ -461,29 +473,8 @@ TEST_CASE(
   auto traced_run = [&](const std::string& backend, const backend::CompileOptions& options) {
     Ts params = make_params(6);
     optim::SGD opt(params, c.options());
-    Ts g;
-    for (auto& p : params) {
-      g.push_back(zeros(p.shape()));
-      p.set_grad(g.back());
-    }
-    ir::Tracer tracer;
-    opt.step();
-    ir::Trace trace = tracer.finish({});
-    int fused_ops = 0;
-    for (auto& n : trace.graph.nodes) {
-      fused_ops += n.kind == ir::OpKind::SgdUpdate;
-      CHECK(n.kind != ir::OpKind::Mul);
-      CHECK(n.kind != ir::OpKind::Where);
-    }
-    CHECK(fused_ops == static_cast<int>(params.size()));
-    auto exe = backend::get_backend(backend)->compile(trace.graph, options);
-    for (int k = 0; k < steps; ++k) {
-      NoGradGuard ng;
-      for (size_t i = 0; i < g.size(); ++i) g[i].copy_(grads[static_cast<size_t>(k)][i]);
-      exe->run({}, trace.states, static_cast<uint64_t>(k));
-      INFO(backend << " step " << k + 1);
-      CHECK(snapshot(params, opt) == want[static_cast<size_t>(k)]);
-    }
+    check_traced_steps(backend, options, params, opt, ir::OpKind::SgdUpdate,
+                       {ir::OpKind::Mul, ir::OpKind::Where}, grads, want);
   };
   SECTION("cpu executor") { traced_run("cpu", {}); }
   SECTION("ipu emulator") { traced_run("ipu", {}); }
