@@ -1098,7 +1098,7 @@ IPUML_INLINE void conv2d_backward_weight(const Conv2dParams& p, const float* x, 
   // The reduction over (image, pixel) runs in chunks of whole images fixed by the shape alone,
   // each a GEMM into its own partial dW, and the partials add up in chunk order: the split over
   // threads (chunks and groups) never changes the sum.
-  const int64_t chunks = detail::wgrad_chunks(p.n, stride1 && !phases ? wg.cols() : P);
+  const int64_t chunks = detail::wgrad_chunks(p.n, stride1 ? wg.cols() : P);  // phases: strided
   const int64_t tasks = G * chunks, wsize = cog * K;
   const bool outer = threads > 1 && tasks > 1, inner = tasks < 2 * threads;
   std::optional<detail::ScratchLease> partial;
