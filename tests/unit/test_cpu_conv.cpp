@@ -104,6 +104,14 @@ std::vector<Conv2dParams> shapes() {
   // few column panels to share, so threads split the row tiles too (a partial last tile here).
   v.push_back(make(1, 128, 7, 7, 300, 1, 1));
   v.push_back(make(1, 64, 14, 14, 100, 1, 1));
+  // 1x1s on small maps with deep reductions (AVX-512): the pixel kernels over each map as one
+  // row of pixels, forward (from 256 input channels), for the input gradient (from 256 output
+  // channels), or both; partial channel panels, two images, groups, and a strided 1x1 whose
+  // gathered pixels take that path.
+  v.push_back(make(1, 260, 7, 7, 40, 1, 1));
+  v.push_back(make(2, 300, 5, 6, 270, 1, 1));
+  v.push_back(make(1, 512, 4, 4, 600, 1, 1, 1, 0, 1, 2));
+  v.push_back(make(1, 300, 9, 9, 40, 1, 1, 2));
   // Winograd F(2x2, 3x3) (3x3, stride 1, >= 48 channels both ways): odd outputs with padding 1,
   // padding 0 and 2, unequal padding, and enough tiles for five blocks (the weight gradient sums
   // across them, in four groups).
@@ -225,6 +233,7 @@ TEST_CASE("conv2d gives the same bits with 1 and 2 threads", "[conv]") {
         make(1, 64, 14, 14, 32, 1, 1), make(8, 32, 13, 13, 64, 3, 3),
         make(2, 64, 12, 11, 48, 3, 3, 1, 1), make(1, 128, 7, 7, 300, 1, 1),
         make(1, 64, 14, 14, 100, 1, 1), make(1, 96, 14, 14, 400, 1, 1, 2),
+        make(1, 300, 7, 7, 280, 1, 1), make(2, 256, 14, 14, 64, 1, 1),
         make(1, 64, 15, 15, 100, 3, 3, 2, 1), make(3, 32, 12, 12, 40, 3, 3, 2, 1),
         // Winograd weight gradients summed in 3 groups of tile blocks (one after another, each
         // split over threads) and in 4 (a thread per group).
