@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -181,19 +182,25 @@ inline size_t pixel_packed_size(int64_t m, int64_t k) {
   return size_t(ceil_div(m, kPixelWidth) * kPixelWidth * k);
 }
 
-// Panel of row-major weights (m x k, row stride ld): dst[p * 32 + j] = w[(o0 + j) * ld + p].
+// Panel `panel` of row-major weights (m x k, row stride ld), k x 32 floats at d:
+// d[p * 32 + j] = w[(o0 + j) * ld + p] for o0 = 32 * panel.
+inline void pack_pixel_panel(int64_t m, int64_t k, const float* w, int64_t ld, int64_t panel,
+                             float* d) {
+  const int64_t o0 = panel * kPixelWidth;
+  const int nr = int(std::min<int64_t>(kPixelWidth, m - o0));
+  const float* rows[kPixelWidth];
+  for (int j = 0; j < nr; ++j) rows[j] = w + (o0 + j) * ld;
+  transpose_rows(d, kPixelWidth, rows, nr, k);
+  if (nr < kPixelWidth)
+    for (int64_t p = 0; p < k; ++p)
+      std::fill(d + p * kPixelWidth + nr, d + (p + 1) * kPixelWidth, 0.0f);
+}
+
+// Every panel of row-major weights (m x k, row stride ld).
 inline void pack_pixel_weights(int64_t m, int64_t k, const float* w, int64_t ld, float* dst,
                                bool parallel) {
   for_each_index(parallel, ceil_div(m, kPixelWidth), [&](int64_t panel) {
-    const int64_t o0 = panel * kPixelWidth;
-    const int nr = int(std::min<int64_t>(kPixelWidth, m - o0));
-    float* d = dst + o0 * k;
-    const float* rows[kPixelWidth];
-    for (int j = 0; j < nr; ++j) rows[j] = w + (o0 + j) * ld;
-    transpose_rows(d, kPixelWidth, rows, nr, k);
-    if (nr < kPixelWidth)
-      for (int64_t p = 0; p < k; ++p)
-        std::fill(d + p * kPixelWidth + nr, d + (p + 1) * kPixelWidth, 0.0f);
+    pack_pixel_panel(m, k, w, ld, panel, dst + panel * kPixelWidth * k);
   });
 }
 
@@ -231,24 +238,40 @@ inline void pack_pixel_weights_t(int64_t m, int64_t k, const float* w, int64_t l
   });
 }
 
+// The weights of the pixel kernels: prepacked (pixel_packed_size(m, k) floats), or row-major
+// (m x k, row stride ld) and packed a panel at a time by the task that runs that panel.
+struct PixelWeights {
+  const float* packed = nullptr;
+  const float* w = nullptr;
+  int64_t ld = 0;
+};
+
 // y (m channels x oh x ow) of one image from its padded input xp (rows of wp floats) through
-// prepacked weights pw (pixel_packed_size(m, k)); taps[p] is input row p's offset from a pixel.
-// Output rows split into even tiles of at most 14 pixels; tasks take a panel of 32 channels and
-// a band of rows.
+// weights pw; taps[p] is input row p's offset from a pixel. Output rows split into even tiles
+// of at most 14 pixels. With prepacked weights tasks take a panel of 32 channels and a band of
+// rows; otherwise a task packs one panel, into a buffer that stays in its core's cache, and runs
+// every row on it: the packed weights make no round trip through memory, which is what a batch-1
+// convolution with large weights pays for (its weights serve few pixels).
 inline void pixel_conv_image(int64_t m, int64_t k, int64_t oh, int64_t ow, int64_t wp,
-                             const int64_t* taps, const float* pw, const float* xp,
+                             const int64_t* taps, const PixelWeights& pw, const float* xp,
                              const float* bias, float* y, bool parallel) {
 #ifdef IPUML_CPU_X86
   const PixelKernel* kern = pixel_kernels_avx512();
   const int64_t tiles = ceil_div(ow, kPixelMr), mr = ceil_div(ow, tiles);
   const int64_t panels = ceil_div(m, kPixelWidth), plane = oh * ow;
-  const int64_t band = std::max<int64_t>(1, ceil_div(oh, 4));
+  const int64_t band = pw.packed != nullptr ? std::max<int64_t>(1, ceil_div(oh, 4)) : oh;
   const int64_t bands = ceil_div(oh, band);
   for_each_index(parallel, panels * bands, [&](int64_t task) {
     const int64_t pn = task / bands, oy0 = (task % bands) * band;
     const int64_t o0 = pn * kPixelWidth;
     const int nr = int(std::min<int64_t>(kPixelWidth, m - o0));
-    const float* w = pw + o0 * k;
+    std::optional<ScratchLease> own;
+    const float* w = pw.packed + o0 * k;
+    if (pw.packed == nullptr) {
+      own.emplace(kScratchA, size_t(kPixelWidth * k));
+      pack_pixel_panel(m, k, pw.w, pw.ld, pn, own->get());
+      w = own->get();
+    }
     const float* b = bias != nullptr ? bias + o0 : nullptr;
     for (int64_t oy = oy0; oy < std::min(oh, oy0 + band); ++oy)
       for (int64_t ox = 0; ox < ow; ox += mr) {
@@ -260,6 +283,12 @@ inline void pixel_conv_image(int64_t m, int64_t k, int64_t oh, int64_t ow, int64
   (void)m, (void)k, (void)oh, (void)ow, (void)wp, (void)taps, (void)pw, (void)xp, (void)bias;
   (void)y, (void)parallel;
 #endif
+}
+
+inline void pixel_conv_image(int64_t m, int64_t k, int64_t oh, int64_t ow, int64_t wp,
+                             const int64_t* taps, const float* packed, const float* xp,
+                             const float* bias, float* y, bool parallel) {
+  pixel_conv_image(m, k, oh, ow, wp, taps, PixelWeights{packed, nullptr, 0}, xp, bias, y, parallel);
 }
 
 // dW (m x k) += the weight gradient of one image: x is its padded input (rows of wp), taps[p]

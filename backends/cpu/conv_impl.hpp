@@ -391,9 +391,39 @@ inline bool flat_1x1(const Conv2dParams& p, int64_t k) {
          p.pad_w == 0 && pixel_kernels_take_1x1(k, p.out_h() * p.out_w());
 }
 
+// The weights of a forward convolution on the pixel kernels, m x k per group (row-major), for
+// `tasks` images and groups: packed here once for all of them, or, for one task with enough
+// panels of 32 channels to share among the threads without splitting rows, panel by panel in
+// the tasks that use them (see pixel_conv_image). Each panel's packing and products are the same
+// either way, so are the bits.
+class PixelPanels {
+ public:
+  PixelPanels(int64_t m, int64_t k, const float* w, int64_t groups, int64_t tasks, int threads)
+      : m_(m), k_(k), w_(w) {
+    late_ = tasks == 1 && ceil_div(m, kPixelWidth) >= 4 * threads;
+    if (late_) return;
+    per_group_ = pixel_packed_size(m, k);
+    packed_.emplace(kScratchPrepack, per_group_ * size_t(groups));
+    for (int64_t g = 0; g < groups; ++g)
+      pack_pixel_weights(m, k, w + g * m * k, k, packed_->get() + size_t(g) * per_group_,
+                         threads > 1);
+  }
+  PixelWeights group(int64_t g) const {
+    if (late_) return {nullptr, w_ + g * m_ * k_, k_};
+    return {packed_->get() + size_t(g) * per_group_, nullptr, 0};
+  }
+
+ private:
+  int64_t m_, k_;
+  const float* w_;
+  bool late_ = false;
+  size_t per_group_ = 0;
+  std::optional<ScratchLease> packed_;
+};
+
 // One image's output (m x oh x ow) through the pixel kernels, padding the input first if needed.
-inline void pixel_conv_padded(const WideGeom& g, const int64_t* taps, const float* pw, int64_t m,
-                              const float* x, const float* bias, float* y, bool inner) {
+inline void pixel_conv_padded(const WideGeom& g, const int64_t* taps, const PixelWeights& pw,
+                              int64_t m, const float* x, const float* bias, float* y, bool inner) {
   std::optional<ScratchLease> padded;
   const float* xp = padded_image(g, x, padded);
   pixel_conv_image(m, g.k(), g.oh(), g.ow(), g.wp(), taps, pw, xp, bias, y, inner);
@@ -833,11 +863,10 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
     const detail::SpaceToDepthInput in(p, x, threads > 1);
     const Conv2dParams& q = in.q;
     const std::vector<int64_t> taps = detail::space_to_depth_tap_offsets(p, q);
-    detail::ScratchLease packed(detail::kScratchPrepack, detail::pixel_packed_size(p.c_out, K));
-    detail::pack_pixel_weights(p.c_out, K, w, K, packed.get(), threads > 1);
+    const detail::PixelPanels panels(p.c_out, K, w, 1, p.n, threads);
     const int64_t q_image = q.c_in * q.h * q.w;
     detail::for_each_index(outer, p.n, [&](int64_t img) {
-      detail::pixel_conv_image(p.c_out, K, oh, ow, q.w, taps.data(), packed.get(),
+      detail::pixel_conv_image(p.c_out, K, oh, ow, q.w, taps.data(), panels.group(0),
                                in.xs.get() + img * q_image, bias, y + img * p.c_out * P, inner);
     });
     return;
@@ -850,17 +879,12 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
              : detail::WideGeom{cig, p.h, p.w, p.pad_h, p.pad_w, p.kh, p.kw, p.dil_h, p.dil_w};
     const std::vector<int64_t> taps = wg.taps();
     if (flat || detail::use_pixel_kernels(K, p.kh * p.kw)) {
-      const size_t per_group = detail::pixel_packed_size(cog, K);
-      detail::ScratchLease packed(detail::kScratchPrepack, per_group * size_t(G));
-      for (int64_t g = 0; g < G; ++g)
-        detail::pack_pixel_weights(cog, K, w + g * cog * K, K, packed.get() + size_t(g) * per_group,
-                                   threads > 1);
+      const detail::PixelPanels panels(cog, K, w, G, tasks, threads);
       detail::for_each_index(outer, tasks, [&](int64_t t) {
         const int64_t img = t / G, g = t % G;
-        detail::pixel_conv_padded(wg, taps.data(), packed.get() + size_t(g) * per_group, cog,
-                                  x + (img * p.c_in + g * cig) * p.h * p.w,
-                                  bias != nullptr ? bias + g * cog : nullptr,
-                                  y + (img * p.c_out + g * cog) * P, inner);
+        detail::pixel_conv_padded(
+            wg, taps.data(), panels.group(g), cog, x + (img * p.c_in + g * cig) * p.h * p.w,
+            bias != nullptr ? bias + g * cog : nullptr, y + (img * p.c_out + g * cog) * P, inner);
       });
       return;
     }
@@ -995,9 +1019,9 @@ IPUML_INLINE void conv2d_backward_input(const Conv2dParams& p, const float* dy, 
                                            packed.get() + size_t(g) * per_group, threads > 1);
       detail::for_each_index(outer, tasks, [&](int64_t t) {
         const int64_t img = t / G, g = t % G;
-        detail::pixel_conv_padded(wf, taps.data(), packed.get() + size_t(g) * per_group, cig,
-                                  dy + (img * p.c_out + g * cog) * P, nullptr,
-                                  dx + (img * p.c_in + g * cig) * HW, inner);
+        detail::pixel_conv_padded(
+            wf, taps.data(), detail::PixelWeights{packed.get() + size_t(g) * per_group}, cig,
+            dy + (img * p.c_out + g * cog) * P, nullptr, dx + (img * p.c_in + g * cig) * HW, inner);
       });
       return;
     }
