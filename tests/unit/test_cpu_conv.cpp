@@ -117,6 +117,10 @@ std::vector<Conv2dParams> shapes() {
   v.push_back(make(1, 256, 5, 5, 300, 1, 1));
   v.push_back(make(1, 20, 6, 7, 280, 3, 3, 1, 1));
   v.push_back(make(1, 24, 11, 11, 260, 3, 3, 2, 1));
+  // A strided 1x1 whose compact input gradient runs flat, and a 1x1 whose weight gradient
+  // (4 MiB) leaves the pixel kernels for the wide GEMM.
+  v.push_back(make(2, 40, 10, 10, 300, 1, 1, 2));
+  v.push_back(make(1, 1024, 2, 3, 1024, 1, 1));
   // Winograd F(2x2, 3x3) (3x3, stride 1, >= 48 channels both ways): odd outputs with padding 1,
   // padding 0 and 2, unequal padding, and enough tiles for five blocks (the weight gradient sums
   // across them, in four groups).
@@ -241,7 +245,8 @@ TEST_CASE("conv2d gives the same bits with 1 and 2 threads", "[conv]") {
         make(1, 300, 7, 7, 280, 1, 1), make(2, 256, 14, 14, 64, 1, 1),
         // 7 panels of 32 channels: packed by the tasks on 1 thread, up front on 2.
         make(1, 40, 9, 9, 200, 3, 3, 1, 1), make(1, 40, 9, 9, 200, 3, 3, 2, 1),
-        make(1, 64, 15, 15, 100, 3, 3, 2, 1), make(3, 32, 12, 12, 40, 3, 3, 2, 1),
+        make(3, 40, 10, 10, 300, 1, 1, 2), make(1, 64, 15, 15, 100, 3, 3, 2, 1),
+        make(3, 32, 12, 12, 40, 3, 3, 2, 1),
         // Winograd weight gradients summed in 3 groups of tile blocks (one after another, each
         // split over threads) and in 4 (a thread per group).
         make(1, 48, 40, 40, 48, 3, 3, 1, 1), make(2, 48, 32, 34, 48, 3, 3, 1, 1),
