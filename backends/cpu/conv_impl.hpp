@@ -1092,12 +1092,27 @@ IPUML_INLINE void conv2d_backward_input(const Conv2dParams& p, const float* dy, 
     // Strided, split into phases: the column matrix's tap rows add onto the phase images' rows
     // (contiguous runs, where dx itself would take every stride-th element), which then fill dx.
     // Each element sums its taps in the same order as the scatter below.
+    // With AVX-512 the column matrix comes from the pixel kernels, on W^T packed once for all
+    // images (the GEMM packed it per image, and wasted columns on a 7x7 map's 49 pixels).
     const Conv2dParams q = detail::space_to_depth_params(p);
     const std::vector<int64_t> offsets = detail::space_to_depth_tap_offsets(p, q);
+    const bool pixel = detail::use_pixel_kernels(p.c_out, p.kh * p.kw);
+    std::optional<detail::ScratchLease> wt;
+    std::vector<int64_t> rows;
+    if (pixel) {
+      wt.emplace(detail::kScratchPrepack, detail::pixel_packed_size(K, p.c_out));
+      detail::pack_pixel_weights_t(K, p.c_out, w, K, wt->get(), threads > 1);
+      for (int64_t o = 0; o < p.c_out; ++o) rows.push_back(o * P);
+    }
     detail::for_each_index(outer, p.n, [&](int64_t img) {
       detail::ScratchLease col(detail::kScratchConv, size_t(K * P));
-      detail::run_gemm(cfg, K, P, p.c_out, 1.0f, detail::PackColMajorA{w, K},
-                       detail::PackRowMajorB{dy + img * p.c_out * P, P}, 0.0f, col.get(), P, inner);
+      const float* dyi = dy + img * p.c_out * P;
+      if (pixel)
+        detail::pixel_conv_image(K, p.c_out, 1, P, P, rows.data(), wt->get(), dyi, nullptr,
+                                 col.get(), inner);
+      else
+        detail::run_gemm(cfg, K, P, p.c_out, 1.0f, detail::PackColMajorA{w, K},
+                         detail::PackRowMajorB{dyi, P}, 0.0f, col.get(), P, inner);
       detail::ScratchLease dxs(detail::kScratchPhases, size_t(q.c_in * q.h * q.w));
       std::fill(dxs.get(), dxs.get() + q.c_in * q.h * q.w, 0.0f);
       for (int64_t t = 0; t < K; ++t)
