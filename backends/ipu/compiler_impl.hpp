@@ -643,7 +643,8 @@ struct Planner {
       // A view runs no vertex and needs no superstep of its own: what it costs is the exchange
       // that brings its elements where its readers' tiles want them, done in their exchange
       // phase (Poplar rearranges a view when an op needs another layout, a copy with no compute).
-      const bool views_only = is_view_node(n);
+      // A small constant is written with the program at load time: nothing at run time at all.
+      const bool views_only = is_view_node(n) || is_constant_node(n);
       if (views_only) c.compute = c.sync = 0, c.serial = 1, c.temp = 0;
       // An op on replica-sharded values (the optimizer's update) computes its replica's share.
       int64_t shards = 1;
@@ -938,6 +939,19 @@ struct Planner {
     using K = ir::OpKind;
     return k == K::Reshape || k == K::Slice || k == K::Cat || k == K::Permute || k == K::Expand;
   }
+  // Whether node n creates a small constant: a Full of at most kMaxConstantElements elements
+  // that the step computes with (not a graph output or a state's new value), such as the
+  // scalars an op with a number operand traces to. Poplar holds those as graph constants, part
+  // of the program loaded onto the tiles, so they run no vertex and take no superstep; larger
+  // fills stay programs, as popops::fill (PopART zeroing an accumulator). Their few bytes are
+  // still counted while they are live.
+  static constexpr int64_t kMaxConstantElements = 16;
+  bool is_constant_node(const ir::Node& n) const {
+    if (n.kind != ir::OpKind::Full || !n.inputs.empty() || n.outputs.size() != 1) return false;
+    const auto v = static_cast<size_t>(n.outputs[0]);
+    return last[v] < static_cast<int64_t>(g.nodes.size()) &&
+           g.values[v].meta.numel() <= kMaxConstantElements;
+  }
   // Whether every result of node n is a view (find_views).
   bool is_view_node(const ir::Node& n) const {
     return !n.outputs.empty() && std::all_of(n.outputs.begin(), n.outputs.end(), [&](int64_t v) {
@@ -1166,7 +1180,8 @@ inline Plan plan_from_json(const json& j) {
 
 inline constexpr char kMagic[8] = {'I', 'P', 'U', 'M', 'L', 'P', 'L', 'N'};
 // 4: the replica all-reduce left the programs (charged once per update by the runtime).
-inline constexpr uint32_t kVersion = 5;
+// 5: views cost no compute; 6: nor do small constants.
+inline constexpr uint32_t kVersion = 6;
 struct FileHeader {
   char magic[8];
   uint32_t version;

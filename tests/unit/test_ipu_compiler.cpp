@@ -225,6 +225,51 @@ TEST_CASE("ipu compile: reshapes slices and concats are views as in Poplar", "[i
   }
 }
 
+TEST_CASE("ipu compile: small constants are Poplar constants and larger fills are programs",
+          "[ipu]") {
+  // y = (x * 0.5 + [1, 2, 3, 4]) + a [64, 128] fill: the scalar and the 4 values are graph
+  // constants, loaded with the program (no vertex, no superstep); the large fill runs as
+  // popops::fill does, on its tiles.
+  ir::Tracer tracer;
+  Tensor x = tracer.input(ir::TensorMeta{{64, 4}, kFloat32}, "x");
+  Tensor big = full({64, 128}, 3.0, kFloat32);
+  Tensor y = add(mul(x, scalar_tensor(0.5, kFloat32)), full({4}, 2.0, kFloat32));
+  Tensor z = add(big, matmul(y, ones({4, 128}, kFloat32)));
+  auto tr = tracer.finish({z});
+  auto exe = ipu::compile(tr.graph, ipu::target_preset("ipu2"), quiet());
+  const auto& g = tr.graph;
+  const auto& plan = exe->plan();
+  int small = 0, large = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (g.nodes[i].kind != ir::OpKind::Full) continue;
+    const int64_t numel = g.meta(g.nodes[i].outputs[0]).numel();
+    INFO("Full of " << numel << " elements");
+    if (numel <= 16) {
+      ++small;
+      CHECK(plan.nodes[i].compute_cycles == 0);
+      CHECK(plan.nodes[i].sync_cycles == 0);
+      CHECK(plan.nodes[i].vertices == 0);
+    } else {
+      ++large;
+      CHECK(plan.nodes[i].compute_cycles > 0);
+      CHECK(plan.nodes[i].sync_cycles > 0);
+      CHECK(plan.nodes[i].vertices > 0);
+    }
+  }
+  CHECK(small == 2);
+  CHECK(large == 2);  // the [64, 128] fill and the ones of the matmul's [4, 128] operand
+  // The constants still compute the right values.
+  Tensor xv = randn({64, 4});
+  const auto got = exe->run({xv}, tr.states)[0].to_vector<float>();
+  const auto xs = xv.to_vector<float>();
+  REQUIRE(got.size() == 64 * 128);
+  for (size_t r = 0; r < 64; ++r) {
+    double want = 3.0;
+    for (size_t c = 0; c < 4; ++c) want += 0.5 * double(xs[r * 4 + c]) + 2.0;
+    for (size_t j = 0; j < 128; ++j) CHECK(got[r * 128 + j] == Approx(want).epsilon(1e-5));
+  }
+}
+
 TEST_CASE("ipu plan cache: hit, corrupt, truncated and stale entries", "[ipu]") {
   TempDir dir("cache");
   auto o = quiet();
