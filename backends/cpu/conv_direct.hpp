@@ -266,8 +266,10 @@ inline void pixel_conv_image(int64_t m, int64_t k, int64_t oh, int64_t ow, int64
     const int64_t o0 = pn * kPixelWidth;
     const int nr = int(std::min<int64_t>(kPixelWidth, m - o0));
     std::optional<ScratchLease> own;
-    const float* w = pw.packed + o0 * k;
-    if (pw.packed == nullptr) {
+    const float* w = nullptr;
+    if (pw.packed != nullptr) {
+      w = pw.packed + o0 * k;
+    } else {
       own.emplace(kScratchA, size_t(kPixelWidth * k));
       pack_pixel_panel(m, k, pw.w, pw.ld, pn, own->get());
       w = own->get();
