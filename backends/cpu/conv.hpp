@@ -3,6 +3,7 @@
 // or (3x3, stride 1, >= 48 channels) as Winograd F(2x2, 3x3); deterministic under oneTBB.
 #pragma once
 
+#include <ipuml/backends/cpu/channel_affine.hpp>
 #include <ipuml/backends/cpu/gemm.hpp>
 #include <ipuml/core/config.hpp>
 
@@ -27,6 +28,12 @@ void check_conv2d_params(const char* op, const Conv2dParams& p);
 // y: n x c_out x out_h x out_w (overwritten).
 void conv2d_forward(const Conv2dParams& p, const float* x, const float* w, const float* bias,
                     float* y);
+// The same, then `epilogue` (channels c_out, plane out_h * out_w; may be null) over y: a batch
+// norm's output pass fused into the convolution. The paths that finish y a piece at a time (the
+// pixel kernels, the wide GEMM) apply it to each piece as it is finished, while it is in cache;
+// the others after the whole output. Either way y holds the same bits as the two run apart.
+void conv2d_forward(const Conv2dParams& p, const float* x, const float* w, const float* bias,
+                    float* y, const ChannelAffine* epilogue);
 // dx = d(loss)/dx given dy (overwrites dx).
 void conv2d_backward_input(const Conv2dParams& p, const float* dy, const float* w, float* dx);
 // dw = d(loss)/dw given x and dy (overwrites dw); reduced over batch and space in a fixed order.

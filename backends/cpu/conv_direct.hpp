@@ -11,6 +11,7 @@
 // through C. Not a public API.
 #pragma once
 
+#include <ipuml/backends/cpu/channel_affine.hpp>
 #include <ipuml/backends/cpu/gemm_kernels.hpp>
 
 #include <algorithm>
@@ -251,10 +252,12 @@ struct PixelWeights {
 // of at most 14 pixels. With prepacked weights tasks take a panel of 32 channels and a band of
 // rows; otherwise a task packs one panel, into a buffer that stays in its core's cache, and runs
 // every row on it: the packed weights make no round trip through memory, which is what a batch-1
-// convolution with large weights pays for (its weights serve few pixels).
+// convolution with large weights pays for (its weights serve few pixels). A task ends with the
+// epilogue, if any, over the piece of y it wrote.
 inline void pixel_conv_image(int64_t m, int64_t k, int64_t oh, int64_t ow, int64_t wp,
                              const int64_t* taps, const PixelWeights& pw, const float* xp,
-                             const float* bias, float* y, bool parallel) {
+                             const float* bias, float* y, bool parallel,
+                             const ChannelAffineAt& epilogue = {}) {
 #ifdef IPUML_CPU_X86
   const PixelKernel* kern = pixel_kernels_avx512();
   const int64_t tiles = ceil_div(ow, kPixelMr), mr = ceil_div(ow, tiles);
@@ -275,15 +278,17 @@ inline void pixel_conv_image(int64_t m, int64_t k, int64_t oh, int64_t ow, int64
       w = own->get();
     }
     const float* b = bias != nullptr ? bias + o0 : nullptr;
-    for (int64_t oy = oy0; oy < std::min(oh, oy0 + band); ++oy)
+    const int64_t oy1 = std::min(oh, oy0 + band);
+    for (int64_t oy = oy0; oy < oy1; ++oy)
       for (int64_t ox = 0; ox < ow; ox += mr) {
         const int rows = int(std::min(mr, ow - ox));
         kern[rows](k, xp + oy * wp + ox, taps, w, y + o0 * plane + oy * ow + ox, plane, nr, b);
       }
+    if (epilogue) epilogue.apply(y, o0, o0 + nr, oy0 * ow, oy1 * ow);
   });
 #else
   (void)m, (void)k, (void)oh, (void)ow, (void)wp, (void)taps, (void)pw, (void)xp, (void)bias;
-  (void)y, (void)parallel;
+  (void)y, (void)parallel, (void)epilogue;
 #endif
 }
 

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -259,10 +260,12 @@ struct PackWideB {
 // C (m x n) = A (prepacked) x B + beta C where B(krow, q) = xp[taps[krow] + q]: the wide GEMM,
 // whose full panels the tap kernels read in place when m is one row tile (otherwise each task
 // packs its panels once, see below). Blocks of k run in order around a split over panels, so
-// results do not depend on the thread count.
+// results do not depend on the thread count. `done(i0, i1, j0, j1)`, if given, runs in the task
+// that finished rows [i0, i1) x columns [j0, j1) of C, right after its last block of k.
+using TileDone = std::function<void(int64_t, int64_t, int64_t, int64_t)>;
 inline void run_wide_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k,
                           const PrepackedA& a, const float* xp, const int64_t* taps, float beta,
-                          float* c, int64_t ldc, bool allow_parallel) {
+                          float* c, int64_t ldc, bool allow_parallel, const TileDone& done = {}) {
   const int mr = tile_rows(cfg, m), nr_full = cfg.nr();
   const int64_t kc_blk = block_depth(cfg, k), panels = ceil_div(n, nr_full);
   const bool parallel = allow_parallel && available_threads() > 1 &&
@@ -331,15 +334,17 @@ inline void run_wide_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k
             cfg.kern_taps[rows][nv](kc, pa, xp + j0, taps + pc, ct, ldc, nr, 1.0f, beta_eff);
         }
       }
+      if (done && pc + kc == k) done(i_begin, i_end, jp0 * nr_full, std::min(n, jp_end * nr_full));
     });
   }
 }
 
 // y (m x oh x ow) = A (m x K, prepacked) x wide im2col of one image (g.c x h x w); y rows start
-// filled with `init` per row (beta 1) when it is given.
+// filled with `init` per row (beta 1) when it is given; then the epilogue, if any, on each
+// finished tile (or row, when C is scratch).
 inline void wide_conv_image(const GemmConfig& cfg, const WideGeom& g, const int64_t* taps,
                             const PrepackedA& a, int64_t m, const float* x, const float* init,
-                            float* y, bool inner) {
+                            float* y, bool inner, const ChannelAffineAt& epilogue = {}) {
   const int64_t oh = g.oh(), ow = g.ow(), wp = g.wp(), cols = g.cols();
   std::optional<ScratchLease> padded;
   const float* xp = padded_image(g, x, padded);
@@ -357,11 +362,18 @@ inline void wide_conv_image(const GemmConfig& cfg, const WideGeom& g, const int6
     for (int64_t o = 0; o < m; ++o) std::fill(c + o * ldc, c + o * ldc + cols, init[o]);
     beta = 1.0f;
   }
-  run_wide_gemm(cfg, m, cols, g.k(), a, xp, taps, beta, c, ldc, inner);
+  TileDone done;
+  if (epilogue && direct)
+    done = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+      epilogue.apply(y, i0, i1, j0, j1);
+    };
+  run_wide_gemm(cfg, m, cols, g.k(), a, xp, taps, beta, c, ldc, inner, done);
   if (!direct)
-    for (int64_t o = 0; o < m; ++o)
+    for (int64_t o = 0; o < m; ++o) {
       for (int64_t oy = 0; oy < oh; ++oy)
         copy_row(y + (o * oh + oy) * ow, c + o * cols + oy * wp, ow);
+      if (epilogue) epilogue.apply(y, o, 0, oh * ow);
+    }
 }
 
 // Whether the direct pixel kernels (conv_direct.hpp) take a stride-1 product with reduction
@@ -456,10 +468,19 @@ void for_strided_pixels(const Conv2dParams& p, bool parallel, const Begin& begin
 
 // One image's output (m x oh x ow) through the pixel kernels, padding the input first if needed.
 inline void pixel_conv_padded(const WideGeom& g, const int64_t* taps, const PixelWeights& pw,
-                              int64_t m, const float* x, const float* bias, float* y, bool inner) {
+                              int64_t m, const float* x, const float* bias, float* y, bool inner,
+                              const ChannelAffineAt& epilogue = {}) {
   std::optional<ScratchLease> padded;
   const float* xp = padded_image(g, x, padded);
-  pixel_conv_image(m, g.k(), g.oh(), g.ow(), g.wp(), taps, pw, xp, bias, y, inner);
+  pixel_conv_image(m, g.k(), g.oh(), g.ow(), g.wp(), taps, pw, xp, bias, y, inner, epilogue);
+}
+
+// The epilogue over all of y (planes of `plane` elements), for the paths that finish y at once.
+inline void apply_epilogue(const ChannelAffine* e, float* y, int64_t planes, bool parallel) {
+  if (e == nullptr) return;
+  const ChannelAffineAt all{e, 0};
+  for_each_run(parallel, planes, std::min<int64_t>(planes, 4 * available_threads()),
+               [&](int64_t p0, int64_t p1) { all.apply(y, p0, p1, 0, e->plane); });
 }
 
 // A(o, q) of the wide weight-gradient GEMM: q = image * cols + wide column; rows of dyw.
@@ -861,7 +882,17 @@ IPUML_INLINE void check_conv2d_params(const char* op, const Conv2dParams& p) {
 
 IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const float* w,
                                  const float* bias, float* y) {
+  conv2d_forward(p, x, w, bias, y, nullptr);
+}
+
+IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const float* w,
+                                 const float* bias, float* y, const ChannelAffine* epilogue) {
   check_conv2d_params("conv2d_forward", p);
+  IPUML_CHECK(epilogue == nullptr ||
+                  (epilogue->channels == p.c_out && epilogue->plane == p.out_h() * p.out_w()),
+              "conv2d_forward: an epilogue over ", epilogue->channels, " channels of ",
+              epilogue->plane, " elements does not match the output's ", p.c_out, " of ",
+              p.out_h() * p.out_w());
   const int64_t G = p.groups, cig = p.c_in / G, cog = p.c_out / G, oh = p.out_h(), ow = p.out_w();
   const int64_t P = oh * ow, K = cig * p.kh * p.kw;
   const detail::GemmConfig& cfg = detail::config_for(active_isa());
@@ -879,6 +910,7 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
         threads > 1);
     detail::winograd_conv(cfg, {p.n, p.c_in, p.h, p.w, p.c_out, p.pad_h, p.pad_w}, u.data(), x,
                           bias, y, threads > 1);
+    detail::apply_epilogue(epilogue, y, p.n * p.c_out, threads > 1);
     return;
   }
   if (detail::space_to_depth_applies(p)) {
@@ -886,7 +918,7 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
     const Conv2dParams& q = in.q;
     detail::ScratchLease ws(detail::kScratchPhaseW, size_t(q.c_out * q.c_in * q.kh * q.kw));
     detail::space_to_depth_weights(p, q, w, ws.get());
-    conv2d_forward(q, in.xs.get(), ws.get(), bias, y);
+    conv2d_forward(q, in.xs.get(), ws.get(), bias, y, epilogue);
     return;
   }
   if (detail::phases_split(p) && detail::use_pixel_kernels(K, p.kh * p.kw)) {
@@ -900,7 +932,8 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
     const int64_t q_image = q.c_in * q.h * q.w;
     detail::for_each_index(outer, p.n, [&](int64_t img) {
       detail::pixel_conv_image(p.c_out, K, oh, ow, q.w, taps.data(), panels.group(0),
-                               in.xs.get() + img * q_image, bias, y + img * p.c_out * P, inner);
+                               in.xs.get() + img * q_image, bias, y + img * p.c_out * P, inner,
+                               {epilogue, img * p.c_out});
     });
     return;
   }
@@ -917,7 +950,8 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
         const int64_t img = t / G, g = t % G;
         detail::pixel_conv_padded(
             wg, taps.data(), panels.group(g), cog, x + (img * p.c_in + g * cig) * p.h * p.w,
-            bias != nullptr ? bias + g * cog : nullptr, y + (img * p.c_out + g * cog) * P, inner);
+            bias != nullptr ? bias + g * cog : nullptr, y + (img * p.c_out + g * cog) * P, inner,
+            {epilogue, img * p.c_out + g * cog});
       });
       return;
     }
@@ -931,7 +965,8 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
       const int64_t img = t / G, g = t % G;
       detail::wide_conv_image(
           cfg, wg, taps.data(), a[size_t(g)], cog, x + (img * p.c_in + g * cig) * p.h * p.w,
-          bias != nullptr ? bias + g * cog : nullptr, y + (img * p.c_out + g * cog) * P, inner);
+          bias != nullptr ? bias + g * cog : nullptr, y + (img * p.c_out + g * cog) * P, inner,
+          {epilogue, img * p.c_out + g * cog});
     });
     return;
   }
@@ -941,7 +976,7 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
     float* xc = xs.get();
     detail::for_strided_pixels(
         p, threads > 1, [](int64_t) {}, [&](int64_t f, int64_t c) { xc[c] = x[f]; });
-    conv2d_forward(detail::compact_1x1(p), xs.get(), w, bias, y);
+    conv2d_forward(detail::compact_1x1(p), xs.get(), w, bias, y, epilogue);
     return;
   }
   // Strided: implicit im2col, packed from the image tap by tap.
@@ -957,6 +992,7 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
     detail::run_gemm(cfg, cog, P, K, 1.0f, detail::PackRowMajorA{w + g * cog * K, K},
                      detail::PackIm2colB{xg, &p, ow}, beta, yg, P, inner);
   });
+  detail::apply_epilogue(epilogue, y, p.n * p.c_out, threads > 1);
 }
 
 IPUML_INLINE void conv2d_backward_input(const Conv2dParams& p, const float* dy, const float* w,

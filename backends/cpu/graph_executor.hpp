@@ -18,8 +18,18 @@ struct MemoryPlan {
   size_t arena_bytes = 0;
   size_t naive_bytes = 0;  // what it would take without reuse (for reports)
 };
-MemoryPlan plan_memory(const ir::Graph& g, size_t alignment = 64);
+// `fused` (from fuse_conv_batch_norm, or empty): a fused batch norm's output takes the block of
+// its convolution's output, which the fused op computes in place.
+MemoryPlan plan_memory(const ir::Graph& g, size_t alignment = 64,
+                       const std::vector<int64_t>& fused = {});
 
+// Per node of g: the BatchNormInference node that runs fused into it (a Conv), -1 for none, -2
+// for a batch norm fused into its convolution (no fusions under IPUML_CPU_FUSION=0).
+std::vector<int64_t> fuse_conv_batch_norm(const ir::Graph& g);
+
+// A Conv whose only reader is a BatchNormInference runs with it as one op when nothing in
+// between can see the difference (see fuse_conv_batch_norm): the same bits, one pass less over
+// the output. IPUML_CPU_FUSION=0 in the environment turns that off.
 class GraphExecutor {
  public:
   explicit GraphExecutor(ir::Graph graph);
@@ -34,6 +44,7 @@ class GraphExecutor {
 
  private:
   ir::Graph graph_;
+  std::vector<int64_t> fused_;  // fuse_conv_batch_norm(graph_)
   MemoryPlan plan_;
   std::unique_ptr<Storage> arena_;
   std::vector<void*> ptr_;  // per value, filled each run
@@ -44,6 +55,7 @@ class GraphExecutor {
   // The states a run writes (indices into graph.states): only their versions change, so
   // replicas sharing read-only states (the weights) may run at the same time.
   std::vector<size_t> updated_states_;
+
   std::vector<std::vector<ConstBuffer>> in_bufs_;
   std::vector<std::vector<MutableBuffer>> out_bufs_;
 };

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <map>
 
 #include <ipuml/backends/cpu/graph_executor.hpp>
@@ -10,7 +12,44 @@
 
 namespace ipuml::cpu {
 
-IPUML_INLINE MemoryPlan plan_memory(const ir::Graph& g, size_t alignment) {
+// The pair (conv n, batch norm m) fuses when the convolution's output x is read by m alone, as
+// its input x, and m's other inputs exist when n runs. m's output y then takes x's block: the
+// fused op computes y in place of x, whose bytes nothing else holds from n to m.
+IPUML_INLINE std::vector<int64_t> fuse_conv_batch_norm(const ir::Graph& g) {
+  using K = ir::OpKind;
+  std::vector<int64_t> fused(g.nodes.size(), -1);
+  const char* env = std::getenv("IPUML_CPU_FUSION");
+  if (env != nullptr && std::string(env) == "0") return fused;
+  std::vector<int> readers(g.values.size(), 0);
+  for (const auto& node : g.nodes)
+    for (auto v : node.inputs) ++readers[v];
+  // Values read after the step: outputs and update sources (an update may be computed in its
+  // state's own buffer, which the fused op must not write early).
+  std::vector<bool> output(g.values.size(), false), update(g.values.size(), false);
+  for (auto v : g.outputs) output[v] = true;
+  for (const auto& u : g.updates) update[u.value] = true;
+  auto def = [&](int64_t v) {
+    return g.values[v].kind == ir::ValueKind::Op ? g.values[v].node : int64_t(-1);
+  };
+  for (size_t m = 0; m < g.nodes.size(); ++m) {
+    const auto& bn = g.nodes[m];
+    if (bn.kind != K::BatchNormInference || bn.inputs.empty() || bn.outputs.size() != 1) continue;
+    const int64_t x = bn.inputs[0], y = bn.outputs[0], n = def(x);
+    if (n < 0 || g.nodes[n].kind != K::Conv || g.nodes[n].outputs.size() != 1 || readers[x] != 1 ||
+        output[x] || update[x] || update[y] || g.values[x].meta.dtype != DType::Float32 ||
+        g.values[x].meta.nbytes() != g.values[y].meta.nbytes())
+      continue;
+    bool ready = true;
+    for (size_t i = 1; i < bn.inputs.size(); ++i) ready = ready && def(bn.inputs[i]) < n;
+    if (!ready) continue;
+    fused[n] = int64_t(m);
+    fused[m] = -2;
+  }
+  return fused;
+}
+
+IPUML_INLINE MemoryPlan plan_memory(const ir::Graph& g, size_t alignment,
+                                    const std::vector<int64_t>& fused) {
   MemoryPlan p;
   p.offset.assign(g.values.size(), -1);
   const auto last = g.last_use();
@@ -64,7 +103,14 @@ IPUML_INLINE MemoryPlan plan_memory(const ir::Graph& g, size_t alignment) {
     release(static_cast<size_t>(p.offset[v]), round(g.values[v].meta.nbytes()));
   };
   for (size_t n = 0; n < g.nodes.size(); ++n) {
+    if (!fused.empty() && fused[n] == -2) {
+      // A fused batch norm: its output takes over its input's block (freed with the output).
+      const int64_t x = g.nodes[n].inputs[0], y = g.nodes[n].outputs[0];
+      p.offset[y] = p.offset[x];
+      freed[x] = true;
+    }
     for (auto v : g.nodes[n].outputs) {
+      if (p.offset[v] >= 0) continue;
       const size_t sz = round(g.values[v].meta.nbytes());
       p.offset[v] = static_cast<int64_t>(allocate(sz));
       p.naive_bytes += sz;
@@ -81,7 +127,9 @@ IPUML_INLINE MemoryPlan plan_memory(const ir::Graph& g, size_t alignment) {
 }
 
 IPUML_INLINE GraphExecutor::GraphExecutor(ir::Graph graph)
-    : graph_(std::move(graph)), plan_(plan_memory(graph_)) {
+    : graph_(std::move(graph)),
+      fused_(fuse_conv_batch_norm(graph_)),
+      plan_(plan_memory(graph_, 64, fused_)) {
   arena_ = std::make_unique<Storage>(std::max<size_t>(plan_.arena_bytes, 64));
   ptr_.assign(graph_.values.size(), nullptr);
   for (size_t v = 0; v < graph_.values.size(); ++v)
@@ -156,13 +204,24 @@ IPUML_INLINE std::vector<Tensor> GraphExecutor::run(const std::vector<Tensor>& i
   KernelContext ctx;
   ctx.rng_step = step;
   const bool timed = op_profiling();
-  for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+  auto bind_node = [&](size_t n) {
     const auto& node = graph_.nodes[n];
     for (size_t i = 0; i < node.inputs.size(); ++i) in_bufs_[n][i].data = ptr_[node.inputs[i]];
     for (size_t i = 0; i < node.outputs.size(); ++i) out_bufs_[n][i].data = ptr_[node.outputs[i]];
+  };
+  for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+    if (fused_[n] == -2) continue;
+    const auto& node = graph_.nodes[n];
+    bind_node(n);
     const auto t0 =
         timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    run_kernel(node.kind, node.attrs, in_bufs_[n], out_bufs_[n], ctx);
+    if (const int64_t m = fused_[n]; m >= 0) {
+      bind_node(size_t(m));
+      run_conv_batch_norm(node.attrs, in_bufs_[n], graph_.nodes[m].attrs, in_bufs_[m],
+                          out_bufs_[m][0]);
+    } else {
+      run_kernel(node.kind, node.attrs, in_bufs_[n], out_bufs_[n], ctx);
+    }
     if (timed)
       record_op_time(node.kind, node.attrs,
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

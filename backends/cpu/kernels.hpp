@@ -33,6 +33,15 @@ struct KernelContext {
 void run_kernel(ir::OpKind kind, const ir::Attrs& attrs, const std::vector<ConstBuffer>& in,
                 const std::vector<MutableBuffer>& out, const KernelContext& ctx = {});
 
+// Conv, then BatchNormInference of the convolution's output, as one op: the batch norm's pass
+// runs on each piece of the output as the convolution finishes it, while it is in cache (the CPU
+// graph executor fuses the pair this way). conv_in and bn_in are the two ops' inputs (bn_in[0],
+// the convolution's output, is not read), `out` the batch norm's output, which must not overlap
+// any input. The same bits as the two ops run one after the other. Float32 only.
+void run_conv_batch_norm(const ir::Attrs& conv, const std::vector<ConstBuffer>& conv_in,
+                         const ir::Attrs& bn, const std::vector<ConstBuffer>& bn_in,
+                         const MutableBuffer& out);
+
 // Whether this backend implements `kind` (the CPU backend implements the whole catalogue).
 inline bool supports(ir::OpKind) { return true; }
 

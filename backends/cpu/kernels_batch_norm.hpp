@@ -5,6 +5,7 @@
 // never by the thread count.
 #pragma once
 
+#include <ipuml/backends/cpu/channel_affine.hpp>
 #include <ipuml/backends/cpu/kernels_common.hpp>
 
 namespace ipuml::cpu::kdetail {
@@ -47,20 +48,6 @@ inline float pairwise_sum_of(int64_t n, const F& f, int64_t off = 0) {
   return pairwise_sum_of(half, f, off) + pairwise_sum_of(n - half, f, off + half);
 }
 
-// y = act(x * scale + shift + r) over one plane.
-inline void bn_apply_plane(const float* x, const float* r, float* y, int64_t s, float scale,
-                           float shift, bool relu) {
-  if (r && relu) {
-    for (int64_t j = 0; j < s; ++j) y[j] = std::max(x[j] * scale + shift + r[j], 0.0f);
-  } else if (r) {
-    for (int64_t j = 0; j < s; ++j) y[j] = x[j] * scale + shift + r[j];
-  } else if (relu) {
-    for (int64_t j = 0; j < s; ++j) y[j] = std::max(x[j] * scale + shift, 0.0f);
-  } else {
-    for (int64_t j = 0; j < s; ++j) y[j] = x[j] * scale + shift;
-  }
-}
-
 // in: x, [weight, bias], [residual]; out: y, mean, var (biased).
 inline void k_batch_norm(const ir::Attrs& a, const std::vector<ConstBuffer>& in,
                          const std::vector<MutableBuffer>& out) {
@@ -92,12 +79,11 @@ inline void k_batch_norm(const ir::Attrs& a, const std::vector<ConstBuffer>& in,
       const float v = static_cast<float>(sq * inv_m);
       mean[c] = mu;
       var[c] = v;
-      const float rs = 1.0f / std::sqrt(v + eps);
-      const float scale = w ? w[c] * rs : rs;
-      const float shift = (b ? b[c] : 0.0f) - mu * scale;
+      float scale, shift;
+      batch_norm_affine(mu, v, w, b, c, eps, scale, shift);
       for (int64_t n = 0; n < g.n; ++n) {
         const int64_t o = (n * C + c) * S;
-        bn_apply_plane(x + o, r ? r + o : nullptr, y + o, S, scale, shift, relu);
+        affine_act(x + o, r ? r + o : nullptr, y + o, S, scale, shift, relu);
       }
     }
   });
@@ -119,10 +105,9 @@ inline void k_batch_norm_inference(const ir::Attrs& a, const std::vector<ConstBu
   parallel_items(g.n * C, S * 2, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t c = p % C;
-      const float rs = 1.0f / std::sqrt(var[c] + eps);
-      const float scale = w ? w[c] * rs : rs;
-      const float shift = (b ? b[c] : 0.0f) - mean[c] * scale;
-      bn_apply_plane(x + p * S, r ? r + p * S : nullptr, y + p * S, S, scale, shift, a.mode == 1);
+      float scale, shift;
+      batch_norm_affine(mean[c], var[c], w, b, c, eps, scale, shift);
+      affine_act(x + p * S, r ? r + p * S : nullptr, y + p * S, S, scale, shift, a.mode == 1);
     }
   });
 }

@@ -280,4 +280,40 @@ IPUML_INLINE void run_kernel(ir::OpKind kind, const ir::Attrs& attrs,
   fail("run_kernel: unknown op ", static_cast<int>(kind));
 }
 
+IPUML_INLINE void run_conv_batch_norm(const ir::Attrs& conv,
+                                      const std::vector<ConstBuffer>& conv_in, const ir::Attrs& bn,
+                                      const std::vector<ConstBuffer>& bn_in,
+                                      const MutableBuffer& out) {
+  using namespace kdetail;
+  ipuml::detail::apply_denormal_mode();
+  const size_t want = 3 + (bn.flag2 ? 2 : 0) + (bn.flag ? 1 : 0);
+  IPUML_CHECK(bn_in.size() == want, "conv + batch_norm_inference: expected ", want,
+              " batch-norm inputs, got ", bn_in.size());
+  IPUML_CHECK(bn.mode == 0 || bn.mode == 1, "conv + batch_norm_inference: activation mode ",
+              bn.mode, " is not 0 (none) or 1 (ReLU)");
+  for (const auto* ins : {&conv_in, &bn_in})
+    for (size_t i = ins == &bn_in ? 1 : 0; i < ins->size(); ++i) {
+      const auto& b = (*ins)[i];
+      IPUML_CHECK(b.meta.dtype == DType::Float32 &&
+                      !overlaps(b.data, b.meta.nbytes(), out.data, out.meta.nbytes()),
+                  "conv + batch_norm_inference: input ", i,
+                  " must be float32 and apart from the output");
+    }
+  const auto g = bn_geometry(out.meta.shape);
+  IPUML_CHECK(out.meta.dtype == DType::Float32 && bn_in[0].meta.shape == out.meta.shape,
+              "conv + batch_norm_inference: the output of shape ", shape_str(out.meta.shape),
+              " must be the float32 shape of the convolution's, ", shape_str(bn_in[0].meta.shape));
+  const float* mean = in_ptr<float>(bn_in[1]);
+  const float* var = in_ptr<float>(bn_in[2]);
+  const float* w = bn.flag2 ? in_ptr<float>(bn_in[3]) : nullptr;
+  const float* b = bn.flag2 ? in_ptr<float>(bn_in[4]) : nullptr;
+  std::vector<float> scale(static_cast<size_t>(g.c)), shift(static_cast<size_t>(g.c));
+  for (int64_t c = 0; c < g.c; ++c)
+    batch_norm_affine(mean[c], var[c], w, b, c, static_cast<float>(bn.scalar), scale[c], shift[c]);
+  const ChannelAffine epilogue{
+      scale.data(), shift.data(), bn.flag ? in_ptr<float>(bn_in.back()) : nullptr,
+      bn.mode == 1, g.c,          g.s};
+  k_conv(conv, conv_in, out, &epilogue);
+}
+
 }  // namespace ipuml::cpu

@@ -112,7 +112,9 @@ inline void expect_f32(const char* op, const ir::TensorMeta& t, const Shape& s, 
               shape_str(s));
 }
 
-inline void k_conv(const ir::Attrs& a, const std::vector<ConstBuffer>& in, const MutableBuffer& o) {
+// The forward convolution; `epilogue` (may be null) is a batch norm's output pass fused into it.
+inline void k_conv(const ir::Attrs& a, const std::vector<ConstBuffer>& in, const MutableBuffer& o,
+                   const ChannelAffine* epilogue = nullptr) {
   IPUML_CHECK(in.size() == 2 || in.size() == 3, "conv: expected 2 or 3 inputs, got ", in.size());
   const auto p = conv_params("conv", a, in[0].meta.shape, in[1].meta.shape);
   expect_f32("conv", in[0].meta, in[0].meta.shape, "input");
@@ -120,7 +122,7 @@ inline void k_conv(const ir::Attrs& a, const std::vector<ConstBuffer>& in, const
   if (in.size() == 3) expect_f32("conv", in[2].meta, Shape{p.c_out}, "bias");
   expect_f32("conv", o.meta, Shape{p.n, p.c_out, p.out_h(), p.out_w()}, "output");
   conv2d_forward(p, in_ptr<float>(in[0]), in_ptr<float>(in[1]),
-                 in.size() == 3 ? in_ptr<float>(in[2]) : nullptr, out_ptr<float>(o));
+                 in.size() == 3 ? in_ptr<float>(in[2]) : nullptr, out_ptr<float>(o), epilogue);
 }
 
 inline void k_conv_backward_input(const ir::Attrs& a, const ConstBuffer& dy, const ConstBuffer& w,
