@@ -264,10 +264,14 @@ inline void pixel_conv_image(int64_t m, int64_t k, int64_t oh, int64_t ow, int64
   const int64_t panels = ceil_div(m, kPixelWidth), plane = oh * ow;
   const int64_t band = pw.packed != nullptr ? std::max<int64_t>(1, ceil_div(oh, 4)) : oh;
   const int64_t bands = ceil_div(oh, band);
-  // Band-major: a thread's consecutive tasks read the same input rows, from its L2 (ResNet-50's
-  // 3x3/2 at 56x56, batch 1, 2 threads: its 1.7 MB of phase images do not fit; 1.16 -> 0.92 ms).
+  // Weights that fit a core's L2 go band-major: a thread's consecutive tasks then read the same
+  // input rows, from its L2 (ResNet-50's 3x3/2 at 56x56, batch 1, 2 threads: its 1.7 MB of phase
+  // images do not fit; 1.16 -> 0.92 ms). Larger weights go panel-major, each panel's weights read
+  // from memory once per image rather than once per band.
+  const bool band_major = m * k * int64_t(sizeof(float)) <= (int64_t(1) << 20);
   for_each_index(parallel, panels * bands, [&](int64_t task) {
-    const int64_t pn = task % panels, oy0 = (task / panels) * band;
+    const int64_t pn = band_major ? task % panels : task / bands;
+    const int64_t oy0 = (band_major ? task / panels : task % bands) * band;
     const int64_t o0 = pn * kPixelWidth;
     const int nr = int(std::min<int64_t>(kPixelWidth, m - o0));
     std::optional<ScratchLease> own;
