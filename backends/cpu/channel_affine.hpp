@@ -37,7 +37,7 @@ inline void affine_act_generic(const float* x, const float* r, float* y, int64_t
 // std::max(v, 0) does.
 template <bool Residual, bool Relu>
 __attribute__((target("avx512f"))) void affine_act_avx512(const float* x, const float* r, float* y,
-                                                        int64_t s, float scale, float shift) {
+                                                          int64_t s, float scale, float shift) {
   const __m512 vs = _mm512_set1_ps(scale), vb = _mm512_set1_ps(shift), zero = _mm512_setzero_ps();
   for (int64_t j = 0; j < s; j += 16) {
     const __mmask16 m = s - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (s - j)) - 1u);

@@ -171,8 +171,8 @@ TEST_CASE("conv + batch norm fuse only where nothing can see it", "[conv][batchn
       NoGradGuard no_grad;
       Tensor y = conv2d(xs, conv_weight);
       Tensor late = a(xs, Tensor());  // its own conv + batch norm fuse
-      return std::vector<Tensor>{batch_norm_act(y, b.mean, b.var, b.gamma, b.beta, false, 0.1,
-                                                1e-3, late, true)};
+      return std::vector<Tensor>{
+          batch_norm_act(y, b.mean, b.var, b.gamma, b.beta, false, 0.1, 1e-3, late, true)};
     });
     CHECK(fused_pairs(cpu::fuse_conv_batch_norm(trace.graph)) == 1);
     cpu::GraphExecutor exe(trace.graph);
@@ -211,7 +211,7 @@ TEST_CASE("conv + batch norm fuse only where nothing can see it", "[conv][batchn
   }
 }
 
-TEST_CASE("a ResNet block in eval mode runs fused, with eager's bits", "[conv][batchnorm][fusion]") {
+TEST_CASE("ResNet-18 in eval mode runs fused, with eager's bits", "[conv][batchnorm][fusion]") {
   FusionEnv on(nullptr);
   manual_seed(11);
   auto net = models::resnet18(models::ResNetOptions().num_classes(10));
@@ -284,9 +284,13 @@ TEST_CASE("conv + batch norm refuses what it cannot run", "[conv][batchnorm][fus
   bn_in[1].data = mean.data();
   cpu::run_conv_batch_norm(conv, conv_in, bn, bn_in, {y.data(), xm});
   for (float v : y) REQUIRE(v == Approx(-1.0 / std::sqrt(1.0 + 1e-5)).epsilon(1e-6));
-  CHECK_THAT(error_of([&] { cpu::run_conv_batch_norm(conv, conv_in, bn, bn_in, {x.data(), xm}); }),
+  CHECK_THAT(error_of([&] {
+               cpu::run_conv_batch_norm(conv, conv_in, bn, bn_in, {x.data(), xm});
+             }),
              Contains("apart from the output"));
   bn_in.pop_back();
-  CHECK_THAT(error_of([&] { cpu::run_conv_batch_norm(conv, conv_in, bn, bn_in, {y.data(), xm}); }),
+  CHECK_THAT(error_of([&] {
+               cpu::run_conv_batch_norm(conv, conv_in, bn, bn_in, {y.data(), xm});
+             }),
              Contains("expected 3 batch-norm inputs, got 2"));
 }
