@@ -1,6 +1,6 @@
 // y = act(x * scale[c] + shift[c] + residual) per channel c of an [N, C, ...] float32 tensor: the
 // output pass of a batch norm, shared by its kernels and by a forward convolution that applies it
-// to each piece of its output while the piece is still in cache (Conv2d -> BatchNormInference).
+// to each piece of its output while the piece is still in cache (Conv -> BatchNormInference).
 #pragma once
 
 #include <ipuml/backends/cpu/cpu_features.hpp>
