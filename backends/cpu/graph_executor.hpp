@@ -27,6 +27,12 @@ MemoryPlan plan_memory(const ir::Graph& g, size_t alignment = 64,
 // for a batch norm fused into its convolution (no fusions under IPUML_CPU_FUSION=0).
 std::vector<int64_t> fuse_conv_batch_norm(const ir::Graph& g);
 
+// g with each Conv whose batch norm waits for a residual computed after it (a downsampling
+// block's shortcut) moved to run right before that batch norm, where the pair can fuse. Only
+// the order of independent nodes changes, so the results do not; values keep their indices.
+// The graph as it was under IPUML_CPU_FUSION=0.
+ir::Graph sink_convs_to_batch_norms(ir::Graph g);
+
 // A Conv whose only reader is a BatchNormInference runs with it as one op when nothing in
 // between can see the difference (see fuse_conv_batch_norm): the same bits, one pass less over
 // the output. IPUML_CPU_FUSION=0 in the environment turns that off.
@@ -43,7 +49,7 @@ class GraphExecutor {
   const MemoryPlan& plan() const { return plan_; }
 
  private:
-  ir::Graph graph_;
+  ir::Graph graph_;             // as given, with sink_convs_to_batch_norms' order
   std::vector<int64_t> fused_;  // fuse_conv_batch_norm(graph_)
   MemoryPlan plan_;
   std::unique_ptr<Storage> arena_;

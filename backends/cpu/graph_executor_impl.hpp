@@ -1,6 +1,7 @@
 // Bodies of the CPU graph executor and its memory planner.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -12,40 +13,108 @@
 
 namespace ipuml::cpu {
 
+namespace detail {
+
+inline bool fusion_enabled() {
+  const char* env = std::getenv("IPUML_CPU_FUSION");
+  return env == nullptr || std::string(env) != "0";
+}
+
+// What decides whether a batch norm can run as its convolution's epilogue.
+struct FusionCandidates {
+  const ir::Graph& g;
+  std::vector<int> readers;
+  // Values read after the step: outputs and update sources (an update may be computed in its
+  // state's own buffer, which the fused op must not write early).
+  std::vector<bool> output, update;
+
+  explicit FusionCandidates(const ir::Graph& graph)
+      : g(graph),
+        readers(graph.values.size(), 0),
+        output(graph.values.size(), false),
+        update(graph.values.size(), false) {
+    for (const auto& node : g.nodes)
+      for (auto v : node.inputs) ++readers[v];
+    for (auto v : g.outputs) output[v] = true;
+    for (const auto& u : g.updates) update[u.value] = true;
+  }
+  int64_t def(int64_t v) const {
+    return g.values[v].kind == ir::ValueKind::Op ? g.values[v].node : int64_t(-1);
+  }
+  // The Conv node whose output x node m (a BatchNormInference) alone reads, as its input x, and
+  // whose bytes m's output can take over; -1 if there is none.
+  int64_t conv_of(size_t m) const {
+    using K = ir::OpKind;
+    const auto& bn = g.nodes[m];
+    if (bn.kind != K::BatchNormInference || bn.inputs.empty() || bn.outputs.size() != 1) return -1;
+    const int64_t x = bn.inputs[0], y = bn.outputs[0], n = def(x);
+    if (n < 0 || g.nodes[size_t(n)].kind != K::Conv || g.nodes[size_t(n)].outputs.size() != 1 ||
+        readers[x] != 1 || output[x] || update[x] || update[y] ||
+        g.values[x].meta.dtype != DType::Float32 ||
+        g.values[x].meta.nbytes() != g.values[y].meta.nbytes())
+      return -1;
+    return n;
+  }
+  // Whether m's other inputs (a residual) all exist before node n runs.
+  bool ready_at(size_t m, int64_t n) const {
+    const auto& bn = g.nodes[m];
+    for (size_t i = 1; i < bn.inputs.size(); ++i)
+      if (def(bn.inputs[i]) >= n) return false;
+    return true;
+  }
+};
+
+}  // namespace detail
+
 // The pair (conv n, batch norm m) fuses when the convolution's output x is read by m alone, as
 // its input x, and m's other inputs exist when n runs. m's output y then takes x's block: the
 // fused op computes y in place of x, whose bytes nothing else holds from n to m.
 IPUML_INLINE std::vector<int64_t> fuse_conv_batch_norm(const ir::Graph& g) {
-  using K = ir::OpKind;
   std::vector<int64_t> fused(g.nodes.size(), -1);
-  const char* env = std::getenv("IPUML_CPU_FUSION");
-  if (env != nullptr && std::string(env) == "0") return fused;
-  std::vector<int> readers(g.values.size(), 0);
-  for (const auto& node : g.nodes)
-    for (auto v : node.inputs) ++readers[v];
-  // Values read after the step: outputs and update sources (an update may be computed in its
-  // state's own buffer, which the fused op must not write early).
-  std::vector<bool> output(g.values.size(), false), update(g.values.size(), false);
-  for (auto v : g.outputs) output[v] = true;
-  for (const auto& u : g.updates) update[u.value] = true;
-  auto def = [&](int64_t v) {
-    return g.values[v].kind == ir::ValueKind::Op ? g.values[v].node : int64_t(-1);
-  };
+  if (!detail::fusion_enabled()) return fused;
+  const detail::FusionCandidates c(g);
   for (size_t m = 0; m < g.nodes.size(); ++m) {
-    const auto& bn = g.nodes[m];
-    if (bn.kind != K::BatchNormInference || bn.inputs.empty() || bn.outputs.size() != 1) continue;
-    const int64_t x = bn.inputs[0], y = bn.outputs[0], n = def(x);
-    if (n < 0 || g.nodes[n].kind != K::Conv || g.nodes[n].outputs.size() != 1 || readers[x] != 1 ||
-        output[x] || update[x] || update[y] || g.values[x].meta.dtype != DType::Float32 ||
-        g.values[x].meta.nbytes() != g.values[y].meta.nbytes())
-      continue;
-    bool ready = true;
-    for (size_t i = 1; i < bn.inputs.size(); ++i) ready = ready && def(bn.inputs[i]) < n;
-    if (!ready) continue;
-    fused[n] = int64_t(m);
+    const int64_t n = c.conv_of(m);
+    if (n < 0 || !c.ready_at(m, n)) continue;
+    fused[size_t(n)] = int64_t(m);
     fused[m] = -2;
   }
   return fused;
+}
+
+IPUML_INLINE ir::Graph sink_convs_to_batch_norms(ir::Graph g) {
+  if (!detail::fusion_enabled()) return g;
+  const size_t count = g.nodes.size();
+  std::vector<int64_t> before(count, -1);  // per batch norm: the conv moved right before it
+  std::vector<bool> moved(count, false);
+  {
+    const detail::FusionCandidates c(g);
+    for (size_t m = 0; m < count; ++m) {
+      const int64_t n = c.conv_of(m);
+      if (n < 0 || c.ready_at(m, n)) continue;
+      // Nothing between n and m reads n's output (m is its only reader) and n's inputs exist
+      // before n, so n can run anywhere in between; the residual exists before m.
+      before[m] = n;
+      moved[size_t(n)] = true;
+    }
+  }
+  if (std::none_of(moved.begin(), moved.end(), [](bool b) { return b; })) return g;
+  std::vector<ir::Node> nodes;
+  nodes.reserve(count);
+  std::vector<int64_t> at(count, -1);  // old index -> new
+  auto emit = [&](size_t i) {
+    at[i] = int64_t(nodes.size());
+    nodes.push_back(std::move(g.nodes[i]));
+  };
+  for (size_t i = 0; i < count; ++i) {
+    if (moved[i]) continue;
+    if (before[i] >= 0) emit(size_t(before[i]));
+    emit(i);
+  }
+  g.nodes = std::move(nodes);
+  for (auto& v : g.values)
+    if (v.kind == ir::ValueKind::Op && v.node >= 0) v.node = at[size_t(v.node)];
+  return g;
 }
 
 IPUML_INLINE MemoryPlan plan_memory(const ir::Graph& g, size_t alignment,
@@ -127,7 +196,7 @@ IPUML_INLINE MemoryPlan plan_memory(const ir::Graph& g, size_t alignment,
 }
 
 IPUML_INLINE GraphExecutor::GraphExecutor(ir::Graph graph)
-    : graph_(std::move(graph)),
+    : graph_(sink_convs_to_batch_norms(std::move(graph))),
       fused_(fuse_conv_batch_norm(graph_)),
       plan_(plan_memory(graph_, 64, fused_)) {
   arena_ = std::make_unique<Storage>(std::max<size_t>(plan_.arena_bytes, 64));

@@ -175,7 +175,24 @@ TEST_CASE("conv + batch norm fuse only where nothing can see it", "[conv][batchn
           batch_norm_act(y, b.mean, b.var, b.gamma, b.beta, false, 0.1, 1e-3, late, true)};
     });
     CHECK(fused_pairs(cpu::fuse_conv_batch_norm(trace.graph)) == 1);
+    // The executor runs the convolution after the residual instead, where both pairs fuse.
+    const ir::Graph sunk = cpu::sink_convs_to_batch_norms(trace.graph);
+    REQUIRE(sunk.nodes.size() == trace.graph.nodes.size());
+    CHECK(fused_pairs(cpu::fuse_conv_batch_norm(sunk)) == 2);
+    for (size_t v = 0; v < sunk.values.size(); ++v)
+      if (sunk.values[v].kind == ir::ValueKind::Op) {
+        const auto& node = sunk.nodes[size_t(sunk.values[v].node)];
+        CHECK(node.outputs[size_t(sunk.values[v].output)] == int64_t(v));
+        for (auto in : node.inputs)  // every input exists before its reader
+          CHECK((sunk.values[size_t(in)].kind != ir::ValueKind::Op ||
+                 sunk.values[size_t(in)].node < sunk.values[v].node));
+      }
     cpu::GraphExecutor exe(trace.graph);
+    CHECK(fused_pairs(cpu::fuse_conv_batch_norm(exe.graph())) == 2);
+    {
+      FusionEnv off("0");
+      CHECK(cpu::sink_convs_to_batch_norms(trace.graph).signature() == trace.graph.signature());
+    }
     Tensor want;
     {
       NoGradGuard no_grad;
@@ -230,10 +247,12 @@ TEST_CASE("ResNet-18 in eval mode runs fused, with eager's bits", "[conv][batchn
     ys = net(xs);
   }
   auto trace = tracer.finish({ys});
-  // 20 batch norms: the stem's and 16 in the blocks fuse; the three downsampling blocks' second
-  // norms wait for their shortcut, which runs after the convolution.
+  // 20 batch norms: the stem's and 16 in the blocks fuse as traced; the three downsampling
+  // blocks' second norms wait for their shortcut, which was traced after the convolution, and
+  // fuse once the executor runs the convolution after the shortcut.
   CHECK(fused_pairs(cpu::fuse_conv_batch_norm(trace.graph)) == 17);
   cpu::GraphExecutor exe(trace.graph);
+  CHECK(fused_pairs(cpu::fuse_conv_batch_norm(exe.graph())) == 20);
   require_same_bits(exe.run({x}, trace.states)[0], want, "resnet18 logits");
 }
 
