@@ -12,6 +12,7 @@
 
 #include <ipuml/backends/cpu/conv.hpp>
 #include <ipuml/backends/cpu/gemm_kernels.hpp>
+#include <ipuml/backends/cpu/vec16_avx2.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -119,6 +120,9 @@ void wino_prepack_weights(const GemmConfig& cfg, int64_t m, int64_t c, const Ker
 struct WinoTable {
   int64_t nt = 0, groups = 0;
   std::vector<int32_t> in, out;  // [group][position][lane]: 16 x 16 and 4 x 16 per group
+  // Per group: whether its 16 tiles lie side by side in one row of tiles, all inside the output,
+  // so that each of their two output rows is 32 consecutive floats (stores without scatter).
+  std::vector<uint8_t> row_run;
   const int32_t* in_at(int64_t g, int pos) const { return in.data() + (g * 16 + pos) * 16; }
   const int32_t* out_at(int64_t g, int pos) const { return out.data() + (g * 4 + pos) * 16; }
   int lanes(int64_t g) const { return int(std::min<int64_t>(16, nt - 16 * g)); }
@@ -147,6 +151,7 @@ inline void wino_table(const WinoShape& s, int64_t t0, int64_t t1, WinoTable& ta
   tab.groups = ceil_div(tab.nt, 16);
   tab.in.assign(size_t(tab.groups * 256), -1);
   tab.out.assign(size_t(tab.groups * 64), -1);
+  tab.row_run.assign(size_t(tab.groups), 0);
   for (int64_t j = 0; j < tab.nt; ++j) {
     const int64_t t = t0 + j, img = t / (th * tw), ty = t % (th * tw) / tw, tx = t % tw;
     const int64_t g = j / 16, lane = j % 16;
@@ -164,6 +169,15 @@ inline void wino_table(const WinoShape& s, int64_t t0, int64_t t1, WinoTable& ta
           tab.out[size_t((g * 4 + 2 * r + c) * 16 + lane)] =
               int32_t((img * s.m * oh + oy) * ow + ox);
       }
+  }
+  for (int64_t g = 0; g < tab.groups; ++g) {
+    const int32_t *p0 = tab.out_at(g, 0), *p1 = tab.out_at(g, 1), *p2 = tab.out_at(g, 2),
+                  *p3 = tab.out_at(g, 3);
+    bool run = tab.lanes(g) == 16 && p0[0] >= 0;
+    for (int l = 0; run && l < 16; ++l)
+      run =
+          p0[l] == p0[0] + 2 * l && p1[l] == p0[l] + 1 && p2[l] == p0[l] + ow && p3[l] == p2[l] + 1;
+    tab.row_run[size_t(g)] = run ? 1 : 0;
   }
 }
 
@@ -304,15 +318,86 @@ __attribute__((target("avx512f"))) inline void wino_output_avx512(const WinoShap
 }
 #endif
 
+#ifdef IPUML_CPU_X86
+// The same with AVX2: two 8-lane masked gathers per position; the output, which AVX2 cannot
+// scatter, as two runs of 32 floats when the group's tiles sit side by side in one row of tiles,
+// else as pairs of neighbouring outputs. The same arithmetic again, so the same bits.
+// Stores the first `fill` (16 or 8) lanes of r.
+__attribute__((target("avx2"))) inline void store_lanes_avx2(float* dst, const Vec16& r,
+                                                             int64_t fill) {
+  _mm256_storeu_ps(dst, vec16_lo(r));
+  if (fill > 8) _mm256_storeu_ps(dst + 8, vec16_hi(r));
+}
+__attribute__((target("avx2"))) inline void wino_input_avx2(const WinoShape& s,
+                                                            const WinoTable& tab, const float* x,
+                                                            int64_t c0, int64_t c1, float* v,
+                                                            const WinoPanels& lay) {
+  const int64_t qs = lay.size();
+  for (int64_t ch = c0; ch < c1; ++ch) {
+    const float* xc = x + ch * s.h * s.w;
+    for (int64_t g = 0; g < tab.groups; ++g) {
+      WinoVec d[16], r[16];
+      for (int pos = 0; pos < 16; ++pos) gather16_avx2(tab.in_at(g, pos), xc, d[pos]);
+      wino_in16(d, r);
+      // Panels are vw = 8 wide at the end: the last one may hold only 8 of the group's lanes.
+      const int64_t j0 = 16 * g, fill = lay.width(j0 / lay.nr) - j0 % lay.nr;
+      float* dst = v + lay.at(ch, j0);
+      for (int q = 0; q < kWinoPos; ++q) store_lanes_avx2(dst + q * qs, r[q], fill);
+    }
+  }
+}
+// [a0 b0 a1 b1 ... a7 b7] of two 8-lane halves, as two vectors.
+__attribute__((target("avx2"))) inline void interleave_avx2(__m256 a, __m256 b, float* dst) {
+  const __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
+  _mm256_storeu_ps(dst, _mm256_permute2f128_ps(lo, hi, 0x20));
+  _mm256_storeu_ps(dst + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+}
+__attribute__((target("avx2"))) inline void wino_output_avx2(const WinoShape& s,
+                                                             const WinoTable& tab, const float* mq,
+                                                             int64_t ld, int64_t o0, int64_t o1,
+                                                             const float* bias, float* y) {
+  const int64_t plane = s.oh() * s.ow(), qs = s.m * ld, ow = s.ow();
+  for (int64_t o = o0; o < o1; ++o) {
+    WinoVec b;
+    const float bo = bias != nullptr ? bias[o] : 0.0f;
+    for (int l = 0; l < 16; ++l) b[l] = bo;
+    float* yo = y + o * plane;
+    for (int64_t g = 0; g < tab.groups; ++g) {
+      WinoVec m[16], r[4];
+      const Lanes16 keep = lanes16_first(tab.lanes(g));
+      for (int q = 0; q < kWinoPos; ++q) load16_avx2(keep, mq + q * qs + o * ld + 16 * g, m[q]);
+      wino_out16(m, b, r);
+      if (tab.row_run[size_t(g)]) {
+        float* row = yo + tab.out_at(g, 0)[0];
+        for (int rr = 0; rr < 2; ++rr, row += ow) {
+          interleave_avx2(vec16_lo(r[2 * rr]), vec16_lo(r[2 * rr + 1]), row);
+          interleave_avx2(vec16_hi(r[2 * rr]), vec16_hi(r[2 * rr + 1]), row + 16);
+        }
+        continue;
+      }
+      for (int pos = 0; pos < 4; ++pos) {
+        const int32_t* idx = tab.out_at(g, pos);
+        for (int l = 0; l < 16; ++l)
+          if (idx[l] >= 0) yo[idx[l]] = r[pos][l];
+      }
+    }
+  }
+}
+#endif
+
 // The AVX-512 forms store whole runs of 16 (tiles here, channels in the weight gradient), so they
-// need panels in multiples of 16.
+// need panels in multiples of 16; the AVX2 forms store runs of 16 or, at a panel's end, 8.
 inline bool wino_groups_fit(const WinoPanels& lay) {
   return active_isa() == Isa::avx512 && lay.nr % 16 == 0 && lay.vw % 16 == 0;
+}
+inline bool wino_groups_fit_avx2(const WinoPanels& lay) {
+  return active_isa() == Isa::avx2 && lay.nr % 16 == 0 && lay.vw == 8;
 }
 inline void wino_input_transform(const WinoShape& s, const WinoTable& tab, const float* x,
                                  int64_t c0, int64_t c1, float* v, const WinoPanels& lay) {
 #ifdef IPUML_CPU_X86
   if (wino_groups_fit(lay)) return wino_input_avx512(s, tab, x, c0, c1, v, lay);
+  if (wino_groups_fit_avx2(lay)) return wino_input_avx2(s, tab, x, c0, c1, v, lay);
 #endif
   wino_input_generic(s, tab, x, c0, c1, v, lay);
 }
@@ -320,6 +405,7 @@ inline void wino_output_transform(const WinoShape& s, const WinoTable& tab, cons
                                   int64_t ld, int64_t o0, int64_t o1, const float* bias, float* y) {
 #ifdef IPUML_CPU_X86
   if (active_isa() == Isa::avx512) return wino_output_avx512(s, tab, mq, ld, o0, o1, bias, y);
+  if (active_isa() == Isa::avx2) return wino_output_avx2(s, tab, mq, ld, o0, o1, bias, y);
 #endif
   wino_output_generic(s, tab, mq, ld, o0, o1, bias, y);
 }

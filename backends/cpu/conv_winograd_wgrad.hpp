@@ -203,12 +203,76 @@ __attribute__((target("avx512f"))) inline void wgrad_dy_avx512(const WinoShape& 
     }
   }
 }
+// The same with AVX2: two 8-lane masked gathers per position, runs of 16 (or, at a panel's end,
+// 8) into the panels, masked stores into D_q's row tiles; the same arithmetic, so the same bits.
+__attribute__((target("avx2"))) inline void wgrad_input_avx2(const WinoShape& s, int64_t t0,
+                                                             const float* x, int64_t k0, int64_t k1,
+                                                             float* v, int64_t qs,
+                                                             const WinoPanels& lay) {
+  const int64_t hw = s.h * s.w;
+  for (int64_t kq = k0; kq < k1; ++kq) {
+    const int64_t ch0 = 16 * kq, fill = lay.width(ch0 / lay.nr) - ch0 % lay.nr;
+    const Lanes16 keep = lanes16_first(std::min<int64_t>(16, s.c - ch0));
+    for (int64_t j = 0; j < lay.rows; ++j) {
+      const WinoTileCorner at = wino_tile_corner(s, t0 + j);
+      const float* base = x + (at.img * s.c + ch0) * hw;
+      WinoVec d[16], r[16];
+      for (int pos = 0; pos < 16; ++pos) {
+        const int64_t iy = at.iy + pos / 4, ix = at.ix + pos % 4;
+        if (iy >= 0 && iy < s.h && ix >= 0 && ix < s.w)
+          gather16_strided_avx2(keep, base + iy * s.w + ix, hw, d[pos]);
+        else
+          d[pos] = WinoVec{};
+      }
+      wino_in16(d, r);
+      float* dst = v + lay.at(j, ch0);
+      for (int q = 0; q < kWinoPos; ++q) store_lanes_avx2(dst + q * qs, r[q], fill);
+    }
+  }
+}
+__attribute__((target("avx2"))) inline void wgrad_dy_avx2(const WinoShape& s, int64_t t0,
+                                                          const float* dy, int64_t k0, int64_t k1,
+                                                          float* d, int64_t qs,
+                                                          const WinoRowsA& rows) {
+  const int64_t plane = s.oh() * s.ow();
+  for (int64_t kq = k0; kq < k1; ++kq) {
+    const int64_t o0 = 16 * kq, o1 = std::min(s.m, o0 + 16);
+    const Lanes16 keep = lanes16_first(o1 - o0);
+    int64_t tile_row[16];
+    Lanes16 tile_lanes[16];
+    int tiles = 0;
+    for (int64_t o = o0; o < o1; ++tiles) {
+      const int64_t i0 = o / rows.mr * rows.mr, end = std::min(o1, i0 + rows.mr);
+      tile_row[tiles] = i0;
+      tile_lanes[tiles] = lanes16_from_bits(((1u << (end - o0)) - 1u) & ~((1u << (o - o0)) - 1u));
+      o = end;
+    }
+    for (int64_t j = 0; j < rows.k; ++j) {
+      const WinoTileCorner at = wino_tile_corner(s, t0 + j);
+      const float* base = dy + (at.img * s.m + o0) * plane;
+      WinoVec e[4], r[16];
+      for (int pos = 0; pos < 4; ++pos) {
+        const int64_t oy = at.oy + pos / 2, ox = at.ox + pos % 2;
+        if (oy < s.oh() && ox < s.ow())
+          gather16_strided_avx2(keep, base + oy * s.ow() + ox, plane, e[pos]);
+        else
+          e[pos] = WinoVec{};
+      }
+      wino_grad16(e, r);
+      for (int i = 0; i < tiles; ++i) {
+        float* dst = d + rows.at(tile_row[i], j) + (o0 - tile_row[i]);
+        for (int q = 0; q < kWinoPos; ++q) store16_avx2(tile_lanes[i], dst + q * qs, r[q]);
+      }
+    }
+  }
+}
 #endif
 
 inline void wgrad_input_transform(const WinoShape& s, int64_t t0, const float* x, int64_t k0,
                                   int64_t k1, float* v, int64_t qs, const WinoPanels& lay) {
 #ifdef IPUML_CPU_X86
   if (wino_groups_fit(lay)) return wgrad_input_avx512(s, t0, x, k0, k1, v, qs, lay);
+  if (wino_groups_fit_avx2(lay)) return wgrad_input_avx2(s, t0, x, k0, k1, v, qs, lay);
 #endif
   wgrad_input_generic(s, t0, x, k0, k1, v, qs, lay);
 }
@@ -216,6 +280,7 @@ inline void wgrad_dy_transform(const WinoShape& s, int64_t t0, const float* dy, 
                                int64_t k1, float* d, int64_t qs, const WinoRowsA& rows) {
 #ifdef IPUML_CPU_X86
   if (active_isa() == Isa::avx512) return wgrad_dy_avx512(s, t0, dy, k0, k1, d, qs, rows);
+  if (active_isa() == Isa::avx2) return wgrad_dy_avx2(s, t0, dy, k0, k1, d, qs, rows);
 #endif
   wgrad_dy_generic(s, t0, dy, k0, k1, d, qs, rows);
 }
@@ -309,11 +374,39 @@ __attribute__((target("avx512f"))) inline void wino_wgrad_adjoint_avx512(const W
       for (int k = 0; k < 9; ++k) _mm512_mask_i32scatter_ps(out + k, keep, nine, __m512(g[k]), 4);
     }
 }
+// With AVX2: 16 input channels at a time as two 8-lane halves; the nine results per kernel are
+// stored lane by lane (AVX2 has no scatter).
+__attribute__((target("avx2"))) inline void wino_wgrad_adjoint_avx2(const WinoShape& s,
+                                                                    const float* sums,
+                                                                    int64_t groups, int64_t o0,
+                                                                    int64_t o1, float* dw) {
+  const int64_t per = kWinoPos * s.m * s.c;
+  for (int64_t o = o0; o < o1; ++o)
+    for (int64_t ch0 = 0; ch0 < s.c; ch0 += 16) {
+      const int64_t lanes = std::min<int64_t>(16, s.c - ch0);
+      const Lanes16 keep = lanes16_first(lanes);
+      WinoVec t[kWinoPos], g[9];
+      for (int q = 0; q < kWinoPos; ++q) {
+        const float* at = sums + (q * s.m + o) * s.c + ch0;
+        load16_avx2(keep, at, t[q]);
+        for (int64_t grp = 1; grp < groups; ++grp) {
+          WinoVec more;
+          load16_avx2(keep, at + grp * per, more);
+          t[q] += more;
+        }
+      }
+      wino_kernel_adjoint(t, g);
+      float* out = dw + (o * s.c + ch0) * 9;
+      for (int64_t l = 0; l < lanes; ++l)
+        for (int k = 0; k < 9; ++k) out[l * 9 + k] = g[k][l];
+    }
+}
 #endif
 inline void wino_wgrad_adjoint(const WinoShape& s, const float* sums, int64_t groups, int64_t o0,
                                int64_t o1, float* dw) {
 #ifdef IPUML_CPU_X86
   if (active_isa() == Isa::avx512) return wino_wgrad_adjoint_avx512(s, sums, groups, o0, o1, dw);
+  if (active_isa() == Isa::avx2) return wino_wgrad_adjoint_avx2(s, sums, groups, o0, o1, dw);
 #endif
   wino_wgrad_adjoint_generic(s, sums, groups, o0, o1, dw);
 }

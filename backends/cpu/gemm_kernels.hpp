@@ -112,7 +112,7 @@ void kernel_generic_taps(int64_t kc, const float* pa, const float* base, const i
 // ---------------------------------------------------------------- AVX2 + FMA micro-kernel
 // 6 x 16 tile: 12 accumulators + 2 B vectors + 1 broadcast fit the 16 ymm registers.
 template <int MR, int NV, class Rows>
-__attribute__((target("avx2,fma"), always_inline)) inline void kernel_avx2_rows(
+__attribute__((target("avx2,fma,prfchw"), always_inline)) inline void kernel_avx2_rows(
     int64_t kc, const float* pa, const Rows& rows, float* c, int64_t ldc, int nr, float alpha,
     float beta) {
   constexpr int W = 8 * NV;
@@ -121,6 +121,15 @@ __attribute__((target("avx2,fma"), always_inline)) inline void kernel_avx2_rows(
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_setzero_ps();
+  // C is written at the end, and read too when beta != 0: fetch its lines for writing now, or
+  // each call stalls on a cache miss per row of its tile.
+  if (Rows::kPrefetchC) {
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      __builtin_prefetch(c + i * ldc, 1, 3);
+      __builtin_prefetch(c + i * ldc + W - 1, 1, 3);
+    }
+  }
   for (int64_t p = 0; p < kc; ++p) {
     __m256 b[NV];
 #pragma GCC unroll 2
@@ -132,6 +141,9 @@ __attribute__((target("avx2,fma"), always_inline)) inline void kernel_avx2_rows(
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_fmadd_ps(a, b[v], acc[i][v]);
     }
   }
+  // Opaque to the optimiser, as in the AVX-512 kernel: the C row pointers are not computed
+  // before the loop, where they would take registers that the accumulators need.
+  asm("" : "+r"(c), "+r"(ldc));
   const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
   const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   __m256i mask[NV];
@@ -156,16 +168,17 @@ __attribute__((target("avx2,fma"), always_inline)) inline void kernel_avx2_rows(
 }
 
 template <int MR, int NV>
-__attribute__((target("avx2,fma"))) void kernel_avx2(int64_t kc, const float* pa, const float* pb,
-                                                     float* c, int64_t ldc, int nr, float alpha,
-                                                     float beta) {
+__attribute__((target("avx2,fma,prfchw"))) void kernel_avx2(int64_t kc, const float* pa,
+                                                            const float* pb, float* c, int64_t ldc,
+                                                            int nr, float alpha, float beta) {
   kernel_avx2_rows<MR, NV>(kc, pa, PackedRows{pb, 8 * NV}, c, ldc, nr, alpha, beta);
 }
 template <int MR, int NV>
-__attribute__((target("avx2,fma"))) void kernel_avx2_taps(int64_t kc, const float* pa,
-                                                          const float* base, const int64_t* taps,
-                                                          float* c, int64_t ldc, int nr,
-                                                          float alpha, float beta) {
+__attribute__((target("avx2,fma,prfchw"))) void kernel_avx2_taps(int64_t kc, const float* pa,
+                                                                 const float* base,
+                                                                 const int64_t* taps, float* c,
+                                                                 int64_t ldc, int nr, float alpha,
+                                                                 float beta) {
   kernel_avx2_rows<MR, NV>(kc, pa, TapRows{base, taps}, c, ldc, nr, alpha, beta);
 }
 
