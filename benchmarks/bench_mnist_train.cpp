@@ -11,6 +11,7 @@
 #include <ipuml/ipuml.hpp>
 #include <ipuml/models/mnist_cnn.hpp>
 
+#include "peak.hpp"
 #include "timing.hpp"
 
 int main(int argc, char** argv) {
@@ -52,6 +53,10 @@ int main(int argc, char** argv) {
     std::printf("ipuml mnist_cnn train batch=%lld threads=%d mode=%s samples_per_s=%.1f\n",
                 static_cast<long long>(batch), threads, mode.c_str(),
                 static_cast<double>(reps * batch) / elapsed);
+    if (mode == "graph")
+      bench::print_peak_fraction(("mnist_cnn train batch=" + std::to_string(batch)).c_str(),
+                                 bench::graph_flops(tm->step_graph()),
+                                 static_cast<double>(reps) / elapsed, threads);
     std::fflush(stdout);
   }
   return 0;

@@ -17,6 +17,7 @@
 #include <ipuml/models/resnet.hpp>
 
 #include "print_op_profile.hpp"
+#include "peak.hpp"
 #include "timing.hpp"
 
 int main(int argc, char** argv) {
@@ -79,6 +80,10 @@ int main(int argc, char** argv) {
     std::printf("ipuml resnet50 %s batch=%lld threads=%d mode=%s samples_per_s=%.2f\n",
                 task.c_str(), static_cast<long long>(batch), threads, mode.c_str(),
                 static_cast<double>(reps * batch) / elapsed);
+    if (tm)
+      bench::print_peak_fraction(("resnet50 train batch=" + std::to_string(batch)).c_str(),
+                                 bench::graph_flops(tm->step_graph()),
+                                 static_cast<double>(reps) / elapsed, threads);
     if (prof) print_op_profile(static_cast<double>(reps + 1));  // + the warm-up call
     std::fflush(stdout);
   }

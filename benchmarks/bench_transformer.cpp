@@ -31,6 +31,7 @@
 #include <ipuml/models/bert.hpp>
 #include <ipuml/models/gpt2.hpp>
 
+#include "peak.hpp"
 #include "print_op_profile.hpp"
 
 namespace {
@@ -308,6 +309,11 @@ int main(int argc, char** argv) {
         mode.c_str(), optimizer_name.c_str(), static_cast<long long>(count_parameters(*net)),
         warm_s, 1e3 * med, static_cast<double>(batch) / med,
         static_cast<double>(batch * seq) / med);
+    if (tm)
+      bench::print_peak_fraction(
+          (model_name + " train batch=" + std::to_string(batch) + " seq=" + std::to_string(seq))
+              .c_str(),
+          bench::graph_flops(tm->step_graph()), 1.0 / med, threads);
     const double n = static_cast<double>(steps);
     if (profile && !tm)
       std::printf(

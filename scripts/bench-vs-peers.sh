@@ -5,22 +5,35 @@
 # on the same thread counts, and prints one line per comparison:
 #   name ipuml=X peer=Y ratio=Z  (ratio > 1: ipuml is faster), then the cost
 # of emulation per zoo model (bench_emulator_cost).
-# Usage: scripts/bench-vs-peers.sh [--quick] [--only SECTION]   Installs what it needs (Debian
-# packages). SECTION: sgemm, mnist, conv, neuron, resnet, transformer, emulator or allreduce.
+# Usage: scripts/bench-vs-peers.sh [--quick] [--only SECTION] [--isa avx2|avx512]   Installs what
+# it needs (Debian packages). SECTION: sgemm, mnist, conv, neuron, resnet, transformer, emulator
+# or allreduce. --isa forces one instruction set on every side at once (ipuml's IPUML_CPU_ISA,
+# OpenBLAS's core type, oneDNN's ONEDNN_MAX_CPU_ISA inside PyTorch; the header line shows the ISA
+# oneDNN reports it used), so that an AVX-512 machine measures the AVX2 ratios too. The first
+# lines give the machine itself as a peer: the fp32 peak of the cores (bench_peak), and each zoo
+# section prints its traced steps' GFLOP/s as a fraction of it ("vs machine" lines).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 peers=${IPUML_PEERS_DIR:-$root/../shared/peers}
 quick=0
 only=""  # --only SECTION: sgemm, mnist, conv, neuron, resnet, transformer, emulator or allreduce
+isa=""   # --isa avx2|avx512: the same instruction set on every side
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) quick=1 ;;
     --only) only=${2:?--only needs a section name}; shift ;;
-    *) echo "usage: $0 [--quick] [--only sgemm|mnist|conv|neuron|resnet|transformer|emulator|allreduce]" >&2; exit 2 ;;
+    --isa) isa=${2:?--isa needs avx2 or avx512}; shift ;;
+    *) echo "usage: $0 [--quick] [--only sgemm|mnist|conv|neuron|resnet|transformer|emulator|allreduce] [--isa avx2|avx512]" >&2; exit 2 ;;
   esac
   shift
 done
+case "$isa" in
+  "") ;;
+  avx2) [[ $(grep -cw avx2 /proc/cpuinfo) -gt 0 ]] || { echo "$0: this CPU has no AVX2" >&2; exit 2; } ;;
+  avx512) [[ $(grep -cw avx512f /proc/cpuinfo) -gt 0 ]] || { echo "$0: this CPU has no AVX-512" >&2; exit 2; } ;;
+  *) echo "$0: --isa takes avx2 or avx512, not '$isa'" >&2; exit 2 ;;
+esac
 want() { [[ -z $only || $only == "$1" ]]; }
 secs=$([[ $quick == 1 ]] && echo 1 || echo 3)
 
@@ -31,12 +44,24 @@ build=${IPUML_BENCH_BUILD_DIR:-build-bench}
 no_tests=()
 [[ -f "$build/CMakeCache.txt" ]] || no_tests=(-DIPUML_BUILD_TESTS=OFF)
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DIPUML_BUILD_BENCHMARKS=ON "${no_tests[@]}" >/dev/null
-cmake --build "$build" -j"$(nproc)" --target bench_sgemm bench_mnist_train bench_conv bench_neuron_train bench_resnet bench_transformer bench_emulator_cost bench_allreduce >/dev/null
+cmake --build "$build" -j"$(nproc)" --target bench_sgemm bench_mnist_train bench_conv bench_neuron_train bench_resnet bench_transformer bench_emulator_cost bench_allreduce bench_peak >/dev/null
 
-# OpenBLAS 0.3.21 misdetects recent Xeons; give it the core type this CPU really has.
-if grep -qw avx512f /proc/cpuinfo; then coretype=SkylakeX
-elif grep -qw avx2 /proc/cpuinfo; then coretype=Haswell
+# OpenBLAS 0.3.21 misdetects recent Xeons; give it the core type this CPU really has (or the one
+# --isa asks for). oneDNN (inside PyTorch) and ipuml are capped the same way.
+if [[ $isa == avx2 ]] || { [[ -z $isa ]] && ! grep -qw avx512f /proc/cpuinfo && grep -qw avx2 /proc/cpuinfo; }; then
+  coretype=Haswell
+elif [[ $isa == avx512 ]] || grep -qw avx512f /proc/cpuinfo; then coretype=SkylakeX
 else coretype=""; fi
+if [[ -n $isa ]]; then
+  export IPUML_CPU_ISA=$isa
+  export ONEDNN_MAX_CPU_ISA=$([[ $isa == avx2 ]] && echo AVX2 || echo AVX512_CORE)
+  export DNNL_MAX_CPU_ISA=$ONEDNN_MAX_CPU_ISA
+fi
+# The ISA oneDNN says it runs (its verbose header), from one small convolution.
+onednn_isa=$(ONEDNN_VERBOSE=1 /usr/bin/python3 -c '
+import torch, torch.nn.functional as F
+F.conv2d(torch.randn(1, 8, 8, 8), torch.randn(8, 8, 3, 3))' 2>/dev/null |
+  sed -n 's/.*,isa:\(.*\)/\1/p' | head -1)
 mkdir -p "$build/peers"
 cc -O2 "$peers/openblas_sgemm.c" -o "$build/peers/openblas_sgemm" \
    -I/usr/include/x86_64-linux-gnu/openblas-pthread -lopenblas
@@ -63,7 +88,17 @@ field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p" | head -1; }
 sgemm_rounds=$([[ $quick == 1 ]] && echo 3 || echo 5)  # sgemm runs are short: more rounds
 rounds=$([[ $quick == 1 ]] && echo 2 || echo 3)
 
-echo "# $(lscpu | sed -n 's/Model name:[ ]*//p'), $(nproc) cores; OpenBLAS core type ${coretype:-default}; median of $sgemm_rounds (sgemm) or $rounds alternating rounds"
+echo "# $(lscpu | sed -n 's/Model name:[ ]*//p'), $(nproc) cores; ipuml ISA $("$build/benchmarks/bench_peak" --threads 1 --seconds 0.01 | sed -n 's/.*isa=\([a-z0-9]*\).*/\1/p'); OpenBLAS core type ${coretype:-default}; oneDNN ISA ${onednn_isa:-unknown}; median of $sgemm_rounds (sgemm) or $rounds alternating rounds"
+# The machine as a peer: the fp32 peak of 1 and 2 cores for that ISA (register-only FMAs).
+"$build/benchmarks/bench_peak" --threads 1 2
+# "vs machine" lines of the zoo benchmarks, printed at the end of each section.
+machine=$tmp/machine.txt
+: >"$machine"
+print_machine() {
+  [[ -s $machine ]] || return 0
+  sort "$machine" | awk '{print "  " $0}'
+  : >"$machine"
+}
 # sgemm: the peers time themselves for 1 s, so ours runs for 1 s too.
 sizes=$([[ $quick == 1 ]] && echo "64 256 1024" || echo "64 256 1024 2048")
 # Square sizes (the peer from ../shared/peers) and the zoo's shapes [B*]MxNxK[:ab] (op(A) m x k
@@ -121,6 +156,7 @@ ipuml_mnist() {
   for b in 8 64; do
     for t in 1 2; do
       out=$("$build/benchmarks/bench_mnist_train" --batch "$b" --threads "$t" --seconds "$secs")
+      echo "$out" | grep "vs machine" >>"$machine" || true
       for mode in eager graph; do
         record "$1" ipuml "$(mnist_name "$b" "$t" "$mode")" rate "$(echo "$out" | grep "mode=$mode" | field samples_per_s)"
       done
@@ -133,6 +169,7 @@ for r in $(seq "$rounds"); do
   if ((r % 2)); then torch_mnist "$r"; ipuml_mnist "$r"; else ipuml_mnist "$r"; torch_mnist "$r"; fi
 done
 summarize
+print_machine
 fi
 
 # Convolution forward+backward at the zoo's layer shapes, against PyTorch (oneDNN). Times: the
@@ -201,8 +238,11 @@ torch_resnet() {  # round task batch
   for t in 1 2; do record "$1" peer "$(resnet_name "$2" "$3" "$t")" rate "$best"; done
 }
 ipuml_resnet() {  # round task batch
+  local out
   for t in 1 2; do
-    record "$1" ipuml "$(resnet_name "$2" "$3" "$t")" rate "$("$build/benchmarks/bench_resnet" --task "$2" --batch "$3" --threads "$t" --seconds "$secs" | field samples_per_s)"
+    out=$("$build/benchmarks/bench_resnet" --task "$2" --batch "$3" --threads "$t" --seconds "$secs")
+    echo "$out" | grep "vs machine" >>"$machine" || true
+    record "$1" ipuml "$(resnet_name "$2" "$3" "$t")" rate "$(echo "$out" | grep samples_per_s | field samples_per_s)"
   done
 }
 if want resnet; then
@@ -216,6 +256,7 @@ for r in $(seq "$rounds"); do
   done
 done
 summarize
+print_machine
 fi
 
 # Transformer training steps, seq 128 (bench_transformer, benchmarks/peers/torch_transformer.py):
@@ -246,6 +287,7 @@ ipuml_tf() {  # round model batch
   for t in 1 2; do
     out=$("$build/benchmarks/bench_transformer" --model "$2" --batch "$3" --threads "$t" --steps "$tf_steps" --warmup "$tf_warmup")
     echo "$out" | field params >"$tmp/params_ipuml_$2"
+    echo "$out" | grep "vs machine" >>"$machine" || true
     for mode in eager graph; do
       record "$1" ipuml "$(tf_name "$2" "$3" "$t" "$mode")" rate "$(echo "$out" | grep "mode=$mode" | field tokens_per_s)"
     done
@@ -265,6 +307,7 @@ for r in $(seq "$rounds"); do
   done
 done
 summarize
+print_machine
 # "ipuml" is the traced step, "peer" the eager one here: ratio > 1 means graph is faster.
 /usr/bin/python3 scripts/summarize-bench.py <"$tmp/graph_vs_eager.tsv" | sed 's/ ipuml=/ graph=/; s/ peer=/ eager=/'
 for model in $(for c in $tf_configs; do echo "${c%%:*}"; done | sort -u); do
