@@ -3,6 +3,7 @@
 #include <ipuml/backends/cpu/conv.hpp>
 #include <ipuml/backends/cpu/conv_space_to_depth.hpp>
 #include <ipuml/backends/cpu/conv_winograd.hpp>
+#include <ipuml/backends/cpu/conv_winograd_wgrad.hpp>
 #include <ipuml/core/error.hpp>
 
 #include <catch2/catch.hpp>
@@ -362,4 +363,71 @@ TEST_CASE("conv2d rejects invalid parameters with ipuml::Error", "[conv]") {
   CHECK_THROWS_AS(
       ipuml::cpu::conv2d_backward_weight(zero_stride, buf.data(), buf.data(), buf.data()),
       ipuml::Error);
+}
+
+// The AVX2 forms of the Winograd transforms (gathers in two halves, no scatter) against the
+// portable ones, on the same layouts: the same bits everywhere they write, and nothing written
+// where the portable ones write nothing. Tiles in odd maps and a block starting mid-row, so that
+// groups cross rows and images and the last panel is half a group wide.
+TEST_CASE("the AVX2 Winograd transforms give the portable transforms' bits", "[conv][winograd]") {
+  namespace d = ipuml::cpu::detail;
+  if (ipuml::cpu::detected_isa() < Isa::avx2) {
+    WARN("no AVX2 on this CPU: only the portable transforms exist");
+    return;
+  }
+  IsaGuard guard;
+  const d::GemmConfig& cfg = d::config_for(Isa::avx2);
+  std::mt19937 rng(31);
+  // Maps 11 wide (groups of 16 tiles span rows) and 37 wide (a group can fill a row of tiles,
+  // which the AVX2 output stores as two runs).
+  for (int64_t pad : {0, 1, 2})
+    for (int64_t w : {11, 37}) {
+      const d::WinoShape s{2, 21, 9, w, 19, pad, pad};
+      const int64_t T = s.tiles();
+      for (int64_t t0 : {int64_t(0), int64_t(5)}) {
+        INFO("width " << w << " pad " << pad << " tiles " << t0 << ".." << T);
+        const int64_t nt = T - t0;
+        auto x = random_floats(size_t(s.n * s.c * s.h * s.w), rng);
+        const int64_t ys = s.n * s.m * s.oh() * s.ow();
+        auto dy = random_floats(size_t(ys), rng);
+        d::WinoTable tab;
+        d::wino_table(s, t0, T, tab);
+        // Input transform into the GEMM's panels (16 wide, 8 at the end).
+        const d::WinoPanels lay{s.c, nt, cfg.nr(), cfg.vw};
+        std::vector<float> v[2];
+        // Output transform from the 16 products (m x ld each) into y.
+        const int64_t ld = d::round_up(nt, 16);
+        auto mq = random_floats(size_t(d::kWinoPos * s.m * ld), rng);
+        std::vector<float> y[2];
+        // Weight gradient: x's transform into V_q^T's panels, dy's into D_q's row tiles.
+        const d::WinoPanels wlay{nt, s.c, cfg.nr(), cfg.vw};
+        const d::WinoRowsA rows(cfg, s.m, nt);
+        const int64_t vqs = wlay.size() + 16, dqs = rows.size() + 16;
+        std::vector<float> wv[2], wd[2], dw[2];
+        const int64_t groups = 2, per = d::kWinoPos * s.m * s.c;
+        auto sums = random_floats(size_t(groups * per), rng);
+        for (int i = 0; i < 2; ++i) {
+          ipuml::cpu::set_gemm_isa(i == 0 ? Isa::avx2 : Isa::generic);
+          v[i].assign(size_t(d::kWinoPos * lay.size()), -7.0f);
+          d::wino_input_transform(s, tab, x.data(), 0, s.c, v[i].data(), lay);
+          y[i].assign(size_t(ys), -7.0f);
+          d::wino_output_transform(s, tab, mq.data(), ld, 0, s.m, nullptr, y[i].data());
+          wv[i].assign(size_t(d::kWinoPos * vqs), -7.0f);
+          d::wgrad_input_transform(s, t0, x.data(), 0, d::ceil_div(s.c, 16), wv[i].data(), vqs,
+                                   wlay);
+          wd[i].assign(size_t(d::kWinoPos * dqs), -7.0f);
+          d::wgrad_dy_transform(s, t0, dy.data(), 0, d::ceil_div(s.m, 16), wd[i].data(), dqs, rows);
+          dw[i].assign(size_t(s.m * s.c * 9), -7.0f);
+          d::wino_wgrad_adjoint(s, sums.data(), groups, 0, s.m, dw[i].data());
+        }
+        CHECK(v[0] == v[1]);
+        CHECK(y[0] == y[1]);
+        CHECK(wv[0] == wv[1]);
+        CHECK(wd[0] == wd[1]);
+        CHECK(dw[0] == dw[1]);
+        // A block of every tile writes every output.
+        if (t0 == 0) CHECK(std::count(y[0].begin(), y[0].end(), -7.0f) == 0);
+        if (w == 37 && t0 == 0) CHECK(tab.row_run[0] == 1);
+      }
+    }
 }
