@@ -38,7 +38,9 @@ __attribute__((target("avx512f"))) inline float fma_loop_avx512(int64_t iters) {
   }
   __m512 s = acc[0];
   for (int i = 1; i < kPeakChains; ++i) s = _mm512_add_ps(s, acc[i]);
-  return _mm512_reduce_add_ps(s);
+  float out[16];
+  _mm512_storeu_ps(out, s);
+  return out[0] + out[15];
 }
 __attribute__((target("avx2,fma"))) inline float fma_loop_avx2(int64_t iters) {
   __m256 acc[kPeakChains];

@@ -60,7 +60,7 @@ fi
 # The ISA oneDNN says it runs (its verbose header), from one small convolution.
 onednn_isa=$(ONEDNN_VERBOSE=1 /usr/bin/python3 -c '
 import torch, torch.nn.functional as F
-F.conv2d(torch.randn(1, 8, 8, 8), torch.randn(8, 8, 3, 3))' 2>/dev/null |
+F.conv2d(torch.randn(4, 16, 28, 28), torch.randn(16, 16, 3, 3))' 2>/dev/null |
   sed -n 's/.*,isa:\(.*\)/\1/p' | head -1)
 mkdir -p "$build/peers"
 cc -O2 "$peers/openblas_sgemm.c" -o "$build/peers/openblas_sgemm" \
