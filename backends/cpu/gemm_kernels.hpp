@@ -295,7 +295,7 @@ void fill_avx512(GemmConfig& g) {
 }
 inline const GemmConfig& avx2_config() {
   static const GemmConfig cfg = [] {
-    GemmConfig g{6, 8, 2, 256, 120, 4096, {}, {}};
+    GemmConfig g{6, 8, 2, 384, 144, 4096, {}, {}};
     fill_avx2<6>(g);
     return g;
   }();
@@ -444,6 +444,48 @@ inline int64_t block_depth(const GemmConfig& cfg, int64_t k) {
 // Below this many flops a call runs on the calling thread: spawning would cost more than it saves.
 constexpr double kParallelFlops = 2.0e6;
 
+// A B packer seen from column `shift` on (run_gemm's column blocks of nc).
+template <class PackB>
+struct PackShiftedB {
+  const PackB& inner;
+  int64_t shift;
+  void operator()(float* dst, int64_t j0, int nr, int w, int64_t p0, int64_t kc) const {
+    inner(dst, shift + j0, nr, w, p0, kc);
+  }
+  void pack_full_panels(float* dst, int64_t j0, int64_t count, int nr_full, int64_t p0,
+                        int64_t kc) const requires requires(const PackB& b, float* d, int64_t i) {
+    b.pack_full_panels(d, i, i, 16, i, i);
+  }
+  { inner.pack_full_panels(dst, shift + j0, count, nr_full, p0, kc); }
+};
+
+// Panels [jp0, jp1) of B (each nr_full columns, the last one ending at column n), one after
+// another nr_full * kc floats apart at dst. A packer that can copy a run of whole panels row by
+// row (pack_full_panels: plain row-major B) does so: each of the kc rows is then one run of
+// memory, read once, rather than one cache line per row per panel, rows a whole B row apart
+// whose lines and pages the hardware prefetchers do not follow (7-8 % of a 512 x 3072 x 768
+// product on AVX2, whose panels are 16 wide). Either way each panel holds the same values.
+template <class PackB>
+void pack_b_panels(const PackB& pack_b, float* dst, int64_t jp0, int64_t jp1, int64_t n,
+                   int nr_full, int vw, int64_t p0, int64_t kc) {
+  int64_t jp = jp0;
+  if constexpr (requires { pack_b.pack_full_panels(dst, 0, 0, 16, 0, 0); }) {
+    const int64_t full = std::min(jp1, n / nr_full) - jp0;
+    if (full > 1) {
+      pack_b.pack_full_panels(dst, jp0 * nr_full, full, nr_full, p0, kc);
+      jp += full;
+    }
+  }
+  for (; jp < jp1; ++jp) {
+    const int64_t j0 = jp * nr_full;
+    const int nr = int(std::min<int64_t>(nr_full, n - j0));
+    pack_b(dst + (jp - jp0) * nr_full * kc, j0, nr, int(round_up(nr, vw)), p0, kc);
+  }
+}
+// Panels packed at once by pack_b_panels where a task packs as it goes: 8 x 16 columns (a
+// 512-byte run per row) on AVX2, 4 x 32 on AVX-512.
+inline int64_t panels_per_pack(int nr_full) { return std::max<int64_t>(1, 128 / nr_full); }
+
 // The blocked GEMM. C (m x n, row stride ldc) = alpha * A B + beta * C where A and B are only
 // seen through their packers:
 //   pack_a(dst, i0, mr, p0, kc):     dst[p * mr + i] = A(i0 + i, p0 + p)
@@ -494,12 +536,12 @@ void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alph
         const float beta_eff = pc == 0 ? beta : 1.0f;
         for (int64_t ir = 0; ir < mcur; ir += mr)
           pack_a(pa + ir * kc, i0 + ir, int(std::min<int64_t>(mr, mcur - ir)), pc, kc);
+        pack_b_panels(pack_b, pb_all, jp0, jp1, n, nr_full, cfg.vw, pc, kc);
         for (int64_t jp = jp0; jp < jp1; ++jp) {
           const int64_t j0 = jp * nr_full;
           const int nr = int(std::min<int64_t>(nr_full, n - j0));
           const int nv = int(ceil_div(nr, cfg.vw));
-          float* pb = pb_all + (jp - jp0) * nr_full * kc;
-          pack_b(pb, j0, nr, int(round_up(nr, cfg.vw)), pc, kc);
+          const float* pb = pb_all + (jp - jp0) * nr_full * kc;
           for (int64_t ir = 0; ir < mcur; ir += mr) {
             const int rows = int(std::min<int64_t>(mr, mcur - ir));
             cfg.kern[rows][nv](kc, pa + ir * kc, pb, c + (i0 + ir) * ldc + j0, ldc, nr, alpha,
@@ -536,9 +578,10 @@ void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alph
           parallel ? std::clamp<int64_t>(int64_t(4 * flops / kParallelFlops), 1, 4 * threads) : 1;
       // Even runs of panels (50 panels as 7 x 6 + 8, not 7 x 7 + 1).
       const int64_t chunks = std::min(panels, want);
+      const int64_t batch = panels_per_pack(nr_full);
       for_each_index(parallel, chunks, [&](int64_t chunk) {
-        ScratchLease b_lease(kScratchB, size_t(nr_full * std::min(kc_blk, k)));
-        float* pb = b_lease.get();
+        ScratchLease b_lease(kScratchB, size_t(batch * nr_full * std::min(kc_blk, k)));
+        float* pb_batch = b_lease.get();
         const int64_t jp_begin = chunk * panels / chunks, jp_end = (chunk + 1) * panels / chunks;
         // Groups of panels whose C fits in L2 (256 KiB) run k block by k block: one k block of
         // the packed A serves the whole group before the next, so A stays in L2 too (all of it,
@@ -547,11 +590,17 @@ void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alph
         for (int64_t g0 = jp_begin; g0 < jp_end; g0 += group)
           for (int64_t pc = 0; pc < k; pc += kc_blk) {
             const int64_t kc = std::min(kc_blk, k - pc);
-            for (int64_t jp = g0; jp < std::min(jp_end, g0 + group); ++jp) {
+            const int64_t g1 = std::min(jp_end, g0 + group);
+            for (int64_t jp = g0; jp < g1; ++jp) {
               const int64_t j0 = jp * nr_full;
               const int nr = int(std::min<int64_t>(nr_full, nc - j0));
               const int nv = int(ceil_div(nr, cfg.vw));
-              pack_b(pb, jc + j0, nr, int(round_up(nr, cfg.vw)), pc, kc);
+              // Packed `batch` panels at a time, just before their turn.
+              const int64_t b0 = g0 + (jp - g0) / batch * batch;
+              if (jp == b0)
+                pack_b_panels(PackShiftedB<PackB>{pack_b, jc}, pb_batch, jp,
+                              std::min(g1, b0 + batch), nc, nr_full, cfg.vw, pc, kc);
+              const float* pb = pb_batch + (jp - b0) * nr_full * kc;
               for (int64_t t = 0; t < tiles; ++t) {
                 const int rows = int(std::min<int64_t>(mr, m - t * mr));
                 cfg.kern[rows][nv](kc, pa + pc * m_pad + t * mr * kc, pb,
@@ -591,11 +640,11 @@ void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alph
     for (int64_t pc = 0; pc < k; pc += kc_blk) {
       const int64_t kc = std::min(kc_blk, k - pc);
       const float beta_eff = pc == 0 ? beta : 1.0f;
-      for_each_index(parallel && panels >= 8, panels, [&](int64_t jp) {
-        const int64_t j0 = jp * nr_full;
-        const int nr = int(std::min<int64_t>(nr_full, nc - j0));
-        const int w = int(round_up(nr, cfg.vw));
-        pack_b(pb_all + jp * nr_full * kc, jc + j0, nr, w, pc, kc);
+      const int64_t batch = panels_per_pack(nr_full);
+      for_each_index(parallel && panels >= 8, ceil_div(panels, batch), [&](int64_t i) {
+        const int64_t jp0 = i * batch;
+        pack_b_panels(PackShiftedB<PackB>{pack_b, jc}, pb_all + jp0 * nr_full * kc, jp0,
+                      std::min(panels, jp0 + batch), nc, nr_full, cfg.vw, pc, kc);
       });
       for_each_index(parallel, m_blocks * n_chunks, [&](int64_t task) {
         const int64_t ib = task / n_chunks, jb = task % n_chunks;
@@ -664,6 +713,24 @@ struct PackRowMajorB {  // B(p, j) = b[p * ldb + j]
     for (int64_t p = 0; p < kc; ++p) {
       std::memcpy(dst + p * w, src + p * ldb, sizeof(float) * size_t(nr));
       for (int j = nr; j < w; ++j) dst[p * w + j] = 0.0f;
+    }
+  }
+  // `count` whole panels of nr_full columns from column j0, row by row (see pack_b_panels).
+  void pack_full_panels(float* dst, int64_t j0, int64_t count, int nr_full, int64_t p0,
+                        int64_t kc) const {
+    if (nr_full == 16) return panels_by_rows<16>(dst, j0, count, p0, kc);
+    if (nr_full == 32) return panels_by_rows<32>(dst, j0, count, p0, kc);
+    for (int64_t f = 0; f < count; ++f)
+      (*this)(dst + f * nr_full * kc, j0 + f * nr_full, nr_full, nr_full, p0, kc);
+  }
+  template <int W>
+  void panels_by_rows(float* dst, int64_t j0, int64_t count, int64_t p0, int64_t kc) const {
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* src = b + (p0 + p) * ldb + j0;
+      if (p + 4 < kc)
+        for (int64_t f = 0; f < count * W; f += 16) __builtin_prefetch(src + 4 * ldb + f);
+      for (int64_t f = 0; f < count; ++f)
+        std::memcpy(dst + (f * kc + p) * W, src + f * W, sizeof(float) * W);
     }
   }
   template <int W>
