@@ -123,6 +123,10 @@ struct WinoTable {
   // Per group: whether its 16 tiles lie side by side in one row of tiles, all inside the output,
   // so that each of their two output rows is 32 consecutive floats (stores without scatter).
   std::vector<uint8_t> row_run;
+  // Per half group (8 tiles): whether those tiles lie side by side in one row of tiles with all
+  // their inputs inside the image, so that each of their 4 input rows is 18 consecutive floats
+  // (loads and shuffles instead of a gather).
+  std::vector<uint8_t> in_run;
   const int32_t* in_at(int64_t g, int pos) const { return in.data() + (g * 16 + pos) * 16; }
   const int32_t* out_at(int64_t g, int pos) const { return out.data() + (g * 4 + pos) * 16; }
   int lanes(int64_t g) const { return int(std::min<int64_t>(16, nt - 16 * g)); }
@@ -152,6 +156,7 @@ inline void wino_table(const WinoShape& s, int64_t t0, int64_t t1, WinoTable& ta
   tab.in.assign(size_t(tab.groups * 256), -1);
   tab.out.assign(size_t(tab.groups * 64), -1);
   tab.row_run.assign(size_t(tab.groups), 0);
+  tab.in_run.assign(size_t(2 * tab.groups), 0);
   for (int64_t j = 0; j < tab.nt; ++j) {
     const int64_t t = t0 + j, img = t / (th * tw), ty = t % (th * tw) / tw, tx = t % tw;
     const int64_t g = j / 16, lane = j % 16;
@@ -178,6 +183,14 @@ inline void wino_table(const WinoShape& s, int64_t t0, int64_t t1, WinoTable& ta
       run =
           p0[l] == p0[0] + 2 * l && p1[l] == p0[l] + 1 && p2[l] == p0[l] + ow && p3[l] == p2[l] + 1;
     tab.row_run[size_t(g)] = run ? 1 : 0;
+    for (int h = 0; h < 2; ++h) {
+      const int32_t first = tab.in_at(g, 0)[8 * h];
+      bool in = 16 * g + 8 * h + 8 <= tab.nt && first >= 0;
+      for (int pos = 0; in && pos < 16; ++pos)
+        for (int l = 0; in && l < 8; ++l)
+          in = tab.in_at(g, pos)[8 * h + l] == first + (pos / 4) * s.w + 2 * l + pos % 4;
+      tab.in_run[size_t(2 * g + h)] = in ? 1 : 0;
+    }
   }
 }
 
@@ -328,6 +341,19 @@ __attribute__((target("avx2"))) inline void store_lanes_avx2(float* dst, const V
   _mm256_storeu_ps(dst, vec16_lo(r));
   if (fill > 8) _mm256_storeu_ps(dst + 8, vec16_hi(r));
 }
+// out[c][l] = row[2 l + c] for 8 lanes l and the 4 columns c of a tile row: 18 floats read.
+__attribute__((target("avx2"))) inline void deinterleave_row_avx2(const float* row, __m256* out) {
+  const __m256 a0 = _mm256_loadu_ps(row), a1 = _mm256_loadu_ps(row + 8);
+  const __m256 b0 = _mm256_loadu_ps(row + 2), b1 = _mm256_loadu_ps(row + 10);
+  out[0] = _mm256_castpd_ps(
+      _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a0, a1, 0x88)), 0xD8));
+  out[1] = _mm256_castpd_ps(
+      _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a0, a1, 0xDD)), 0xD8));
+  out[2] = _mm256_castpd_ps(
+      _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(b0, b1, 0x88)), 0xD8));
+  out[3] = _mm256_castpd_ps(
+      _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(b0, b1, 0xDD)), 0xD8));
+}
 __attribute__((target("avx2"))) inline void wino_input_avx2(const WinoShape& s,
                                                             const WinoTable& tab, const float* x,
                                                             int64_t c0, int64_t c1, float* v,
@@ -337,7 +363,17 @@ __attribute__((target("avx2"))) inline void wino_input_avx2(const WinoShape& s,
     const float* xc = x + ch * s.h * s.w;
     for (int64_t g = 0; g < tab.groups; ++g) {
       WinoVec d[16], r[16];
-      for (int pos = 0; pos < 16; ++pos) gather16_avx2(tab.in_at(g, pos), xc, d[pos]);
+      __m256 half[2][16];
+      for (int h = 0; h < 2; ++h) {
+        if (tab.in_run[size_t(2 * g + h)]) {
+          for (int rr = 0; rr < 4; ++rr)
+            deinterleave_row_avx2(xc + tab.in_at(g, 0)[8 * h] + rr * s.w, half[h] + 4 * rr);
+        } else {
+          for (int pos = 0; pos < 16; ++pos)
+            half[h][pos] = gather8_avx2(tab.in_at(g, pos) + 8 * h, xc);
+        }
+      }
+      for (int pos = 0; pos < 16; ++pos) vec16_join(half[0][pos], half[1][pos], d[pos]);
       wino_in16(d, r);
       // Panels are vw = 8 wide at the end: the last one may hold only 8 of the group's lanes.
       const int64_t j0 = 16 * g, fill = lay.width(j0 / lay.nr) - j0 % lay.nr;

@@ -62,7 +62,13 @@ __attribute__((target("avx2"))) inline void store16_avx2(const Lanes16& keep, fl
   _mm256_maskstore_ps(p, keep.lo, vec16_lo(v));
   _mm256_maskstore_ps(p + 8, keep.hi, vec16_hi(v));
 }
-// base[idx[l]] for lanes with idx[l] >= 0, zero for the others (their addresses are not read).
+// base[idx[l]] for 8 lanes with idx[l] >= 0, zero for the others (their addresses are not read).
+__attribute__((target("avx2"))) inline __m256 gather8_avx2(const int32_t* idx, const float* base) {
+  const __m256i i = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(idx));
+  const __m256 in = _mm256_castsi256_ps(_mm256_cmpgt_epi32(i, _mm256_set1_epi32(-1)));
+  return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), base, i, in, 4);
+}
+// The same for 16 lanes.
 __attribute__((target("avx2"))) inline void gather16_avx2(const int32_t* idx, const float* base,
                                                           Vec16& v) {
   const __m256i i0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(idx));
