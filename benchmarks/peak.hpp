@@ -133,6 +133,9 @@ inline double graph_flops(const ipuml::ir::Graph& g) {
 inline void print_peak_fraction(const char* name, double flops_per_step, double steps_per_second,
                                 int threads) {
   const double gflops = flops_per_step * steps_per_second / 1e9;
+  // oneTBB's workers spin for a while after the step's last parallel loop, holding a core that
+  // the peak loop would then share: let them go to sleep first.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const double peak = fp32_peak_gflops(threads);
   std::printf(
       "ipuml %s vs machine isa=%s threads=%d step_gflop=%.3f gflops=%.1f peak_gflops=%.1f "
