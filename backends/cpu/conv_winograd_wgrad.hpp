@@ -128,6 +128,20 @@ inline void wgrad_dy_generic(const WinoShape& s, int64_t t0, const float* dy, in
   }
 }
 
+// The row tiles of D_q that output channels [o0, o1) (at most 16) fall in: tile_row[i] is the
+// first row of tile i, bits[i] the lanes (bit l: channel o0 + l) that go to it; returns how many.
+inline int wgrad_row_tiles(const WinoRowsA& rows, int64_t o0, int64_t o1, int64_t* tile_row,
+                           uint32_t* bits) {
+  int tiles = 0;
+  for (int64_t o = o0; o < o1; ++tiles) {
+    const int64_t i0 = o / rows.mr * rows.mr, end = std::min(o1, i0 + rows.mr);
+    tile_row[tiles] = i0;
+    bits[tiles] = ((1u << (end - o0)) - 1u) & ~((1u << (o - o0)) - 1u);
+    o = end;
+  }
+  return tiles;
+}
+
 #ifdef IPUML_CPU_X86
 // The same with AVX-512: a masked gather per position (lane l reads channel ch0 + l), whole
 // vector stores into the panels, and masked stores into D_q's row tiles. The arithmetic is the
@@ -174,14 +188,10 @@ __attribute__((target("avx512f"))) inline void wgrad_dy_avx512(const WinoShape& 
     const __mmask16 keep = __mmask16((1u << (o1 - o0)) - 1u);
     // The row tiles that channels [o0, o1) fall in, and which lanes go to each.
     int64_t tile_row[16];
+    uint32_t bits[16];
     __mmask16 tile_lanes[16];
-    int tiles = 0;
-    for (int64_t o = o0; o < o1; ++tiles) {
-      const int64_t i0 = o / rows.mr * rows.mr, end = std::min(o1, i0 + rows.mr);
-      tile_row[tiles] = i0;
-      tile_lanes[tiles] = __mmask16(((1u << (end - o0)) - 1u) & ~((1u << (o - o0)) - 1u));
-      o = end;
-    }
+    const int tiles = wgrad_row_tiles(rows, o0, o1, tile_row, bits);
+    for (int i = 0; i < tiles; ++i) tile_lanes[i] = __mmask16(bits[i]);
     for (int64_t j = 0; j < rows.k; ++j) {
       const WinoTileCorner at = wino_tile_corner(s, t0 + j);
       const float* base = dy + (at.img * s.m + o0) * plane;
@@ -239,14 +249,10 @@ __attribute__((target("avx2"))) inline void wgrad_dy_avx2(const WinoShape& s, in
     const int64_t o0 = 16 * kq, o1 = std::min(s.m, o0 + 16);
     const Lanes16 keep = lanes16_first(o1 - o0);
     int64_t tile_row[16];
+    uint32_t bits[16];
     Lanes16 tile_lanes[16];
-    int tiles = 0;
-    for (int64_t o = o0; o < o1; ++tiles) {
-      const int64_t i0 = o / rows.mr * rows.mr, end = std::min(o1, i0 + rows.mr);
-      tile_row[tiles] = i0;
-      tile_lanes[tiles] = lanes16_from_bits(((1u << (end - o0)) - 1u) & ~((1u << (o - o0)) - 1u));
-      o = end;
-    }
+    const int tiles = wgrad_row_tiles(rows, o0, o1, tile_row, bits);
+    for (int i = 0; i < tiles; ++i) tile_lanes[i] = lanes16_from_bits(bits[i]);
     for (int64_t j = 0; j < rows.k; ++j) {
       const WinoTileCorner at = wino_tile_corner(s, t0 + j);
       const float* base = dy + (at.img * s.m + o0) * plane;
