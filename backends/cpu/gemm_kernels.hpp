@@ -16,6 +16,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <type_traits>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -444,6 +445,30 @@ inline int64_t block_depth(const GemmConfig& cfg, int64_t k) {
 // Below this many flops a call runs on the calling thread: spawning would cost more than it saves.
 constexpr double kParallelFlops = 2.0e6;
 
+// dst holds `count` panels of nr_full columns, each kc x nr_full, one after another; row p of
+// all of them is the run of count * nr_full floats at row(p). Row by row: each run is read once,
+// the run 4 rows ahead prefetched (rows a B row or a channel plane apart, which the hardware
+// prefetchers do not follow), in fixed-size copies for the ISAs' panel widths.
+template <class Row>
+void copy_panels_by_rows(float* dst, int64_t count, int nr_full, int64_t kc, const Row& row) {
+  const auto by_rows = [&](auto width) {
+    constexpr int64_t W = decltype(width)::value;
+    const int64_t w = W > 0 ? W : nr_full;
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* src = row(p);
+      if (p + 4 < kc) {
+        const float* ahead = row(p + 4);
+        for (int64_t f = 0; f < count * w; f += 16) __builtin_prefetch(ahead + f);
+      }
+      for (int64_t f = 0; f < count; ++f)
+        std::memcpy(dst + (f * kc + p) * w, src + f * w, sizeof(float) * size_t(W > 0 ? W : w));
+    }
+  };
+  if (nr_full == 16) return by_rows(std::integral_constant<int64_t, 16>{});
+  if (nr_full == 32) return by_rows(std::integral_constant<int64_t, 32>{});
+  by_rows(std::integral_constant<int64_t, 0>{});
+}
+
 // A B packer seen from column `shift` on (run_gemm's column blocks of nc).
 template <class PackB>
 struct PackShiftedB {
@@ -718,20 +743,8 @@ struct PackRowMajorB {  // B(p, j) = b[p * ldb + j]
   // `count` whole panels of nr_full columns from column j0, row by row (see pack_b_panels).
   void pack_full_panels(float* dst, int64_t j0, int64_t count, int nr_full, int64_t p0,
                         int64_t kc) const {
-    if (nr_full == 16) return panels_by_rows<16>(dst, j0, count, p0, kc);
-    if (nr_full == 32) return panels_by_rows<32>(dst, j0, count, p0, kc);
-    for (int64_t f = 0; f < count; ++f)
-      (*this)(dst + f * nr_full * kc, j0 + f * nr_full, nr_full, nr_full, p0, kc);
-  }
-  template <int W>
-  void panels_by_rows(float* dst, int64_t j0, int64_t count, int64_t p0, int64_t kc) const {
-    for (int64_t p = 0; p < kc; ++p) {
-      const float* src = b + (p0 + p) * ldb + j0;
-      if (p + 4 < kc)
-        for (int64_t f = 0; f < count * W; f += 16) __builtin_prefetch(src + 4 * ldb + f);
-      for (int64_t f = 0; f < count; ++f)
-        std::memcpy(dst + (f * kc + p) * W, src + f * W, sizeof(float) * W);
-    }
+    copy_panels_by_rows(dst, count, nr_full, kc,
+                        [&](int64_t p) { return b + (p0 + p) * ldb + j0; });
   }
   template <int W>
   void copy_rows(float* dst, const float* src, int64_t kc) const {
