@@ -511,37 +511,27 @@ void pack_b_panels(const PackB& pack_b, float* dst, int64_t jp0, int64_t jp1, in
 // 512-byte run per row) on AVX2, 4 x 32 on AVX-512.
 inline int64_t panels_per_pack(int nr_full) { return std::max<int64_t>(1, 128 / nr_full); }
 
-// The blocked GEMM. C (m x n, row stride ldc) = alpha * A B + beta * C where A and B are only
-// seen through their packers:
-//   pack_a(dst, i0, mr, p0, kc):     dst[p * mr + i] = A(i0 + i, p0 + p)
-//   pack_b(dst, j0, nr, w, p0, kc):  dst[p * w + j]  = B(p0 + p, j0 + j), zero for nr <= j < w
-// Tasks split m and n only; every C element sees the same kc blocks in the same order through
-// the same micro-kernel shape whatever the split, so results do not depend on the thread count.
+// One product as run_gemm runs it: its operands, and the split every path derives from them
+// (micro-tile rows, panel width, threads, k blocks). Each path is a member of its own.
 template <class PackA, class PackB>
-void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alpha,
-              const PackA& pack_a, const PackB& pack_b, float beta, float* c, int64_t ldc,
-              bool allow_parallel = true) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0 || alpha == 0.0f) {
-    for (int64_t i = 0; i < m; ++i) {
-      float* cr = c + i * ldc;
-      if (beta == 0.0f)
-        std::fill(cr, cr + n, 0.0f);
-      else
-        for (int64_t j = 0; j < n; ++j) cr[j] *= beta;
-    }
-    return;
-  }
-  const int mr = tile_rows(cfg, m), nr_full = cfg.nr();
-  const int threads = allow_parallel ? available_threads() : 1;
-  const bool parallel = threads > 1 && 2.0 * double(m) * double(n) * double(k) >= kParallelFlops;
+struct GemmRun {
+  const GemmConfig& cfg;
+  int64_t m, n, k;
+  float alpha;
+  const PackA& pack_a;
+  const PackB& pack_b;
+  float beta;
+  float* c;
+  int64_t ldc;
+  int mr, nr_full, threads;
+  bool parallel;
+  int64_t kc_blk;
 
-  const int64_t kc_blk = block_depth(cfg, k);
   // A deep reduction under a small C (a weight gradient: m x n of a layer's weights, k over the
   // batch's pixels) gives every k block too little work to fork and join for. Each task then
   // owns a piece of C and runs all k blocks itself, packing what it needs; every C element still
   // sees the same k blocks in the same order through the same micro-kernel.
-  if (parallel && n <= cfg.nc && k >= 8 * kc_blk && m <= cfg.mc) {
+  void deep_k() const {
     const int64_t panels = ceil_div(n, nr_full), tiles = ceil_div(m, mr), want = 2 * threads;
     const int64_t n_chunks = std::min(panels, want);
     const int64_t m_chunks = std::min(tiles, ceil_div(want, n_chunks));
@@ -575,7 +565,6 @@ void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alph
         }
       }
     });
-    return;
   }
 
   // One row block (m <= mc): A is packed once, every k block of it, and shared; then one
@@ -584,9 +573,9 @@ void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alph
   // block of B first would write and re-read it through L3, 4.7 MB per k block for a 128 x 3072
   // x 768 product, for reuse that a single row block does not have; and one fork per k block
   // costs too much for the small products of a training step.) Deeper products (a weight
-  // gradient's k runs over a batch's pixels) would make the packed A too big: they go on below.
-  const int64_t k_blocks = ceil_div(k, kc_blk);
-  if (m <= cfg.mc && k_blocks < 8) {
+  // gradient's k runs over a batch's pixels) would make the packed A too big: they take row_blocks.
+  void one_row_block() const {
+    const int64_t k_blocks = ceil_div(k, kc_blk);
     const int64_t tiles = ceil_div(m, mr), m_pad = tiles * mr;
     ScratchLease a_lease(kScratchA, size_t(m_pad * k));
     float* pa = a_lease.get();  // k block after k block, each tile after tile of kc x mr
@@ -636,67 +625,104 @@ void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alph
           }
       });
     }
-    return;
   }
 
-  // Spread m evenly over the row blocks so the last block is not a sliver.
-  int64_t m_blocks = ceil_div(m, cfg.mc);
-  // Several row blocks per thread let the scheduler even out blocks of unequal size.
-  if (parallel) m_blocks = std::max(m_blocks, std::min(ceil_div(m, mr), int64_t(2) * threads));
-  const int64_t mc = round_up(ceil_div(m, m_blocks), mr);
+  // Row blocks of mc (and chunks of panels), each k block of B packed once and shared.
+  void row_blocks() const {
+    // Spread m evenly over the row blocks so the last block is not a sliver.
+    int64_t m_blocks = ceil_div(m, cfg.mc);
+    // Several row blocks per thread let the scheduler even out blocks of unequal size.
+    if (parallel) m_blocks = std::max(m_blocks, std::min(ceil_div(m, mr), int64_t(2) * threads));
+    const int64_t mc = round_up(ceil_div(m, m_blocks), mr);
 
-  for (int64_t jc = 0; jc < n; jc += cfg.nc) {
-    const int64_t nc = std::min(cfg.nc, n - jc);
-    const int64_t panels = ceil_div(nc, nr_full);
-    // Enough tasks to balance the threads (13 row blocks on 2 threads would leave one idle for
-    // a twelfth of the time); splitting n makes each task re-pack its A block, so keep chunks wide.
-    int64_t n_chunks = 1;
-    if (parallel) {
-      const int64_t want = 8 * threads;
-      if (m_blocks < want)
-        n_chunks = std::min<int64_t>(ceil_div(want, m_blocks), std::max<int64_t>(1, panels / 4));
-    }
-    const int64_t chunk_panels = ceil_div(panels, n_chunks);
-    n_chunks = ceil_div(panels, chunk_panels);
-    const int64_t kc_max = std::min(kc_blk, k);
-    ScratchLease b_lease(kScratchB, size_t(panels * nr_full * kc_max));
-    float* pb_all = b_lease.get();
+    for (int64_t jc = 0; jc < n; jc += cfg.nc) {
+      const int64_t nc = std::min(cfg.nc, n - jc);
+      const int64_t panels = ceil_div(nc, nr_full);
+      // Enough tasks to balance the threads (13 row blocks on 2 threads would leave one idle for
+      // a twelfth of the time); splitting n makes each task re-pack its A block, so keep chunks
+      // wide.
+      int64_t n_chunks = 1;
+      if (parallel) {
+        const int64_t want = 8 * threads;
+        if (m_blocks < want)
+          n_chunks = std::min<int64_t>(ceil_div(want, m_blocks), std::max<int64_t>(1, panels / 4));
+      }
+      const int64_t chunk_panels = ceil_div(panels, n_chunks);
+      n_chunks = ceil_div(panels, chunk_panels);
+      const int64_t kc_max = std::min(kc_blk, k);
+      ScratchLease b_lease(kScratchB, size_t(panels * nr_full * kc_max));
+      float* pb_all = b_lease.get();
 
-    for (int64_t pc = 0; pc < k; pc += kc_blk) {
-      const int64_t kc = std::min(kc_blk, k - pc);
-      const float beta_eff = pc == 0 ? beta : 1.0f;
-      const int64_t batch = panels_per_pack(nr_full);
-      for_each_index(parallel && panels >= 8, ceil_div(panels, batch), [&](int64_t i) {
-        const int64_t jp0 = i * batch;
-        pack_b_panels(PackShiftedB<PackB>{pack_b, jc}, pb_all + jp0 * nr_full * kc, jp0,
-                      std::min(panels, jp0 + batch), nc, nr_full, cfg.vw, pc, kc);
-      });
-      for_each_index(parallel, m_blocks * n_chunks, [&](int64_t task) {
-        const int64_t ib = task / n_chunks, jb = task % n_chunks;
-        const int64_t i0 = ib * mc;
-        if (i0 >= m) return;
-        const int64_t mcur = std::min(mc, m - i0);
-        ScratchLease a_lease(kScratchA, size_t(round_up(mcur, mr) * kc));
-        float* pa = a_lease.get();
-        for (int64_t ir = 0; ir < mcur; ir += mr) {
-          const int rows = int(std::min<int64_t>(mr, mcur - ir));
-          pack_a(pa + ir * kc, i0 + ir, rows, pc, kc);
-        }
-        const int64_t jp_end = std::min(panels, (jb + 1) * chunk_panels);
-        for (int64_t jp = jb * chunk_panels; jp < jp_end; ++jp) {
-          const int64_t j0 = jp * nr_full;
-          const int nr = int(std::min<int64_t>(nr_full, nc - j0));
-          const int nv = int(ceil_div(nr, cfg.vw));
-          const float* pb = pb_all + jp * nr_full * kc;
+      for (int64_t pc = 0; pc < k; pc += kc_blk) {
+        const int64_t kc = std::min(kc_blk, k - pc);
+        const float beta_eff = pc == 0 ? beta : 1.0f;
+        const int64_t batch = panels_per_pack(nr_full);
+        for_each_index(parallel && panels >= 8, ceil_div(panels, batch), [&](int64_t i) {
+          const int64_t jp0 = i * batch;
+          pack_b_panels(PackShiftedB<PackB>{pack_b, jc}, pb_all + jp0 * nr_full * kc, jp0,
+                        std::min(panels, jp0 + batch), nc, nr_full, cfg.vw, pc, kc);
+        });
+        for_each_index(parallel, m_blocks * n_chunks, [&](int64_t task) {
+          const int64_t ib = task / n_chunks, jb = task % n_chunks;
+          const int64_t i0 = ib * mc;
+          if (i0 >= m) return;
+          const int64_t mcur = std::min(mc, m - i0);
+          ScratchLease a_lease(kScratchA, size_t(round_up(mcur, mr) * kc));
+          float* pa = a_lease.get();
           for (int64_t ir = 0; ir < mcur; ir += mr) {
             const int rows = int(std::min<int64_t>(mr, mcur - ir));
-            cfg.kern[rows][nv](kc, pa + ir * kc, pb, c + (i0 + ir) * ldc + jc + j0, ldc, nr, alpha,
-                               beta_eff);
+            pack_a(pa + ir * kc, i0 + ir, rows, pc, kc);
           }
-        }
-      });
+          const int64_t jp_end = std::min(panels, (jb + 1) * chunk_panels);
+          for (int64_t jp = jb * chunk_panels; jp < jp_end; ++jp) {
+            const int64_t j0 = jp * nr_full;
+            const int nr = int(std::min<int64_t>(nr_full, nc - j0));
+            const int nv = int(ceil_div(nr, cfg.vw));
+            const float* pb = pb_all + jp * nr_full * kc;
+            for (int64_t ir = 0; ir < mcur; ir += mr) {
+              const int rows = int(std::min<int64_t>(mr, mcur - ir));
+              cfg.kern[rows][nv](kc, pa + ir * kc, pb, c + (i0 + ir) * ldc + jc + j0, ldc, nr,
+                                 alpha, beta_eff);
+            }
+          }
+        });
+      }
     }
   }
+};
+
+// The blocked GEMM. C (m x n, row stride ldc) = alpha * A B + beta * C where A and B are only
+// seen through their packers:
+//   pack_a(dst, i0, mr, p0, kc):     dst[p * mr + i] = A(i0 + i, p0 + p)
+//   pack_b(dst, j0, nr, w, p0, kc):  dst[p * w + j]  = B(p0 + p, j0 + j), zero for nr <= j < w
+// Tasks split m and n only; every C element sees the same kc blocks in the same order through
+// the same micro-kernel shape whatever the split, so results do not depend on the thread count.
+template <class PackA, class PackB>
+void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alpha,
+              const PackA& pack_a, const PackB& pack_b, float beta, float* c, int64_t ldc,
+              bool allow_parallel = true) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || alpha == 0.0f) {
+    for (int64_t i = 0; i < m; ++i) {
+      float* cr = c + i * ldc;
+      if (beta == 0.0f)
+        std::fill(cr, cr + n, 0.0f);
+      else
+        for (int64_t j = 0; j < n; ++j) cr[j] *= beta;
+    }
+    return;
+  }
+  const int mr = tile_rows(cfg, m), nr_full = cfg.nr();
+  const int threads = allow_parallel ? available_threads() : 1;
+  const bool parallel = threads > 1 && 2.0 * double(m) * double(n) * double(k) >= kParallelFlops;
+
+  const int64_t kc_blk = block_depth(cfg, k);
+  const GemmRun<PackA, PackB> run{cfg, m,   n,  k,       alpha,   pack_a,   pack_b, beta,
+                                  c,   ldc, mr, nr_full, threads, parallel, kc_blk};
+  if (parallel && n <= cfg.nc && k >= 8 * kc_blk && m <= cfg.mc) return run.deep_k();
+  const int64_t k_blocks = ceil_div(k, kc_blk);
+  if (m <= cfg.mc && k_blocks < 8) return run.one_row_block();
+  run.row_blocks();
 }
 
 // dst[p * dst_stride + i] = src[i * src_stride + p] for i < rows (<= kMaxTransposeRows),
