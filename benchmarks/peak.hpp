@@ -15,51 +15,17 @@
 #include <thread>
 #include <vector>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
-
 namespace bench {
 
 // Accumulators per loop: enough independent chains to cover the FMA latency (4 cycles) on two
 // FMA ports, and no more than the registers hold beside the two operands.
 constexpr int kPeakChains = 12;
 
-// Runs `iters` rounds of kPeakChains FMAs of `Vec` (8 or 16 floats, or 4 for the portable path);
-// returns a value that depends on every accumulator so that nothing is optimised away.
-#if defined(__x86_64__) || defined(__i386__)
-__attribute__((target("avx512f"))) inline float fma_loop_avx512(int64_t iters) {
-  __m512 acc[kPeakChains];
-  for (int i = 0; i < kPeakChains; ++i) acc[i] = _mm512_set1_ps(1.0f + 1e-3f * float(i));
-  const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
-  for (int64_t it = 0; it < iters; ++it) {
-#pragma GCC unroll 12
-    for (int i = 0; i < kPeakChains; ++i) acc[i] = _mm512_fmadd_ps(acc[i], m, c);
-  }
-  __m512 s = acc[0];
-  for (int i = 1; i < kPeakChains; ++i) s = _mm512_add_ps(s, acc[i]);
-  float out[16];
-  _mm512_storeu_ps(out, s);
-  return out[0] + out[15];
-}
-__attribute__((target("avx2,fma"))) inline float fma_loop_avx2(int64_t iters) {
-  __m256 acc[kPeakChains];
-  for (int i = 0; i < kPeakChains; ++i) acc[i] = _mm256_set1_ps(1.0f + 1e-3f * float(i));
-  const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-  for (int64_t it = 0; it < iters; ++it) {
-#pragma GCC unroll 12
-    for (int i = 0; i < kPeakChains; ++i) acc[i] = _mm256_fmadd_ps(acc[i], m, c);
-  }
-  __m256 s = acc[0];
-  for (int i = 1; i < kPeakChains; ++i) s = _mm256_add_ps(s, acc[i]);
-  float out[8];
-  _mm256_storeu_ps(out, s);
-  return out[0] + out[7];
-}
-#endif
-// Portable: 4-float vectors, a multiply and an add (no FMA without -m flags).
-inline float fma_loop_generic(int64_t iters) {
-  typedef float V __attribute__((vector_size(16)));
+// Runs `iters` rounds of kPeakChains multiply-adds on vectors V (GCC's vector extension) and
+// returns a value that depends on every accumulator, so that nothing is optimised away. Inlined
+// into a function compiled for the ISA, where GCC contracts each multiply-add into one FMA.
+template <class V>
+__attribute__((always_inline)) inline float fma_chains(int64_t iters) {
   V acc[kPeakChains];
   for (int i = 0; i < kPeakChains; ++i) acc[i] = V{} + (1.0f + 1e-3f * float(i));
   const V m = V{} + 0.999999f, c = V{} + 1e-7f;
@@ -69,8 +35,21 @@ inline float fma_loop_generic(int64_t iters) {
   }
   V s = acc[0];
   for (int i = 1; i < kPeakChains; ++i) s += acc[i];
-  return s[0] + s[3];
+  return s[0] + s[sizeof(V) / sizeof(float) - 1];
 }
+typedef float Vec4 __attribute__((vector_size(16)));
+#if defined(__x86_64__) || defined(__i386__)
+typedef float Vec8 __attribute__((vector_size(32)));
+typedef float Vec16f __attribute__((vector_size(64)));
+__attribute__((target("avx512f"))) inline float fma_loop_avx512(int64_t iters) {
+  return fma_chains<Vec16f>(iters);
+}
+__attribute__((target("avx2,fma"))) inline float fma_loop_avx2(int64_t iters) {
+  return fma_chains<Vec8>(iters);
+}
+#endif
+// Portable: 4-float vectors, a multiply and an add (no FMA without -m flags).
+inline float fma_loop_generic(int64_t iters) { return fma_chains<Vec4>(iters); }
 
 // FLOPs per round of fma_loop_* for the ISA.
 inline double flops_per_round(ipuml::cpu::Isa isa) {
