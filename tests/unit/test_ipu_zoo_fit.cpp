@@ -15,6 +15,8 @@
 #include <ipuml/ipuml.hpp>
 #include <ipuml/models/models.hpp>
 
+#include "../support/plan_figures.hpp"
+
 using namespace ipuml;
 
 namespace {
@@ -45,7 +47,7 @@ void print_fit(const ipu::Plan& p) {
 }
 
 // Compiles for `ipus` emulated GC200s and returns the plan; fails the test on out of memory.
-ipu::Plan compile_fits(const ir::Trace& tr, int64_t ipus) {
+ipu::Plan compile_fits(const ir::Trace& tr, int64_t ipus, const std::string& figures) {
   auto t = ipu::target_preset("ipu2");
   t.num_ipus = ipus;
   ipu::CompileOptions o;
@@ -62,6 +64,7 @@ ipu::Plan compile_fits(const ir::Trace& tr, int64_t ipus) {
     CHECK(worst <= t.bytes_per_tile);
   }
   print_fit(p);
+  testing::pin_plan_figures(p, figures);
   return p;
 }
 
@@ -81,7 +84,7 @@ TEST_CASE("zoo on ipu: Neuron-Inverter hpar_gc4 fits one ipu2 at local batch 192
   auto tr =
       training_step(net, opt, [&](std::vector<Tensor>& x) { return mse_loss(net(x[0]), x[1]); },
                     {{{192, 1600, 4}, kFloat32}, {{192, 15}, kFloat32}});
-  compile_fits(tr, 1);
+  compile_fits(tr, 1, "neuron_inverter_gc4_b192");
 }
 
 TEST_CASE("zoo on ipu: ResNet-50 fits one ipu2 at micro-batch 1, fp32", "[ipu][zoo]") {
@@ -90,7 +93,7 @@ TEST_CASE("zoo on ipu: ResNet-50 fits one ipu2 at micro-batch 1, fp32", "[ipu][z
   auto tr = training_step(net, opt,
                           [&](std::vector<Tensor>& x) { return cross_entropy(net(x[0]), x[1]); },
                           {{{1, 3, 224, 224}, kFloat32}, {{1}, kInt64}});
-  compile_fits(tr, 1);
+  compile_fits(tr, 1, "resnet50_mb1_fp32");
 }
 
 TEST_CASE("zoo on ipu: BERT-base with LAMB fits 4 ipu2s as layers_per_ipu 0 4 4 4, seq 128",
@@ -109,7 +112,7 @@ TEST_CASE("zoo on ipu: BERT-base with LAMB fits 4 ipu2s as layers_per_ipu 0 4 4 
                            {{1, 128}, kInt64},
                            {{1, 128}, kInt64},
                            {{1}, kInt64}});
-  compile_fits(tr, 4);
+  compile_fits(tr, 4, "bert_base_lamb_0444_seq128");
 }
 
 TEST_CASE("zoo on ipu: GPT-2 small fits 4 ipu2s as 0 4 4 4 at seq 128, each IPU updating its own",
@@ -119,7 +122,7 @@ TEST_CASE("zoo on ipu: GPT-2 small fits 4 ipu2s as 0 4 4 4 at seq 128, each IPU 
   auto tr = training_step(
       net, opt, [&](std::vector<Tensor>& x) { return models::causal_lm_loss(net(x[0]), x[1]); },
       {{{1, 128}, kInt64}, {{1, 128}, kInt64}});
-  const ipu::Plan p = compile_fits(tr, 4);
+  const ipu::Plan p = compile_fits(tr, 4, "gpt2_small_sgd_0444_seq128");
 
   // Every parameter, with its momentum, lives and is updated on the IPU that uses it.
   std::map<std::string, int> param_ipu;
@@ -159,7 +162,7 @@ TEST_CASE(
   auto tr = training_step(
       net, opt, [&](std::vector<Tensor>& x) { return models::causal_lm_loss(net(x[0]), x[1]); },
       {{{1, 128}, kInt64}, {{1, 128}, kInt64}}, /*off_chip=*/true);
-  const ipu::Plan p = compile_fits(tr, 4);
+  const ipu::Plan p = compile_fits(tr, 4, "gpt2_small_adamw_offchip_0444_seq128");
   // Streaming both moments in and out each update costs cycles on every IPU.
   for (const auto& c : p.cycles.per_ipu) CHECK(c.host > 0);
   // On IPUs 1-3 only the weights stay on chip: 4 blocks of 7.1 M parameters.
@@ -199,7 +202,8 @@ TEST_CASE("Options.TensorLocations: optimizer state off chip leaves the tiles, c
 namespace {
 
 // Compiles with a per-IPU availableMemoryProportion and half partials, as the reference runs do.
-ipu::Plan compile_fits_with(const ir::Trace& tr, int64_t ipus, double proportion) {
+ipu::Plan compile_fits_with(const ir::Trace& tr, int64_t ipus, double proportion,
+                            const std::string& figures) {
   auto t = ipu::target_preset("ipu2");
   t.num_ipus = ipus;
   ipu::CompileOptions o;
@@ -211,6 +215,7 @@ ipu::Plan compile_fits_with(const ir::Trace& tr, int64_t ipus, double proportion
   INFO((p.memory.out_of_memory ? ipu::out_of_memory_message(p) : std::string("fits")));
   CHECK_FALSE(p.memory.out_of_memory);
   print_fit(p);
+  testing::pin_plan_figures(p, figures);
   return p;
 }
 
@@ -230,7 +235,7 @@ TEST_CASE("zoo on ipu: ResNet-50 fits one ipu2 at micro-batch 18 in fp16.16 with
                           [&](std::vector<Tensor>& x) { return cross_entropy(net(x[0]), x[1]); },
                           {{{18, 3, 224, 224}, kFloat16}, {{18}, kInt64}});
   CHECK(tr.graph.checkpoints.size() == 17);  // the stem and 16 bottleneck blocks
-  compile_fits_with(tr, 1, 0.15);
+  compile_fits_with(tr, 1, 0.15, "resnet50_mb18_fp16_recompute");
 }
 
 TEST_CASE("zoo on ipu: GPT-2 small fits 4 ipu2s as 0 4 4 4 at seq 1024 in fp16 like train_gpt2.py",
@@ -247,7 +252,7 @@ TEST_CASE("zoo on ipu: GPT-2 small fits 4 ipu2s as 0 4 4 4 at seq 1024 in fp16 l
   auto tr = training_step(
       net, opt, [&](std::vector<Tensor>& x) { return models::causal_lm_loss(net(x[0]), x[1]); },
       {{{1, 1024}, kInt64}, {{1, 1024}, kInt64}}, /*off_chip=*/true);
-  const ipu::Plan p = compile_fits_with(tr, 4, 0.15);
+  const ipu::Plan p = compile_fits_with(tr, 4, 0.15, "gpt2_small_fp16_0444_seq1024");
   // Every IPU's fullest tile under the limit, with the weights in half: 4 blocks of 7.1 M
   // parameters at 2 bytes on IPUs 1-3.
   for (int64_t i = 1; i < 4; ++i) {
@@ -294,6 +299,7 @@ TEST_CASE("zoo on ipu: ResNet-50 training compiles for 4 replicas of ipu2 in fp1
   for (auto& tile : p.memory.tiles) worst = std::max(worst, tile.total());
   CHECK(worst <= p.target.bytes_per_tile);
   print_fit(p);
+  testing::pin_plan_figures(p, "resnet50_pod4_replica_step");
   // A replica's program holds fp16 weights and its own fp16 gradient accumulators.
   CHECK(tm.step_graph().checkpoints.size() == 17);
   bool half_weights = true;
