@@ -3,6 +3,7 @@
 // emulated system has the IPUs the options ask for, and profiles runs (backend::Profiling).
 #pragma once
 
+#include <algorithm>
 #include <sstream>
 
 #include <ipuml/backend/backend.hpp>
@@ -39,6 +40,35 @@ class IpuBackendExecutable : public backend::Executable, public backend::Profili
     const Target& t = exe_->target();
     return allreduce_cycles(t, static_cast<double>(bytes), replicas) / t.clock_hz;
   }
+  backend::MemoryFit memory_fit() const override {
+    const Plan& p = exe_->plan();
+    const MemoryReport& m = p.memory;
+    const int64_t T = p.target.tiles_per_ipu;
+    backend::MemoryFit f;
+    f.device = "IPU";
+    f.unit = "tile";
+    f.unit_bytes = p.target.bytes_per_tile;
+    for (int64_t i = 0; i < p.target.num_ipus; ++i) {
+      int64_t fullest = 0, all = 0;
+      for (int64_t k = 0; k < T; ++k) {
+        const int64_t b = m.tiles[static_cast<size_t>(i * T + k)].total();
+        fullest = std::max(fullest, b);
+        all += b;
+      }
+      f.fullest_unit.push_back(fullest);
+      f.device_bytes.push_back(all);
+    }
+    for (int c = 0; c < kNumCategories; ++c) {
+      int64_t s = 0;
+      for (auto& t : m.tiles) s += t.bytes[c];
+      f.categories.emplace_back(mem_category_name(c), s);
+    }
+    f.fits = !m.out_of_memory;
+    if (!f.fits) f.message = out_of_memory_message(p);
+    return f;
+  }
+  double clock_hz() const override { return exe_->target().clock_hz; }
+  std::string target_description() const override { return to_string(exe_->target()); }
   bool pipelined() const { return pipelined_; }
   std::unique_ptr<backend::Executable> replica() const override {
     return std::make_unique<IpuBackendExecutable>(exe_->replica(), pipelined_);

@@ -8,8 +8,22 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ipuml::backend {
+
+// Where a compiled program's bytes live on the modelled machine: its devices (IPUs), each made of
+// units of memory (an IPU's tiles) of which the fullest decides whether it fits.
+struct MemoryFit {
+  std::string device = "device", unit = "unit";             // what a device and a unit are called
+  int64_t unit_bytes = 0;                                   // the memory of one unit
+  std::vector<int64_t> fullest_unit;                        // per device: its fullest unit's bytes
+  std::vector<int64_t> device_bytes;                        // per device: all its units' bytes
+  std::vector<std::pair<std::string, int64_t>> categories;  // all devices, by what they hold
+  bool fits = true;
+  std::string message;  // when it does not fit: what overflows and what would help
+};
 
 class Profiling {
  public:
@@ -28,6 +42,13 @@ class Profiling {
   }
   // Modelled time to all-reduce `bytes` of gradients across `replicas` devices.
   virtual double allreduce_seconds(size_t bytes, int64_t replicas) const = 0;
+  // The program's memory on the modelled devices (with its weight update, where the backend
+  // holds both in one image), known from compiling alone.
+  virtual MemoryFit memory_fit() const { return {}; }
+  // The modelled clock, to state times in cycles (0: the backend counts no cycles).
+  virtual double clock_hz() const { return 0; }
+  // A one-line description of the modelled machine (e.g. "ipu2: 4 IPUs x 1472 tiles ...").
+  virtual std::string target_description() const { return {}; }
 };
 
 }  // namespace ipuml::backend

@@ -229,6 +229,13 @@ class Options {
     allow_oom_ = on;
     return *this;
   }
+  // Compile only (Graphcore's examples' --compile-only, PopTorch's offline target): the model
+  // traces and compiles when called or compiled, a model that does not fit is reported rather
+  // than refused, and estimate() gives its fit and projected throughput; running it is an error.
+  Options& compileOnly(bool on) {
+    compile_only_ = on;
+    return *this;
+  }
   // Writes the profile reports (as IPUML_ENGINE_OPTIONS autoReport.directory does), one
   // subdirectory per compiled program: training, weight_update, inference (docs/profile-report.md).
   Options& autoReportDirectory(const std::string& dir) {
@@ -264,6 +271,7 @@ class Options {
   const std::string& backend_name() const { return backend_; }
   bool use_ipu_model() const { return backend_ == "ipu"; }
   bool allow_out_of_memory() const { return allow_oom_; }
+  bool compile_only() const { return compile_only_; }
   const std::string& report_dir() const { return report_dir_; }
   const std::string& model_name() const { return model_name_; }
   bool progress() const { return progress_; }
@@ -287,6 +295,7 @@ class Options {
   ExecutionStrategy strategy_ = ExecutionStrategy::Sharded;
   std::string backend_ = "ipu";
   bool allow_oom_ = false;
+  bool compile_only_ = false;
   std::string report_dir_;
   std::string model_name_;
   bool progress_ = true;

@@ -20,6 +20,7 @@
 #include <ipuml/ir/trace.hpp>
 #include <ipuml/nn/module.hpp>
 #include <ipuml/optim/optimizer.hpp>
+#include <ipuml/runtime/estimate.hpp>
 #include <ipuml/runtime/options.hpp>
 
 namespace ipuml::runtime {
@@ -86,6 +87,13 @@ class TrainingModel {
   // Traces and compiles for batches shaped like these (the first call does it implicitly).
   void compile(const Tensor& data, const Tensor& labels);
   void compile(const Tensors& inputs, const Tensors& targets);
+  // Compiles (if not yet) for batches shaped like these and says, without executing a kernel,
+  // whether the model fits and how fast the whole configuration would run: the modelled time of
+  // one call equals what running it reports. A model that does not fit is reported, not
+  // refused; running it afterwards throws the out-of-memory error unless allowOutOfMemory.
+  // Throws for a backend that models no device (the CPU).
+  Estimate estimate(const Tensor& data, const Tensor& labels);
+  Estimate estimate(const Tensors& inputs, const Tensors& targets);
 
   // Weights live in the same host tensors the device graphs are bound to, so host and device
   // copies are always in sync; these exist for PopTorch parity and are cheap no-ops.
@@ -136,6 +144,13 @@ class TrainingModel {
   int64_t allreduces_ = 0;
   RunStats stats_;
   std::vector<float> allreduce_buffer_;
+  double compile_wall_seconds_ = 0;
+  std::string oom_message_;  // compiled to report a model that does not fit; running throws it
+  void compile_impl(const Tensors& inputs, const Tensors& targets, bool report_oom);
+  void check_shapes(const Tensors& inputs, const Tensors& targets) const;
+  // The modelled seconds of one weight update's parts (the step over its micro-batches, the
+  // update program, the all-reduce) into `e`; false where a program models no device.
+  bool modelled_iteration(Estimate& e) const;
   void reduce_replicas();
   void allreduce_accumulators();
 };
@@ -156,6 +171,9 @@ class InferenceModel {
   bool is_compiled() const { return compiled_; }
   void compile(const Tensor& data);
   void compile(const Tensors& inputs);
+  // As TrainingModel::estimate: fit and projected throughput without executing a kernel.
+  Estimate estimate(const Tensor& data);
+  Estimate estimate(const Tensors& inputs);
   const RunStats& last_stats() const { return stats_; }
   // Replicas the host runs at the same time (see TrainingModel::host_replica_lanes).
   int64_t host_replica_lanes() const { return static_cast<int64_t>(lanes_.size()); }
@@ -178,6 +196,9 @@ class InferenceModel {
   detail::ReplicaLanes lanes_;  // further replicas' instances
   uint64_t run_counter_ = 0;
   RunStats stats_;
+  double compile_wall_seconds_ = 0;
+  std::string oom_message_;
+  void compile_impl(const Tensors& inputs, bool report_oom);
 };
 
 // PopTorch spelling: poptorch.trainingModel(model, options, optimizer) with the loss given

@@ -225,7 +225,15 @@ IPUML_INLINE void TrainingModel::compile(const Tensor& data, const Tensor& label
 }
 
 IPUML_INLINE void TrainingModel::compile(const Tensors& inputs, const Tensors& targets) {
-  const Options& o = options_;
+  compile_impl(inputs, targets, options_.compile_only());
+}
+
+// `report_oom`: a model that does not fit compiles anyway, its error kept for a later run.
+IPUML_INLINE void TrainingModel::compile_impl(const Tensors& inputs, const Tensors& targets,
+                                              bool report_oom) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Options o = options_;
+  if (report_oom) o.allowOutOfMemory(true);
   const int64_t r = o.replication_factor(), g = o.gradient_accumulation();
   const int64_t parts = o.device_iterations() * r * g;
   IPUML_CHECK(!inputs.empty(), "trainingModel: at least one input tensor is required");
@@ -386,8 +394,9 @@ IPUML_INLINE void TrainingModel::compile(const Tensors& inputs, const Tensors& t
   detail::check_pipeline(o, step_trace_.graph, true);
   step_exe_ = detail::compile_program(o, step_trace_.graph,
                                       detail::program_options_for(o, ipus, true, "training"));
-  lanes_ =
-      fused ? detail::ReplicaLanes{} : detail::make_lanes(*step_exe_, detail::replica_lanes(o));
+  // A compile-only model never runs, so it needs no further instances for replicas.
+  lanes_ = fused || o.compile_only() ? detail::ReplicaLanes{}
+                                     : detail::make_lanes(*step_exe_, detail::replica_lanes(o));
   auto update_opts = detail::program_options_for(o, ipus, true, "weight_update");
   update_opts.progress = false;
   // The update is checked for fit together with the step (one image) just below.
@@ -403,15 +412,17 @@ IPUML_INLINE void TrainingModel::compile(const Tensors& inputs, const Tensors& t
         }
     step_exe_->share_memory_image(*update_exe_, shared, o.allow_out_of_memory());
   }
+  oom_message_.clear();
+  if (const auto* p = step_exe_->profiling(); p && !options_.allow_out_of_memory()) {
+    const backend::MemoryFit fit = p->memory_fit();
+    if (!fit.fits) oom_message_ = fit.message;
+  }
+  compile_wall_seconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   compiled_ = true;
 }
 
-IPUML_INLINE Tensor TrainingModel::operator()(const Tensor& data, const Tensor& labels) {
-  return (*this)(Tensors{data}, Tensors{labels});
-}
-
-IPUML_INLINE Tensor TrainingModel::operator()(const Tensors& inputs, const Tensors& targets) {
-  if (!compiled_) compile(inputs, targets);
+IPUML_INLINE void TrainingModel::check_shapes(const Tensors& inputs, const Tensors& targets) const {
   auto same = [](const Tensors& ts, const std::vector<Shape>& shapes) {
     if (ts.size() != shapes.size()) return false;
     for (size_t i = 0; i < ts.size(); ++i)
@@ -432,13 +443,74 @@ IPUML_INLINE Tensor TrainingModel::operator()(const Tensors& inputs, const Tenso
               "trainingModel: this model was compiled for data ", shapes_str(input_shapes_),
               " and labels ", shapes_str(target_shapes_), ", got ", tensors_str(inputs), " and ",
               tensors_str(targets), " (a new batch shape needs a new trainingModel)");
+}
+
+IPUML_INLINE bool TrainingModel::modelled_iteration(Estimate& e) const {
+  const backend::Profiling* ps = step_exe_->profiling();
+  const backend::Profiling* pu = update_exe_ ? update_exe_->profiling() : nullptr;
+  if (ps == nullptr || (update_exe_ && pu == nullptr)) return false;
+  const Options& o = options_;
+  // Replicas run side by side on their own devices: an update costs one replica's G
+  // micro-batches, then the update program and one all-reduce of the gradients.
+  e.accumulation_seconds = ps->simulated_seconds_for(o.gradient_accumulation());
+  e.update_seconds = pu ? pu->simulated_seconds() : 0;
+  const int64_t all_replicas = o.replication_factor() * o.Distributed.num_processes();
+  e.allreduce_seconds =
+      pu && all_replicas > 1 ? pu->allreduce_seconds(gradient_bytes_, all_replicas) : 0;
+  return true;
+}
+
+IPUML_INLINE Estimate TrainingModel::estimate(const Tensor& data, const Tensor& labels) {
+  return estimate(Tensors{data}, Tensors{labels});
+}
+
+IPUML_INLINE Estimate TrainingModel::estimate(const Tensors& inputs, const Tensors& targets) {
+  if (!compiled_) compile_impl(inputs, targets, true);
+  check_shapes(inputs, targets);
+  const Options& o = options_;
+  Estimate e;
+  IPUML_CHECK(modelled_iteration(e), "trainingModel.estimate: backend '", o.backend_name(),
+              "' models no device, so there is nothing to estimate (the emulated IPU does: "
+              "Options.useIpuModel(true))");
+  const backend::Profiling* ps = step_exe_->profiling();
+  e.program = "training";
+  e.target = ps->target_description();
+  e.micro_batch = micro_batch_;
+  e.gradient_accumulation = o.gradient_accumulation();
+  e.replicas = o.replication_factor();
+  e.device_iterations = o.device_iterations();
+  e.instances = o.Distributed.num_processes();
+  e.devices_per_replica = detail::ipus_used(step_trace_.graph);
+  e.pipelined = detail::pipelined(o, e.devices_per_replica);
+  e.memory = ps->memory_fit();
+  e.clock_hz = ps->clock_hz();
+  e.micro_batch_seconds = ps->simulated_seconds_for(1);
+  // Summed as a run sums its device iterations, so that the two agree to the bit.
+  for (int64_t it = 0; it < e.device_iterations; ++it) e.call_seconds += e.iteration_seconds();
+  e.samples_per_call = o.combined_batch(micro_batch_);
+  e.wall_seconds = compile_wall_seconds_;
+  return e;
+}
+
+IPUML_INLINE Tensor TrainingModel::operator()(const Tensor& data, const Tensor& labels) {
+  return (*this)(Tensors{data}, Tensors{labels});
+}
+
+IPUML_INLINE Tensor TrainingModel::operator()(const Tensors& inputs, const Tensors& targets) {
+  IPUML_CHECK(!options_.compile_only(),
+              "trainingModel: Options.compileOnly is set, so this model compiles but does not "
+              "run; estimate(data, labels) gives its fit and projected throughput");
+  if (!compiled_) compile(inputs, targets);
+  check_shapes(inputs, targets);
+  if (!oom_message_.empty()) fail(oom_message_);
   const Options& o = options_;
   const int64_t d = o.device_iterations(), g = o.gradient_accumulation(),
                 r = o.replication_factor();
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Tensor> losses;
   double simulated = 0;
-  bool have_sim = true;
+  Estimate parts;
+  const bool have_sim = modelled_iteration(parts);
   int64_t row = 0;
   // Random ops (dropout) are keyed by the step number each micro-batch would have if every
   // instance's replicas ran in this process, so an instance's replica k draws what global
@@ -464,27 +536,12 @@ IPUML_INLINE Tensor TrainingModel::operator()(const Tensors& inputs, const Tenso
       }
     for (auto& out : detail::run_replicas(*step_exe_, lanes_, items, replica_of))
       losses.push_back(out[0]);
-    // Replicas run side by side on their own IPUs: the iteration costs one replica's G
-    // micro-batches, then one update and one all-reduce of the gradients.
-    const backend::Profiling* ps = step_exe_->profiling();
-    if (ps)
-      simulated += ps->simulated_seconds_for(g);
-    else
-      have_sim = false;
+    if (have_sim) simulated += parts.iteration_seconds();
     if (!update_exe_) continue;  // the step graph ran the optimizer itself
     reduce_replicas();
     if (o.Distributed.num_processes() > 1) allreduce_accumulators();
     update_exe_->run({}, update_trace_.states, base + static_cast<uint64_t>(g * all_r));
-    const backend::Profiling* pu = update_exe_->profiling();
-    if (pu)
-      simulated += pu->simulated_seconds();
-    else
-      have_sim = false;
-    const int64_t all_replicas = r * o.Distributed.num_processes();
-    if (all_replicas > 1) {
-      if (pu) simulated += pu->allreduce_seconds(gradient_bytes_, all_replicas);
-      ++allreduces_;
-    }
+    if (all_r > 1) ++allreduces_;
   }
   stats_.samples = inputs[0].shape()[0];
   stats_.wall_seconds =
@@ -559,7 +616,13 @@ IPUML_INLINE InferenceModel::InferenceModel(std::shared_ptr<nn::Module> model, O
 IPUML_INLINE void InferenceModel::compile(const Tensor& data) { compile(Tensors{data}); }
 
 IPUML_INLINE void InferenceModel::compile(const Tensors& inputs) {
-  const Options& o = options_;
+  compile_impl(inputs, options_.compile_only());
+}
+
+IPUML_INLINE void InferenceModel::compile_impl(const Tensors& inputs, bool report_oom) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Options o = options_;
+  if (report_oom) o.allowOutOfMemory(true);
   IPUML_CHECK(!inputs.empty(), "inferenceModel: at least one input tensor is required");
   micro_batch_ = detail::split_batch(inputs[0], o.device_iterations() * o.replication_factor(),
                                      "inferenceModel", o, false);
@@ -598,8 +661,51 @@ IPUML_INLINE void InferenceModel::compile(const Tensors& inputs) {
   exe_ = detail::compile_program(o, trace_.graph,
                                  detail::program_options_for(o, ipus, false, "inference"));
   // Replicas share the bound states, so they run at the same time only when none is written.
-  if (trace_.graph.updates.empty()) lanes_ = detail::make_lanes(*exe_, detail::replica_lanes(o));
+  if (trace_.graph.updates.empty() && !o.compile_only())
+    lanes_ = detail::make_lanes(*exe_, detail::replica_lanes(o));
+  oom_message_.clear();
+  if (const auto* p = exe_->profiling(); p && !options_.allow_out_of_memory()) {
+    const backend::MemoryFit fit = p->memory_fit();
+    if (!fit.fits) oom_message_ = fit.message;
+  }
+  compile_wall_seconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   compiled_ = true;
+}
+
+IPUML_INLINE Estimate InferenceModel::estimate(const Tensor& data) {
+  return estimate(Tensors{data});
+}
+
+IPUML_INLINE Estimate InferenceModel::estimate(const Tensors& inputs) {
+  if (!compiled_) compile_impl(inputs, true);
+  bool same = inputs.size() == input_shapes_.size();
+  for (size_t i = 0; i < inputs.size() && same; ++i)
+    same = inputs[i].defined() && inputs[i].shape() == input_shapes_[i];
+  IPUML_CHECK(same, "inferenceModel.estimate: this model was compiled for data of shape ",
+              shape_str(input_shapes_[0]), "; estimate the batch it was compiled for");
+  const Options& o = options_;
+  const backend::Profiling* p = exe_->profiling();
+  IPUML_CHECK(p != nullptr, "inferenceModel.estimate: backend '", o.backend_name(),
+              "' models no device, so there is nothing to estimate (the emulated IPU does: "
+              "Options.useIpuModel(true))");
+  Estimate e;
+  e.program = "inference";
+  e.target = p->target_description();
+  e.micro_batch = micro_batch_;
+  e.replicas = o.replication_factor();
+  e.device_iterations = o.device_iterations();
+  e.instances = o.Distributed.num_processes();
+  e.devices_per_replica = detail::ipus_used(trace_.graph);
+  e.pipelined = detail::pipelined(o, e.devices_per_replica);
+  e.memory = p->memory_fit();
+  e.clock_hz = p->clock_hz();
+  e.micro_batch_seconds = p->simulated_seconds_for(1);
+  // Replicas run side by side: a call costs one replica's deviceIterations micro-batches.
+  e.call_seconds = p->simulated_seconds_for(o.device_iterations());
+  e.samples_per_call = o.combined_batch(micro_batch_, false);
+  e.wall_seconds = compile_wall_seconds_;
+  return e;
 }
 
 IPUML_INLINE Tensor InferenceModel::operator()(const Tensor& input) {
@@ -610,7 +716,11 @@ IPUML_INLINE Tensor InferenceModel::operator()(const Tensor& input) {
 }
 
 IPUML_INLINE Tensors InferenceModel::operator()(const Tensors& given) {
+  IPUML_CHECK(!options_.compile_only(),
+              "inferenceModel: Options.compileOnly is set, so this model compiles but does not "
+              "run; estimate(data) gives its fit and projected throughput");
   if (!compiled_) compile(given);
+  if (!oom_message_.empty()) fail(oom_message_);
   const Options& o = options_;
   const OutputMode mode =
       o.output_mode() == OutputMode::Default ? OutputMode::All : o.output_mode();
