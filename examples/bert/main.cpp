@@ -19,6 +19,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "compile_only.hpp"
+#include "config_presets.hpp"
 #include "example_support.hpp"
 
 #include <algorithm>
@@ -79,7 +81,17 @@ struct Config {
   int64_t log_steps = 10;
   int64_t val_sequences = 256;
   bool profile = false;
+  std::string execution = "sharded";  // over --ipus-per-replica: sharded or pipelined
+  bool compile_only = false;
 };
+
+// The model size a --config names: tiny, base or large (Hugging Face's names and the pod
+// presets below name theirs).
+std::string model_size(const std::string& config) {
+  if (config.find("large") != std::string::npos) return "large";
+  if (config.find("base") != std::string::npos) return "base";
+  return config;
+}
 
 std::string checkpoint_path(const Config& cfg) {
   return cfg.checkpoint_output_dir.empty() ? std::string()
@@ -105,7 +117,7 @@ void validate(const Config& cfg) {
   IPUML_CHECK(cfg.optimizer == "AdamW" || cfg.optimizer == "LAMB", kWho, ": --optimizer '",
               cfg.optimizer, "' is not supported (expected AdamW or LAMB)");
   examples::check_schedule(kWho, cfg.learning_rate, cfg.lr_warmup, cfg.training_steps, cfg.dropout);
-  IPUML_CHECK(cfg.task != "squad" || !cfg.squad_file.empty(), kWho,
+  IPUML_CHECK(cfg.task != "squad" || !cfg.squad_file.empty() || cfg.compile_only, kWho,
               ": --task squad needs --squad-file (a SQuAD v1.1 JSON file)");
   examples::check_layers_per_ipu(kWho, cfg.layers_per_ipu, cfg.ipus_per_replica);
   if (cfg.device == "eager")
@@ -114,6 +126,8 @@ void validate(const Config& cfg) {
                 kWho,
                 ": --replication-factor, --gradient-accumulation, --layers-per-ipu and "
                 "--enable-half-partials need --device cpu or ipu");
+  IPUML_CHECK(!cfg.compile_only || cfg.device == "ipu", kWho,
+              ": --compile-only estimates the emulated IPU: it needs --device ipu");
   ipu::Target target = ipu::target_preset(cfg.target);
   for (const auto& o : cfg.target_overrides) ipu::apply_override(target, o);
   if (!cfg.checkpoint_output_dir.empty())
@@ -245,7 +259,7 @@ Data load_data(const Config& cfg) {
     return d;
   }
   if (cfg.dataset == "generated") {
-    d.vocab = models::BertConfig::preset(cfg.config).vocab_size();
+    d.vocab = models::BertConfig::preset(model_size(cfg.config)).vocab_size();
     const int64_t rows =
         std::max<int64_t>(cfg.micro_batch_size * cfg.device_iterations * cfg.replication_factor *
                               cfg.gradient_accumulation * 8,
@@ -356,12 +370,63 @@ Options make_options(const Config& cfg) {
       .target(cfg.target);
   opts.Training.gradientAccumulation(cfg.gradient_accumulation);
   if (cfg.enable_half_partials) opts.Precision.setPartialsType(kFloat16);
+  if (cfg.execution == "pipelined")
+    opts.setExecutionStrategy(runtime::ExecutionStrategy::Pipelined);
   examples::apply_target_overrides(opts, cfg.target_overrides, kWho);
   return opts;
 }
 
+models::BertConfig model_config(const Config& cfg, int64_t vocab) {
+  auto mc = models::BertConfig::preset(model_size(cfg.config));
+  mc.vocab_size(vocab)
+      .max_position_embeddings(std::max(mc.max_position_embeddings(), cfg.sequence_length))
+      .hidden_dropout_prob(cfg.dropout)
+      .attention_probs_dropout_prob(cfg.dropout)
+      .layers_per_ipu(cfg.layers_per_ipu)
+      .recompute_checkpoint_every_layer(cfg.recompute_checkpoint_every_layer);
+  mc.validate();
+  return mc;
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const Config& cfg, nn::Module& weights) {
+  if (cfg.optimizer == "LAMB")
+    return std::make_unique<optim::LAMB>(
+        weights.parameters(), optim::LAMBOptions(cfg.learning_rate).weight_decay(cfg.weight_decay));
+  return std::make_unique<optim::AdamW>(
+      weights.parameters(), optim::AdamWOptions(cfg.learning_rate).weight_decay(cfg.weight_decay));
+}
+
+// --compile-only: the training step the flags describe, traced, compiled and estimated, with
+// the preset's vocabulary (the WordPiece files have the same 30522 entries).
+int compile_only(const Config& cfg) {
+  manual_seed(cfg.seed);
+  const bool squad = cfg.task == "squad";
+  const auto mc =
+      model_config(cfg, models::BertConfig::preset(model_size(cfg.config)).vocab_size());
+  const Task task = squad ? squad_task(models::BertForQuestionAnswering(mc))
+                          : pretraining_task(models::BertForPreTraining(mc));
+  auto optimizer = make_optimizer(cfg, *task.model);
+  Options opts = make_options(cfg);
+  opts.compileOnly(true);
+  auto tm = trainingModel(task.model, opts, *optimizer, task.forward, task.loss);
+  const int64_t rows = opts.combined_batch(cfg.micro_batch_size), s = cfg.sequence_length;
+  const Tensor seq = examples::batch_shaped({rows, s}, kInt64);
+  const Tensor per_row = examples::batch_shaped({rows}, kInt64);
+  Tensors inputs{seq, seq, seq}, targets{per_row, per_row};
+  if (!squad) {
+    const Tensor slots = examples::batch_shaped({rows, masked_slots(cfg)}, kInt64);
+    inputs.push_back(slots);
+    targets = {slots, per_row};
+  }
+  const auto e = examples::print_compile_only(tm, inputs, targets);
+  std::cout << "Projected: " << fixed(e.samples_per_second(), 1) << " sequences/s on "
+            << cfg.replication_factor * cfg.ipus_per_replica << " x " << cfg.target << "\n";
+  return 0;
+}
+
 // After validate(cfg).
 int train(const Config& cfg) {
+  if (cfg.compile_only) return compile_only(cfg);
   const auto t_start = Clock::now();
   if (cfg.threads > 0) set_num_threads(cfg.threads);
   manual_seed(cfg.seed);
@@ -379,14 +444,7 @@ int train(const Config& cfg) {
               "gradient-accumulation) exceeds the ",
               n_train, " training sequences");
 
-  auto mc = models::BertConfig::preset(cfg.config);
-  mc.vocab_size(data.vocab)
-      .max_position_embeddings(std::max(mc.max_position_embeddings(), cfg.sequence_length))
-      .hidden_dropout_prob(cfg.dropout)
-      .attention_probs_dropout_prob(cfg.dropout)
-      .layers_per_ipu(cfg.layers_per_ipu)
-      .recompute_checkpoint_every_layer(cfg.recompute_checkpoint_every_layer);
-  mc.validate();
+  const auto mc = model_config(cfg, data.vocab);
   const Task task = squad ? squad_task(models::BertForQuestionAnswering(mc))
                           : pretraining_task(models::BertForPreTraining(mc));
   nn::Module* weights = task.model.get();  // what the checkpoint holds
@@ -396,15 +454,7 @@ int train(const Config& cfg) {
             << "): " << mc.num_hidden_layers() << " layers, hidden " << mc.hidden_size()
             << ", vocab " << mc.vocab_size() << ", " << n_params << " parameters\n";
 
-  std::unique_ptr<optim::Optimizer> optimizer;
-  if (cfg.optimizer == "LAMB")
-    optimizer = std::make_unique<optim::LAMB>(
-        weights->parameters(),
-        optim::LAMBOptions(cfg.learning_rate).weight_decay(cfg.weight_decay));
-  else
-    optimizer = std::make_unique<optim::AdamW>(
-        weights->parameters(),
-        optim::AdamWOptions(cfg.learning_rate).weight_decay(cfg.weight_decay));
+  auto optimizer = make_optimizer(cfg, *weights);
   const int64_t updates_per_epoch = host_batches * cfg.device_iterations;
   const int64_t total =
       cfg.training_steps > 0 ? cfg.training_steps : updates_per_epoch * cfg.epochs;
@@ -517,6 +567,52 @@ int train(const Config& cfg) {
   return 0;
 }
 
+// --config: the model sizes, and Graphcore's pod configurations (configs.yml's names) as far as
+// ipuml's flags express them: the reference material gives the placement (0 4 4 4 for base),
+// sequence 128 with 20 masked tokens and LAMB for pre-training, sequence 384 and AdamW for
+// SQuAD; the micro-batch (the largest that fits in float32) and the accumulation are ipuml's
+// choice. BERT-large (3 7 7 7) needs float16 weights and optimizer state off chip, which this
+// program does not take yet.
+const std::vector<examples::ConfigPreset>& presets() {
+  using F = std::vector<std::vector<std::string>>;
+  auto pod16 = [](F flags, const std::string& layers) {
+    std::vector<std::string> l{"--layers-per-ipu"};
+    for (char c : layers)
+      if (c != ' ') l.push_back(std::string(1, c));
+    flags.push_back(l);
+    for (F common = {{"--ipus-per-replica", "4"},
+                     {"--replication-factor", "4"},
+                     {"--micro-batch-size", "1"},
+                     {"--gradient-accumulation", "64"},
+                     {"--execution", "pipelined"},
+                     {"--recompute-checkpoint-every-layer", "True"},
+                     {"--enable-half-partials", "True"},
+                     {"--device", "ipu"},
+                     {"--set", "num_ipus=16"}};
+         auto& f : common)
+      flags.push_back(f);
+    return flags;
+  };
+  const F pretrain = {{"--task", "pretraining"},
+                      {"--sequence-length", "128"},
+                      {"--mask-tokens", "20"},
+                      {"--optimizer", "LAMB"}};
+  const F squad = {{"--task", "squad"}, {"--sequence-length", "384"}, {"--optimizer", "AdamW"}};
+  static const std::vector<examples::ConfigPreset> p = {
+      {"tiny", "BERT-tiny (ipuml's test size): hidden 128, 2 layers", {}},
+      {"base", "BERT-base: hidden 768, 12 layers, 12 heads", {}},
+      {"large", "BERT-large: hidden 1024, 24 layers, 16 heads", {}},
+      {"bert-base-uncased", "BERT-base (Hugging Face's name)", {}},
+      {"bert-large-uncased", "BERT-large (Hugging Face's name)", {}},
+      {"pretrain_base_128",
+       "BERT-base pre-training, seq 128, 4 replicas x 4 IPUs (0 4 4 4) pipelined, LAMB",
+       pod16(pretrain, "0444")},
+      {"squad_base_384", "BERT-base SQuAD fine-tuning, seq 384, 4 replicas x 4 IPUs, AdamW",
+       pod16(squad, "0444")},
+  };
+  return p;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -525,9 +621,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "ipuml-bert: BERT pre-training (MLM + NSP) and SQuAD fine-tuning, as Graphcore's "
       "BERT examples"};
-  app.add_option("--config", cfg.config, "tiny, base or large")
-      ->check(CLI::IsMember({"tiny", "base", "large", "bert-base-uncased", "bert-large-uncased"}))
-      ->capture_default_str();
+  examples::add_config_option(app, cfg.config, presets());
   app.add_option("--task", cfg.task, "pretraining (MLM + NSP) or squad")
       ->check(CLI::IsMember({"pretraining", "squad"}))
       ->capture_default_str();
@@ -592,7 +686,14 @@ int main(int argc, char** argv) {
   app.add_flag("--profile", cfg.profile, "Print the emulated IPU's profile summary");
   app.add_option("--tokenize", tokenize,
                  "Print the WordPiece ids of each line of FILE, space-separated, and exit");
-  if (auto rc = examples::parse_command_line(app, argc, argv, kWho)) return *rc;
+  app.add_option("--execution", cfg.execution,
+                 "Over --ipus-per-replica IPUs: sharded (one IPU at a time) or pipelined "
+                 "(PopTorch's PipelinedExecution; --gradient-accumulation >= 2 x IPUs - 1)")
+      ->check(CLI::IsMember({"sharded", "pipelined"}))
+      ->capture_default_str();
+  app.add_flag("--compile-only", cfg.compile_only, examples::kCompileOnlyHelp);
+  if (auto rc = examples::parse_command_line(app, argc, argv, kWho, presets(), cfg.config))
+    return *rc;
   // Every flag of a training run is checked before anything is printed or read.
   try {
     cfg.recompute_checkpoint_every_layer =

@@ -16,6 +16,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "compile_only.hpp"
+#include "config_presets.hpp"
 #include "example_support.hpp"
 
 #include <algorithm>
@@ -75,6 +77,11 @@ struct Config {
   int64_t val_sequences = 256;
   int64_t log_steps = 10;
   bool profile = false;
+  bool half_weights = false;          // fp16 weights and activations (model.half())
+  std::string execution = "sharded";  // over --ipus-per-replica: sharded or pipelined
+  double loss_scaling = 1;
+  bool compile_only = false;
+  std::string config;
   // generate
   std::string prompt = "";
   int64_t max_new_tokens = 50;
@@ -115,6 +122,8 @@ void validate(const Config& cfg) {
                 ": --replication-factor, --gradient-accumulation, --layers-per-ipu, "
                 "--enable-half-partials, --optimizer-state-offchip and "
                 "--replicated-tensor-sharding need --device cpu or ipu");
+  IPUML_CHECK(!cfg.compile_only || cfg.device == "ipu", kWho,
+              ": --compile-only estimates the emulated IPU: it needs --device ipu");
   ipu::Target target = ipu::target_preset(cfg.target);
   for (const auto& o : cfg.target_overrides) ipu::apply_override(target, o);
   if (!cfg.checkpoint_output_dir.empty())
@@ -324,6 +333,8 @@ Options make_options(const Config& cfg) {
       .target(cfg.target);
   opts.Training.gradientAccumulation(cfg.gradient_accumulation);
   if (cfg.enable_half_partials) opts.Precision.setPartialsType(kFloat16);
+  if (cfg.execution == "pipelined")
+    opts.setExecutionStrategy(runtime::ExecutionStrategy::Pipelined);
   opts.TensorLocations.setOptimizerLocation(
       TensorLocationSettings()
           .useOnChipStorage(!cfg.optimizer_state_offchip)
@@ -338,8 +349,38 @@ Options make_options(const Config& cfg) {
   return opts;
 }
 
+runtime::LossFn lm_loss() {
+  return [](const Tensor& logits, const Tensor& y) { return models::causal_lm_loss(logits, y); };
+}
+
+// --compile-only: the training step the flags describe, traced, compiled and estimated, at the
+// vocabulary the data would have (the preset's when generated, GPT-2's BPE otherwise).
+int compile_only(const Config& cfg) {
+  manual_seed(cfg.seed);
+  const auto mc = model_config(cfg, cfg.dataset == "generated"
+                                        ? models::GPT2Config::preset(cfg.model).vocab_size()
+                                        : int64_t{50257});
+  models::GPT2LMHeadModel model(mc);
+  if (cfg.half_weights) model->half();
+  optim::AdamW optimizer(model->parameters(),
+                         optim::AdamWOptions(cfg.learning_rate).weight_decay(cfg.weight_decay));
+  optimizer.set_loss_scaling(cfg.loss_scaling);
+  Options opts = make_options(cfg);
+  opts.compileOnly(true);
+  auto tm = trainingModel(model.ptr(), opts, optimizer, lm_loss());
+  const int64_t rows = opts.combined_batch(cfg.batch_size);
+  const auto e =
+      examples::print_compile_only(tm, examples::batch_shaped({rows, cfg.max_len}, kInt64),
+                                   examples::batch_shaped({rows, cfg.max_len}, kInt64));
+  std::cout << "Projected: " << fixed(e.samples_per_second(), 2) << " sequences/s ("
+            << fixed(e.samples_per_second() * double(cfg.max_len), 0) << " tokens/s) on "
+            << cfg.replication_factor * cfg.ipus_per_replica << " x " << cfg.target << "\n";
+  return 0;
+}
+
 // After validate(cfg).
 int train(const Config& cfg) {
+  if (cfg.compile_only) return compile_only(cfg);
   const auto t_start = Clock::now();
   if (cfg.threads > 0) set_num_threads(cfg.threads);
   manual_seed(cfg.seed);
@@ -362,6 +403,7 @@ int train(const Config& cfg) {
 
   const auto mc = model_config(cfg, data.vocab);
   models::GPT2LMHeadModel model(mc);
+  if (cfg.half_weights) model->half();
   int64_t n_params = 0;
   for (const auto& p : model->parameters()) n_params += p.numel();
   std::cout << "Model " << cfg.model << ": " << mc.n_layer() << " layers, n_embd " << mc.n_embd()
@@ -370,6 +412,7 @@ int train(const Config& cfg) {
 
   optim::AdamW optimizer(model->parameters(),
                          optim::AdamWOptions(cfg.learning_rate).weight_decay(cfg.weight_decay));
+  optimizer.set_loss_scaling(cfg.loss_scaling);
   const int64_t updates_per_epoch = host_batches * cfg.device_iterations;
   const int64_t total_updates =
       cfg.training_steps > 0 ? cfg.training_steps : updates_per_epoch * cfg.epochs;
@@ -414,9 +457,7 @@ int train(const Config& cfg) {
 
   std::optional<runtime::TrainingModel> tm;
   if (compiled) {
-    tm.emplace(trainingModel(
-        model.ptr(), opts, optimizer,
-        [](const Tensor& logits, const Tensor& y) { return models::causal_lm_loss(logits, y); }));
+    tm.emplace(trainingModel(model.ptr(), opts, optimizer, lm_loss()));
     tm->set_run_counter(run_counter);
   }
 
@@ -488,12 +529,50 @@ int train(const Config& cfg) {
   return 0;
 }
 
+// The reference command line of train_gpt2.py (REFERENCE: GPT-2), as far as ipuml's flags express
+// it; --remap-logit and --enable-sequence-serialized have no counterpart here.
+const std::vector<examples::ConfigPreset>& presets() {
+  static const std::vector<examples::ConfigPreset> p = {
+      {"gpt2-small-pod16",
+       "GPT-2 small, seq 1024, 4 replicas x 4 IPUs (0 4 4 4) pipelined, accumulation 2048, 8 "
+       "device iterations, fp16 with half partials, recomputation, AdamW state off chip and "
+       "sharded",
+       {{"--model", "gpt2"},
+        {"--device", "ipu"},
+        {"--ipus-per-replica", "4"},
+        {"--replication-factor", "4"},
+        {"--gradient-accumulation", "2048"},
+        {"--device-iterations", "8"},
+        {"--batch-size", "1"},
+        {"--layers-per-ipu", "0", "4", "4", "4"},
+        {"--matmul-proportion", "0.15", "0.15", "0.15", "0.15"},
+        {"--max-len", "1024"},
+        {"--optimizer", "AdamW"},
+        {"--learning-rate", "0.00015"},
+        {"--lr-schedule", "cosine"},
+        {"--lr-warmup", "0.01"},
+        {"--embedding-serialization-factor", "4"},
+        {"--recompute-checkpoint-every-layer", "True"},
+        {"--enable-half-partials", "True"},
+        {"--replicated-tensor-sharding", "True"},
+        {"--optimizer-state-offchip", "True"},
+        {"--half-weights", "True"},
+        {"--execution", "pipelined"},
+        {"--loss-scaling", "50000"},
+        {"--dataset", "generated"},
+        {"--epochs", "1"},
+        {"--set", "num_ipus=16"}}},
+  };
+  return p;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Config cfg;
   std::string tokenize;
-  std::string recompute = "False", half_partials = "False", offchip = "False", rts = "False";
+  std::string recompute = "False", half_partials = "False", offchip = "False", rts = "False",
+              half_weights = "False";
   CLI::App app{
       "ipuml-gpt2: GPT-2 language-model training (Graphcore's train_gpt2.py), "
       "generation and tokenization"};
@@ -553,6 +632,20 @@ int main(int argc, char** argv) {
   app.add_option("--replicated-tensor-sharding", rts,
                  "True: AdamW's moments sharded over the replicas, each holding 1/R (IPU)")
       ->capture_default_str();
+  app.add_option("--half-weights", half_weights,
+                 "True: float16 weights and activations (model.half()), as the reference runs")
+      ->capture_default_str();
+  app.add_option("--execution", cfg.execution,
+                 "Over --ipus-per-replica IPUs: sharded (one IPU at a time) or pipelined "
+                 "(PopTorch's PipelinedExecution; --gradient-accumulation >= 2 x IPUs - 1)")
+      ->check(CLI::IsMember({"sharded", "pipelined"}))
+      ->capture_default_str();
+  app.add_option("--loss-scaling", cfg.loss_scaling,
+                 "Loss scaling: the gradients' seed, divided out by the optimizer")
+      ->check(examples::number_above(0))
+      ->capture_default_str();
+  app.add_flag("--compile-only", cfg.compile_only, examples::kCompileOnlyHelp);
+  examples::add_config_option(app, cfg.config, presets());
   app.add_option("--matmul-proportion", cfg.matmul_proportion,
                  "Per IPU: the fraction of tile memory for matmul temporaries");
   app.add_option("--checkpoint-output-dir", cfg.checkpoint_output_dir,
@@ -597,7 +690,8 @@ int main(int argc, char** argv) {
   gen->add_option("--seed", cfg.seed, "Sampling seed")->capture_default_str();
   gen->add_option("--tokenizer-dir", cfg.tokenizer_dir, "encoder.json + vocab.bpe");
   gen->add_flag("--no-cache", cfg.no_cache, "Recompute the whole context at every step");
-  if (auto rc = examples::parse_command_line(app, argc, argv, kWho)) return *rc;
+  if (auto rc = examples::parse_command_line(app, argc, argv, kWho, presets(), cfg.config))
+    return *rc;
   // Every flag of a training run is checked before anything is printed or read.
   try {
     cfg.recompute_checkpoint_every_layer =
@@ -606,6 +700,7 @@ int main(int argc, char** argv) {
     cfg.optimizer_state_offchip = examples::parse_bool(kWho, "--optimizer-state-offchip", offchip);
     cfg.replicated_tensor_sharding =
         examples::parse_bool(kWho, "--replicated-tensor-sharding", rts);
+    cfg.half_weights = examples::parse_bool(kWho, "--half-weights", half_weights);
     if (tokenize.empty() && !gen->parsed()) validate(cfg);
   } catch (const std::exception& e) {
     return examples::usage_error(kWho, e.what());

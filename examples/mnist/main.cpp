@@ -14,6 +14,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "compile_only.hpp"
 #include "example_support.hpp"
 
 #include <algorithm>
@@ -59,7 +60,8 @@ struct Config {
   int64_t gradient_accumulation = 1;
   bool profile = true;
   bool allow_unverified = false;
-  std::string report_dir;  // profile reports, one subdirectory per compiled program
+  std::string report_dir;     // profile reports, one subdirectory per compiled program
+  bool compile_only = false;  // estimate fit and throughput, train nothing
 };
 
 // Everything the flags say, checked before any data is read or any work starts: one clear line
@@ -215,6 +217,30 @@ void split_blocks(models::MnistCnn& net, int64_t ipus) {
   if (ipus >= 2) runtime::BeginBlock(net->layer2, 1);
   if (ipus >= 3) runtime::BeginBlock(net->layer3, 2);
   if (ipus >= 4) runtime::BeginBlock(net->layer4, 3);
+}
+
+// The original's CrossEntropyLoss on the softmax output; otherwise NLL of log(probs), which
+// equals cross-entropy on the logits.
+runtime::LossFn mnist_loss(bool double_softmax) {
+  return [double_softmax](const Tensor& probs, const Tensor& y) {
+    return double_softmax ? cross_entropy(probs, y) : nll_loss(log(probs), y);
+  };
+}
+
+// --compile-only: traces and compiles the training step the flags describe and prints whether
+// it fits and how fast the configuration would train, reading no data and running nothing.
+int compile_only(const Config& cfg) {
+  manual_seed(cfg.seed);
+  models::MnistCnn net;
+  optim::SGD optimizer(net->parameters(), optim::SGDOptions(cfg.lr));
+  split_blocks(net, cfg.ipus);
+  Options opts = make_options(cfg);
+  opts.compileOnly(true);
+  auto tm = trainingModel(net.ptr(), opts, optimizer, mnist_loss(cfg.double_softmax));
+  const int64_t rows = opts.combined_batch(cfg.batch_size);
+  examples::print_compile_only(tm, examples::batch_shaped({rows, 1, 28, 28}, kFloat32),
+                               examples::batch_shaped({rows}, kInt64));
+  return 0;
 }
 
 // Graphcore's tutorial comparison: the same training step on one IPU, sharded over --ipus IPUs
@@ -437,6 +463,7 @@ int main(int argc, char** argv) {
   app.add_flag("--allow-unverified", cfg.allow_unverified,
                "Resume from a checkpoint without ipuml's integrity record (written by another "
                "tool); its contents are still checked");
+  app.add_flag("--compile-only", cfg.compile_only, examples::kCompileOnlyHelp);
   app.add_flag("--flush-denormal", flush_denormal,
                "Flush denormal floats to zero (torch.set_flush_denormal): late epochs run faster");
   if (auto rc = examples::parse_command_line(app, argc, argv, "ipuml-mnist")) return *rc;
@@ -447,6 +474,9 @@ int main(int argc, char** argv) {
     return examples::usage_error("ipuml-mnist",
                                  "--replication-factor, --gradient-accumulation and --ipus need "
                                  "--device ipu or cpu");
+  if (cfg.compile_only && cfg.device != "ipu")
+    return examples::usage_error(
+        "ipuml-mnist", "--compile-only estimates the emulated IPU: it needs --device ipu");
   // Every flag is checked before anything is printed or read.
   try {
     validate(cfg);
@@ -459,6 +489,7 @@ int main(int argc, char** argv) {
   try {
     const auto t_start = Clock::now();
     if (cfg.threads > 0) set_num_threads(cfg.threads);
+    if (cfg.compile_only) return compile_only(cfg);
     manual_seed(cfg.seed);
 
     // An explicit --data-dir is taken at its word (a missing file is an error saying how to
@@ -509,13 +540,7 @@ int main(int argc, char** argv) {
       // PopTorch's execution options; BeginBlock spreads the blocks over --ipus IPUs.
       const Options opts = make_options(cfg);
       split_blocks(net, cfg.ipus);
-      const bool double_softmax = cfg.double_softmax;
-      auto tm = trainingModel(
-          net.ptr(), opts, optimizer, [double_softmax](const Tensor& probs, const Tensor& y) {
-            // The original's CrossEntropyLoss on the softmax output; otherwise NLL of log(probs),
-            // which equals cross-entropy on the logits.
-            return double_softmax ? cross_entropy(probs, y) : nll_loss(log(probs), y);
-          });
+      auto tm = trainingModel(net.ptr(), opts, optimizer, mnist_loss(cfg.double_softmax));
       tm.set_run_counter(run_counter);  // dropout continues where the saved run stopped
       double wall = 0, simulated = 0;
       int64_t samples = 0;

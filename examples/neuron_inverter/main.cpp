@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include "compile_only.hpp"
+#include "config_presets.hpp"
 #include "example_support.hpp"
 #include "report.hpp"
 
@@ -137,6 +139,8 @@ struct Config {
   std::string checkpoint;  // "": <outPath>/checkpoint.h5
   bool profile = true;
   bool scaling_report = false;
+  bool compile_only = false;
+  std::string config;
   int64_t kill_rank_at = -1;  // test hook: rank 1 dies (SIGKILL) at this host batch of epoch 1
 };
 
@@ -292,7 +296,46 @@ void allreduce_grads(const std::vector<Tensor>& params, dist::Communicator& comm
   }
 }
 
+// The design with the command line's overrides.
+Design design_of(const Config& cfg) {
+  Design d = load_design(cfg.design);
+  if (cfg.epochs > 0) d.epochs = cfg.epochs;
+  if (cfg.init_lr > 0) d.init_lr = cfg.init_lr;
+  if (cfg.max_samples >= 0) d.max_samples = cfg.max_samples;
+  if (cfg.max_val_samples >= 0) d.max_val_samples = cfg.max_val_samples;
+  if (cfg.local_batch > 0) d.local_batch = cfg.local_batch;
+  if (cfg.steps_per_iter > 0) d.steps_per_iter = cfg.steps_per_iter;
+  return d;
+}
+
+// --compile-only: the training step of the design, traced, compiled and estimated for
+// --replication-factor replicas (1 by default) in one instance, with the throughput in the
+// original's unit.
+int compile_only(const Config& cfg) {
+  const Design d = design_of(cfg);
+  const int64_t replicas = std::max<int64_t>(cfg.replicas, 1);
+  manual_seed(cfg.seed);
+  models::NeuronInverter net(d.model);
+  optim::AdamW optimizer(
+      net->parameters(),
+      optim::AdamWOptions(d.init_lr * static_cast<double>(replicas)).weight_decay(d.weight_decay));
+  Options o = execution_options(cfg, d.steps_per_iter, replicas);
+  if (replicas > 4) o.setTargetOption("num_ipus", std::to_string(replicas));
+  examples::apply_target_overrides(o, cfg.target_overrides, "ipuml-neuron-inverter");
+  o.compileOnly(true);
+  auto tm = trainingModel(net.ptr(), o, optimizer, models::neuron_inverter_loss);
+  const int64_t rows = o.combined_batch(d.local_batch);
+  const auto e = examples::print_compile_only(
+      tm, examples::batch_shaped({rows, d.model.num_time_bins(), d.model.num_features()}, kFloat32),
+      examples::batch_shaped({rows, d.model.num_outputs()}, kFloat32));
+  std::cout << "Projected: Avg samp/msec/IPU "
+            << fixed(e.samples_per_second() / 1e3 / double(replicas), 2) << " simulated on "
+            << cfg.target << " (" << replicas << " replica" << (replicas == 1 ? "" : "s") << ")\n";
+  return 0;
+}
+
 int run(const Config& cfg) {
+  if (cfg.compile_only) return compile_only(cfg);
   const auto t_start = Clock::now();
   auto comm = dist::world();
   const int rank = comm->rank(), instances = comm->size();
@@ -311,13 +354,7 @@ int run(const Config& cfg) {
               local, " (use --device ipu or cpu)");
   if (cfg.threads > 0) set_num_threads(cfg.threads);
 
-  Design d = load_design(cfg.design);
-  if (cfg.epochs > 0) d.epochs = cfg.epochs;
-  if (cfg.init_lr > 0) d.init_lr = cfg.init_lr;
-  if (cfg.max_samples >= 0) d.max_samples = cfg.max_samples;
-  if (cfg.max_val_samples >= 0) d.max_val_samples = cfg.max_val_samples;
-  if (cfg.local_batch > 0) d.local_batch = cfg.local_batch;
-  if (cfg.steps_per_iter > 0) d.steps_per_iter = cfg.steps_per_iter;
+  const Design d = design_of(cfg);
   // As the original: the initial LR grows with the number of IPUs (replicas).
   const double lr = d.init_lr * static_cast<double>(replicas);
 
@@ -644,13 +681,26 @@ int main(int argc, char** argv) {
   app.add_option("--test-kill-rank1-at", cfg.kill_rank_at,
                  "Testing: rank 1 kills itself at this host batch of the first epoch")
       ->group("");
+  app.add_flag("--compile-only", cfg.compile_only, examples::kCompileOnlyHelp);
+  // The designs as --config presets too, as Graphcore's examples name their configurations.
+  static const std::vector<examples::ConfigPreset> presets = {
+      {"hpar_gc4",
+       "the hpar_gc4 design: local batch 192, 30 device iterations, 161 epochs",
+       {{"--design", "hpar_gc4"}}},
+      {"hpar_dev",
+       "the hpar_dev design: a smaller model, local batch 16, 7 epochs",
+       {{"--design", "hpar_dev"}}},
+  };
+  examples::add_config_option(app, cfg.config, presets);
   const char* who = "ipuml-neuron-inverter";
-  if (auto rc = examples::parse_command_line(app, argc, argv, who)) return *rc;
+  if (auto rc = examples::parse_command_line(app, argc, argv, who, presets, cfg.config)) return *rc;
   cfg.profile = !no_profile;
   // The design and the target are checked before anything is printed or read.
   try {
     load_design(cfg.design);
     examples::check_target_overrides(cfg.target, cfg.target_overrides);
+    IPUML_CHECK(!cfg.compile_only || cfg.device == "ipu",
+                "--compile-only estimates the emulated IPU: it needs --device ipu");
   } catch (const std::exception& e) {
     return examples::usage_error(who, e.what());
   }

@@ -18,6 +18,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "compile_only.hpp"
+#include "config_presets.hpp"
 #include "example_support.hpp"
 
 #include <algorithm>
@@ -80,6 +82,8 @@ struct Config {
   bool bench_loader = false;
   bool compare_strategies = false;
   bool profile = true;
+  std::string config;
+  bool compile_only = false;
 
   bool cifar() const { return model.rfind("cifar_", 0) == 0; }
   bool half() const { return precision != "32.32"; }
@@ -158,6 +162,8 @@ void validate(const Config& c) {
               c.gradient_accumulation, " (or --execution sharded)");
   IPUML_CHECK(!c.compare_strategies || (c.device == "ipu" && !c.pipeline_splits.empty()), kWho,
               ": --compare-strategies needs --device ipu and --pipeline-splits");
+  IPUML_CHECK(!c.compile_only || c.device == "ipu", kWho,
+              ": --compile-only estimates the emulated IPU: it needs --device ipu");
   ipu::Target target = ipu::target_preset(c.target);
   for (const auto& o : c.target_overrides) ipu::apply_override(target, o);
   if (!c.checkpoint.empty()) io::check_writable_path(c.checkpoint, "ipuml-resnet: --checkpoint");
@@ -409,6 +415,56 @@ void compare_strategies(const Config& c, int64_t classes, const Tensor& x, const
   }
 }
 
+// --compile-only: the training step the flags describe, traced, compiled and estimated.
+int compile_only(const Config& c, int64_t classes) {
+  manual_seed(c.seed);
+  auto net = make_net(c, classes, c.pipeline_splits);
+  auto opt = make_optimizer(c, net);
+  opt->set_loss_scaling(loss_scaling(c));
+  Options o = make_options(c, c.pipelined());
+  o.compileOnly(true);
+  auto tm = trainingModel(net.ptr(), o, *opt, make_loss(c.label_smoothing));
+  const int64_t rows = o.combined_batch(c.micro_batch), S = image_size(c);
+  const auto e = examples::print_compile_only(
+      tm, examples::batch_shaped({rows, 3, S, S}, c.half() ? kFloat16 : kFloat32),
+      examples::batch_shaped({rows}, kInt64));
+  std::cout << "Projected: " << fixed(e.samples_per_second(), 1) << " images/s on "
+            << c.replicas * c.ipus_per_replica() << " x " << c.target << "\n";
+  return 0;
+}
+
+// Graphcore's configs.yml names for ResNet-50 (vision/cnns/pytorch), as far as ipuml's flags
+// express them: replicas, micro-batch, accumulation, fp16 with half partials, recomputation per
+// block, the momentum sharded over the replicas (without it a replica's fullest tile is 3 % over).
+const std::vector<examples::ConfigPreset>& presets() {
+  static const std::vector<examples::ConfigPreset> p = {
+      {"resnet50-pod4",
+       "ResNet-50 on 4 IPUs: 4 replicas x micro-batch 18 x accumulation 228 (global batch 16416), "
+       "16.16",
+       {{"--model", "resnet50"},
+        {"--replicas", "4"},
+        {"--micro-batch-size", "18"},
+        {"--gradient-accumulation", "228"},
+        {"--precision", "16.16"},
+        {"--recompute"},
+        {"--replicated-tensor-sharding"},
+        {"--label-smoothing", "0.1"}}},
+      {"resnet50-pod16",
+       "ResNet-50 on 16 IPUs: 16 replicas x micro-batch 18 x accumulation 57 (the same global "
+       "batch, 16416), 16.16",
+       {{"--model", "resnet50"},
+        {"--replicas", "16"},
+        {"--micro-batch-size", "18"},
+        {"--gradient-accumulation", "57"},
+        {"--precision", "16.16"},
+        {"--recompute"},
+        {"--replicated-tensor-sharding"},
+        {"--label-smoothing", "0.1"},
+        {"--set", "num_ipus=16"}}},
+  };
+  return p;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -510,7 +566,10 @@ int main(int argc, char** argv) {
                "print the simulated throughput of each and exit");
   bool no_profile = false;
   app.add_flag("--no-profile", no_profile, "Skip the profile summary");
-  if (auto rc = examples::parse_command_line(app, argc, argv, kWho)) return *rc;
+  app.add_flag("--compile-only", c.compile_only, examples::kCompileOnlyHelp);
+  examples::add_config_option(app, c.config, presets());
+  if (auto rc = examples::parse_command_line(app, argc, argv, kWho, presets(), c.config))
+    return *rc;
   c.profile = !no_profile;
   try {
     validate(c);
@@ -534,6 +593,7 @@ int main(int argc, char** argv) {
       set = datasets::load_image_set(c.data);
       classes = static_cast<int64_t>(set->class_names.size());
     }
+    if (c.compile_only) return compile_only(c, classes);
     datasets::GeneratedImagesOptions gen;
     gen.size = c.samples_per_epoch ? c.samples_per_epoch : 1024;
     gen.height = gen.width = S;
