@@ -368,9 +368,7 @@ inline void k_binary(ir::OpKind k, const ConstBuffer& ia, const ConstBuffer& ib,
         bad_dtype(name, t);
     }
   };
-  const bool cmp = k == K::Eq || k == K::Ne || k == K::Lt || k == K::Le || k == K::Gt ||
-                   k == K::Ge || k == K::LogicalAnd;
-  if (cmp) {
+  if (ir::op_has(k, ir::kBool)) {
     IPUML_CHECK(o.meta.dtype == DType::Bool, name, ": output must be bool");
     if (k == K::LogicalAnd && t != DType::Bool) bad_dtype(name, t);
     switch (t) {

@@ -14,29 +14,7 @@ namespace ipuml::cpu::kdetail {
 inline bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
 
 // Ops whose kernels move or create elements of any dtype without arithmetic.
-inline bool dtype_generic(ir::OpKind k) {
-  using K = ir::OpKind;
-  switch (k) {
-    case K::Full:
-    case K::Arange:
-    case K::RandUniform:
-    case K::RandNormal:
-    case K::RandInt:
-    case K::Cast:
-    case K::Reshape:
-    case K::Copy:
-    case K::Permute:
-    case K::Slice:
-    case K::Expand:
-    case K::Cat:
-    case K::IndexSelect:
-    case K::Gather:
-    case K::Where:
-      return true;
-    default:
-      return false;
-  }
-}
+inline bool dtype_generic(ir::OpKind k) { return ir::op_has(k, ir::kRaw); }
 
 inline void widen(DType t, const void* src, float* dst, int64_t n) {
   const auto* h = static_cast<const uint16_t*>(src);

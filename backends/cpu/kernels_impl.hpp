@@ -28,11 +28,9 @@ inline bool overlaps(const void* a, size_t na, const void* b, size_t nb) {
 // element before writing the same position, so out[0] may be in[0], and the fused updates,
 // whose output k is input k's new value.
 inline bool alias_safe(ir::OpKind k, size_t i, size_t o) {
-  using K = ir::OpKind;
+  using C = ir::OpCategory;
   if (ir::is_elementwise_update(k)) return i == o;
-  return i == 0 && o == 0 &&
-         (ir::is_elementwise_unary(k) || ir::is_elementwise_broadcasting(k) || k == K::ReluGrad ||
-          k == K::GeluGrad || k == K::Reshape || k == K::Softmax || k == K::LogSoftmax);
+  return i == 0 && o == 0 && (ir::op_has(k, ir::kFlat) || ir::op_in(k, C::Broadcast, C::Softmax));
 }
 
 // Runs an arithmetic op on half operands in float32 (kernels_half.hpp): half inputs are widened

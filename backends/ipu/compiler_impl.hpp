@@ -562,9 +562,8 @@ struct Planner {
       shards_[static_cast<size_t>(v)] =
           std::max(1, g.values[static_cast<size_t>(v)].replica_shards);
     for (const auto& n : g.nodes) {
-      if (!ir::is_elementwise_unary(n.kind) && !ir::is_elementwise_broadcasting(n.kind) &&
-          !ir::is_elementwise_update(n.kind))
-        continue;
+      using C = ir::OpCategory;
+      if (!ir::op_in(n.kind, C::Unary, C::Broadcast, C::Update)) continue;
       for (auto in : n.inputs)
         for (auto out : n.outputs)
           if (shards_[static_cast<size_t>(in)] > 1 && g.meta(in).numel() == g.meta(out).numel())
@@ -773,9 +772,8 @@ struct Planner {
         late[static_cast<size_t>(ends[v])].push_back(static_cast<int64_t>(v));
     std::vector<double> streamed(static_cast<size_t>(t.num_ipus), 0.0);
     auto in_place_op = [](ir::OpKind k) {
-      return ir::is_elementwise_unary(k) || ir::is_elementwise_broadcasting(k) ||
-             k == ir::OpKind::ReluGrad || k == ir::OpKind::GeluGrad || k == ir::OpKind::IndexAdd ||
-             k == ir::OpKind::ScatterAdd || ir::is_elementwise_update(k);
+      using C = ir::OpCategory;
+      return ir::op_in(k, C::Unary, C::Broadcast, C::ActGrad, C::Scatter, C::Update);
     };
     auto same_place = [&](int64_t a, int64_t b) {
       const auto& la = plan.values[static_cast<size_t>(a)];
@@ -935,10 +933,7 @@ struct Planner {
   // input is on the result's own IPU and not in streaming memory (a view across IPUs is a copy;
   // streamed state arrives whole). held_until: each value's last reader, or the last
   // reader of any view of it, whichever is later.
-  static bool view_kind(ir::OpKind k) {
-    using K = ir::OpKind;
-    return k == K::Reshape || k == K::Slice || k == K::Cat || k == K::Permute || k == K::Expand;
-  }
+  static bool view_kind(ir::OpKind k) { return ir::op_category(k) == ir::OpCategory::View; }
   // Whether node n creates a small constant: a Full of at most kMaxConstantElements elements
   // that the step computes with (not a graph output or a state's new value), such as the
   // scalars an op with a number operand traces to. Poplar holds those as graph constants, part

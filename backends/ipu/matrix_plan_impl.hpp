@@ -11,8 +11,7 @@
 namespace ipuml::ipu {
 
 IPUML_INLINE bool is_matrix_op(ir::OpKind k) {
-  return k == ir::OpKind::MatMul || k == ir::OpKind::Conv || k == ir::OpKind::ConvBackwardInput ||
-         k == ir::OpKind::ConvBackwardWeight;
+  return ir::op_category(k) == ir::OpCategory::Matrix;
 }
 
 namespace mdetail {

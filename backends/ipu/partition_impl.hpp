@@ -36,9 +36,7 @@ namespace pdetail {
 
 using K = ir::OpKind;
 
-inline bool is_unary_like(K k) {
-  return ir::is_elementwise_unary(k) || k == K::Reshape || k == K::ReluGrad || k == K::GeluGrad;
-}
+inline bool is_unary_like(K k) { return ir::op_has(k, ir::kFlat); }
 inline bool is_broadcasting(K k) { return ir::is_elementwise_broadcasting(k) || k == K::Expand; }
 
 // The dim of `in` that lines up with output dim d under broadcasting, or -1 if it broadcasts.
@@ -265,8 +263,7 @@ IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const i
   if (c.empty()) {
     SliceSpec s;
     s.in_dim.assign(nin, -1);
-    s.matrix =
-        k == K::MatMul || k == K::Conv || k == K::ConvBackwardInput || k == K::ConvBackwardWeight;
+    s.matrix = ir::op_category(k) == ir::OpCategory::Matrix;
     c.push_back(std::move(s));
   }
   return c;

@@ -30,8 +30,7 @@ inline int64_t window_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int6
 // The number of outputs of one instance: op_num_outputs, plus max_exp_avg_sq for an AdamUpdate
 // with AMSGrad and the momentum buffer for an SgdUpdate with momentum (attrs.flag of both).
 inline int num_outputs(OpKind kind, const Attrs& attrs) {
-  return op_num_outputs(kind) +
-         ((kind == OpKind::AdamUpdate || kind == OpKind::SgdUpdate) && attrs.flag ? 1 : 0);
+  return op_num_outputs(kind) + (is_elementwise_update(kind) && attrs.flag ? 1 : 0);
 }
 
 // Validates `inputs` for op `kind` and returns the metadata of its outputs.

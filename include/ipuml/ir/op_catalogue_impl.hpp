@@ -88,23 +88,21 @@ inline void check_geometry(OpKind k, const Attrs& a) {
   }
 }
 
-}  // namespace catalogue_detail
+// Fills and random draws: the shape and dtype are attributes.
+inline std::vector<TensorMeta> infer_creation(OpKind k, const Attrs& a,
+                                              const std::vector<TensorMeta>& in) {
+  const char* name = op_name(k);
+  expect_inputs(k, in, 0, 0);
+  for (auto d : a.shape) IPUML_CHECK(d >= 0, name, ": negative size in shape ", shape_str(a.shape));
+  return {{a.shape, a.dtype}};
+}
 
-IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
+// One input, one output of its shape: neg, abs, sign and copy take integers too, the other
+// functions floating point only, and a cast any dtype.
+inline std::vector<TensorMeta> infer_unary(OpKind k, const Attrs& a,
                                            const std::vector<TensorMeta>& in) {
-  using namespace catalogue_detail;
   const char* name = op_name(k);
   switch (k) {
-    case OpKind::Full:
-    case OpKind::Arange:
-    case OpKind::RandUniform:
-    case OpKind::RandNormal:
-    case OpKind::RandInt: {
-      expect_inputs(k, in, 0, 0);
-      for (auto d : a.shape)
-        IPUML_CHECK(d >= 0, name, ": negative size in shape ", shape_str(a.shape));
-      return {{a.shape, a.dtype}};
-    }
     case OpKind::Neg:
     case OpKind::Abs:
     case OpKind::Sign:
@@ -132,6 +130,17 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
     case OpKind::Cast:
       expect_inputs(k, in, 1, 1);
       return {{in[0].shape, a.dtype}};
+    default:
+      break;
+  }
+  fail("infer: unknown op");
+}
+
+// Arithmetic, comparisons and where over NumPy-broadcast operands of one dtype.
+inline std::vector<TensorMeta> infer_broadcast(OpKind k, const Attrs&,
+                                               const std::vector<TensorMeta>& in) {
+  const char* name = op_name(k);
+  switch (k) {
     case OpKind::Add:
     case OpKind::Sub:
     case OpKind::Mul:
@@ -149,8 +158,7 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
       expect_inputs(k, in, 2, 2);
       IPUML_CHECK(in[0].dtype == in[1].dtype, name, ": dtypes differ: ", dtype_name(in[0].dtype),
                   " and ", dtype_name(in[1].dtype), " (expected the same dtype; use .to())");
-      const bool cmp = k == OpKind::Eq || k == OpKind::Ne || k == OpKind::Lt || k == OpKind::Le ||
-                       k == OpKind::Gt || k == OpKind::Ge;
+      const bool cmp = op_has(k, kBool);
       if (k == OpKind::LogicalAnd) {
         IPUML_CHECK(in[0].dtype == DType::Bool, name, ": expected bool inputs, got ",
                     dtype_name(in[0].dtype));
@@ -163,7 +171,7 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
                     dtype_name(in[0].dtype));
       }
       Shape s = broadcast_shapes(in[0].shape, in[1].shape, name);
-      return {{s, cmp || k == OpKind::LogicalAnd ? DType::Bool : in[0].dtype}};
+      return {{s, cmp ? DType::Bool : in[0].dtype}};
     }
     case OpKind::Where: {
       expect_inputs(k, in, 3, 3);
@@ -175,13 +183,28 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
           broadcast_shapes(broadcast_shapes(in[0].shape, in[1].shape, name), in[2].shape, name);
       return {{s, in[1].dtype}};
     }
-    case OpKind::ReluGrad:
-    case OpKind::GeluGrad:
-      expect_inputs(k, in, 2, 2);
-      expect_float(k, in[0]);
-      expect_same_dtype(k, in[0], in[1], "second operand");
-      IPUML_CHECK(in[0].shape == in[1].shape, name, ": shapes differ");
-      return {in[0]};
+    default:
+      break;
+  }
+  fail("infer: unknown op");
+}
+
+// (the gradient, the forward input) -> the input's gradient.
+inline std::vector<TensorMeta> infer_act_grad(OpKind k, const Attrs&,
+                                              const std::vector<TensorMeta>& in) {
+  const char* name = op_name(k);
+  expect_inputs(k, in, 2, 2);
+  expect_float(k, in[0]);
+  expect_same_dtype(k, in[0], in[1], "second operand");
+  IPUML_CHECK(in[0].shape == in[1].shape, name, ": shapes differ");
+  return {in[0]};
+}
+
+// Reductions over a.dims (every dim when empty); the *Dim and Arg* ops also give indices.
+inline std::vector<TensorMeta> infer_reduce(OpKind k, const Attrs& a,
+                                            const std::vector<TensorMeta>& in) {
+  const char* name = op_name(k);
+  switch (k) {
     case OpKind::Sum:
     case OpKind::Amax:
     case OpKind::Amin: {
@@ -211,6 +234,17 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
       return {
           {reduce_shape(in[0].shape, a.dims, a.dims.empty() ? false : a.keepdim), DType::Int64}};
     }
+    default:
+      break;
+  }
+  fail("infer: unknown op");
+}
+
+// Element moves: the result's shape from the attributes or the inputs, the input's dtype.
+inline std::vector<TensorMeta> infer_view(OpKind k, const Attrs& a,
+                                          const std::vector<TensorMeta>& in) {
+  const char* name = op_name(k);
+  switch (k) {
     case OpKind::Reshape:
       expect_inputs(k, in, 1, 1);
       IPUML_CHECK(numel(a.shape) == in[0].numel(), "reshape: cannot reshape a tensor of shape ",
@@ -270,6 +304,16 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
       }
       return {{s, in[0].dtype}};
     }
+    default:
+      break;
+  }
+  fail("infer: unknown op");
+}
+
+// Reads by an index tensor: index_select(x, idx) along a.dims[0], gather(x, idx) -> idx's shape.
+inline std::vector<TensorMeta> infer_index(OpKind k, const Attrs& a,
+                                           const std::vector<TensorMeta>& in) {
+  switch (k) {
     case OpKind::IndexSelect: {
       expect_inputs(k, in, 2, 2);
       IPUML_CHECK(in[1].dtype == DType::Int64 || in[1].dtype == DType::Int32,
@@ -280,17 +324,6 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
       Shape s = in[0].shape;
       s[a.dims[0]] = in[1].shape[0];
       return {{s, in[0].dtype}};
-    }
-    case OpKind::IndexAdd: {
-      expect_inputs(k, in, 2, 2);
-      IPUML_CHECK(in[0].shape.size() == 1 && is_integral(in[0].dtype), name,
-                  ": index must be a 1-d integer tensor");
-      check_dims(k, a.dims, a.shape.size());
-      Shape expect = a.shape;
-      expect[a.dims[0]] = in[0].shape[0];
-      IPUML_CHECK(in[1].shape == expect, name, ": source shape ", shape_str(in[1].shape),
-                  ", expected ", shape_str(expect));
-      return {{a.shape, in[1].dtype}};
     }
     case OpKind::Gather: {
       expect_inputs(k, in, 2, 2);
@@ -306,6 +339,29 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
                     shape_str(in[0].shape), " in dim ", i);
       return {{in[1].shape, in[0].dtype}};
     }
+    default:
+      break;
+  }
+  fail("infer: unknown op");
+}
+
+// Adds by an index tensor into a result of shape a.shape: index_add(idx, src) along a.dims[0],
+// scatter_add(idx, src) with idx shaped like src.
+inline std::vector<TensorMeta> infer_scatter(OpKind k, const Attrs& a,
+                                             const std::vector<TensorMeta>& in) {
+  const char* name = op_name(k);
+  switch (k) {
+    case OpKind::IndexAdd: {
+      expect_inputs(k, in, 2, 2);
+      IPUML_CHECK(in[0].shape.size() == 1 && is_integral(in[0].dtype), name,
+                  ": index must be a 1-d integer tensor");
+      check_dims(k, a.dims, a.shape.size());
+      Shape expect = a.shape;
+      expect[a.dims[0]] = in[0].shape[0];
+      IPUML_CHECK(in[1].shape == expect, name, ": source shape ", shape_str(in[1].shape),
+                  ", expected ", shape_str(expect));
+      return {{a.shape, in[1].dtype}};
+    }
     case OpKind::ScatterAdd: {
       expect_inputs(k, in, 2, 2);
       IPUML_CHECK(is_integral(in[0].dtype) && in[0].shape == in[1].shape, name,
@@ -313,6 +369,18 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
       check_dims(k, a.dims, a.shape.size());
       return {{a.shape, in[1].dtype}};
     }
+    default:
+      break;
+  }
+  fail("infer: unknown op");
+}
+
+// Matrix products (a.flag / a.flag2: the first / second operand transposed) and convolutions;
+// a convolution's gradients take their result's shape from a.shape.
+inline std::vector<TensorMeta> infer_matrix(OpKind k, const Attrs& a,
+                                            const std::vector<TensorMeta>& in) {
+  const char* name = op_name(k);
+  switch (k) {
     case OpKind::MatMul: {
       expect_inputs(k, in, 2, 2);
       expect_float(k, in[0]);
@@ -369,6 +437,17 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
       expect_float(k, in[0]);
       expect_same_dtype(k, in[0], in[1], "second operand");
       return {{a.shape, in[0].dtype}};
+    default:
+      break;
+  }
+  fail("infer: unknown op");
+}
+
+// 2-d pooling over [N, C, H, W]; the gradients take their result's shape from a.shape.
+inline std::vector<TensorMeta> infer_pool(OpKind k, const Attrs& a,
+                                          const std::vector<TensorMeta>& in) {
+  const char* name = op_name(k);
+  switch (k) {
     case OpKind::MaxPool:
     case OpKind::AvgPool: {
       expect_inputs(k, in, 1, 1);
@@ -406,154 +485,175 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
                   shape_str(a.shape));
       return {{{in[0].shape[0], in[0].shape[1], a.shape[0], a.shape[1]}, in[0].dtype}};
     }
-    case OpKind::Softmax:
-    case OpKind::LogSoftmax:
-      expect_inputs(k, in, 1, 1);
-      expect_float(k, in[0]);
-      check_dims(k, a.dims, in[0].shape.size());
-      return {in[0]};
-    case OpKind::LayerNorm:
-    case OpKind::LayerNormBackward:
-    case OpKind::LayerNormParamBackward: {
-      // dims[0]: the first normalised dim; flag/flag2: weight/bias present (LayerNorm), flag:
-      // weight present (LayerNormBackward). mean and rstd are float32 [leading dims].
-      const bool fwd = k == OpKind::LayerNorm;
-      const size_t xi = fwd ? 0 : 1;
-      const size_t extra = fwd ? (a.flag ? 1 : 0) + (a.flag2 ? 1 : 0)
-                               : (k == OpKind::LayerNormBackward && a.flag ? 1 : 0);
-      const size_t n = (fwd ? 1 : 4) + extra;
-      expect_inputs(k, in, n, n);
-      const TensorMeta& x = in[xi];
-      expect_float(k, x);
-      IPUML_CHECK(
-          a.dims.size() == 1 && a.dims[0] >= 0 && a.dims[0] < static_cast<int64_t>(x.shape.size()),
-          name, ": first normalised dim ", detail::str(a.dims),
-          " is out of range for input of shape ", shape_str(x.shape));
-      const Shape lead(x.shape.begin(), x.shape.begin() + a.dims[0]);
-      const Shape norm(x.shape.begin() + a.dims[0], x.shape.end());
-      if (!fwd) {
-        IPUML_CHECK(in[0].shape == x.shape && in[0].dtype == x.dtype, name, ": gradient of shape ",
-                    shape_str(in[0].shape), " and ", dtype_name(in[0].dtype),
-                    " does not match the input of shape ", shape_str(x.shape), " and ",
-                    dtype_name(x.dtype));
-        for (size_t i : {size_t{2}, size_t{3}})
-          IPUML_CHECK(in[i].shape == lead && in[i].dtype == DType::Float32, name,
-                      ": mean/rstd of shape ", shape_str(in[i].shape), " and ",
-                      dtype_name(in[i].dtype), ", expected float32 ", shape_str(lead));
-      }
-      for (size_t i = (fwd ? 1 : 4); i < in.size(); ++i) {
-        IPUML_CHECK(in[i].shape == norm, name, ": weight/bias of shape ", shape_str(in[i].shape),
-                    ", expected the normalised shape ", shape_str(norm));
-        expect_same_dtype(k, x, in[i], "weight/bias");
-      }
-      if (fwd) return {{x.shape, x.dtype}, {lead, DType::Float32}, {lead, DType::Float32}};
-      if (k == OpKind::LayerNormBackward) return {{x.shape, x.dtype}};
-      return {{norm, x.dtype}, {norm, x.dtype}};
-    }
-    case OpKind::BatchNorm:
-    case OpKind::BatchNormInference:
-    case OpKind::BatchNormBackward: {
-      // x [N, C, ...] float32; scalar: eps; flag2: weight and bias [C] given (BatchNorm,
-      // BatchNormInference) or weight given (BatchNormBackward); flag: a residual shaped like x
-      // added before the activation; mode 1: ReLU after. Statistics are float32 in x's rank,
-      // [1, C, 1, ...], so that every output of the op has its channels in dim 1.
-      //   BatchNorm(x, [w, b], [r]) -> y, mean, biased var
-      //   BatchNormInference(x, mean [C], var [C], [w, b], [r]) -> y
-      //   BatchNormBackward(dy, x, mean, var, [w], [y when mode 1]) -> dx, dw, db (dw, db sum
-      //   over the batch in the statistics' shape)
-      const bool bwd = k == OpKind::BatchNormBackward;
-      const bool inf = k == OpKind::BatchNormInference;
-      IPUML_CHECK(a.mode == 0 || a.mode == 1, name, ": activation mode ", a.mode,
-                  " is not 0 (none) or 1 (ReLU)");
-      IPUML_CHECK(!(bwd && a.flag), name,
-                  ": the residual's gradient is the output's (flag must "
-                  "be off)");
-      const size_t xi = bwd ? 1 : 0;
-      const size_t n = (bwd   ? 4
-                        : inf ? 3
-                              : 1) +
-                       (a.flag2 ? (bwd ? 1 : 2) : 0) + (a.flag ? 1 : 0) +
-                       (bwd && a.mode == 1 ? 1 : 0);
-      expect_inputs(k, in, n, n);
-      const TensorMeta& x = in[xi];
-      IPUML_CHECK(x.dtype == DType::Float32, name, ": expected a float32 input, got ",
-                  dtype_name(x.dtype));
-      IPUML_CHECK(x.shape.size() >= 2, name, ": expected an input of rank >= 2 [N, C, ...], got ",
-                  shape_str(x.shape));
-      const int64_t c = x.shape[1];
-      Shape cs(x.shape.size(), 1);
-      cs[1] = c;
-      size_t i = xi + 1;
-      if (bwd) {
-        IPUML_CHECK(in[0].shape == x.shape && in[0].dtype == x.dtype, name, ": gradient of shape ",
-                    shape_str(in[0].shape), " and ", dtype_name(in[0].dtype),
-                    " does not match the input of shape ", shape_str(x.shape), " and ",
-                    dtype_name(x.dtype));
-      }
-      if (bwd || inf) {
-        const Shape want = bwd ? cs : Shape{c};
-        for (size_t j : {i, i + 1})
-          IPUML_CHECK(in[j].shape == want && in[j].dtype == DType::Float32, name,
-                      ": mean/var of shape ", shape_str(in[j].shape), " and ",
-                      dtype_name(in[j].dtype), ", expected float32 ", shape_str(want));
-        i += 2;
-      }
-      for (size_t j = 0; j < (a.flag2 ? (bwd ? 1u : 2u) : 0u); ++j, ++i)
-        IPUML_CHECK(in[i].shape == Shape{c} && in[i].dtype == x.dtype, name,
-                    ": weight/bias of shape ", shape_str(in[i].shape), " and ",
-                    dtype_name(in[i].dtype), ", expected ", dtype_name(x.dtype), " [", c, "]");
-      if (i < in.size())  // the residual, or the output whose sign masks the ReLU's gradient
-        IPUML_CHECK(in[i].shape == x.shape && in[i].dtype == x.dtype, name,
-                    bwd ? ": output of shape " : ": residual of shape ", shape_str(in[i].shape),
-                    " and ", dtype_name(in[i].dtype), " does not match the input of shape ",
-                    shape_str(x.shape), " and ", dtype_name(x.dtype));
-      if (inf) return {{x.shape, x.dtype}};
-      if (bwd) return {{x.shape, x.dtype}, {cs, x.dtype}, {cs, x.dtype}};
-      return {{x.shape, x.dtype}, {cs, DType::Float32}, {cs, DType::Float32}};
-    }
-    case OpKind::Attention:
-    case OpKind::AttentionBackward: {
-      // q [B.., L, E], k [B.., S, E], v [B.., S, Ev] with equal batch dims; scalar: the scale;
-      // flag: causal; flag2: an additive bias of q's rank broadcasting to [B.., L, S].
-      const bool fwd = k == OpKind::Attention;
-      const size_t qi = fwd ? 0 : 1;
-      const size_t n = (fwd ? 3 : 6) + (a.flag2 ? 1 : 0);
-      expect_inputs(k, in, n, n);
-      const TensorMeta &q = in[qi], &kk = in[qi + 1], &v = in[qi + 2];
-      expect_float(k, q);
-      expect_same_dtype(k, q, kk, "key");
-      expect_same_dtype(k, q, v, "value");
-      const size_t r = q.shape.size();
-      IPUML_CHECK(r >= 2 && kk.shape.size() == r && v.shape.size() == r, name,
-                  ": expected query, key and value of one rank >= 2, got ", shape_str(q.shape),
-                  ", ", shape_str(kk.shape), " and ", shape_str(v.shape));
-      bool fits = kk.shape[r - 1] == q.shape[r - 1] && v.shape[r - 2] == kk.shape[r - 2];
-      for (size_t i = 0; i + 2 < r; ++i)
-        fits = fits && kk.shape[i] == q.shape[i] && v.shape[i] == q.shape[i];
-      IPUML_CHECK(fits, name, ": key ", shape_str(kk.shape), " and value ", shape_str(v.shape),
-                  " do not fit query ", shape_str(q.shape),
-                  " (expected equal batch dims, key [.., S, E], value [.., S, Ev])");
-      const int64_t l = q.shape[r - 2], s = kk.shape[r - 2];
-      if (a.flag2) {
-        const TensorMeta& b = in.back();
-        expect_same_dtype(k, q, b, "bias");
-        bool ok = b.shape.size() == r && (b.shape[r - 2] == 1 || b.shape[r - 2] == l) &&
-                  (b.shape[r - 1] == 1 || b.shape[r - 1] == s);
-        for (size_t i = 0; ok && i + 2 < r; ++i) ok = b.shape[i] == 1 || b.shape[i] == q.shape[i];
-        IPUML_CHECK(ok, name, ": bias of shape ", shape_str(b.shape), " does not broadcast to [",
-                    shape_str(Shape(q.shape.begin(), q.shape.end() - 2)), ", ", l, ", ", s, "]");
-      }
-      Shape os = q.shape;
-      os[r - 1] = v.shape[r - 1];
-      const Shape lse(q.shape.begin(), q.shape.end() - 1);
-      if (fwd) return {{os, q.dtype}, {lse, DType::Float32}};
-      IPUML_CHECK(in[0].shape == os && in[0].dtype == q.dtype && in[4].shape == os &&
-                      in[5].shape == lse && in[5].dtype == DType::Float32,
-                  name, ": gradient ", shape_str(in[0].shape), ", output ", shape_str(in[4].shape),
-                  " and logsumexp ", shape_str(in[5].shape), " do not fit the query ",
-                  shape_str(q.shape));
-      return {q, kk, v};
-    }
+    default:
+      break;
+  }
+  fail("infer: unknown op");
+}
+
+// Softmax along a.dims[0]: the input's shape and dtype.
+inline std::vector<TensorMeta> infer_softmax(OpKind k, const Attrs& a,
+                                             const std::vector<TensorMeta>& in) {
+  expect_inputs(k, in, 1, 1);
+  expect_float(k, in[0]);
+  check_dims(k, a.dims, in[0].shape.size());
+  return {in[0]};
+}
+
+// LayerNorm(x, [w], [b]) -> y, mean, rstd; LayerNormBackward(dy, x, mean, rstd, [w]) -> dx;
+// LayerNormParamBackward(dy, x, mean, rstd) -> dweight, dbias.
+inline std::vector<TensorMeta> infer_layer_norm(OpKind k, const Attrs& a,
+                                                const std::vector<TensorMeta>& in) {
+  const char* name = op_name(k);
+  // dims[0]: the first normalised dim; flag/flag2: weight/bias present (LayerNorm), flag:
+  // weight present (LayerNormBackward). mean and rstd are float32 [leading dims].
+  const bool fwd = k == OpKind::LayerNorm;
+  const size_t xi = fwd ? 0 : 1;
+  const size_t extra = fwd ? (a.flag ? 1 : 0) + (a.flag2 ? 1 : 0)
+                           : (k == OpKind::LayerNormBackward && a.flag ? 1 : 0);
+  const size_t n = (fwd ? 1 : 4) + extra;
+  expect_inputs(k, in, n, n);
+  const TensorMeta& x = in[xi];
+  expect_float(k, x);
+  IPUML_CHECK(
+      a.dims.size() == 1 && a.dims[0] >= 0 && a.dims[0] < static_cast<int64_t>(x.shape.size()),
+      name, ": first normalised dim ", detail::str(a.dims), " is out of range for input of shape ",
+      shape_str(x.shape));
+  const Shape lead(x.shape.begin(), x.shape.begin() + a.dims[0]);
+  const Shape norm(x.shape.begin() + a.dims[0], x.shape.end());
+  if (!fwd) {
+    IPUML_CHECK(in[0].shape == x.shape && in[0].dtype == x.dtype, name, ": gradient of shape ",
+                shape_str(in[0].shape), " and ", dtype_name(in[0].dtype),
+                " does not match the input of shape ", shape_str(x.shape), " and ",
+                dtype_name(x.dtype));
+    for (size_t i : {size_t{2}, size_t{3}})
+      IPUML_CHECK(in[i].shape == lead && in[i].dtype == DType::Float32, name,
+                  ": mean/rstd of shape ", shape_str(in[i].shape), " and ", dtype_name(in[i].dtype),
+                  ", expected float32 ", shape_str(lead));
+  }
+  for (size_t i = (fwd ? 1 : 4); i < in.size(); ++i) {
+    IPUML_CHECK(in[i].shape == norm, name, ": weight/bias of shape ", shape_str(in[i].shape),
+                ", expected the normalised shape ", shape_str(norm));
+    expect_same_dtype(k, x, in[i], "weight/bias");
+  }
+  if (fwd) return {{x.shape, x.dtype}, {lead, DType::Float32}, {lead, DType::Float32}};
+  if (k == OpKind::LayerNormBackward) return {{x.shape, x.dtype}};
+  return {{norm, x.dtype}, {norm, x.dtype}};
+}
+
+inline std::vector<TensorMeta> infer_batch_norm(OpKind k, const Attrs& a,
+                                                const std::vector<TensorMeta>& in) {
+  const char* name = op_name(k);
+  // x [N, C, ...] float32; scalar: eps; flag2: weight and bias [C] given (BatchNorm,
+  // BatchNormInference) or weight given (BatchNormBackward); flag: a residual shaped like x
+  // added before the activation; mode 1: ReLU after. Statistics are float32 in x's rank,
+  // [1, C, 1, ...], so that every output of the op has its channels in dim 1.
+  //   BatchNorm(x, [w, b], [r]) -> y, mean, biased var
+  //   BatchNormInference(x, mean [C], var [C], [w, b], [r]) -> y
+  //   BatchNormBackward(dy, x, mean, var, [w], [y when mode 1]) -> dx, dw, db (dw, db sum
+  //   over the batch in the statistics' shape)
+  const bool bwd = k == OpKind::BatchNormBackward;
+  const bool inf = k == OpKind::BatchNormInference;
+  IPUML_CHECK(a.mode == 0 || a.mode == 1, name, ": activation mode ", a.mode,
+              " is not 0 (none) or 1 (ReLU)");
+  IPUML_CHECK(!(bwd && a.flag), name,
+              ": the residual's gradient is the output's (flag must "
+              "be off)");
+  const size_t xi = bwd ? 1 : 0;
+  const size_t n = (bwd   ? 4
+                    : inf ? 3
+                          : 1) +
+                   (a.flag2 ? (bwd ? 1 : 2) : 0) + (a.flag ? 1 : 0) + (bwd && a.mode == 1 ? 1 : 0);
+  expect_inputs(k, in, n, n);
+  const TensorMeta& x = in[xi];
+  IPUML_CHECK(x.dtype == DType::Float32, name, ": expected a float32 input, got ",
+              dtype_name(x.dtype));
+  IPUML_CHECK(x.shape.size() >= 2, name, ": expected an input of rank >= 2 [N, C, ...], got ",
+              shape_str(x.shape));
+  const int64_t c = x.shape[1];
+  Shape cs(x.shape.size(), 1);
+  cs[1] = c;
+  size_t i = xi + 1;
+  if (bwd) {
+    IPUML_CHECK(in[0].shape == x.shape && in[0].dtype == x.dtype, name, ": gradient of shape ",
+                shape_str(in[0].shape), " and ", dtype_name(in[0].dtype),
+                " does not match the input of shape ", shape_str(x.shape), " and ",
+                dtype_name(x.dtype));
+  }
+  if (bwd || inf) {
+    const Shape want = bwd ? cs : Shape{c};
+    for (size_t j : {i, i + 1})
+      IPUML_CHECK(in[j].shape == want && in[j].dtype == DType::Float32, name,
+                  ": mean/var of shape ", shape_str(in[j].shape), " and ", dtype_name(in[j].dtype),
+                  ", expected float32 ", shape_str(want));
+    i += 2;
+  }
+  for (size_t j = 0; j < (a.flag2 ? (bwd ? 1u : 2u) : 0u); ++j, ++i)
+    IPUML_CHECK(in[i].shape == Shape{c} && in[i].dtype == x.dtype, name, ": weight/bias of shape ",
+                shape_str(in[i].shape), " and ", dtype_name(in[i].dtype), ", expected ",
+                dtype_name(x.dtype), " [", c, "]");
+  if (i < in.size())  // the residual, or the output whose sign masks the ReLU's gradient
+    IPUML_CHECK(in[i].shape == x.shape && in[i].dtype == x.dtype, name,
+                bwd ? ": output of shape " : ": residual of shape ", shape_str(in[i].shape),
+                " and ", dtype_name(in[i].dtype), " does not match the input of shape ",
+                shape_str(x.shape), " and ", dtype_name(x.dtype));
+  if (inf) return {{x.shape, x.dtype}};
+  if (bwd) return {{x.shape, x.dtype}, {cs, x.dtype}, {cs, x.dtype}};
+  return {{x.shape, x.dtype}, {cs, DType::Float32}, {cs, DType::Float32}};
+}
+
+// Attention(q, k, v, [bias]) -> out, logsumexp;
+// AttentionBackward(dout, q, k, v, out, logsumexp, [bias]) -> dq, dk, dv.
+inline std::vector<TensorMeta> infer_attention(OpKind k, const Attrs& a,
+                                               const std::vector<TensorMeta>& in) {
+  const char* name = op_name(k);
+  // q [B.., L, E], k [B.., S, E], v [B.., S, Ev] with equal batch dims; scalar: the scale;
+  // flag: causal; flag2: an additive bias of q's rank broadcasting to [B.., L, S].
+  const bool fwd = k == OpKind::Attention;
+  const size_t qi = fwd ? 0 : 1;
+  const size_t n = (fwd ? 3 : 6) + (a.flag2 ? 1 : 0);
+  expect_inputs(k, in, n, n);
+  const TensorMeta &q = in[qi], &kk = in[qi + 1], &v = in[qi + 2];
+  expect_float(k, q);
+  expect_same_dtype(k, q, kk, "key");
+  expect_same_dtype(k, q, v, "value");
+  const size_t r = q.shape.size();
+  IPUML_CHECK(r >= 2 && kk.shape.size() == r && v.shape.size() == r, name,
+              ": expected query, key and value of one rank >= 2, got ", shape_str(q.shape), ", ",
+              shape_str(kk.shape), " and ", shape_str(v.shape));
+  bool fits = kk.shape[r - 1] == q.shape[r - 1] && v.shape[r - 2] == kk.shape[r - 2];
+  for (size_t i = 0; i + 2 < r; ++i)
+    fits = fits && kk.shape[i] == q.shape[i] && v.shape[i] == q.shape[i];
+  IPUML_CHECK(fits, name, ": key ", shape_str(kk.shape), " and value ", shape_str(v.shape),
+              " do not fit query ", shape_str(q.shape),
+              " (expected equal batch dims, key [.., S, E], value [.., S, Ev])");
+  const int64_t l = q.shape[r - 2], s = kk.shape[r - 2];
+  if (a.flag2) {
+    const TensorMeta& b = in.back();
+    expect_same_dtype(k, q, b, "bias");
+    bool ok = b.shape.size() == r && (b.shape[r - 2] == 1 || b.shape[r - 2] == l) &&
+              (b.shape[r - 1] == 1 || b.shape[r - 1] == s);
+    for (size_t i = 0; ok && i + 2 < r; ++i) ok = b.shape[i] == 1 || b.shape[i] == q.shape[i];
+    IPUML_CHECK(ok, name, ": bias of shape ", shape_str(b.shape), " does not broadcast to [",
+                shape_str(Shape(q.shape.begin(), q.shape.end() - 2)), ", ", l, ", ", s, "]");
+  }
+  Shape os = q.shape;
+  os[r - 1] = v.shape[r - 1];
+  const Shape lse(q.shape.begin(), q.shape.end() - 1);
+  if (fwd) return {{os, q.dtype}, {lse, DType::Float32}};
+  IPUML_CHECK(in[0].shape == os && in[0].dtype == q.dtype && in[4].shape == os &&
+                  in[5].shape == lse && in[5].dtype == DType::Float32,
+              name, ": gradient ", shape_str(in[0].shape), ", output ", shape_str(in[4].shape),
+              " and logsumexp ", shape_str(in[5].shape), " do not fit the query ",
+              shape_str(q.shape));
+  return {q, kk, v};
+}
+
+// Fused optimizer updates: the new values of the param and its state, float32.
+inline std::vector<TensorMeta> infer_update(OpKind k, const Attrs& a,
+                                            const std::vector<TensorMeta>& in) {
+  const char* name = op_name(k);
+  switch (k) {
     case OpKind::AdamUpdate: {
       // (param, exp_avg, exp_avg_sq, [max_exp_avg_sq], grad, lr, step) -> the new param,
       // exp_avg, exp_avg_sq [, max_exp_avg_sq], each the same shape, float32. lr and step are
@@ -599,110 +699,139 @@ IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
                   " is not 0 (from its value) or 1 (from the step, with momentum)");
       return update_results(name, in, states, {"param", "momentum_buffer", "grad"});
     }
-    case OpKind::Count:
+    default:
       break;
   }
   fail("infer: unknown op");
 }
 
-IPUML_INLINE double op_flops(OpKind k, const Attrs& a, const std::vector<TensorMeta>& in,
-                             const std::vector<TensorMeta>& out) {
-  const double n_out = out.empty() ? 0.0 : static_cast<double>(out[0].numel());
+}  // namespace catalogue_detail
+
+// Each category's rule beside its family: infer_* above, one per OpCategory.
+IPUML_INLINE std::vector<TensorMeta> infer(OpKind k, const Attrs& a,
+                                           const std::vector<TensorMeta>& in) {
+  using namespace catalogue_detail;
+  using C = OpCategory;
+  switch (op_category(k)) {
+    case C::Creation:
+      return infer_creation(k, a, in);
+    case C::Unary:
+      return infer_unary(k, a, in);
+    case C::Broadcast:
+      return infer_broadcast(k, a, in);
+    case C::ActGrad:
+      return infer_act_grad(k, a, in);
+    case C::Reduce:
+      return infer_reduce(k, a, in);
+    case C::View:
+      return infer_view(k, a, in);
+    case C::Index:
+      return infer_index(k, a, in);
+    case C::Scatter:
+      return infer_scatter(k, a, in);
+    case C::Matrix:
+      return infer_matrix(k, a, in);
+    case C::Pool:
+      return infer_pool(k, a, in);
+    case C::Softmax:
+      return infer_softmax(k, a, in);
+    case C::LayerNorm:
+      return infer_layer_norm(k, a, in);
+    case C::BatchNorm:
+      return infer_batch_norm(k, a, in);
+    case C::Attention:
+      return infer_attention(k, a, in);
+    case C::Update:
+      return infer_update(k, a, in);
+    case C::Count:
+      break;
+  }
+  fail("infer: unknown op");
+}
+
+namespace catalogue_detail {
+
+// per: the op's flops per multiply-add.
+inline double matrix_flops(OpKind k, const Attrs& a, const std::vector<TensorMeta>& in,
+                           double n_out, double per) {
   switch (k) {
     case OpKind::MatMul: {
       const Shape& sa = in[0].shape;
       const double kdim = static_cast<double>(a.flag ? sa[sa.size() - 2] : sa[sa.size() - 1]);
-      return 2.0 * n_out * kdim;
+      return per * n_out * kdim;
     }
     case OpKind::Conv: {
       const Shape& w = in[1].shape;
-      return 2.0 * n_out * static_cast<double>(w[1] * w[2] * w[3]) + (in.size() == 3 ? n_out : 0);
+      return per * n_out * static_cast<double>(w[1] * w[2] * w[3]) + (in.size() == 3 ? n_out : 0);
     }
     case OpKind::ConvBackwardInput: {
       const Shape& w = in[1].shape;  // dy, w
-      return 2.0 * static_cast<double>(in[0].numel()) * static_cast<double>(w[1] * w[2] * w[3]);
+      return per * static_cast<double>(in[0].numel()) * static_cast<double>(w[1] * w[2] * w[3]);
     }
     case OpKind::ConvBackwardWeight: {
       const Shape& dy = in[1].shape;  // x, dy
-      return 2.0 * static_cast<double>(numel(dy)) *
+      return per * static_cast<double>(numel(dy)) *
              static_cast<double>(a.shape[1] * a.shape[2] * a.shape[3]);
     }
-    case OpKind::Sum:
-    case OpKind::Amax:
-    case OpKind::Amin:
-    case OpKind::MaxDim:
-    case OpKind::MinDim:
-    case OpKind::ArgMax:
-    case OpKind::ArgMin:
-      return static_cast<double>(in[0].numel());
-    case OpKind::MaxPool:
-    case OpKind::AvgPool:
-      return n_out * static_cast<double>(a.kernel[0] * a.kernel[1]);
-    case OpKind::Exp:
-    case OpKind::Log:
-    case OpKind::Tanh:
-    case OpKind::Sigmoid:
-    case OpKind::Gelu:
-    case OpKind::GeluGrad:
-    case OpKind::Pow:
-    case OpKind::PowScalar:
-    case OpKind::Sqrt:
-    case OpKind::Rsqrt:
-      return 8.0 * n_out;  // transcendental: a few multiply-adds
-    case OpKind::Softmax:
-    case OpKind::LogSoftmax:
-      return 12.0 * n_out;
-    case OpKind::Attention: {
-      // q k^T and p v, plus the softmax (a causal mask halves the work)
-      const Shape& q = in[0].shape;
-      const double l = static_cast<double>(q[q.size() - 2]), e = static_cast<double>(q.back());
-      const double s = static_cast<double>(in[1].shape[q.size() - 2]);
-      const double ev = static_cast<double>(in[2].shape.back());
-      const double b = static_cast<double>(in[0].numel()) / std::max(l * e, 1.0);
-      return b * l * s * (2.0 * e + 2.0 * ev + 12.0) * (a.flag ? 0.5 : 1.0);
-    }
-    case OpKind::AttentionBackward: {
-      const Shape& q = in[1].shape;
-      const double l = static_cast<double>(q[q.size() - 2]), e = static_cast<double>(q.back());
-      const double s = static_cast<double>(in[2].shape[q.size() - 2]);
-      const double ev = static_cast<double>(in[3].shape.back());
-      const double b = static_cast<double>(in[1].numel()) / std::max(l * e, 1.0);
-      return b * l * s * (6.0 * e + 4.0 * ev + 24.0) * (a.flag ? 0.5 : 1.0);
-    }
-    case OpKind::LayerNorm:
-      return 8.0 * n_out;  // two passes for the statistics, one for the output
-    case OpKind::BatchNorm:
-      return 8.0 * n_out;  // as LayerNorm
-    case OpKind::BatchNormInference:
-      return 4.0 * n_out;  // one multiply-add, the residual and the ReLU
-    case OpKind::BatchNormBackward:
-      return 10.0 * static_cast<double>(in[1].numel());
-    case OpKind::LayerNormBackward:
-    case OpKind::LayerNormParamBackward:
-      return 10.0 * static_cast<double>(in[1].numel());
-    case OpKind::AdamUpdate:
-      // Two moment updates (4), the square root (8, as the transcendental ops above), the
-      // denominator and the step (4), AMSGrad's maximum and the weight decay's multiply-add.
-      return n_out * (16.0 + (a.flag ? 1.0 : 0.0) + (a.mode != 0 ? 2.0 : 0.0));
-    case OpKind::SgdUpdate:
-      // The step's multiply-add, the weight decay's, the buffer's two multiplies and add, and
-      // Nesterov's multiply-add.
-      return n_out * (2.0 + (a.reals.size() == 3 && a.reals[2] != 0 ? 2.0 : 0.0) +
-                      (a.flag ? 3.0 : 0.0) + (a.flag2 ? 2.0 : 0.0));
-    case OpKind::Reshape:
-    case OpKind::Permute:
-    case OpKind::Slice:
-    case OpKind::Expand:
-    case OpKind::Cat:
-    case OpKind::Copy:
-    case OpKind::IndexSelect:
-    case OpKind::Gather:
-    case OpKind::Full:
-    case OpKind::Arange:
-    case OpKind::Cast:
-      return 0.0;
     default:
       return n_out;
+  }
+}
+
+// q k^T and p v, plus `per` flops per score (the softmax); a causal mask halves the work.
+inline double attention_flops(OpKind k, const Attrs& a, const std::vector<TensorMeta>& in,
+                              double per) {
+  const size_t qi = k == OpKind::Attention ? 0 : 1;
+  const Shape& q = in[qi].shape;
+  const double l = static_cast<double>(q[q.size() - 2]), e = static_cast<double>(q.back());
+  const double s = static_cast<double>(in[qi + 1].shape[q.size() - 2]);
+  const double ev = static_cast<double>(in[qi + 2].shape.back());
+  const double b = static_cast<double>(in[qi].numel()) / std::max(l * e, 1.0);
+  if (k == OpKind::Attention) return b * l * s * (2.0 * e + 2.0 * ev + per) * (a.flag ? 0.5 : 1.0);
+  return b * l * s * (6.0 * e + 4.0 * ev + per) * (a.flag ? 0.5 : 1.0);
+}
+
+// per: the update's flops per element without its options.
+inline double update_flops(OpKind k, const Attrs& a, double n_out, double per) {
+  if (k == OpKind::AdamUpdate)
+    // Two moment updates (4), the square root (8, as the transcendental ops), the denominator
+    // and the step (4), AMSGrad's maximum and the weight decay's multiply-add.
+    return n_out * (per + (a.flag ? 1.0 : 0.0) + (a.mode != 0 ? 2.0 : 0.0));
+  // The step's multiply-add, the weight decay's, the buffer's two multiplies and add, and
+  // Nesterov's multiply-add.
+  return n_out * (per + (a.reals.size() == 3 && a.reals[2] != 0 ? 2.0 : 0.0) +
+                  (a.flag ? 3.0 : 0.0) + (a.flag2 ? 2.0 : 0.0));
+}
+
+}  // namespace catalogue_detail
+
+// The table's flops column, counted per element as each category's rule says.
+IPUML_INLINE double op_flops(OpKind k, const Attrs& a, const std::vector<TensorMeta>& in,
+                             const std::vector<TensorMeta>& out) {
+  using namespace catalogue_detail;
+  using C = OpCategory;
+  const double n_out = out.empty() ? 0.0 : static_cast<double>(out[0].numel());
+  const double per = op_flops_per_element(k);
+  switch (op_category(k)) {
+    case C::Reduce:  // every input element once
+      return per * static_cast<double>(in[0].numel());
+    case C::Matrix:
+      return matrix_flops(k, a, in, n_out, per);
+    case C::Pool:  // a forward window reads its kernel's elements for each output element
+      if (k == OpKind::MaxPool || k == OpKind::AvgPool)
+        return per * n_out * static_cast<double>(a.kernel[0] * a.kernel[1]);
+      return per * n_out;
+    case C::LayerNorm:
+    case C::BatchNorm:  // the gradients count the elements of x, their second input
+      if (k == OpKind::LayerNorm || k == OpKind::BatchNorm || k == OpKind::BatchNormInference)
+        return per * n_out;
+      return per * static_cast<double>(in[1].numel());
+    case C::Attention:
+      return attention_flops(k, a, in, per);
+    case C::Update:
+      return update_flops(k, a, n_out, per);
+    default:
+      return per * n_out;
   }
 }
 

@@ -9,41 +9,101 @@
 
 namespace ipuml::ir {
 
-// X(name, num_outputs). Inputs are variadic where noted in op_catalogue.hpp.
+// Families of ops that share a shape rule, a split rule and a cost model: passes ask an op's
+// family (op_category) instead of listing its members again.
+enum class OpCategory : uint8_t {
+  Creation,   // no inputs: fills and random draws
+  Unary,      // elementwise over one input (output element i reads input element i only)
+  Broadcast,  // elementwise over NumPy-broadcast inputs
+  ActGrad,    // an activation's gradient from the forward input, elementwise
+  Reduce,     // reductions over dims
+  View,       // reshape, transpose, slice, broadcast, concat: element moves only
+  Index,      // reads by an index tensor
+  Scatter,    // adds by an index tensor into a result of a given shape
+  Matrix,     // matrix products and convolutions
+  Pool,       // pooling windows and their gradients
+  Softmax,    // softmax along one dim
+  LayerNorm,  // fused layer normalisation and its gradients
+  BatchNorm,  // fused batch normalisation (+ residual, ReLU) and its gradient
+  Attention,  // fused scaled dot-product attention and its gradient
+  Update,     // fused optimizer updates of state, in place
+  Count
+};
+
+// Properties of single ops that cut across families (bits of op_traits).
+enum OpTrait : unsigned {
+  kNoTraits = 0,
+  // Moves or creates elements of any dtype without arithmetic: kernels handle every dtype
+  // themselves, so half operands are never widened to float32.
+  kRaw = 1u << 0,
+  // Every input has the output's elements and output element i reads element i of each, in
+  // flat order: a result may split anywhere, and may overwrite its first input.
+  kFlat = 1u << 1,
+  // A comparison or logical op: a bool result whatever its operands' dtype.
+  kBool = 1u << 2,
+};
+
+// X(name, num_outputs, category, flops, traits). flops: the op's floating-point operations per
+// element, per output element unless its category's rule in ir::op_flops counts others (a
+// reduction's input, a multiply-add of a matrix product, an attention score). Inputs are
+// variadic where noted in op_catalogue.hpp. The rows' order gives OpKind its values.
 // clang-format off
 #define IPUML_OP_LIST(X)                                                                          \
-  /* creation */                                                                                  \
-  X(Full, 1) X(Arange, 1) X(RandUniform, 1) X(RandNormal, 1) X(RandInt, 1)                        \
-  /* elementwise unary */                                                                         \
-  X(Neg, 1) X(Exp, 1) X(Log, 1) X(Sqrt, 1) X(Rsqrt, 1) X(Abs, 1) X(Tanh, 1) X(Sigmoid, 1)         \
-  X(Relu, 1) X(Gelu, 1) X(Sign, 1) X(Clamp, 1) X(Cast, 1) X(PowScalar, 1)                         \
-  /* elementwise binary (broadcasting) */                                                         \
-  X(Add, 1) X(Sub, 1) X(Mul, 1) X(Div, 1) X(Pow, 1) X(Maximum, 1) X(Minimum, 1)                   \
-  X(Eq, 1) X(Ne, 1) X(Lt, 1) X(Le, 1) X(Gt, 1) X(Ge, 1) X(LogicalAnd, 1) X(Where, 1)              \
-  /* backward helpers */                                                                          \
-  X(ReluGrad, 1) X(GeluGrad, 1)                                                                   \
-  /* reductions */                                                                                \
-  X(Sum, 1) X(Amax, 1) X(Amin, 1) X(MaxDim, 2) X(MinDim, 2) X(ArgMax, 1) X(ArgMin, 1)             \
-  /* data movement */                                                                             \
-  X(Reshape, 1) X(Permute, 1) X(Slice, 1) X(Expand, 1) X(Cat, 1) X(Copy, 1)                       \
-  X(IndexSelect, 1) X(IndexAdd, 1) X(Gather, 1) X(ScatterAdd, 1)                                  \
-  /* linear algebra and nn */                                                                     \
-  X(MatMul, 1) X(Conv, 1) X(ConvBackwardInput, 1) X(ConvBackwardWeight, 1)                        \
-  X(MaxPool, 2) X(MaxPoolBackward, 1) X(AvgPool, 1) X(AvgPoolBackward, 1)                         \
-  X(AdaptiveAvgPool, 1) X(AdaptiveAvgPoolBackward, 1) X(Softmax, 1) X(LogSoftmax, 1)            \
-  /* fused normalisation: y, mean, rstd; dx; dweight, dbias */                                    \
-  X(LayerNorm, 3) X(LayerNormBackward, 1) X(LayerNormParamBackward, 2)                            \
-  /* fused batch norm (+ residual, ReLU): y, mean, var; y from given statistics; dx, dw, db */    \
-  X(BatchNorm, 3) X(BatchNormInference, 1) X(BatchNormBackward, 3)                                \
-  /* fused attention: out, logsumexp; dq, dk, dv */                                               \
-  X(Attention, 2) X(AttentionBackward, 3)                                                         \
-  /* fused optimizer updates: param, exp_avg, exp_avg_sq (+ max_exp_avg_sq with AMSGrad); */      \
-  /* param (+ momentum_buffer with momentum) */                                                   \
-  X(AdamUpdate, 3) X(SgdUpdate, 1)
+  X(Full, 1, Creation, 0, kRaw)         X(Arange, 1, Creation, 0, kRaw)                           \
+  X(RandUniform, 1, Creation, 1, kRaw)  X(RandNormal, 1, Creation, 1, kRaw)                       \
+  X(RandInt, 1, Creation, 1, kRaw)                                                                \
+  /* transcendental functions: a few multiply-adds (8) */                                         \
+  X(Neg, 1, Unary, 1, kFlat)            X(Exp, 1, Unary, 8, kFlat)                                \
+  X(Log, 1, Unary, 8, kFlat)            X(Sqrt, 1, Unary, 8, kFlat)                               \
+  X(Rsqrt, 1, Unary, 8, kFlat)          X(Abs, 1, Unary, 1, kFlat)                                \
+  X(Tanh, 1, Unary, 8, kFlat)           X(Sigmoid, 1, Unary, 8, kFlat)                            \
+  X(Relu, 1, Unary, 1, kFlat)           X(Gelu, 1, Unary, 8, kFlat)                               \
+  X(Sign, 1, Unary, 1, kFlat)           X(Clamp, 1, Unary, 1, kFlat)                              \
+  X(Cast, 1, Unary, 0, kFlat | kRaw)    X(PowScalar, 1, Unary, 8, kFlat)                          \
+  X(Add, 1, Broadcast, 1, kNoTraits)    X(Sub, 1, Broadcast, 1, kNoTraits)                        \
+  X(Mul, 1, Broadcast, 1, kNoTraits)    X(Div, 1, Broadcast, 1, kNoTraits)                        \
+  X(Pow, 1, Broadcast, 8, kNoTraits)    X(Maximum, 1, Broadcast, 1, kNoTraits)                    \
+  X(Minimum, 1, Broadcast, 1, kNoTraits)                                                          \
+  X(Eq, 1, Broadcast, 1, kBool)         X(Ne, 1, Broadcast, 1, kBool)                             \
+  X(Lt, 1, Broadcast, 1, kBool)         X(Le, 1, Broadcast, 1, kBool)                             \
+  X(Gt, 1, Broadcast, 1, kBool)         X(Ge, 1, Broadcast, 1, kBool)                             \
+  X(LogicalAnd, 1, Broadcast, 1, kBool) X(Where, 1, Broadcast, 1, kRaw)                           \
+  X(ReluGrad, 1, ActGrad, 1, kFlat)     X(GeluGrad, 1, ActGrad, 8, kFlat)                         \
+  /* flops per input element */                                                                   \
+  X(Sum, 1, Reduce, 1, kNoTraits)       X(Amax, 1, Reduce, 1, kNoTraits)                          \
+  X(Amin, 1, Reduce, 1, kNoTraits)      X(MaxDim, 2, Reduce, 1, kNoTraits)                        \
+  X(MinDim, 2, Reduce, 1, kNoTraits)    X(ArgMax, 1, Reduce, 1, kNoTraits)                        \
+  X(ArgMin, 1, Reduce, 1, kNoTraits)                                                              \
+  X(Reshape, 1, View, 0, kFlat | kRaw)  X(Permute, 1, View, 0, kRaw)                              \
+  X(Slice, 1, View, 0, kRaw)            X(Expand, 1, View, 0, kRaw)                               \
+  X(Cat, 1, View, 0, kRaw)              X(Copy, 1, Unary, 0, kFlat | kRaw)                        \
+  X(IndexSelect, 1, Index, 0, kRaw)     X(IndexAdd, 1, Scatter, 1, kNoTraits)                     \
+  X(Gather, 1, Index, 0, kRaw)          X(ScatterAdd, 1, Scatter, 1, kNoTraits)                   \
+  /* flops per multiply-add */                                                                    \
+  X(MatMul, 1, Matrix, 2, kNoTraits)    X(Conv, 1, Matrix, 2, kNoTraits)                          \
+  X(ConvBackwardInput, 1, Matrix, 2, kNoTraits) X(ConvBackwardWeight, 1, Matrix, 2, kNoTraits)    \
+  /* MaxPool and AvgPool: flops per output element and window element */                         \
+  X(MaxPool, 2, Pool, 1, kNoTraits)     X(MaxPoolBackward, 1, Pool, 1, kNoTraits)                 \
+  X(AvgPool, 1, Pool, 1, kNoTraits)     X(AvgPoolBackward, 1, Pool, 1, kNoTraits)                 \
+  X(AdaptiveAvgPool, 1, Pool, 1, kNoTraits) X(AdaptiveAvgPoolBackward, 1, Pool, 1, kNoTraits)     \
+  X(Softmax, 1, Softmax, 12, kNoTraits) X(LogSoftmax, 1, Softmax, 12, kNoTraits)                  \
+  /* LayerNorm: y, mean, rstd (two passes for the statistics, one for the output); dx; */         \
+  /* dweight, dbias. The gradients' flops are per element of the input x. */                      \
+  X(LayerNorm, 3, LayerNorm, 8, kNoTraits) X(LayerNormBackward, 1, LayerNorm, 10, kNoTraits)    \
+  X(LayerNormParamBackward, 2, LayerNorm, 10, kNoTraits)                                          \
+  /* fused batch norm (+ residual, ReLU): y, mean, var (flops as LayerNorm); y from given */      \
+  /* statistics (one multiply-add, the residual and the ReLU); dx, dw, db */                      \
+  X(BatchNorm, 3, BatchNorm, 8, kNoTraits) X(BatchNormInference, 1, BatchNorm, 4, kNoTraits)    \
+  X(BatchNormBackward, 3, BatchNorm, 10, kNoTraits)                                               \
+  /* out, logsumexp; dq, dk, dv. flops per score besides the two matrix products */               \
+  X(Attention, 2, Attention, 12, kNoTraits) X(AttentionBackward, 3, Attention, 24, kNoTraits)     \
+  /* param, exp_avg, exp_avg_sq (+ max_exp_avg_sq with AMSGrad); param (+ momentum_buffer with */ \
+  /* momentum). flops per element without the options' extra work */                             \
+  X(AdamUpdate, 3, Update, 16, kNoTraits) X(SgdUpdate, 1, Update, 2, kNoTraits)
 // clang-format on
 
 enum class OpKind : uint16_t {
-#define IPUML_OP_ENUM(name, n) name,
+#define IPUML_OP_ENUM(name, n, cat, flops, traits) name,
   IPUML_OP_LIST(IPUML_OP_ENUM)
 #undef IPUML_OP_ENUM
       Count
@@ -51,8 +111,8 @@ enum class OpKind : uint16_t {
 
 inline const char* op_name(OpKind k) {
   switch (k) {
-#define IPUML_OP_NAME(name, n) \
-  case OpKind::name:           \
+#define IPUML_OP_NAME(name, n, cat, flops, traits) \
+  case OpKind::name:                               \
     return #name;
     IPUML_OP_LIST(IPUML_OP_NAME)
 #undef IPUML_OP_NAME
@@ -65,8 +125,8 @@ inline const char* op_name(OpKind k) {
 // ir::num_outputs in op_catalogue.hpp counts one instance's).
 inline int op_num_outputs(OpKind k) {
   switch (k) {
-#define IPUML_OP_NOUT(name, n) \
-  case OpKind::name:           \
+#define IPUML_OP_NOUT(name, n, cat, flops, traits) \
+  case OpKind::name:                               \
     return n;
     IPUML_OP_LIST(IPUML_OP_NOUT)
 #undef IPUML_OP_NOUT
@@ -75,60 +135,62 @@ inline int op_num_outputs(OpKind k) {
   }
 }
 
-// Elementwise ops of one input (output element i depends on input element i only).
-inline bool is_elementwise_unary(OpKind k) {
+// OpCategory::Count for a value outside the table.
+constexpr OpCategory op_category(OpKind k) {
   switch (k) {
-    case OpKind::Neg:
-    case OpKind::Exp:
-    case OpKind::Log:
-    case OpKind::Sqrt:
-    case OpKind::Rsqrt:
-    case OpKind::Abs:
-    case OpKind::Tanh:
-    case OpKind::Sigmoid:
-    case OpKind::Relu:
-    case OpKind::Gelu:
-    case OpKind::Sign:
-    case OpKind::Clamp:
-    case OpKind::Cast:
-    case OpKind::PowScalar:
-    case OpKind::Copy:
-      return true;
+#define IPUML_OP_CATEGORY(name, n, cat, flops, traits) \
+  case OpKind::name:                                   \
+    return OpCategory::cat;
+    IPUML_OP_LIST(IPUML_OP_CATEGORY)
+#undef IPUML_OP_CATEGORY
     default:
-      return false;
+      return OpCategory::Count;
   }
 }
 
-// Elementwise ops over NumPy-broadcast inputs.
-inline bool is_elementwise_broadcasting(OpKind k) {
+constexpr unsigned op_traits(OpKind k) {
   switch (k) {
-    case OpKind::Add:
-    case OpKind::Sub:
-    case OpKind::Mul:
-    case OpKind::Div:
-    case OpKind::Pow:
-    case OpKind::Maximum:
-    case OpKind::Minimum:
-    case OpKind::Eq:
-    case OpKind::Ne:
-    case OpKind::Lt:
-    case OpKind::Le:
-    case OpKind::Gt:
-    case OpKind::Ge:
-    case OpKind::LogicalAnd:
-    case OpKind::Where:
-      return true;
+#define IPUML_OP_TRAITS(name, n, cat, flops, traits) \
+  case OpKind::name:                                 \
+    return traits;
+    IPUML_OP_LIST(IPUML_OP_TRAITS)
+#undef IPUML_OP_TRAITS
     default:
-      return false;
+      return kNoTraits;
   }
+}
+
+// The flops column of the table; ir::op_flops applies it.
+constexpr double op_flops_per_element(OpKind k) {
+  switch (k) {
+#define IPUML_OP_FLOPS(name, n, cat, flops, traits) \
+  case OpKind::name:                                \
+    return flops;
+    IPUML_OP_LIST(IPUML_OP_FLOPS)
+#undef IPUML_OP_FLOPS
+    default:
+      return 0;
+  }
+}
+
+// Whether `k` belongs to one of the categories `cs`.
+template <class... C>
+constexpr bool op_in(OpKind k, C... cs) {
+  return ((op_category(k) == cs) || ...);
+}
+
+constexpr bool op_has(OpKind k, OpTrait t) { return (op_traits(k) & t) != 0; }
+
+inline bool is_elementwise_unary(OpKind k) { return op_category(k) == OpCategory::Unary; }
+
+inline bool is_elementwise_broadcasting(OpKind k) {
+  return op_category(k) == OpCategory::Broadcast;
 }
 
 // Fused updates of optimizer state: output k is the new value of input k (updated in place),
 // and every output element i depends only on element i of the inputs of the outputs' shape and
 // on 0-dim scalar inputs (learning rate, step count).
-inline bool is_elementwise_update(OpKind k) {
-  return k == OpKind::AdamUpdate || k == OpKind::SgdUpdate;
-}
+inline bool is_elementwise_update(OpKind k) { return op_category(k) == OpCategory::Update; }
 
 inline OpKind op_from_name(const std::string& s) {
   for (int i = 0; i < static_cast<int>(OpKind::Count); ++i)
