@@ -36,9 +36,6 @@ namespace pdetail {
 
 using K = ir::OpKind;
 
-inline bool is_unary_like(K k) { return ir::op_has(k, ir::kFlat); }
-inline bool is_broadcasting(K k) { return ir::is_elementwise_broadcasting(k) || k == K::Expand; }
-
 // The dim of `in` that lines up with output dim d under broadcasting, or -1 if it broadcasts.
 inline int aligned_dim(const Shape& in, const Shape& out, int d) {
   const int a = d - static_cast<int>(out.size() - in.size());
@@ -52,16 +49,31 @@ inline int first_big_dim(const Shape& s, int skip = -1) {
   return -1;
 }
 
-}  // namespace pdetail
-
-IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const ir::Node& node) {
-  using namespace pdetail;
+// The split rules of one node, a member per op family; each adds its candidates to c.
+struct SplitRules {
+  const ir::Graph& g;
+  const ir::Node& node;
+  const ir::TensorMeta& out;
+  const Shape& os;
+  const size_t nin;
+  const K k;
+  const int rank;
+  const ir::Attrs& a;
   std::vector<SliceSpec> c;
-  const auto& out = g.meta(node.outputs[0]);
-  const Shape& os = out.shape;
-  const size_t nin = node.inputs.size();
-  auto in_shape = [&](size_t j) -> const Shape& { return g.meta(node.inputs[j]).shape; };
-  auto axis = [&](int od, std::vector<int> dims, int64_t min_rows = 1, bool matrix = false) {
+
+  SplitRules(const ir::Graph& graph, const ir::Node& n)
+      : g(graph),
+        node(n),
+        out(graph.meta(n.outputs[0])),
+        os(out.shape),
+        nin(n.inputs.size()),
+        k(n.kind),
+        rank(static_cast<int>(os.size())),
+        a(n.attrs) {}
+
+  const Shape& in_shape(size_t j) const { return g.meta(node.inputs[j]).shape; }
+
+  void axis(int od, std::vector<int> dims, int64_t min_rows = 1, bool matrix = false) {
     if (od < 0 || os[static_cast<size_t>(od)] < 2) return;
     SliceSpec s;
     s.kind = SplitKind::Axis;
@@ -71,17 +83,17 @@ IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const i
     s.min_rows = min_rows;
     s.matrix = matrix;
     c.push_back(std::move(s));
-  };
+  }
   // Whole rows of `row` elements; inputs shaped like the output slice alike, others broadcast.
-  auto rows = [&](int64_t row) {
+  void rows(int64_t row) {
     SliceSpec s;
     s.kind = SplitKind::Rows;
     for (size_t j = 0; j < nin; ++j) s.in_dim.push_back(in_shape(j) == os ? 0 : -1);
     s.extent = out.numel();
     s.grain = row > 1 ? row : 16;  // whole rows, or whole vectors
     if (s.extent > s.grain) c.push_back(std::move(s));
-  };
-  auto flat = [&](bool merge_all) {
+  }
+  void flat(bool merge_all) {
     SliceSpec s;
     s.kind = SplitKind::Flat;
     s.in_dim.assign(nin, 0);
@@ -89,18 +101,9 @@ IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const i
     s.grain = 16;  // whole vectors per tile
     s.merge_all = merge_all;
     if (s.extent > 1) c.push_back(std::move(s));
-  };
-  const K k = node.kind;
-  const int rank = static_cast<int>(os.size());
-  const auto& a = node.attrs;
+  }
 
-  if (is_unary_like(k)) {
-    flat(false);
-  } else if (k == K::Full) {
-    flat(false);
-  } else if (k == K::Arange || k == K::RandUniform || k == K::RandNormal || k == K::RandInt) {
-    flat(true);
-  } else if (is_broadcasting(k)) {
+  void broadcast() {
     bool same = true;
     for (size_t j = 0; j < nin; ++j) same = same && in_shape(j) == os;
     if (same) {
@@ -108,11 +111,10 @@ IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const i
     } else {
       rows(1);
     }
-  } else if (ir::is_elementwise_update(k)) {
-    // The optimizer's fused update, elementwise as popops' vertices run it: whole vectors of
-    // the state and gradient in proportion on every tile, the lr and step whole on each.
-    rows(1);
-  } else if (k == K::Sum || k == K::Amax || k == K::Amin) {
+  }
+
+  // Sum, Amax and Amin.
+  void reduce() {
     const Shape& is = in_shape(0);
     std::vector<bool> red(is.size(), a.dims.empty());
     for (auto d : a.dims) red[static_cast<size_t>(d)] = true;
@@ -160,32 +162,39 @@ IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const i
       s.grain = 256;  // pairwise leaves
       c.push_back(std::move(s));
     }
-  } else if ((k == K::Softmax || k == K::LogSoftmax) && !a.dims.empty() && a.dims[0] == rank - 1) {
-    rows(os[static_cast<size_t>(rank - 1)]);
-  } else if (k == K::MaxDim || k == K::MinDim || k == K::ArgMax || k == K::ArgMin ||
-             k == K::Softmax || k == K::LogSoftmax) {
-    if (!a.dims.empty()) {
-      const Shape& is = in_shape(0);
-      const int d = static_cast<int>(a.dims[0]);
-      const int j = first_big_dim(is, d);
-      if (j >= 0) {
-        const bool keeps = k == K::Softmax || k == K::LogSoftmax || a.keepdim;
-        axis(keeps || j < d ? j : j - 1, {j}, j > d ? 2 : 1);
-      }
+  }
+
+  // An op along one dim (a.dims[0]): MaxDim, MinDim, ArgMax, ArgMin, and Softmax along a dim
+  // other than the last.
+  void along_dim() {
+    if (a.dims.empty()) return;
+    const Shape& is = in_shape(0);
+    const int d = static_cast<int>(a.dims[0]);
+    const int j = first_big_dim(is, d);
+    if (j >= 0) {
+      const bool keeps = ir::op_category(k) == ir::OpCategory::Softmax || a.keepdim;
+      axis(keeps || j < d ? j : j - 1, {j}, j > d ? 2 : 1);
     }
-  } else if ((k == K::LayerNorm || k == K::LayerNormBackward) && !a.dims.empty()) {
-    // Whole rows over the first leading dim of size >= 2: y/dx, x, dy, mean and rstd slice
-    // alike; weight and bias go whole to every part.
-    const int d = first_big_dim(Shape(os.begin(), os.begin() + a.dims[0]));
-    std::vector<int> dims(nin, -1);
-    for (size_t j = 0; j < (k == K::LayerNorm ? 1u : 4u) && j < nin; ++j) dims[j] = d;
-    if (d >= 0) axis(d, dims);
-  } else if (k == K::LayerNormParamBackward && !a.dims.empty()) {
-    // dweight and dbias by columns: each part sums its columns of dy and x over every row.
-    const int j = first_big_dim(os);
-    const int in_d = static_cast<int>(a.dims[0]) + j;
-    if (j >= 0) axis(j, {in_d, in_d, -1, -1});
-  } else if (k == K::BatchNorm || k == K::BatchNormInference || k == K::BatchNormBackward) {
+  }
+
+  void layer_norm() {
+    if (a.dims.empty()) return;
+    if (k != K::LayerNormParamBackward) {
+      // Whole rows over the first leading dim of size >= 2: y/dx, x, dy, mean and rstd slice
+      // alike; weight and bias go whole to every part.
+      const int d = first_big_dim(Shape(os.begin(), os.begin() + a.dims[0]));
+      std::vector<int> dims(nin, -1);
+      for (size_t j = 0; j < (k == K::LayerNorm ? 1u : 4u) && j < nin; ++j) dims[j] = d;
+      if (d >= 0) axis(d, dims);
+    } else {
+      // dweight and dbias by columns: each part sums its columns of dy and x over every row.
+      const int j = first_big_dim(os);
+      const int in_d = static_cast<int>(a.dims[0]) + j;
+      if (j >= 0) axis(j, {in_d, in_d, -1, -1});
+    }
+  }
+
+  void batch_norm() {
     // Whole channels (a channel's statistics need every image's planes, as popnn's batch norm
     // reduces them): x, dy, the residual, y and the [1, C, 1..] statistics slice along dim 1;
     // the [C] weight, bias and given statistics along dim 0.
@@ -200,7 +209,9 @@ IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const i
     }
     for (size_t j = first; j < first + per_channel && j < nin; ++j) dims[j] = 0;
     axis(1, dims);
-  } else if (k == K::Attention || k == K::AttentionBackward) {
+  }
+
+  void attention() {
     // Whole attention problems over the first batch dim of size >= 2: q, k, v (and dout, out,
     // logsumexp) slice alike; a bias slices where it has that dim, else goes whole.
     const int d = first_big_dim(Shape(os.begin(), os.end() - 2));
@@ -211,42 +222,53 @@ IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const i
         dims.back() = -1;
       axis(d, dims);
     }
-  } else if (k == K::Permute) {
-    const int d = first_big_dim(os);
-    if (d >= 0) axis(d, {static_cast<int>(a.dims[static_cast<size_t>(d)])});
-  } else if (k == K::Slice) {
-    const int d = first_big_dim(os);
-    if (d >= 0) axis(d, {d == static_cast<int>(a.dims[0]) ? -1 : d});
-  } else if (k == K::Cat) {
-    const int d = first_big_dim(os, static_cast<int>(a.dims[0]));
-    if (d >= 0) axis(d, std::vector<int>(nin, d));
-  } else if (k == K::IndexSelect) {
-    const int d = first_big_dim(os);
-    if (d >= 0)
-      axis(d, d == static_cast<int>(a.dims[0]) ? std::vector<int>{-1, 0} : std::vector<int>{d, -1});
-    // An embedding lookup: the table split along its rows' elements, each tile serving its
-    // columns of every looked-up row, so the table never moves whole.
-    const int last = rank - 1;
-    if (last != d && last != static_cast<int>(a.dims[0])) axis(last, {last, -1});
-  } else if (k == K::IndexAdd) {
-    const int d = first_big_dim(os, static_cast<int>(a.dims[0]));
-    if (d >= 0 && in_shape(1).size() == os.size()) axis(d, {-1, d});
-  } else if (k == K::Gather || k == K::ScatterAdd) {
-    // Gather(x, idx) -> idx's shape; ScatterAdd(idx, src): idx and src line up with the output.
-    const int s = static_cast<int>(a.dims[0]);
-    const Shape& other = k == K::Gather ? in_shape(0) : in_shape(1);
-    const Shape& idx = k == K::Gather ? in_shape(1) : in_shape(0);
-    for (int d = 0; d < rank; ++d) {
-      if (d == s || os[static_cast<size_t>(d)] < 2) continue;
-      if (other.size() == os.size() && idx.size() == os.size() &&
-          other[static_cast<size_t>(d)] == os[static_cast<size_t>(d)] &&
-          idx[static_cast<size_t>(d)] == os[static_cast<size_t>(d)])
-        axis(d, {d, d});
-      break;
+  }
+
+  // Permute, Slice and Cat (a reshape splits as a flat op, an expand as a broadcast).
+  void view() {
+    if (k == K::Permute) {
+      const int d = first_big_dim(os);
+      if (d >= 0) axis(d, {static_cast<int>(a.dims[static_cast<size_t>(d)])});
+    } else if (k == K::Slice) {
+      const int d = first_big_dim(os);
+      if (d >= 0) axis(d, {d == static_cast<int>(a.dims[0]) ? -1 : d});
+    } else if (k == K::Cat) {
+      const int d = first_big_dim(os, static_cast<int>(a.dims[0]));
+      if (d >= 0) axis(d, std::vector<int>(nin, d));
     }
-  } else if (k == K::MaxPool || k == K::AvgPool || k == K::AdaptiveAvgPool ||
-             k == K::AvgPoolBackward || k == K::AdaptiveAvgPoolBackward ||
-             k == K::MaxPoolBackward) {
+  }
+
+  // The Index and Scatter families.
+  void indexed() {
+    if (k == K::IndexSelect) {
+      const int d = first_big_dim(os);
+      if (d >= 0)
+        axis(d,
+             d == static_cast<int>(a.dims[0]) ? std::vector<int>{-1, 0} : std::vector<int>{d, -1});
+      // An embedding lookup: the table split along its rows' elements, each tile serving its
+      // columns of every looked-up row, so the table never moves whole.
+      const int last = rank - 1;
+      if (last != d && last != static_cast<int>(a.dims[0])) axis(last, {last, -1});
+    } else if (k == K::IndexAdd) {
+      const int d = first_big_dim(os, static_cast<int>(a.dims[0]));
+      if (d >= 0 && in_shape(1).size() == os.size()) axis(d, {-1, d});
+    } else {
+      // Gather(x, idx) -> idx's shape; ScatterAdd(idx, src): idx and src line up with the output.
+      const int s = static_cast<int>(a.dims[0]);
+      const Shape& other = k == K::Gather ? in_shape(0) : in_shape(1);
+      const Shape& idx = k == K::Gather ? in_shape(1) : in_shape(0);
+      for (int d = 0; d < rank; ++d) {
+        if (d == s || os[static_cast<size_t>(d)] < 2) continue;
+        if (other.size() == os.size() && idx.size() == os.size() &&
+            other[static_cast<size_t>(d)] == os[static_cast<size_t>(d)] &&
+            idx[static_cast<size_t>(d)] == os[static_cast<size_t>(d)])
+          axis(d, {d, d});
+        break;
+      }
+    }
+  }
+
+  void pool() {
     axis(0, std::vector<int>(nin, 0));
     axis(1, std::vector<int>(nin, 1));
     // Whole output planes over every tile: batch x channels planes are independent, and each
@@ -260,13 +282,56 @@ IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const i
       c.push_back(std::move(s));
     }
   }
-  if (c.empty()) {
-    SliceSpec s;
-    s.in_dim.assign(nin, -1);
-    s.matrix = ir::op_category(k) == ir::OpCategory::Matrix;
-    c.push_back(std::move(s));
+
+  void by_category() {
+    using C = ir::OpCategory;
+    if (ir::op_has(k, ir::kFlat)) return flat(false);
+    switch (ir::op_category(k)) {
+      case C::Creation:  // a fill splits anywhere; counters and random draws keep their order
+        return flat(k != K::Full);
+      case C::Broadcast:
+        return broadcast();
+      case C::Update:
+        // The optimizer's fused update, elementwise as popops' vertices run it: whole vectors
+        // of the state and gradient in proportion on every tile, the lr and step whole on each.
+        return rows(1);
+      case C::Reduce:
+        return k == K::Sum || k == K::Amax || k == K::Amin ? reduce() : along_dim();
+      case C::Softmax:
+        if (!a.dims.empty() && a.dims[0] == rank - 1)
+          return rows(os[static_cast<size_t>(rank - 1)]);
+        return along_dim();
+      case C::LayerNorm:
+        return layer_norm();
+      case C::BatchNorm:
+        return batch_norm();
+      case C::Attention:
+        return attention();
+      case C::View:
+        return k == K::Expand ? broadcast() : view();
+      case C::Index:
+      case C::Scatter:
+        return indexed();
+      case C::Pool:
+        return pool();
+      default:  // matrix ops plan as grids (matrix_plan.hpp)
+        return;
+    }
   }
-  return c;
+};
+
+}  // namespace pdetail
+
+IPUML_INLINE std::vector<SliceSpec> split_candidates(const ir::Graph& g, const ir::Node& node) {
+  pdetail::SplitRules r(g, node);
+  r.by_category();
+  if (r.c.empty()) {
+    SliceSpec s;
+    s.in_dim.assign(r.nin, -1);
+    s.matrix = ir::op_category(node.kind) == ir::OpCategory::Matrix;
+    r.c.push_back(std::move(s));
+  }
+  return std::move(r.c);
 }
 
 IPUML_INLINE ir::Attrs slice_attrs(const ir::Graph& g, const ir::Node& node, const SliceSpec& s,
