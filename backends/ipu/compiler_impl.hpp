@@ -601,20 +601,36 @@ struct Planner {
            static_cast<uint32_t>(stage);
   }
 
+  // Index of a tile in plan.memory.tiles.
+  size_t tile_index(int32_t ipu, int32_t tile) const {
+    return static_cast<size_t>(ipu) * static_cast<size_t>(T()) + static_cast<size_t>(tile);
+  }
+
+  // The plan's memory and cycles, in the order the figures need each other: fixed bytes
+  // (state, streams), the steps with their vertices, code, liveness with temporaries, cycles.
   void account() {
-    const int64_t N = static_cast<int64_t>(g.nodes.size());
     auto& mem = plan.memory;
     mem.bytes_per_tile = t.bytes_per_tile;
     mem.tiles.assign(static_cast<size_t>(t.total_tiles()), TileMemory{});
-    auto gt = [&](int32_t ipu, int32_t tile) {
-      return static_cast<size_t>(ipu) * static_cast<size_t>(T()) + static_cast<size_t>(tile);
-    };
     find_replica_shards();
+    account_state_and_streams();
+    find_views();
+    std::vector<std::vector<uint32_t>> types(mem.tiles.size());
+    account_steps(types);
+    account_code(types);
+    const std::vector<double> streamed = account_liveness();
+    account_cycles(streamed);
+    account_verdict();
+  }
+
+  // On-chip state (less what replica sharding saves) and the host input streams' buffers.
+  void account_state_and_streams() {
+    auto& mem = plan.memory;
     mem.replica_sharding_saved_bytes = 0;
     for (auto v : g.states)
       if (!g.values[static_cast<size_t>(v)].offchip) {
         for_each_piece(v, [&](int32_t ipu, int32_t tile, int64_t b) {
-          mem.tiles[gt(ipu, tile)].bytes[kState] += b;
+          mem.tiles[tile_index(ipu, tile)].bytes[kState] += b;
         });
         if (shards_[static_cast<size_t>(v)] > 1) {
           int64_t whole = 0;
@@ -626,12 +642,15 @@ struct Planner {
       }
     for (auto v : g.inputs)
       for_each_piece(v, [&](int32_t ipu, int32_t tile, int64_t b) {
-        mem.tiles[gt(ipu, tile)].bytes[kStream] += b;
+        mem.tiles[tile_index(ipu, tile)].bytes[kStream] += b;
       });
+  }
 
-    // Final costs with the real layouts; vertices, their state, code and exchange code.
-    find_views();
-    std::vector<std::vector<uint32_t>> types(mem.tiles.size());
+  // Final costs with the real layouts; vertices, their state and exchange code (the vertex
+  // types of each tile go to `types`), compute sets and one superstep per node.
+  void account_steps(std::vector<std::vector<uint32_t>>& types) {
+    const int64_t N = static_cast<int64_t>(g.nodes.size());
+    auto& mem = plan.memory;
     plan.supersteps.clear();
     plan.compute_sets = plan.vertices = plan.edges = 0;
     const int64_t state_per_field = t.vertex_state_bytes_per_field;
@@ -663,7 +682,7 @@ struct Planner {
       auto add_vertices = [&](int64_t first, int64_t count, int stage, int64_t nfields,
                               int64_t transfers) {
         for (int64_t p = 0; p < count; ++p) {
-          const size_t ti = gt(np.span.ipu, static_cast<int32_t>((first + p) % T()));
+          const size_t ti = tile_index(np.span.ipu, static_cast<int32_t>((first + p) % T()));
           auto& tm = mem.tiles[ti];
           tm.bytes[kVertexState] += (1 + nfields) * state_per_field;
           tm.bytes[kExchangeCode] += transfers * t.exchange_code_bytes_per_transfer;
@@ -695,6 +714,11 @@ struct Planner {
                                           np.exchange_cycles + np.inter_ipu_cycles,
                                           np.sync_cycles});
     }
+  }
+
+  // Code: one codelet per vertex type a tile runs; and every tile's stack.
+  void account_code(std::vector<std::vector<uint32_t>>& types) {
+    auto& mem = plan.memory;
     for (size_t ti = 0; ti < mem.tiles.size(); ++ti) {
       auto& ty = types[ti];
       std::sort(ty.begin(), ty.end());
@@ -704,104 +728,126 @@ struct Planner {
             (k & 3u) == 1u ? t.codelet_bytes_matrix : t.codelet_bytes_vector;
       mem.tiles[ti].bytes[kStack] = t.stack_bytes_per_tile;
     }
-    int64_t always = 0;
-    for (auto& tm : mem.tiles) always += tm.always_live();
+  }
 
-    // Not-always-live bytes by liveness, with each step's temporaries on the tiles it runs on.
-    std::vector<int64_t> live(mem.tiles.size(), 0), peak(mem.tiles.size(), 0);
-    int64_t live_total = 0;
-    auto add_live = [&](int64_t v, int64_t sign) {
-      for_each_piece(v, [&](int32_t ipu, int32_t tile, int64_t b) {
-        live[gt(ipu, tile)] += sign * b;
-        live_total += sign * b;
-      });
-    };
-    mem.always_live_per_step.assign(static_cast<size_t>(N), always);
-    mem.not_always_live_per_step.assign(static_cast<size_t>(N), 0);
-    // Values live in buffers. In place, as Poplar runs them: an elementwise or scatter-add
-    // result shares the buffer of an input of its size and layout that dies at that op (a
-    // state's own memory included, when the state is updated and nothing reads it later), and a
-    // state's new value, once nothing reads the old one, is written into the state's memory.
-    // States in streaming memory come onto the tiles when first read and their new values go
-    // straight back. A buffer is freed when the last value in it dies; state memory never is.
-    auto offchip = [&](int64_t v) { return g.values[static_cast<size_t>(v)].offchip; };
-    std::vector<int64_t> updates_state(g.values.size(), -1);
-    for (auto& u : g.updates) updates_state[static_cast<size_t>(u.value)] = u.state;
-    std::vector<bool> updated(g.values.size(), false);
-    for (auto& u : g.updates) updated[static_cast<size_t>(u.state)] = true;
-    // A new value bound for streaming memory leaves the tiles after its last reader here.
-    std::vector<int64_t> last_read(g.values.size(), -1);
-    for (int64_t ni = 0; ni < N; ++ni)
-      for (auto v : g.nodes[static_cast<size_t>(ni)].inputs) last_read[static_cast<size_t>(v)] = ni;
-    auto streams_out = [&](int64_t v) {
-      const int64_t st = updates_state[static_cast<size_t>(v)];
-      return st >= 0 && offchip(st);
-    };
+  // Values live in buffers. In place, as Poplar runs them: an elementwise or scatter-add
+  // result shares the buffer of an input of its size and layout that dies at that op (a
+  // state's own memory included, when the state is updated and nothing reads it later), and a
+  // state's new value, once nothing reads the old one, is written into the state's memory.
+  // States in streaming memory come onto the tiles when first read and their new values go
+  // straight back. A buffer is freed when the last value in it dies; state memory never is.
+  struct Liveness {
     struct Buffer {
       int64_t owner = -1;  // the value whose layout it has
       int32_t refs = 0;
       bool state = false;  // on-chip state memory: counted as state, never freed
     };
+    Planner& p;
+    const ir::Graph& g;
+    // Not-always-live bytes per tile now and at their peak, and on all tiles now.
+    std::vector<int64_t> live, peak;
+    int64_t live_total = 0;
+    std::vector<int64_t> updates_state;  // per new state value: its state, else -1
+    std::vector<bool> updated;           // per state: whether the step gives it a new value
+    // A new value bound for streaming memory leaves the tiles after its last reader here.
+    std::vector<int64_t> last_read;
     std::vector<Buffer> buffers;
-    std::vector<int64_t> buffer_of(g.values.size(), -1);
-    auto new_buffer = [&](int64_t v, bool state) {
+    std::vector<int64_t> buffer_of;
+    // Per step: values whose bytes outlive their own last reader (a view of them is read
+    // later), freed after the view's last reader.
+    std::vector<std::vector<int64_t>> late;
+    std::vector<double> streamed;  // bytes streamed in and out per IPU
+
+    explicit Liveness(Planner& planner)
+        : p(planner),
+          g(planner.g),
+          live(planner.plan.memory.tiles.size(), 0),
+          peak(planner.plan.memory.tiles.size(), 0),
+          updates_state(g.values.size(), -1),
+          updated(g.values.size(), false),
+          last_read(g.values.size(), -1),
+          buffer_of(g.values.size(), -1),
+          late(g.nodes.size()),
+          streamed(static_cast<size_t>(planner.t.num_ipus), 0.0) {
+      const auto N = static_cast<int64_t>(g.nodes.size());
+      for (auto& u : g.updates) updates_state[static_cast<size_t>(u.value)] = u.state;
+      for (auto& u : g.updates) updated[static_cast<size_t>(u.state)] = true;
+      for (int64_t ni = 0; ni < N; ++ni)
+        for (auto v : g.nodes[static_cast<size_t>(ni)].inputs)
+          last_read[static_cast<size_t>(v)] = ni;
+      for (auto v : g.states)
+        if (!offchip(v)) hold(v, new_buffer(v, true));
+      const auto& ends = p.held_until;
+      for (size_t v = 0; v < g.values.size(); ++v)
+        if (ends[v] != p.last[v] && ends[v] >= 0 && ends[v] < N &&
+            g.values[v].kind == ir::ValueKind::Op)
+          late[static_cast<size_t>(ends[v])].push_back(static_cast<int64_t>(v));
+    }
+
+    bool offchip(int64_t v) const { return g.values[static_cast<size_t>(v)].offchip; }
+    bool streams_out(int64_t v) const {
+      const int64_t st = updates_state[static_cast<size_t>(v)];
+      return st >= 0 && offchip(st);
+    }
+    static bool in_place_op(ir::OpKind k) {
+      using C = ir::OpCategory;
+      return ir::op_in(k, C::Unary, C::Broadcast, C::ActGrad, C::Scatter, C::Update);
+    }
+    bool same_place(int64_t a, int64_t b) const {
+      const auto& la = p.plan.values[static_cast<size_t>(a)];
+      const auto& lb = p.plan.values[static_cast<size_t>(b)];
+      return g.meta(a).nbytes() == g.meta(b).nbytes() && la.axis == lb.axis && la.span == lb.span;
+    }
+    void add_live(int64_t v, int64_t sign) {
+      p.for_each_piece(v, [&](int32_t ipu, int32_t tile, int64_t b) {
+        live[p.tile_index(ipu, tile)] += sign * b;
+        live_total += sign * b;
+      });
+    }
+    int64_t new_buffer(int64_t v, bool state) {
       buffers.push_back(Buffer{v, 0, state});
       if (!state) add_live(v, 1);
       return static_cast<int64_t>(buffers.size()) - 1;
-    };
-    auto hold = [&](int64_t v, int64_t b) {
+    }
+    void hold(int64_t v, int64_t b) {
       buffer_of[static_cast<size_t>(v)] = b;
       ++buffers[static_cast<size_t>(b)].refs;
-    };
-    auto drop = [&](int64_t v) {
+    }
+    void drop(int64_t v) {
       const int64_t b = buffer_of[static_cast<size_t>(v)];
       if (b < 0) return;
       buffer_of[static_cast<size_t>(v)] = -1;
       auto& buf = buffers[static_cast<size_t>(b)];
       if (--buf.refs == 0 && !buf.state) add_live(buf.owner, -1);
-    };
-    for (auto v : g.states)
-      if (!offchip(v)) hold(v, new_buffer(v, true));
-    const auto& ends = held_until;
-    // Values whose bytes outlive their own last reader (a view of them is read later): freed
-    // after the view's last reader.
-    std::vector<std::vector<int64_t>> late(static_cast<size_t>(N));
-    for (size_t v = 0; v < g.values.size(); ++v)
-      if (ends[v] != last[v] && ends[v] >= 0 && ends[v] < N &&
-          g.values[v].kind == ir::ValueKind::Op)
-        late[static_cast<size_t>(ends[v])].push_back(static_cast<int64_t>(v));
-    std::vector<double> streamed(static_cast<size_t>(t.num_ipus), 0.0);
-    auto in_place_op = [](ir::OpKind k) {
-      using C = ir::OpCategory;
-      return ir::op_in(k, C::Unary, C::Broadcast, C::ActGrad, C::Scatter, C::Update);
-    };
-    auto same_place = [&](int64_t a, int64_t b) {
-      const auto& la = plan.values[static_cast<size_t>(a)];
-      const auto& lb = plan.values[static_cast<size_t>(b)];
-      return g.meta(a).nbytes() == g.meta(b).nbytes() && la.axis == lb.axis && la.span == lb.span;
-    };
-    for (int64_t ni = 0; ni < N; ++ni) {
-      const auto& n = g.nodes[static_cast<size_t>(ni)];
-      const auto& np = plan.nodes[static_cast<size_t>(ni)];
-      std::vector<size_t> touched;
+    }
+
+    // Streamed inputs of step ni come onto its tiles.
+    void stream_in(int64_t ni, const ir::Node& n) {
       for (auto v : n.inputs)
         if (offchip(v) && buffer_of[static_cast<size_t>(v)] < 0 &&
-            last[static_cast<size_t>(v)] >= ni) {
+            p.last[static_cast<size_t>(v)] >= ni) {
           hold(v, new_buffer(v, false));
-          streamed[static_cast<size_t>(plan.values[static_cast<size_t>(v)].span.ipu)] +=
+          streamed[static_cast<size_t>(p.plan.values[static_cast<size_t>(v)].span.ipu)] +=
               static_cast<double>(g.meta(v).nbytes()) /
-              static_cast<double>(shards_[static_cast<size_t>(v)]);
+              static_cast<double>(p.shards_[static_cast<size_t>(v)]);
         }
+    }
+
+    // Gives each result of step ni a buffer (its state's, an input's that dies here, or a new
+    // one); returns the tiles the results occupy.
+    std::vector<size_t> place_results(int64_t ni, const ir::Node& n) {
+      const auto& ends = p.held_until;
+      std::vector<size_t> touched;
       std::vector<int64_t> taken;  // inputs whose buffer a result took over
       for (size_t k = 0; k < n.outputs.size(); ++k) {
         const int64_t v = n.outputs[k];
         const auto vu = static_cast<size_t>(v);
-        if (view[vu]) continue;  // its inputs' buffers hold its bytes
+        if (p.view[vu]) continue;  // its inputs' buffers hold its bytes
         const int64_t st = updates_state[vu];
         int64_t b = -1;
         if (streams_out(v)) {
-          streamed[static_cast<size_t>(plan.values[vu].span.ipu)] +=
-              static_cast<double>(g.meta(v).nbytes()) / static_cast<double>(shards_[vu]);
+          streamed[static_cast<size_t>(p.plan.values[vu].span.ipu)] +=
+              static_cast<double>(g.meta(v).nbytes()) / static_cast<double>(p.shards_[vu]);
         } else if (st >= 0 && ends[static_cast<size_t>(st)] <= ni &&
                    g.meta(st).nbytes() == g.meta(v).nbytes()) {
           b = buffer_of[static_cast<size_t>(st)];
@@ -824,13 +870,21 @@ struct Planner {
             }
           }
         hold(v, b >= 0 ? b : new_buffer(v, false));
-        for_each_piece(
-            v, [&](int32_t ipu, int32_t tile, int64_t) { touched.push_back(gt(ipu, tile)); });
+        p.for_each_piece(v, [&](int32_t ipu, int32_t tile, int64_t) {
+          touched.push_back(p.tile_index(ipu, tile));
+        });
       }
-      // Every tile of the step holds the largest part's temporaries (a bound, never below); a
-      // view moves nothing.
+      return touched;
+    }
+
+    // Step ni's peak on each tile it touches: live bytes plus, on the tiles it runs on, the
+    // largest part's temporaries (a bound, never below; a view moves nothing). Returns the
+    // step's temporaries on all tiles.
+    int64_t step_peaks(int64_t ni, const ir::Node& n, const std::vector<size_t>& touched) {
+      auto& mem = p.plan.memory;
+      const auto& np = p.plan.nodes[static_cast<size_t>(ni)];
       const auto temp =
-          is_view_node(n) ? int64_t{0} : static_cast<int64_t>(std::ceil(np.max_temp_bytes));
+          p.is_view_node(n) ? int64_t{0} : static_cast<int64_t>(std::ceil(np.max_temp_bytes));
       int64_t temp_total = 0;
       auto bump = [&](size_t ti, int64_t tmp) {
         if (live[ti] + tmp > peak[ti]) {
@@ -841,14 +895,18 @@ struct Planner {
         }
       };
       const int64_t temp_tiles = std::max<int64_t>(np.span.parts, np.reduce_tiles);
-      for (int64_t p = 0; p < std::min<int64_t>(temp_tiles, T()); ++p) {
-        const size_t ti = gt(np.span.ipu, np.span.tile(p, T()));
+      for (int64_t q = 0; q < std::min<int64_t>(temp_tiles, p.T()); ++q) {
+        const size_t ti = p.tile_index(np.span.ipu, np.span.tile(q, p.T()));
         temp_total += temp;
         bump(ti, temp);
       }
       for (auto ti : touched) bump(ti, 0);
-      mem.not_always_live_per_step[static_cast<size_t>(ni)] = live_total + temp_total;
-      // Values die after their last reader; outputs nobody reads die at once.
+      return temp_total;
+    }
+
+    // Values die after their last reader; outputs nobody reads die at once.
+    void release(int64_t ni, const ir::Node& n) {
+      const auto& ends = p.held_until;
       for (auto v : n.outputs)
         if (ends[static_cast<size_t>(v)] < 0 ||
             (streams_out(v) && last_read[static_cast<size_t>(v)] < 0))
@@ -867,8 +925,31 @@ struct Planner {
       for (auto v : late[static_cast<size_t>(ni)])
         if (std::find(seen.begin(), seen.end(), v) == seen.end()) drop(v);
     }
+  };
 
-    // Host streams, state write-back and the replica all-reduce.
+  // Always-live bytes, then the not-always-live bytes of every step by liveness, with each
+  // step's temporaries on the tiles it runs on. Returns the bytes streamed per IPU.
+  std::vector<double> account_liveness() {
+    const int64_t N = static_cast<int64_t>(g.nodes.size());
+    auto& mem = plan.memory;
+    int64_t always = 0;
+    for (auto& tm : mem.tiles) always += tm.always_live();
+    mem.always_live_per_step.assign(static_cast<size_t>(N), always);
+    mem.not_always_live_per_step.assign(static_cast<size_t>(N), 0);
+    Liveness l(*this);
+    for (int64_t ni = 0; ni < N; ++ni) {
+      const auto& n = g.nodes[static_cast<size_t>(ni)];
+      l.stream_in(ni, n);
+      const std::vector<size_t> touched = l.place_results(ni, n);
+      const int64_t temp_total = l.step_peaks(ni, n, touched);
+      mem.not_always_live_per_step[static_cast<size_t>(ni)] = l.live_total + temp_total;
+      l.release(ni, n);
+    }
+    return std::move(l.streamed);
+  }
+
+  // Host streams, state write-back and the replica all-reduce.
+  void account_cycles(const std::vector<double>& streamed) {
     std::vector<double> host_in(static_cast<size_t>(t.num_ipus), 0),
         host_out(static_cast<size_t>(t.num_ipus), 0);
     plan.host_in_bytes = plan.host_out_bytes = 0;
@@ -914,8 +995,11 @@ struct Planner {
     }
     for (auto& c : plan.cycles.per_ipu) plan.cycles.total += c.total();
     plan.cycles.simulated_seconds = plan.cycles.total / t.clock_hz;
+  }
 
-    // Totals and the out-of-memory verdict.
+  // Totals and the out-of-memory verdict.
+  void account_verdict() {
+    auto& mem = plan.memory;
     mem.tiles_over = 0;
     mem.worst_tile = 0;
     for (size_t i = 0; i < mem.tiles.size(); ++i) {
