@@ -64,12 +64,211 @@ inline bool run_widened(ir::OpKind kind, const ir::Attrs& attrs, const std::vect
   return true;
 }
 
+inline void expect_buffers(const char* name, const std::vector<ConstBuffer>& in, size_t lo,
+                           size_t hi) {
+  IPUML_CHECK(in.size() >= lo && in.size() <= hi, name, ": expected ", lo,
+              lo == hi ? "" : ipuml::detail::str(" to ", hi), " inputs, got ", in.size());
+}
+
+inline void expect_same_size(const char* name, const std::vector<ConstBuffer>& in,
+                             const MutableBuffer& o) {
+  expect_buffers(name, in, 1, 1);
+  IPUML_CHECK(in[0].meta.numel() == o.meta.numel(), name, ": input of shape ",
+              shape_str(in[0].meta.shape), " and output of shape ", shape_str(o.meta.shape),
+              " differ in size");
+}
+
+// Reshape and Copy: the bytes as they are.
+inline void run_copy(const char* name, const std::vector<ConstBuffer>& in, const MutableBuffer& o) {
+  expect_buffers(name, in, 1, 1);
+  IPUML_CHECK(in[0].meta.nbytes() == o.meta.nbytes(), name, ": input of shape ",
+              shape_str(in[0].meta.shape), " does not fit output of shape ",
+              shape_str(o.meta.shape));
+  k_copy(in[0], o);
+}
+
+// Each run_* below runs one family of the catalogue (ir::OpCategory) on unaliased buffers.
+inline void run_creation(ir::OpKind kind, const ir::Attrs& attrs,
+                         const std::vector<ConstBuffer>& in, const MutableBuffer& o,
+                         const KernelContext& ctx) {
+  using K = ir::OpKind;
+  expect_buffers(ir::op_name(kind), in, 0, 0);
+  if (kind == K::Full) return k_full(attrs, o);
+  if (kind == K::Arange) return k_arange(attrs, o);
+  return k_random(kind, attrs, o, ctx);
+}
+
+inline void run_unary(ir::OpKind kind, const ir::Attrs& attrs, const std::vector<ConstBuffer>& in,
+                      const MutableBuffer& o) {
+  using K = ir::OpKind;
+  const char* name = ir::op_name(kind);
+  switch (kind) {
+    case K::Copy:
+      return run_copy(name, in, o);
+    case K::Neg:
+    case K::Abs:
+    case K::Sign:
+      expect_same_size(name, in, o);
+      return k_unary_signed(kind, in[0], o);
+    case K::Cast:
+      expect_same_size(name, in, o);
+      return k_cast(in[0], o);
+    default:
+      expect_same_size(name, in, o);
+      return k_unary_float(kind, attrs, in[0], o);
+  }
+}
+
+// Broadcasting ops and activation gradients.
+inline void run_binary(ir::OpKind kind, const ir::Attrs& attrs, const std::vector<ConstBuffer>& in,
+                       const MutableBuffer& o) {
+  using K = ir::OpKind;
+  const char* name = ir::op_name(kind);
+  if (kind == K::Where) {
+    expect_buffers(name, in, 3, 3);
+    return k_where(in[0], in[1], in[2], o);
+  }
+  expect_buffers(name, in, 2, 2);
+  if (ir::op_category(kind) == ir::OpCategory::ActGrad)
+    return k_act_grad(kind, attrs, in[0], in[1], o);
+  return k_binary(kind, in[0], in[1], o);
+}
+
+inline void run_reduce(ir::OpKind kind, const ir::Attrs& attrs, const std::vector<ConstBuffer>& in,
+                       const std::vector<MutableBuffer>& out) {
+  using K = ir::OpKind;
+  expect_buffers(ir::op_name(kind), in, 1, 1);
+  if (kind == K::Sum) return k_sum(attrs, in[0], out[0]);
+  if (kind == K::Amax || kind == K::Amin) return k_extreme(kind == K::Amax, attrs, in[0], out[0]);
+  return k_arg(kind, attrs, in[0], out);
+}
+
+// Views, indexed reads and indexed adds.
+inline void run_movement(ir::OpKind kind, const ir::Attrs& attrs,
+                         const std::vector<ConstBuffer>& in, const MutableBuffer& o) {
+  using K = ir::OpKind;
+  const char* name = ir::op_name(kind);
+  switch (kind) {
+    case K::Reshape:
+      return run_copy(name, in, o);
+    case K::Permute:
+      expect_buffers(name, in, 1, 1);
+      return k_permute(attrs, in[0], o);
+    case K::Slice:
+      expect_buffers(name, in, 1, 1);
+      return k_slice(attrs, in[0], o);
+    case K::Expand:
+      expect_buffers(name, in, 1, 1);
+      return k_expand(in[0], o);
+    case K::Cat:
+      return k_cat(attrs, in, o);
+    case K::IndexSelect:
+      expect_buffers(name, in, 2, 2);
+      return k_index_select(attrs, in[0], in[1], o);
+    case K::IndexAdd:
+      expect_buffers(name, in, 2, 2);
+      return k_index_add(attrs, in[0], in[1], o);
+    case K::Gather:
+      expect_buffers(name, in, 2, 2);
+      return k_gather(attrs, in[0], in[1], o);
+    case K::ScatterAdd:
+      expect_buffers(name, in, 2, 2);
+      return k_scatter_add(attrs, in[0], in[1], o);
+    default:
+      fail("run_kernel: unknown op ", static_cast<int>(kind));
+  }
+}
+
+// Matrix products, convolutions, pooling and softmax.
+inline void run_nn(ir::OpKind kind, const ir::Attrs& attrs, const std::vector<ConstBuffer>& in,
+                   const std::vector<MutableBuffer>& out) {
+  using K = ir::OpKind;
+  const char* name = ir::op_name(kind);
+  const MutableBuffer& o = out[0];
+  switch (kind) {
+    case K::MatMul:
+      expect_buffers(name, in, 2, 2);
+      return k_matmul(attrs, in[0], in[1], o);
+    case K::Conv:
+      return k_conv(attrs, in, o);
+    case K::ConvBackwardInput:
+      expect_buffers(name, in, 2, 2);
+      return k_conv_backward_input(attrs, in[0], in[1], o);
+    case K::ConvBackwardWeight:
+      expect_buffers(name, in, 2, 2);
+      return k_conv_backward_weight(attrs, in[0], in[1], o);
+    case K::MaxPool:
+      expect_buffers(name, in, 1, 1);
+      return k_maxpool(attrs, in[0], out);
+    case K::MaxPoolBackward:
+      expect_buffers(name, in, 2, 2);
+      return k_maxpool_backward(attrs, in[0], in[1], o);
+    case K::AvgPool:
+      expect_buffers(name, in, 1, 1);
+      return k_avgpool(attrs, in[0], o);
+    case K::AvgPoolBackward:
+      expect_buffers(name, in, 1, 1);
+      return k_avgpool_backward(attrs, in[0], o);
+    case K::AdaptiveAvgPool:
+      expect_buffers(name, in, 1, 1);
+      return k_adaptive(false, in[0], o);
+    case K::AdaptiveAvgPoolBackward:
+      expect_buffers(name, in, 1, 1);
+      return k_adaptive(true, in[0], o);
+    case K::Softmax:
+    case K::LogSoftmax:
+      expect_buffers(name, in, 1, 1);
+      return k_softmax(kind == K::LogSoftmax, attrs, in[0], o);
+    default:
+      fail("run_kernel: unknown op ", static_cast<int>(kind));
+  }
+}
+
+// The fused ops: normalisation, attention and optimizer updates.
+inline void run_fused(ir::OpKind kind, const ir::Attrs& attrs, const std::vector<ConstBuffer>& in,
+                      const std::vector<MutableBuffer>& out) {
+  using K = ir::OpKind;
+  const char* name = ir::op_name(kind);
+  switch (kind) {
+    case K::LayerNorm:
+      expect_buffers(name, in, 1, 3);
+      return k_layer_norm(attrs, in, out);
+    case K::LayerNormBackward:
+      expect_buffers(name, in, 4, 5);
+      return k_layer_norm_backward(attrs, in, out[0]);
+    case K::LayerNormParamBackward:
+      expect_buffers(name, in, 4, 4);
+      return k_layer_norm_param_backward(attrs, in, out);
+    case K::BatchNorm:
+      expect_buffers(name, in, 1, 4);
+      return k_batch_norm(attrs, in, out);
+    case K::BatchNormInference:
+      expect_buffers(name, in, 3, 6);
+      return k_batch_norm_inference(attrs, in, out[0]);
+    case K::BatchNormBackward:
+      expect_buffers(name, in, 4, 6);
+      return k_batch_norm_backward(attrs, in, out);
+    case K::Attention:
+      expect_buffers(name, in, 3, 4);
+      return k_attention(attrs, in, out);
+    case K::AttentionBackward:
+      expect_buffers(name, in, 6, 7);
+      return k_attention_backward(attrs, in, out);
+    case K::AdamUpdate:
+      return k_adam_update(attrs, in, out);
+    case K::SgdUpdate:
+      return k_sgd_update(attrs, in, out);
+    default:
+      fail("run_kernel: unknown op ", static_cast<int>(kind));
+  }
+}
+
 }  // namespace kdetail
 
 IPUML_INLINE void run_kernel(ir::OpKind kind, const ir::Attrs& attrs,
                              const std::vector<ConstBuffer>& in_arg,
                              const std::vector<MutableBuffer>& out, const KernelContext& ctx) {
-  using K = ir::OpKind;
+  using C = ir::OpCategory;
   using namespace kdetail;
   ipuml::detail::apply_denormal_mode();  // this thread may not have run ipuml before
   const char* name = ir::op_name(kind);
@@ -97,182 +296,30 @@ IPUML_INLINE void run_kernel(ir::OpKind kind, const ir::Attrs& attrs,
   }
   const std::vector<ConstBuffer>& in = copied.empty() ? in_arg : copied;
   if (run_widened(kind, attrs, in, out, ctx)) return;
-  auto inputs = [&](size_t lo, size_t hi) {
-    IPUML_CHECK(in.size() >= lo && in.size() <= hi, name, ": expected ", lo,
-                lo == hi ? "" : ipuml::detail::str(" to ", hi), " inputs, got ", in.size());
-  };
-  const MutableBuffer& o = out[0];
-  auto unary = [&] {
-    inputs(1, 1);
-    IPUML_CHECK(in[0].meta.numel() == o.meta.numel(), name, ": input of shape ",
-                shape_str(in[0].meta.shape), " and output of shape ", shape_str(o.meta.shape),
-                " differ in size");
-  };
-  switch (kind) {
-    case K::Full:
-      inputs(0, 0);
-      return k_full(attrs, o);
-    case K::Arange:
-      inputs(0, 0);
-      return k_arange(attrs, o);
-    case K::RandUniform:
-    case K::RandNormal:
-    case K::RandInt:
-      inputs(0, 0);
-      return k_random(kind, attrs, o, ctx);
-
-    case K::Neg:
-    case K::Abs:
-    case K::Sign:
-      unary();
-      return k_unary_signed(kind, in[0], o);
-    case K::Exp:
-    case K::Log:
-    case K::Sqrt:
-    case K::Rsqrt:
-    case K::Tanh:
-    case K::Sigmoid:
-    case K::Relu:
-    case K::Gelu:
-    case K::Clamp:
-    case K::PowScalar:
-      unary();
-      return k_unary_float(kind, attrs, in[0], o);
-    case K::Cast:
-      unary();
-      return k_cast(in[0], o);
-
-    case K::Add:
-    case K::Sub:
-    case K::Mul:
-    case K::Div:
-    case K::Pow:
-    case K::Maximum:
-    case K::Minimum:
-    case K::Eq:
-    case K::Ne:
-    case K::Lt:
-    case K::Le:
-    case K::Gt:
-    case K::Ge:
-    case K::LogicalAnd:
-      inputs(2, 2);
-      return k_binary(kind, in[0], in[1], o);
-    case K::Where:
-      inputs(3, 3);
-      return k_where(in[0], in[1], in[2], o);
-    case K::ReluGrad:
-    case K::GeluGrad:
-      inputs(2, 2);
-      return k_act_grad(kind, attrs, in[0], in[1], o);
-
-    case K::Sum:
-      inputs(1, 1);
-      return k_sum(attrs, in[0], o);
-    case K::Amax:
-    case K::Amin:
-      inputs(1, 1);
-      return k_extreme(kind == K::Amax, attrs, in[0], o);
-    case K::MaxDim:
-    case K::MinDim:
-    case K::ArgMax:
-    case K::ArgMin:
-      inputs(1, 1);
-      return k_arg(kind, attrs, in[0], out);
-
-    case K::Reshape:
-    case K::Copy:
-      inputs(1, 1);
-      IPUML_CHECK(in[0].meta.nbytes() == o.meta.nbytes(), name, ": input of shape ",
-                  shape_str(in[0].meta.shape), " does not fit output of shape ",
-                  shape_str(o.meta.shape));
-      return k_copy(in[0], o);
-    case K::Permute:
-      inputs(1, 1);
-      return k_permute(attrs, in[0], o);
-    case K::Slice:
-      inputs(1, 1);
-      return k_slice(attrs, in[0], o);
-    case K::Expand:
-      inputs(1, 1);
-      return k_expand(in[0], o);
-    case K::Cat:
-      return k_cat(attrs, in, o);
-    case K::IndexSelect:
-      inputs(2, 2);
-      return k_index_select(attrs, in[0], in[1], o);
-    case K::IndexAdd:
-      inputs(2, 2);
-      return k_index_add(attrs, in[0], in[1], o);
-    case K::Gather:
-      inputs(2, 2);
-      return k_gather(attrs, in[0], in[1], o);
-    case K::ScatterAdd:
-      inputs(2, 2);
-      return k_scatter_add(attrs, in[0], in[1], o);
-
-    case K::MatMul:
-      inputs(2, 2);
-      return k_matmul(attrs, in[0], in[1], o);
-    case K::Conv:
-      return k_conv(attrs, in, o);
-    case K::ConvBackwardInput:
-      inputs(2, 2);
-      return k_conv_backward_input(attrs, in[0], in[1], o);
-    case K::ConvBackwardWeight:
-      inputs(2, 2);
-      return k_conv_backward_weight(attrs, in[0], in[1], o);
-    case K::MaxPool:
-      inputs(1, 1);
-      return k_maxpool(attrs, in[0], out);
-    case K::MaxPoolBackward:
-      inputs(2, 2);
-      return k_maxpool_backward(attrs, in[0], in[1], o);
-    case K::AvgPool:
-      inputs(1, 1);
-      return k_avgpool(attrs, in[0], o);
-    case K::AvgPoolBackward:
-      inputs(1, 1);
-      return k_avgpool_backward(attrs, in[0], o);
-    case K::AdaptiveAvgPool:
-      inputs(1, 1);
-      return k_adaptive(false, in[0], o);
-    case K::AdaptiveAvgPoolBackward:
-      inputs(1, 1);
-      return k_adaptive(true, in[0], o);
-    case K::Softmax:
-    case K::LogSoftmax:
-      inputs(1, 1);
-      return k_softmax(kind == K::LogSoftmax, attrs, in[0], o);
-    case K::LayerNorm:
-      inputs(1, 3);
-      return k_layer_norm(attrs, in, out);
-    case K::LayerNormBackward:
-      inputs(4, 5);
-      return k_layer_norm_backward(attrs, in, o);
-    case K::LayerNormParamBackward:
-      inputs(4, 4);
-      return k_layer_norm_param_backward(attrs, in, out);
-    case K::BatchNorm:
-      inputs(1, 4);
-      return k_batch_norm(attrs, in, out);
-    case K::BatchNormInference:
-      inputs(3, 6);
-      return k_batch_norm_inference(attrs, in, o);
-    case K::BatchNormBackward:
-      inputs(4, 6);
-      return k_batch_norm_backward(attrs, in, out);
-    case K::Attention:
-      inputs(3, 4);
-      return k_attention(attrs, in, out);
-    case K::AttentionBackward:
-      inputs(6, 7);
-      return k_attention_backward(attrs, in, out);
-    case K::AdamUpdate:
-      return k_adam_update(attrs, in, out);
-    case K::SgdUpdate:
-      return k_sgd_update(attrs, in, out);
-    case K::Count:
+  switch (ir::op_category(kind)) {
+    case C::Creation:
+      return run_creation(kind, attrs, in, out[0], ctx);
+    case C::Unary:
+      return run_unary(kind, attrs, in, out[0]);
+    case C::Broadcast:
+    case C::ActGrad:
+      return run_binary(kind, attrs, in, out[0]);
+    case C::Reduce:
+      return run_reduce(kind, attrs, in, out);
+    case C::View:
+    case C::Index:
+    case C::Scatter:
+      return run_movement(kind, attrs, in, out[0]);
+    case C::Matrix:
+    case C::Pool:
+    case C::Softmax:
+      return run_nn(kind, attrs, in, out);
+    case C::LayerNorm:
+    case C::BatchNorm:
+    case C::Attention:
+    case C::Update:
+      return run_fused(kind, attrs, in, out);
+    case C::Count:
       break;
   }
   fail("run_kernel: unknown op ", static_cast<int>(kind));
