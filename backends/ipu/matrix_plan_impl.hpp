@@ -62,47 +62,58 @@ IPUML_INLINE int64_t replication(const MatrixGrid& g, unsigned axes) {
   return r;
 }
 
+namespace mdetail {
+
+// An embedding lookup (rows of a 2-d table) or its gradient (rows added into a 2-d table) as
+// a grid problem.
+inline MatrixProblem table_problem(const ir::Graph& g, const ir::Node& n) {
+  const bool lookup = n.kind == ir::OpKind::IndexSelect;
+  const auto& out = g.meta(n.outputs[0]);
+  const auto& idx = g.meta(n.inputs[lookup ? 1 : 0]);
+  const auto& rows = g.meta(n.inputs[lookup ? 0 : 1]);  // the table, or the added rows
+  MatrixProblem p;
+  p.m = lookup ? idx.numel() : out.shape[0];
+  p.n = out.shape[1];
+  p.k = lookup ? rows.shape[0] : 1;
+  p.flops = static_cast<double>(lookup ? out.numel() : rows.numel());
+  p.a_bytes = static_cast<double>(lookup ? idx.nbytes() : rows.nbytes());
+  p.b_bytes = static_cast<double>(lookup ? rows.nbytes() : idx.nbytes());
+  p.a_axes = lookup ? MatrixProblem::kM : MatrixProblem::kN;
+  p.b_axes = lookup ? MatrixProblem::kK | MatrixProblem::kN : 0u;
+  p.a_input = 1;
+  p.b_input = 0;
+  p.out_elems = out.numel();
+  p.dtype = p.out_dtype = out.dtype;
+  p.amp = false;
+  p.k_dim.assign(n.inputs.size(), -1);
+  return p;
+}
+
+// A Sum over its leading dim as a grid problem with no second operand.
+inline MatrixProblem reduce_problem(const ir::Graph& g, const ir::Node& n) {
+  const int d = leading_reduced_dim(g, n);
+  IPUML_CHECK(d >= 0, "matrix_problem: this Sum does not reduce its leading dim");
+  const auto& in = g.meta(n.inputs[0]);
+  MatrixProblem p;
+  p.m = g.meta(n.outputs[0]).numel();
+  p.k = in.shape[static_cast<size_t>(d)];
+  p.flops = static_cast<double>(in.numel());
+  p.a_bytes = static_cast<double>(in.nbytes());
+  p.a_axes = MatrixProblem::kM | MatrixProblem::kK;
+  p.b_input = -1;
+  p.out_elems = p.m;
+  p.dtype = in.dtype;
+  p.out_dtype = g.meta(n.outputs[0]).dtype;
+  p.amp = false;
+  p.k_dim = {d};
+  return p;
+}
+
+}  // namespace mdetail
+
 IPUML_INLINE MatrixProblem matrix_problem(const ir::Graph& g, const ir::Node& n) {
-  if (mdetail::is_table_op(g, n)) {
-    const bool lookup = n.kind == ir::OpKind::IndexSelect;
-    const auto& out = g.meta(n.outputs[0]);
-    const auto& idx = g.meta(n.inputs[lookup ? 1 : 0]);
-    const auto& rows = g.meta(n.inputs[lookup ? 0 : 1]);  // the table, or the added rows
-    MatrixProblem p;
-    p.m = lookup ? idx.numel() : out.shape[0];
-    p.n = out.shape[1];
-    p.k = lookup ? rows.shape[0] : 1;
-    p.flops = static_cast<double>(lookup ? out.numel() : rows.numel());
-    p.a_bytes = static_cast<double>(lookup ? idx.nbytes() : rows.nbytes());
-    p.b_bytes = static_cast<double>(lookup ? rows.nbytes() : idx.nbytes());
-    p.a_axes = lookup ? MatrixProblem::kM : MatrixProblem::kN;
-    p.b_axes = lookup ? MatrixProblem::kK | MatrixProblem::kN : 0u;
-    p.a_input = 1;
-    p.b_input = 0;
-    p.out_elems = out.numel();
-    p.dtype = p.out_dtype = out.dtype;
-    p.amp = false;
-    p.k_dim.assign(n.inputs.size(), -1);
-    return p;
-  }
-  if (n.kind == ir::OpKind::Sum) {
-    const int d = mdetail::leading_reduced_dim(g, n);
-    IPUML_CHECK(d >= 0, "matrix_problem: this Sum does not reduce its leading dim");
-    const auto& in = g.meta(n.inputs[0]);
-    MatrixProblem p;
-    p.m = g.meta(n.outputs[0]).numel();
-    p.k = in.shape[static_cast<size_t>(d)];
-    p.flops = static_cast<double>(in.numel());
-    p.a_bytes = static_cast<double>(in.nbytes());
-    p.a_axes = MatrixProblem::kM | MatrixProblem::kK;
-    p.b_input = -1;
-    p.out_elems = p.m;
-    p.dtype = in.dtype;
-    p.out_dtype = g.meta(n.outputs[0]).dtype;
-    p.amp = false;
-    p.k_dim = {d};
-    return p;
-  }
+  if (mdetail::is_table_op(g, n)) return mdetail::table_problem(g, n);
+  if (n.kind == ir::OpKind::Sum) return mdetail::reduce_problem(g, n);
   using K = ir::OpKind;
   using A = MatrixProblem::Axis;
   MatrixProblem p;

@@ -77,28 +77,11 @@ inline json cycles_json(const RunCycles& c, double clock) {
   return {{"per_ipu", ipus}, {"total_cycles", c.total}, {"simulated_seconds", c.total / clock}};
 }
 
-}  // namespace prdetail
-
-IPUML_INLINE std::string make_profile_json(const ir::Graph& g, const Plan& p,
-                                           const std::vector<RunRecord>& runs,
-                                           double samples_per_step) {
+// Memory: totals, categories, per-tile totals, top tiles, histogram.
+inline nlohmann::json memory_json(const Plan& p) {
   using nlohmann::json;
   const auto& t = p.target;
   const auto& m = p.memory;
-  json j;
-  j["schema"] = "ipuml.profile/1";
-  j["target"] = json::parse(to_json(t));
-  j["graph"] = {{"nodes", g.nodes.size()},
-                {"compute_sets", p.compute_sets},
-                {"vertices", p.vertices},
-                {"variables", g.values.size()},
-                {"edges", p.edges},
-                {"supersteps", p.supersteps.size()},
-                {"inputs", g.inputs.size()},
-                {"states", g.states.size()},
-                {"outputs", g.outputs.size()},
-                {"from_cache", p.from_cache}};
-  // Memory: totals, categories, per-tile totals, top tiles, histogram.
   json cats = json::object();
   int64_t used = 0, always = 0;
   for (int c = 0; c < kNumCategories; ++c) {
@@ -136,30 +119,39 @@ IPUML_INLINE std::string make_profile_json(const ir::Graph& g, const Plan& p,
   json worst = json::array();
   for (auto& x : m.worst_tile_tensors)
     worst.push_back({{"name", x.name}, {"bytes", x.bytes}, {"category", x.category}});
-  j["memory"] = {{"bytes_per_tile", t.bytes_per_tile},
-                 {"total_available",
-                  static_cast<double>(t.bytes_per_tile) * static_cast<double>(m.tiles.size())},
-                 {"total_used", used},
-                 {"always_live", always},
-                 {"not_always_live_peak", used - always},
-                 {"categories", cats},
-                 {"out_of_memory", m.out_of_memory},
-                 {"tiles_over", m.tiles_over},
-                 {"replica_sharding_saved", m.replica_sharding_saved_bytes},
-                 {"oom_message", m.out_of_memory ? out_of_memory_message(p) : std::string()},
-                 {"per_tile", per_tile},
-                 {"top_tiles", top_tiles},
-                 {"histogram", {{"bucket_fraction", 1.0 / buckets}, {"counts", hist}}},
-                 {"worst_tile", {{"global_tile", m.worst_tile}, {"largest_tensors", worst}}}};
-  // Liveness per program step.
+  return {{"bytes_per_tile", t.bytes_per_tile},
+          {"total_available",
+           static_cast<double>(t.bytes_per_tile) * static_cast<double>(m.tiles.size())},
+          {"total_used", used},
+          {"always_live", always},
+          {"not_always_live_peak", used - always},
+          {"categories", cats},
+          {"out_of_memory", m.out_of_memory},
+          {"tiles_over", m.tiles_over},
+          {"replica_sharding_saved", m.replica_sharding_saved_bytes},
+          {"oom_message", m.out_of_memory ? out_of_memory_message(p) : std::string()},
+          {"per_tile", per_tile},
+          {"top_tiles", top_tiles},
+          {"histogram", {{"bucket_fraction", 1.0 / buckets}, {"counts", hist}}},
+          {"worst_tile", {{"global_tile", m.worst_tile}, {"largest_tensors", worst}}}};
+}
+
+// Liveness per program step.
+inline nlohmann::json liveness_json(const ir::Graph& g, const Plan& p) {
+  using nlohmann::json;
+  const auto& m = p.memory;
   json live = json::array();
   for (size_t s = 0; s < g.nodes.size() && s < m.always_live_per_step.size(); ++s)
     live.push_back({{"step", s},
                     {"op", ir::op_name(g.nodes[s].kind)},
                     {"always_live", m.always_live_per_step[s]},
                     {"not_always_live", m.not_always_live_per_step[s]}});
-  j["liveness"] = live;
-  // Operations: FLOPs, split and cycles per op.
+  return live;
+}
+
+// Operations: FLOPs, split and cycles per op.
+inline nlohmann::json operations_json(const ir::Graph& g, const Plan& p) {
+  using nlohmann::json;
   json ops = json::array();
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     const auto& np = p.nodes[n];
@@ -183,8 +175,14 @@ IPUML_INLINE std::string make_profile_json(const ir::Graph& g, const Plan& p,
                    {"exchange_bytes", np.exchange_bytes},
                    {"temporary_bytes_per_tile", np.max_temp_bytes}});
   }
-  j["operations"] = ops;
-  // Program: supersteps of one step, and the runs seen so far.
+  return ops;
+}
+
+// Program: supersteps of one step, and the runs seen so far.
+inline nlohmann::json execution_json(const ir::Graph& g, const Plan& p,
+                                     const std::vector<RunRecord>& runs, double samples_per_step) {
+  using nlohmann::json;
+  const auto& t = p.target;
   json steps = json::array();
   for (auto& s : p.supersteps)
     steps.push_back(
@@ -198,7 +196,7 @@ IPUML_INLINE std::string make_profile_json(const ir::Graph& g, const Plan& p,
   json trace = json::array();
   double wall = 0;
   for (auto& r : runs) {
-    json x = prdetail::cycles_json(r.cycles, t.clock_hz);
+    json x = cycles_json(r.cycles, t.clock_hz);
     x["step"] = r.step;
     x["wall_seconds"] = r.wall_seconds;
     trace.push_back(x);
@@ -207,7 +205,7 @@ IPUML_INLINE std::string make_profile_json(const ir::Graph& g, const Plan& p,
   json ex = {{"clock_hz", t.clock_hz},
              {"host_in_bytes", p.host_in_bytes},
              {"host_out_bytes", p.host_out_bytes},
-             {"per_step", prdetail::cycles_json(p.cycles, t.clock_hz)},
+             {"per_step", cycles_json(p.cycles, t.clock_hz)},
              {"supersteps", steps},
              {"runs", trace}};
   if (samples_per_step > 0) {
@@ -217,7 +215,33 @@ IPUML_INLINE std::string make_profile_json(const ir::Graph& g, const Plan& p,
     if (!runs.empty() && wall > 0)
       ex["wall_samples_per_second"] = samples_per_step * static_cast<double>(runs.size()) / wall;
   }
-  j["execution"] = ex;
+  return ex;
+}
+
+}  // namespace prdetail
+
+IPUML_INLINE std::string make_profile_json(const ir::Graph& g, const Plan& p,
+                                           const std::vector<RunRecord>& runs,
+                                           double samples_per_step) {
+  using nlohmann::json;
+  const auto& t = p.target;
+  json j;
+  j["schema"] = "ipuml.profile/1";
+  j["target"] = json::parse(to_json(t));
+  j["graph"] = {{"nodes", g.nodes.size()},
+                {"compute_sets", p.compute_sets},
+                {"vertices", p.vertices},
+                {"variables", g.values.size()},
+                {"edges", p.edges},
+                {"supersteps", p.supersteps.size()},
+                {"inputs", g.inputs.size()},
+                {"states", g.states.size()},
+                {"outputs", g.outputs.size()},
+                {"from_cache", p.from_cache}};
+  j["memory"] = prdetail::memory_json(p);
+  j["liveness"] = prdetail::liveness_json(g, p);
+  j["operations"] = prdetail::operations_json(g, p);
+  j["execution"] = prdetail::execution_json(g, p, runs, samples_per_step);
   return j.dump(1);
 }
 

@@ -28,18 +28,13 @@ inline json sort_index(const char* what, int64_t pid, int64_t tid, int64_t index
   return e;
 }
 
-}  // namespace trdetail
-
-IPUML_INLINE std::string make_trace_json(const ir::Graph& g, const Plan& p, const TraceOptions& o) {
-  using nlohmann::json;
-  const Target& t = p.target;
-  const double us = 1e6 / t.clock_hz;  // microseconds per cycle
-  const int64_t ipus = t.num_ipus;
-  const int64_t T = t.tiles_per_ipu;
-  const int64_t groups = std::clamp<int64_t>(o.tile_groups, 1, std::max<int64_t>(T, 1));
+// The events of one trace, timed in cycles and written in microseconds.
+struct Events {
   json ev = json::array();
-  auto x_event = [&](const std::string& name, const char* cat, int64_t pid, int64_t tid,
-                     double start, double cycles, json args) {
+  double us = 0;  // microseconds per cycle
+
+  void x(const std::string& name, const char* cat, int64_t pid, int64_t tid, double start,
+         double cycles, json args) {
     args["cycles"] = cycles;
     ev.push_back({{"name", name},
                   {"cat", cat},
@@ -49,125 +44,149 @@ IPUML_INLINE std::string make_trace_json(const ir::Graph& g, const Plan& p, cons
                   {"ts", start * us},
                   {"dur", cycles * us},
                   {"args", std::move(args)}});
-  };
+  }
+};
+
+// One step: the supersteps in program order, IPUs of a sharded program one after another.
+// Each IPU's host streams (and the two syncs around them) come before its first superstep.
+// Returns the step's cycles.
+inline double step_events(Events& e, const ir::Graph& g, const Plan& p, int64_t groups) {
+  const Target& t = p.target;
+  const int64_t ipus = t.num_ipus;
+  const int64_t T = t.tiles_per_ipu;
   for (int64_t i = 0; i < ipus; ++i) {
-    ev.push_back(
+    e.ev.push_back(meta("thread_name", i, 0, "supersteps"));
+    e.ev.push_back(sort_index("thread_sort_index", i, 0, 0));
+    for (int64_t k = 0; k < groups; ++k) {
+      const int64_t lo = k * T / groups, hi = (k + 1) * T / groups - 1;
+      e.ev.push_back(
+          meta("thread_name", i, 1 + k, "tiles " + std::to_string(lo) + "-" + std::to_string(hi)));
+      e.ev.push_back(sort_index("thread_sort_index", i, 1 + k, 1 + k));
+    }
+  }
+  std::vector<double> host(static_cast<size_t>(ipus), 0.0);
+  for (int64_t i = 0; i < ipus && i < static_cast<int64_t>(p.cycles.per_ipu.size()); ++i) {
+    const auto& c = p.cycles.per_ipu[static_cast<size_t>(i)];
+    host[static_cast<size_t>(i)] = c.host + c.sync;
+  }
+  for (auto& s : p.supersteps) host[static_cast<size_t>(s.ipu)] -= s.sync;
+  std::vector<bool> host_done(static_cast<size_t>(ipus), false);
+  double cursor = 0;
+  auto emit_host = [&](int64_t i) {
+    if (host_done[static_cast<size_t>(i)]) return;
+    host_done[static_cast<size_t>(i)] = true;
+    const double h = std::max(host[static_cast<size_t>(i)], 0.0);
+    if (h <= 0) return;
+    e.x("host streams", "host", i, 0, cursor, h,
+        {{"in_bytes", p.host_in_bytes}, {"out_bytes", p.host_out_bytes}});
+    cursor += h;
+  };
+  std::vector<bool> touched(static_cast<size_t>(groups));
+  for (auto& s : p.supersteps) {
+    emit_host(s.ipu);
+    const bool op = s.node >= 0;
+    const std::string name =
+        op ? std::string(ir::op_name(g.nodes[static_cast<size_t>(s.node)].kind)) + " #" +
+                 std::to_string(s.node)
+           : std::string("state write-back");
+    const json args = {{"node", s.node}};
+    const std::pair<const char*, double> phases[] = {
+        {"sync", s.sync}, {"exchange", s.exchange}, {"compute", s.compute}};
+    for (auto& [phase, cycles] : phases) {
+      if (cycles <= 0) continue;
+      e.x(name, phase, s.ipu, 0, cursor, cycles, args);
+      if (std::string(phase) == "compute" && op) {
+        // The tile groups holding the op's vertices compute; the others wait at the sync.
+        const auto& span = p.nodes[static_cast<size_t>(s.node)].span;
+        std::fill(touched.begin(), touched.end(), false);
+        std::vector<int64_t> count(static_cast<size_t>(groups), 0);
+        const int64_t parts = std::min<int64_t>(span.parts, T);
+        for (int64_t q = 0; q < parts; ++q) {
+          const int64_t tile = span.tile(q, T);
+          count[static_cast<size_t>(tile * groups / T)]++;
+        }
+        for (int64_t k = 0; k < groups; ++k)
+          if (count[static_cast<size_t>(k)] > 0)
+            e.x(name, "compute", s.ipu, 1 + k, cursor, cycles,
+                {{"node", s.node}, {"tiles", count[static_cast<size_t>(k)]}});
+      }
+      cursor += cycles;
+    }
+  }
+  for (int64_t i = 0; i < ipus; ++i) emit_host(i);
+  return cursor;
+}
+
+// Pipelined: in pipeline cycle c stage s works on micro-batch c - s; an IPU runs the stages it
+// holds one after another, and the cycle ends with a global sync once the busiest IPU is done
+// (pipelined_cycles, whose sum this reproduces step for step). Returns the cycles of all
+// `micro_batches`.
+inline double pipeline_events(Events& e, const ir::Graph& g, const Plan& p, int64_t micro_batches) {
+  const Target& t = p.target;
+  const int64_t ipus = t.num_ipus;
+  const auto sc = stage_cycles(g, p);
+  const int64_t S = static_cast<int64_t>(sc.size());
+  const int64_t G = micro_batches;
+  for (int64_t i = 0; i < ipus; ++i) {
+    e.ev.push_back(meta("thread_name", i, 0, "pipeline cycles"));
+    e.ev.push_back(sort_index("thread_sort_index", i, 0, 0));
+    for (int64_t s = 0; s < S; ++s) {
+      e.ev.push_back(meta("thread_name", i, 1 + s, "stage " + std::to_string(s)));
+      e.ev.push_back(sort_index("thread_sort_index", i, 1 + s, 1 + s));
+    }
+  }
+  double cursor = 0;
+  std::vector<double> work(static_cast<size_t>(ipus));
+  for (int64_t cyc = 0; cyc < G + S - 1; ++cyc) {
+    std::fill(work.begin(), work.end(), 0.0);
+    for (int64_t s = 0; s < S; ++s) {
+      const int64_t mb = cyc - s;
+      if (mb < 0 || mb >= G) continue;
+      for (int64_t i = 0; i < ipus; ++i) {
+        const double c = sc[static_cast<size_t>(s)][static_cast<size_t>(i)];
+        if (c <= 0) continue;
+        e.x("stage " + std::to_string(s) + ", micro-batch " + std::to_string(mb), "compute", i,
+            1 + s, cursor + work[static_cast<size_t>(i)], c,
+            {{"stage", s}, {"micro_batch", mb}, {"pipeline_cycle", cyc}});
+        work[static_cast<size_t>(i)] += c;
+      }
+    }
+    const double len = *std::max_element(work.begin(), work.end());
+    for (int64_t i = 0; i < ipus; ++i)
+      if (work[static_cast<size_t>(i)] > 0)
+        e.x("pipeline cycle " + std::to_string(cyc), "compute", i, 0, cursor,
+            work[static_cast<size_t>(i)], {{"pipeline_cycle", cyc}});
+    cursor += len;
+    for (int64_t i = 0; i < ipus; ++i)
+      e.x("global sync", "sync", i, 0, cursor, static_cast<double>(t.global_sync_cycles),
+          {{"pipeline_cycle", cyc}});
+    cursor += static_cast<double>(t.global_sync_cycles);
+  }
+  return cursor;
+}
+
+}  // namespace trdetail
+
+IPUML_INLINE std::string make_trace_json(const ir::Graph& g, const Plan& p, const TraceOptions& o) {
+  using nlohmann::json;
+  const Target& t = p.target;
+  const double us = 1e6 / t.clock_hz;  // microseconds per cycle
+  const int64_t ipus = t.num_ipus;
+  const int64_t T = t.tiles_per_ipu;
+  const int64_t groups = std::clamp<int64_t>(o.tile_groups, 1, std::max<int64_t>(T, 1));
+  trdetail::Events e;
+  e.us = us;
+  for (int64_t i = 0; i < ipus; ++i) {
+    e.ev.push_back(
         trdetail::meta("process_name", i, -1, "IPU " + std::to_string(i) + " (" + t.name + ")"));
-    ev.push_back(trdetail::sort_index("process_sort_index", i, -1, i));
+    e.ev.push_back(trdetail::sort_index("process_sort_index", i, -1, i));
   }
   const int stages = ir::stage_count(g);
   const bool pipeline = o.pipelined_micro_batches > 0 && stages > 1;
-  double end = 0;
-  if (!pipeline) {
-    // One step: the supersteps in program order, IPUs of a sharded program one after another.
-    // Each IPU's host streams (and the two syncs around them) come before its first superstep.
-    for (int64_t i = 0; i < ipus; ++i) {
-      ev.push_back(trdetail::meta("thread_name", i, 0, "supersteps"));
-      ev.push_back(trdetail::sort_index("thread_sort_index", i, 0, 0));
-      for (int64_t k = 0; k < groups; ++k) {
-        const int64_t lo = k * T / groups, hi = (k + 1) * T / groups - 1;
-        ev.push_back(trdetail::meta("thread_name", i, 1 + k,
-                                    "tiles " + std::to_string(lo) + "-" + std::to_string(hi)));
-        ev.push_back(trdetail::sort_index("thread_sort_index", i, 1 + k, 1 + k));
-      }
-    }
-    std::vector<double> host(static_cast<size_t>(ipus), 0.0);
-    for (int64_t i = 0; i < ipus && i < static_cast<int64_t>(p.cycles.per_ipu.size()); ++i) {
-      const auto& c = p.cycles.per_ipu[static_cast<size_t>(i)];
-      host[static_cast<size_t>(i)] = c.host + c.sync;
-    }
-    for (auto& s : p.supersteps) host[static_cast<size_t>(s.ipu)] -= s.sync;
-    std::vector<bool> host_done(static_cast<size_t>(ipus), false);
-    double cursor = 0;
-    auto emit_host = [&](int64_t i) {
-      if (host_done[static_cast<size_t>(i)]) return;
-      host_done[static_cast<size_t>(i)] = true;
-      const double h = std::max(host[static_cast<size_t>(i)], 0.0);
-      if (h <= 0) return;
-      x_event("host streams", "host", i, 0, cursor, h,
-              {{"in_bytes", p.host_in_bytes}, {"out_bytes", p.host_out_bytes}});
-      cursor += h;
-    };
-    std::vector<bool> touched(static_cast<size_t>(groups));
-    for (auto& s : p.supersteps) {
-      emit_host(s.ipu);
-      const bool op = s.node >= 0;
-      const std::string name =
-          op ? std::string(ir::op_name(g.nodes[static_cast<size_t>(s.node)].kind)) + " #" +
-                   std::to_string(s.node)
-             : std::string("state write-back");
-      const json args = {{"node", s.node}};
-      const std::pair<const char*, double> phases[] = {
-          {"sync", s.sync}, {"exchange", s.exchange}, {"compute", s.compute}};
-      for (auto& [phase, cycles] : phases) {
-        if (cycles <= 0) continue;
-        x_event(name, phase, s.ipu, 0, cursor, cycles, args);
-        if (std::string(phase) == "compute" && op) {
-          // The tile groups holding the op's vertices compute; the others wait at the sync.
-          const auto& span = p.nodes[static_cast<size_t>(s.node)].span;
-          std::fill(touched.begin(), touched.end(), false);
-          std::vector<int64_t> count(static_cast<size_t>(groups), 0);
-          const int64_t parts = std::min<int64_t>(span.parts, T);
-          for (int64_t q = 0; q < parts; ++q) {
-            const int64_t tile = span.tile(q, T);
-            count[static_cast<size_t>(tile * groups / T)]++;
-          }
-          for (int64_t k = 0; k < groups; ++k)
-            if (count[static_cast<size_t>(k)] > 0)
-              x_event(name, "compute", s.ipu, 1 + k, cursor, cycles,
-                      {{"node", s.node}, {"tiles", count[static_cast<size_t>(k)]}});
-        }
-        cursor += cycles;
-      }
-    }
-    for (int64_t i = 0; i < ipus; ++i) emit_host(i);
-    end = cursor;
-  } else {
-    // Pipelined: in pipeline cycle c stage s works on micro-batch c - s; an IPU runs the
-    // stages it holds one after another, and the cycle ends with a global sync once the
-    // busiest IPU is done (pipelined_cycles, whose sum this reproduces step for step).
-    const auto sc = stage_cycles(g, p);
-    const int64_t S = static_cast<int64_t>(sc.size());
-    const int64_t G = o.pipelined_micro_batches;
-    for (int64_t i = 0; i < ipus; ++i) {
-      ev.push_back(trdetail::meta("thread_name", i, 0, "pipeline cycles"));
-      ev.push_back(trdetail::sort_index("thread_sort_index", i, 0, 0));
-      for (int64_t s = 0; s < S; ++s) {
-        ev.push_back(trdetail::meta("thread_name", i, 1 + s, "stage " + std::to_string(s)));
-        ev.push_back(trdetail::sort_index("thread_sort_index", i, 1 + s, 1 + s));
-      }
-    }
-    double cursor = 0;
-    std::vector<double> work(static_cast<size_t>(ipus));
-    for (int64_t cyc = 0; cyc < G + S - 1; ++cyc) {
-      std::fill(work.begin(), work.end(), 0.0);
-      for (int64_t s = 0; s < S; ++s) {
-        const int64_t mb = cyc - s;
-        if (mb < 0 || mb >= G) continue;
-        for (int64_t i = 0; i < ipus; ++i) {
-          const double c = sc[static_cast<size_t>(s)][static_cast<size_t>(i)];
-          if (c <= 0) continue;
-          x_event("stage " + std::to_string(s) + ", micro-batch " + std::to_string(mb), "compute",
-                  i, 1 + s, cursor + work[static_cast<size_t>(i)], c,
-                  {{"stage", s}, {"micro_batch", mb}, {"pipeline_cycle", cyc}});
-          work[static_cast<size_t>(i)] += c;
-        }
-      }
-      const double len = *std::max_element(work.begin(), work.end());
-      for (int64_t i = 0; i < ipus; ++i)
-        if (work[static_cast<size_t>(i)] > 0)
-          x_event("pipeline cycle " + std::to_string(cyc), "compute", i, 0, cursor,
-                  work[static_cast<size_t>(i)], {{"pipeline_cycle", cyc}});
-      cursor += len;
-      for (int64_t i = 0; i < ipus; ++i)
-        x_event("global sync", "sync", i, 0, cursor, static_cast<double>(t.global_sync_cycles),
-                {{"pipeline_cycle", cyc}});
-      cursor += static_cast<double>(t.global_sync_cycles);
-    }
-    end = cursor;
-  }
+  const double end = pipeline ? trdetail::pipeline_events(e, g, p, o.pipelined_micro_batches)
+                              : trdetail::step_events(e, g, p, groups);
   json j;
-  j["traceEvents"] = std::move(ev);
+  j["traceEvents"] = std::move(e.ev);
   j["displayTimeUnit"] = "ns";
   j["otherData"] = {{"schema", "ipuml.trace/1"},
                     {"program", o.program},
