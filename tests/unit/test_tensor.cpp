@@ -79,6 +79,12 @@ TEST_CASE("each op family rejects bad input with a clear error", "[tensor][error
   CHECK_THROWS_WITH(Tensor().shape(), Catch::Contains("undefined tensor"));
   CHECK_THROWS_WITH(a.item<float>(), Catch::Contains("one element"));
   CHECK_THROWS_WITH(from_vector<float>({1, 2, 3}, {2, 2}), Catch::Contains("do not fill shape"));
+  // 0-dim inputs: a dim 0 is in range for reductions, but there is no dim to slice or index.
+  const Tensor scalar = ones({});
+  CHECK_THROWS_WITH(slice(scalar, 0, 0, 1), Catch::Contains("0-d tensor"));
+  CHECK_THROWS_WITH(cat({scalar, scalar}, 0), Catch::Contains("0-dim"));
+  CHECK_THROWS_WITH(index_select(scalar, 0, from_vector<int64_t>({0}, {1})),
+                    Catch::Contains("rank >= 1"));
 }
 
 TEST_CASE("shapes too large for memory give an error, never a wrapped count or a crash",

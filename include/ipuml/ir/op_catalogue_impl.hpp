@@ -262,6 +262,7 @@ inline std::vector<TensorMeta> infer_view(OpKind k, const Attrs& a,
     }
     case OpKind::Slice: {
       expect_inputs(k, in, 1, 1);
+      IPUML_CHECK(!in[0].shape.empty(), "slice: cannot be applied to a 0-dim tensor");
       IPUML_CHECK(a.dims.size() == 1, name, ": expects one dim");
       check_dims(k, a.dims, in[0].shape.size());
       const int64_t size = in[0].shape[a.dims[0]];
@@ -286,6 +287,9 @@ inline std::vector<TensorMeta> infer_view(OpKind k, const Attrs& a,
     }
     case OpKind::Cat: {
       IPUML_CHECK(!in.empty(), "cat: expected at least one tensor");
+      for (size_t i = 0; i < in.size(); ++i)
+        IPUML_CHECK(!in[i].shape.empty(), "cat: tensor ", i,
+                    " is 0-dim, and 0-dim tensors cannot be concatenated");
       IPUML_CHECK(a.dims.size() == 1, name, ": expects one dim");
       const int64_t d = a.dims[0];
       check_dims(k, a.dims, in[0].shape.size());
@@ -320,6 +324,9 @@ inline std::vector<TensorMeta> infer_index(OpKind k, const Attrs& a,
                   "index_select: index must be int64 or int32, got ", dtype_name(in[1].dtype));
       IPUML_CHECK(in[1].shape.size() == 1, "index_select: index must be 1-d, got shape ",
                   shape_str(in[1].shape));
+      IPUML_CHECK(!in[0].shape.empty() && a.dims.size() == 1,
+                  "index_select: expects one dim of a tensor of rank >= 1, got shape ",
+                  shape_str(in[0].shape));
       check_dims(k, a.dims, in[0].shape.size());
       Shape s = in[0].shape;
       s[a.dims[0]] = in[1].shape[0];
@@ -332,6 +339,7 @@ inline std::vector<TensorMeta> infer_index(OpKind k, const Attrs& a,
       IPUML_CHECK(in[1].shape.size() == in[0].shape.size(), "gather: index shape ",
                   shape_str(in[1].shape), " must have the rank of the input ",
                   shape_str(in[0].shape));
+      IPUML_CHECK(a.dims.size() == 1, "gather: expects one dim");
       check_dims(k, a.dims, in[0].shape.size());
       for (size_t i = 0; i < in[0].shape.size(); ++i)
         IPUML_CHECK(static_cast<int64_t>(i) == a.dims[0] || in[1].shape[i] <= in[0].shape[i],
@@ -355,6 +363,8 @@ inline std::vector<TensorMeta> infer_scatter(OpKind k, const Attrs& a,
       expect_inputs(k, in, 2, 2);
       IPUML_CHECK(in[0].shape.size() == 1 && is_integral(in[0].dtype), name,
                   ": index must be a 1-d integer tensor");
+      IPUML_CHECK(!a.shape.empty() && a.dims.size() == 1, name,
+                  ": expects one dim of a result of rank >= 1, got shape ", shape_str(a.shape));
       check_dims(k, a.dims, a.shape.size());
       Shape expect = a.shape;
       expect[a.dims[0]] = in[0].shape[0];

@@ -146,6 +146,23 @@ inline void check_pipeline(const Options& o, const ir::Graph& g, bool training) 
                 o.device_iterations(), ")");
 }
 
+// What an estimate says of any program: the configuration, the machine, the memory, and one
+// micro-batch's time.
+inline void describe(Estimate& e, const char* program, const Options& o,
+                     const backend::Profiling& p, const ir::Graph& g, int64_t micro_batch) {
+  e.program = program;
+  e.target = p.target_description();
+  e.micro_batch = micro_batch;
+  e.replicas = o.replication_factor();
+  e.device_iterations = o.device_iterations();
+  e.instances = o.Distributed.num_processes();
+  e.devices_per_replica = ipus_used(g);
+  e.pipelined = pipelined(o, e.devices_per_replica);
+  e.memory = p.memory_fit();
+  e.clock_hz = p.clock_hz();
+  e.micro_batch_seconds = p.simulated_seconds_for(1);
+}
+
 inline std::string detail_str_ga(const Options& o) {
   return ipuml::detail::str(" x gradientAccumulation (", o.gradient_accumulation(), ")");
 }
@@ -472,19 +489,8 @@ IPUML_INLINE Estimate TrainingModel::estimate(const Tensors& inputs, const Tenso
   IPUML_CHECK(modelled_iteration(e), "trainingModel.estimate: backend '", o.backend_name(),
               "' models no device, so there is nothing to estimate (the emulated IPU does: "
               "Options.useIpuModel(true))");
-  const backend::Profiling* ps = step_exe_->profiling();
-  e.program = "training";
-  e.target = ps->target_description();
-  e.micro_batch = micro_batch_;
+  detail::describe(e, "training", o, *step_exe_->profiling(), step_trace_.graph, micro_batch_);
   e.gradient_accumulation = o.gradient_accumulation();
-  e.replicas = o.replication_factor();
-  e.device_iterations = o.device_iterations();
-  e.instances = o.Distributed.num_processes();
-  e.devices_per_replica = detail::ipus_used(step_trace_.graph);
-  e.pipelined = detail::pipelined(o, e.devices_per_replica);
-  e.memory = ps->memory_fit();
-  e.clock_hz = ps->clock_hz();
-  e.micro_batch_seconds = ps->simulated_seconds_for(1);
   // Summed as a run sums its device iterations, so that the two agree to the bit.
   for (int64_t it = 0; it < e.device_iterations; ++it) e.call_seconds += e.iteration_seconds();
   e.samples_per_call = o.combined_batch(micro_batch_);
@@ -690,17 +696,7 @@ IPUML_INLINE Estimate InferenceModel::estimate(const Tensors& inputs) {
               "' models no device, so there is nothing to estimate (the emulated IPU does: "
               "Options.useIpuModel(true))");
   Estimate e;
-  e.program = "inference";
-  e.target = p->target_description();
-  e.micro_batch = micro_batch_;
-  e.replicas = o.replication_factor();
-  e.device_iterations = o.device_iterations();
-  e.instances = o.Distributed.num_processes();
-  e.devices_per_replica = detail::ipus_used(trace_.graph);
-  e.pipelined = detail::pipelined(o, e.devices_per_replica);
-  e.memory = p->memory_fit();
-  e.clock_hz = p->clock_hz();
-  e.micro_batch_seconds = p->simulated_seconds_for(1);
+  detail::describe(e, "inference", o, *p, trace_.graph, micro_batch_);
   // Replicas run side by side: a call costs one replica's deviceIterations micro-batches.
   e.call_seconds = p->simulated_seconds_for(o.device_iterations());
   e.samples_per_call = o.combined_batch(micro_batch_, false);
