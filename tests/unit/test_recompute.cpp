@@ -22,9 +22,12 @@ struct DeepImpl : nn::Module {
   std::vector<nn::Linear> layers;
   bool checkpoint = false;
   DeepImpl(int64_t width, int depth) : nn::Module("Deep") {
-    for (int i = 0; i < depth; ++i)
-      layers.push_back(
-          register_module("l" + std::to_string(i), nn::Linear(nn::LinearOptions(width, width))));
+    for (int i = 0; i < depth; ++i) {
+      // Built by appending: `"l" + std::to_string(i)` draws GCC 12's -Wrestrict false positive.
+      std::string name = "l";
+      name += std::to_string(i);
+      layers.push_back(register_module(name, nn::Linear(nn::LinearOptions(width, width))));
+    }
   }
   Tensor forward(const Tensor& x) override {
     Tensor h = x;

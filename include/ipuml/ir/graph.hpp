@@ -98,8 +98,11 @@ class Graph {
       s += ")->";
       for (auto v : n.outputs) s += std::to_string(v) + ':' + meta_str(values[v].meta) + ',';
       s += '{' + n.attrs.key() + "}@" + std::to_string(n.placement);
-      if (n.available_memory_proportion > 0)
-        s += "%" + std::to_string(n.available_memory_proportion);
+      if (n.available_memory_proportion > 0) {
+        // Appended apart: `"%" + std::string` draws GCC 12's -Wrestrict false positive at -O3.
+        s += '%';
+        s += std::to_string(n.available_memory_proportion);
+      }
       s += ";";
     }
     s += "out:";

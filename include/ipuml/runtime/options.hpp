@@ -192,7 +192,12 @@ class Options {
       v[i] = p;
     }
     std::string list;
-    for (double p : v) list += (list.empty() ? "" : ",") + exact(p);
+    // Appended piece by piece: GCC 12 at -O3 warns (-Wrestrict, a false positive) on
+    // `"," + std::string` once this function is inlined into a caller.
+    for (double p : v) {
+      if (!list.empty()) list += ',';
+      list += exact(p);
+    }
     return backendOption("ipu", "available_memory_proportion_per_ipu", list);
   }
   Options& enableExecutableCaching(const std::string& dir) {
