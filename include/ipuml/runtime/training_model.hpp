@@ -13,8 +13,6 @@
 #include <string>
 #include <vector>
 
-#include <tbb/task_arena.h>
-
 #include <ipuml/backend/backend.hpp>
 #include <ipuml/core/config.hpp>
 #include <ipuml/ir/trace.hpp>
@@ -55,12 +53,16 @@ std::unique_ptr<backend::Executable> compile_program(const Options& o, const ir:
                                                      const backend::ProgramOptions& program);
 int64_t ipus_used(const ir::Graph& g);
 
+// A oneTBB arena, defined in runtime/training_model_impl.hpp so that oneTBB's headers stay out
+// of every unit that includes this one.
+struct LaneArena;
 // Further instances of a compiled program for replicas the host runs at the same time (lane l
 // runs replicas l, l + lanes, ...), and one oneTBB arena per lane, the primary's first, each of
-// its share of the host's cores (made once, with the lanes).
+// its share of the host's cores (made once, with the lanes). shared_ptr, as it deletes the
+// arena it was given without needing the type complete here.
 struct ReplicaLanes {
   std::vector<std::unique_ptr<backend::Executable>> others;
-  std::vector<std::unique_ptr<tbb::task_arena>> arenas;
+  std::vector<std::shared_ptr<LaneArena>> arenas;
   size_t size() const { return others.size() + 1; }
 };
 }  // namespace detail

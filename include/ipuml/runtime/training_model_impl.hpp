@@ -77,6 +77,11 @@ inline int lane_threads(size_t lanes) {
                   tbb::info::default_concurrency() / static_cast<int>(std::max<size_t>(lanes, 1)));
 }
 
+struct LaneArena {
+  explicit LaneArena(int threads) : arena(threads) {}
+  tbb::task_arena arena;
+};
+
 // Further instances of `primary` for lanes 1.., every lane limited to its share of the host's
 // cores; none when one lane is asked for or the backend cannot make them.
 inline ReplicaLanes make_lanes(backend::Executable& primary, int64_t lanes) {
@@ -93,7 +98,7 @@ inline ReplicaLanes make_lanes(backend::Executable& primary, int64_t lanes) {
   // Each lane runs in an arena of its share of the cores (kernels that parallelise inside
   // themselves stay within it).
   for (size_t l = 0; l < out.size(); ++l)
-    out.arenas.push_back(std::make_unique<tbb::task_arena>(threads));
+    out.arenas.push_back(std::make_shared<LaneArena>(threads));
   return out;
 }
 
@@ -115,7 +120,7 @@ inline std::vector<std::vector<Tensor>> run_replicas(backend::Executable& primar
       tbb::blocked_range<size_t>(0, lanes, 1),
       [&](const tbb::blocked_range<size_t>& range) {
         for (size_t l = range.begin(); l != range.end(); ++l)
-          lanes_in.arenas[l]->execute([&] {
+          lanes_in.arenas[l]->arena.execute([&] {
             std::vector<backend::RunItem> its;
             for (size_t i : mine[l]) its.push_back(items[i]);
             auto res = (l == 0 ? primary : *lanes_in.others[l - 1]).run_many(its);
