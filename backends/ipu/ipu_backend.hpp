@@ -3,9 +3,6 @@
 // emulated system has the IPUs the options ask for, and profiles runs (backend::Profiling).
 #pragma once
 
-#include <algorithm>
-#include <sstream>
-
 #include <ipuml/backend/backend.hpp>
 #include <ipuml/backends/ipu/eager.hpp>
 #include <ipuml/backends/ipu/ipu.hpp>
@@ -15,76 +12,30 @@ namespace ipuml::ipu {
 // An IPU-M2000 / Bow-2000 box holds 4 IPUs; that is the emulated system unless num_ipus is set.
 inline constexpr int64_t kDefaultSystemIpus = 4;
 
+// The members are defined in ipu_backend_impl.hpp, compiled once: the first of them is each
+// class's key function, so the virtual tables (and every member they reach) are compiled there
+// too instead of in each unit that registers the backend.
 class IpuBackendExecutable : public backend::Executable, public backend::Profiling {
  public:
   // The executable writes its own reports (ExecOptions::report_dir, program_name).
-  IpuBackendExecutable(std::unique_ptr<ipu::Executable> exe, bool pipelined)
-      : exe_(std::move(exe)), pipelined_(pipelined) {}
+  IpuBackendExecutable(std::unique_ptr<ipu::Executable> exe, bool pipelined);
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<Tensor>& states,
-                          uint64_t step) override {
-    return exe_->run(inputs, states, step);
-  }
-  std::vector<std::vector<Tensor>> run_many(const std::vector<backend::RunItem>& items) override {
-    return exe_->run_many(items, pipelined_);
-  }
+                          uint64_t step) override;
+  std::vector<std::vector<Tensor>> run_many(const std::vector<backend::RunItem>& items) override;
   const backend::Profiling* profiling() const override { return this; }
-  std::string report_json() const override { return exe_->profile_json(); }
-  void print_summary(std::ostream& os, double samples_per_step) const override {
-    exe_->print_profile_summary(os, samples_per_step);
-  }
-  double simulated_seconds() const override { return exe_->last_run_cycles().simulated_seconds; }
-  double simulated_seconds_for(int64_t micro_batches) const override {
-    return exe_->cycles_for(micro_batches, pipelined_) / exe_->target().clock_hz;
-  }
-  double allreduce_seconds(size_t bytes, int64_t replicas) const override {
-    const Target& t = exe_->target();
-    return allreduce_cycles(t, static_cast<double>(bytes), replicas) / t.clock_hz;
-  }
-  backend::MemoryFit memory_fit() const override {
-    const Plan& p = exe_->plan();
-    const MemoryReport& m = p.memory;
-    const int64_t T = p.target.tiles_per_ipu;
-    backend::MemoryFit f;
-    f.device = "IPU";
-    f.unit = "tile";
-    f.unit_bytes = p.target.bytes_per_tile;
-    for (int64_t i = 0; i < p.target.num_ipus; ++i) {
-      int64_t fullest = 0, all = 0;
-      for (int64_t k = 0; k < T; ++k) {
-        const int64_t b = m.tiles[static_cast<size_t>(i * T + k)].total();
-        fullest = std::max(fullest, b);
-        all += b;
-      }
-      f.fullest_unit.push_back(fullest);
-      f.device_bytes.push_back(all);
-    }
-    for (int c = 0; c < kNumCategories; ++c) {
-      int64_t s = 0;
-      for (auto& t : m.tiles) s += t.bytes[c];
-      f.categories.emplace_back(mem_category_name(c), s);
-    }
-    f.fits = !m.out_of_memory;
-    if (!f.fits) f.message = out_of_memory_message(p);
-    return f;
-  }
-  double clock_hz() const override { return exe_->target().clock_hz; }
-  std::string target_description() const override { return to_string(exe_->target()); }
+  std::string report_json() const override;
+  void print_summary(std::ostream& os, double samples_per_step) const override;
+  double simulated_seconds() const override;
+  double simulated_seconds_for(int64_t micro_batches) const override;
+  double allreduce_seconds(size_t bytes, int64_t replicas) const override;
+  backend::MemoryFit memory_fit() const override;
+  double clock_hz() const override;
+  std::string target_description() const override;
   bool pipelined() const { return pipelined_; }
-  std::unique_ptr<backend::Executable> replica() const override {
-    return std::make_unique<IpuBackendExecutable>(exe_->replica(), pipelined_);
-  }
-  void set_host_threads(int threads) override { exe_->set_host_threads(threads); }
+  std::unique_ptr<backend::Executable> replica() const override;
+  void set_host_threads(int threads) override;
   void share_memory_image(backend::Executable& update, const std::vector<bool>& shared,
-                          bool allow_out_of_memory) override {
-    auto* u = dynamic_cast<IpuBackendExecutable*>(&update);
-    IPUML_CHECK(u != nullptr, "ipu backend: the weight update was compiled by another backend");
-    Plan image;
-    image.target = exe_->target();
-    image.memory = combine_memory(exe_->plan(), u->ipu().graph(), u->ipu().plan(), shared);
-    exe_->set_memory_report(image.memory);
-    if (!exe_->report_directory().empty()) exe_->write_profile(exe_->report_directory());
-    if (image.memory.out_of_memory && !allow_out_of_memory) fail(out_of_memory_message(image));
-  }
+                          bool allow_out_of_memory) override;
   ipu::Executable& ipu() { return *exe_; }
   const ipu::Executable& ipu() const { return *exe_; }
 
@@ -95,29 +46,14 @@ class IpuBackendExecutable : public backend::Executable, public backend::Profili
 
 class IpuBackend : public backend::Backend {
  public:
-  std::string name() const override { return "ipu"; }
-  std::vector<backend::DeviceInfo> devices() const override {
-    std::vector<backend::DeviceInfo> out;
-    const Target t = target_preset("ipu2");
-    for (int64_t i = 0; i < kDefaultSystemIpus; ++i) {
-      backend::DeviceInfo d;
-      d.id = static_cast<int>(i);
-      d.name = t.name;
-      d.memory_bytes = static_cast<size_t>(t.tiles_per_ipu * t.bytes_per_tile);
-      d.compute_units = static_cast<int>(t.tiles_per_ipu);
-      d.description = to_string(t);
-      out.push_back(d);
-    }
-    return out;
-  }
+  std::string name() const override;
+  std::vector<backend::DeviceInfo> devices() const override;
   bool supports(ir::OpKind) const override { return true; }
 
   // Eager: each op on Device(kIPU, i) runs as a cached single-op program (backends/ipu/eager.hpp).
   std::optional<DeviceType> eager_device_type() const override { return kIPU; }
   void run_eager(Device device, ir::OpKind kind, const ir::Attrs& attrs,
-                 const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) const override {
-    run_eager_op(device, kind, attrs, inputs, outputs);
-  }
+                 const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) const override;
 
   // The program options every backend gets, and the IPU's own: "target" (a preset, default
   // ipu2), "target_overrides" ("field=value;..."), "available_memory_proportion" (global) and
@@ -126,86 +62,17 @@ class IpuBackend : public backend::Backend {
   using backend::Backend::compile;
   std::unique_ptr<backend::Executable> compile(
       const ir::Graph& graph, const backend::ProgramOptions& program,
-      const backend::CompileOptions& options) const override {
-    backend::CompileOptions o = options;
-    auto take = [&](const char* key, const std::string& def) {
-      auto it = o.find(key);
-      if (it == o.end()) return def;
-      std::string v = it->second;
-      o.erase(it);
-      return v;
-    };
-    Target t = target_preset(take("target", "ipu2"));
-    bool system_set = false;
-    std::stringstream overrides(take("target_overrides", ""));
-    for (std::string item; std::getline(overrides, item, ';');) {
-      if (item.empty()) continue;
-      apply_override(t, item);
-      system_set |= item.rfind("num_ipus=", 0) == 0;
-    }
-    const int64_t system_ipus = system_set ? t.num_ipus : kDefaultSystemIpus;
-    const int64_t replicas = program.replicas, per_replica = program.devices_per_replica;
-    IPUML_CHECK(replicas >= 1 && per_replica >= 1, "ipu backend: replicas (", replicas,
-                ") and IPUs per replica (", per_replica, ") must be >= 1");
-    IPUML_CHECK(
-        replicas * per_replica <= system_ipus, "ipu backend: replicationFactor(", replicas, ") x ",
-        per_replica, " IPU(s) per replica needs ", replicas * per_replica,
-        " IPUs, but the emulated system has ", system_ipus, system_set ? "" : " (an IPU-M2000 box)",
-        "; raise it with Options.setTargetOption(\"num_ipus\", \"", replicas * per_replica, "\")");
-    t.num_ipus = per_replica;
-
-    CompileOptions co;
-    co.available_memory_proportion =
-        parse_double(take("available_memory_proportion", "0.6"), "available_memory_proportion");
-    IPUML_CHECK(co.available_memory_proportion > 0 && co.available_memory_proportion <= 1,
-                "ipu backend: available_memory_proportion must be in (0, 1], got ",
-                co.available_memory_proportion);
-    std::stringstream per_ipu(take("available_memory_proportion_per_ipu", ""));
-    for (std::string item; std::getline(per_ipu, item, ',');) {
-      const double p = parse_double(item, "available_memory_proportion_per_ipu");
-      IPUML_CHECK(p >= 0 && p <= 1,
-                  "ipu backend: available_memory_proportion_per_ipu entries must be in [0, 1] "
-                  "(0: the global value), got ",
-                  p);
-      co.available_memory_proportion_per_ipu.push_back(p);
-    }
-    co.check_exchange = parse_flag(take("check_exchange", "0"), "check_exchange");
-    for (auto& [k, v] : o)
-      fail("ipu backend: unknown compile option '", k,
-           "' (expected target, target_overrides, available_memory_proportion, "
-           "available_memory_proportion_per_ipu or check_exchange)");
-    co.partials_type = program.partials_type;
-    co.stochastic_rounding = program.stochastic_rounding;
-    co.rounding_seed = program.seed;
-    co.allow_out_of_memory = program.allow_out_of_memory;
-    co.replication_factor = replicas;
-    co.cache_dir = program.cache_dir;
-    co.progress = program.progress;
-    co.report_dir = program.report_dir;
-    co.program_name = program.name;
-    // Pipelined: the stages of a model-parallel program overlap (backends/ipu/schedule.hpp);
-    // sharded, its IPUs run one after another.
-    const bool pipelined = program.pipelined && per_replica > 1;
-    return std::make_unique<IpuBackendExecutable>(ipu::compile(graph, t, co), pipelined);
-  }
+      const backend::CompileOptions& options) const override;
 
  private:
-  static bool parse_flag(const std::string& s, const char* what) {
-    IPUML_CHECK(s == "0" || s == "1", "ipu backend: option ", what, " must be 0 or 1, got '", s,
-                "'");
-    return s == "1";
-  }
-  static double parse_double(const std::string& s, const char* what) {
-    try {
-      size_t pos = 0;
-      const double v = std::stod(s, &pos);
-      if (pos == s.size()) return v;
-    } catch (const std::exception&) {
-    }
-    fail("ipu backend: option ", what, " must be a number, got '", s, "'");
-  }
+  static bool parse_flag(const std::string& s, const char* what);
+  static double parse_double(const std::string& s, const char* what);
 };
 
 IPUML_REGISTER_BACKEND(IpuBackend);
 
 }  // namespace ipuml::ipu
+
+#ifdef IPUML_INCLUDE_IMPL
+#include <ipuml/backends/ipu/ipu_backend_impl.hpp>
+#endif

@@ -4,6 +4,7 @@
 // one compile option of its own), options routed by backend name, and the optional profiling
 // interface.
 #include <atomic>
+#include <iostream>
 #include <sstream>
 
 #include <catch2/catch.hpp>

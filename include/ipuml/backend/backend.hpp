@@ -4,13 +4,9 @@
 #pragma once
 
 #include <array>
-#include <iostream>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <ostream>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,11 +45,7 @@ class Executable {
                                   const std::vector<Tensor>& states, uint64_t step) = 0;
   // The items as run() runs them one after another, with the same results; a backend may
   // overlap them (the IPU emulator's pipelined stages) where that gives the same bits.
-  virtual std::vector<std::vector<Tensor>> run_many(const std::vector<RunItem>& items) {
-    std::vector<std::vector<Tensor>> out;
-    for (auto& it : items) out.push_back(run(it.inputs, *it.states, it.step));
-    return out;
-  }
+  virtual std::vector<std::vector<Tensor>> run_many(const std::vector<RunItem>& items);
   // The profiling interface (reports, modelled device time) of backends that model their
   // device; null for those that do not.
   virtual const Profiling* profiling() const { return nullptr; }
@@ -110,83 +102,35 @@ class Backend {
   // Runs one op on `device`: `inputs` are contiguous tensors there, `outputs` are allocated
   // there with the shapes and dtypes ir::infer gave; the backend writes their values.
   virtual void run_eager(Device device, ir::OpKind kind, const ir::Attrs& attrs,
-                         const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) const {
-    (void)inputs;
-    (void)outputs;
-    (void)attrs;
-    fail("backend '", name(), "' has no eager kernels: cannot run ", ir::op_name(kind), " on ",
-         device);
-  }
+                         const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) const;
 };
 
 // The registry. Adding a backend is one line: IPUML_REGISTER_BACKEND(MyBackend).
-inline std::map<std::string, std::shared_ptr<Backend>>& registry() {
-  static std::map<std::string, std::shared_ptr<Backend>> r;
-  return r;
-}
+std::map<std::string, std::shared_ptr<Backend>>& registry();
 // The eager kernel tables by device type (filled by register_backend; read on every eager op
-// on a device other than the CPU, so a plain array).
+// on a device other than the CPU, so a plain array, and inline).
 inline std::array<Backend*, kMaxDeviceTypes>& eager_tables() {
   static std::array<Backend*, kMaxDeviceTypes> t{};
   return t;
 }
-inline bool register_backend(std::shared_ptr<Backend> b) {
-  auto& slot = registry()[b->name()];
-  slot = std::move(b);
-  if (auto type = slot->eager_device_type())
-    eager_tables()[static_cast<size_t>(*type)] = slot.get();
-  return true;
-}
+bool register_backend(std::shared_ptr<Backend> b);
 // The backend whose kernel table serves `type`, or null.
 inline Backend* eager_backend(DeviceType type) { return eager_tables()[static_cast<size_t>(type)]; }
 // One device of each registered eager device type (index 0), CPU first.
-inline std::vector<Device> eager_devices() {
-  std::vector<Device> out;
-  for (size_t i = 0; i < eager_tables().size(); ++i)
-    if (eager_tables()[i]) out.emplace_back(static_cast<DeviceType>(i), 0);
-  return out;
-}
+std::vector<Device> eager_devices();
 
 // Fallback reports: an op a device's backend lacks is announced once per (backend, op) on
 // stderr. reset_fallback_reports() makes the next fallbacks report again.
-namespace detail {
-struct FallbackReports {
-  std::mutex mu;
-  std::set<std::pair<std::string, int>> seen;
-};
-inline FallbackReports& fallback_reports() {
-  static FallbackReports* r = new FallbackReports();
-  return *r;
-}
-}  // namespace detail
-inline void report_fallback(const Backend& b, ir::OpKind kind) {
-  auto& r = detail::fallback_reports();
-  std::lock_guard<std::mutex> lock(r.mu);
-  if (!r.seen.emplace(b.name(), static_cast<int>(kind)).second) return;
-  std::cerr << "ipuml: backend '" << b.name() << "' does not run " << ir::op_name(kind)
-            << "; running it on the CPU with copies (reported once)\n";
-}
-inline void reset_fallback_reports() {
-  auto& r = detail::fallback_reports();
-  std::lock_guard<std::mutex> lock(r.mu);
-  r.seen.clear();
-}
-inline std::vector<std::string> backend_names() {
-  std::vector<std::string> n;
-  for (auto& [k, v] : registry()) n.push_back(k);
-  return n;
-}
-inline std::shared_ptr<Backend> get_backend(const std::string& name) {
-  auto it = registry().find(name);
-  if (it == registry().end()) {
-    std::string known;
-    for (auto& k : backend_names()) known += (known.empty() ? "" : ", ") + k;
-    fail("unknown backend '", name, "': registered backends are ", known);
-  }
-  return it->second;
-}
+void report_fallback(const Backend& b, ir::OpKind kind);
+void reset_fallback_reports();
+std::vector<std::string> backend_names();
+std::shared_ptr<Backend> get_backend(const std::string& name);
 
 }  // namespace ipuml::backend
+
+#ifdef IPUML_INCLUDE_IMPL
+#include <ipuml/backend/backend_impl.hpp>
+#endif
 
 #define IPUML_REGISTER_BACKEND(Type)                  \
   inline const bool ipuml_backend_registered_##Type = \
