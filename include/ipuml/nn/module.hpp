@@ -3,10 +3,8 @@
 #pragma once
 
 #include <memory>
-#include <ostream>
-#include <sstream>
+#include <iosfwd>
 #include <string>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -30,11 +28,8 @@ struct NamedTensor : std::pair<std::string, Tensor> {
 // Ordered name -> tensor pairs (parameters and buffers), keyed like "layer1.conv.weight".
 using StateDict = std::vector<NamedTensor>;
 
-inline const Tensor* find_in(const StateDict& d, const std::string& name) {
-  for (auto& [k, v] : d)
-    if (k == name) return &v;
-  return nullptr;
-}
+// The entry named `name`, or null.
+const Tensor* find_in(const StateDict& d, const std::string& name);
 
 class Module : public std::enable_shared_from_this<Module> {
  public:
@@ -47,23 +42,11 @@ class Module : public std::enable_shared_from_this<Module> {
 
   // The uniform single-tensor forward Sequential uses; modules with other signatures keep
   // their own forward and leave this one refusing.
-  virtual Tensor forward(const Tensor& x) {
-    (void)x;
-    fail(type_name_, ": this module has no single-tensor forward(Tensor)");
-  }
+  virtual Tensor forward(const Tensor& x);
 
   // Registration (names must be unique and contain no '.').
-  Tensor& register_parameter(const std::string& name, Tensor t, bool requires_grad = true) {
-    check_name(name);
-    if (t.defined() && requires_grad) t.requires_grad_(true);
-    params_.emplace_back(name, std::move(t));
-    return params_.back().second;
-  }
-  Tensor& register_buffer(const std::string& name, Tensor t) {
-    check_name(name);
-    buffers_.emplace_back(name, std::move(t));
-    return buffers_.back().second;
-  }
+  Tensor& register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
+  Tensor& register_buffer(const std::string& name, Tensor t);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
     check_name(name);
@@ -84,212 +67,69 @@ class Module : public std::enable_shared_from_this<Module> {
   // Replaces a registered parameter, keeping its place; ties weights as PyTorch's
   // `head.weight = wte.weight` does: `head->weight = head->replace_parameter("weight",
   // wte->weight);` (the tensor is then listed once by parameters(), under its first name).
-  Tensor& replace_parameter(const std::string& name, Tensor t, bool requires_grad = true) {
-    for (auto& [k, v] : params_)
-      if (k == name) {
-        if (t.defined() && requires_grad && !t.requires_grad()) t.requires_grad_(true);
-        v = std::move(t);
-        return v;
-      }
-    fail(type_name_, ": no parameter named '", name, "'");
-  }
+  Tensor& replace_parameter(const std::string& name, Tensor t, bool requires_grad = true);
   // Replaces a registered child (used by BeginBlock-style wrappers).
-  void replace_module(const std::string& name, std::shared_ptr<Module> m) {
-    for (auto& [k, v] : children_)
-      if (k == name) {
-        v = std::move(m);
-        return;
-      }
-    fail(type_name_, ": no child module named '", name, "'");
-  }
+  void replace_module(const std::string& name, std::shared_ptr<Module> m);
 
   // Access, depth-first in registration order (the checkpoint key order). A tensor registered
   // in two places (a tied embedding and LM head) is listed once, under the first name, as
   // PyTorch's named_parameters does, so an optimizer steps it once. state_dict() keeps both
   // names (as PyTorch's does) so checkpoints load into either layout.
-  StateDict named_parameters(bool recurse = true) const {
-    StateDict all;
-    collect(all, "", recurse, true, false);
-    StateDict out;
-    std::unordered_set<const TensorImpl*> seen;
-    for (auto& [k, v] : all)
-      if (seen.insert(v.impl()).second) out.emplace_back(k, v);
-    return out;
-  }
-  StateDict named_buffers(bool recurse = true) const {
-    StateDict out;
-    collect(out, "", recurse, false, true);
-    return out;
-  }
-  std::vector<Tensor> parameters(bool recurse = true) const {
-    std::vector<Tensor> out;
-    for (auto& [k, v] : named_parameters(recurse)) out.push_back(v);
-    return out;
-  }
-  std::vector<Tensor> buffers(bool recurse = true) const {
-    std::vector<Tensor> out;
-    for (auto& [k, v] : named_buffers(recurse)) out.push_back(v);
-    return out;
-  }
+  StateDict named_parameters(bool recurse = true) const;
+  StateDict named_buffers(bool recurse = true) const;
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const {
     return children_;
   }
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules(
-      const std::string& prefix = "") const {
-    std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
-    for (auto& [k, c] : children_) {
-      const std::string name = prefix.empty() ? k : prefix + "." + k;
-      out.emplace_back(name, c);
-      auto sub = c->named_modules(name);
-      out.insert(out.end(), sub.begin(), sub.end());
-    }
-    return out;
-  }
+      const std::string& prefix = "") const;
 
   // Mode.
-  virtual void train(bool on = true) {
-    training_ = on;
-    for (auto& [k, c] : children_) c->train(on);
-  }
+  virtual void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
   // PopTorch's BeginBlock: when this module is called, it and everything after it run on
   // device `ipu` of a model-parallel program (a placement recorded into traced graph nodes;
   // eager runs ignore it). -1: no block starts here.
-  void begin_block(int ipu) {
-    IPUML_CHECK(ipu >= 0, type_name_, ": BeginBlock ipu_id must be non-negative, got ", ipu);
-    block_placement_ = ipu;
-  }
+  void begin_block(int ipu);
   int block_placement() const { return block_placement_; }
 
-  void zero_grad() {
-    for (auto& p : parameters()) p.set_grad(Tensor());
-  }
+  void zero_grad();
 
   // Parameters then buffers, each in registration order.
-  StateDict state_dict() const {
-    StateDict out;
-    collect(out, "", true, true, true);
-    return out;
-  }
+  StateDict state_dict() const;
   // Copies values in place (so optimizers and traced graphs keep seeing the same tensors).
-  void load_state_dict(const StateDict& d, bool strict = true) {
-    StateDict mine = state_dict();
-    NoGradGuard ng;
-    for (auto& [k, t] : mine) {
-      const Tensor* src = find_in(d, k);
-      if (!src) {
-        IPUML_CHECK(!strict, "load_state_dict: missing key '", k, "' in the state dict");
-        continue;
-      }
-      IPUML_CHECK(src->shape() == t.shape(), "load_state_dict: '", k, "' has shape ",
-                  shape_str(src->shape()), " in the state dict but ", shape_str(t.shape()),
-                  " in the model");
-      Tensor dst = t;
-      dst.copy_(*src);
-    }
-    if (strict)
-      for (auto& [k, v] : d)
-        IPUML_CHECK(find_in(mine, k) != nullptr, "load_state_dict: unexpected key '", k, "'");
-  }
+  void load_state_dict(const StateDict& d, bool strict = true);
 
   // PyTorch's module.to(dtype) / .half(): every floating-point parameter and buffer, here and in
   // the children, becomes `dtype` in place (round to nearest even). The Tensor handles stay the
   // same, so modules keep their members; gradients are dropped. Build the optimizer afterwards
   // (its state follows the parameters it is given).
-  Module& to(DType dtype) {
-    IPUML_CHECK(is_floating(dtype), type_name_, ".to: expected a floating-point dtype (float32, ",
-                "float16 or bfloat16), got ", dtype_name(dtype));
-    IPUML_CHECK(!ir::is_tracing(), type_name_, ".to: cannot change dtypes while tracing");
-    NoGradGuard ng;
-    for (auto& [k, t] : state_dict()) {
-      if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == dtype) continue;
-      const Tensor c = cast(t, dtype).contiguous();
-      auto& impl = *t.impl();
-      impl.storage = c.impl()->storage;
-      impl.offset = c.impl()->offset;
-      impl.strides = c.strides();
-      impl.dtype = dtype;
-      impl.grad.reset();
-      impl.version++;
-    }
-    return *this;
-  }
+  Module& to(DType dtype);
   // LibTorch's module->to(device): every parameter and buffer, here and in the children, moves
   // to `device` in place (its values copied there, with its gradient). The Tensor handles stay
   // the same, so an optimizer built before still steps them; its state stays where it was made,
   // so build the optimizer after the move (as in LibTorch) when it keeps state.
-  Module& to(Device device) {
-    IPUML_CHECK(!ir::is_tracing(), type_name_, ".to: cannot move a module while tracing");
-    NoGradGuard ng;
-    for (auto& [k, t] : state_dict()) {
-      if (!t.defined() || t.device() == device) continue;
-      const Tensor c = detail::copy_to_device(t, device);
-      auto& impl = *t.impl();
-      impl.storage = c.impl()->storage;
-      impl.offset = 0;
-      impl.strides = c.strides();
-      if (impl.grad) impl.grad = detail::copy_to_device(Tensor(impl.grad), device).impl_ptr();
-      impl.version++;
-    }
-    return *this;
-  }
-  Module& to(Device device, DType dtype) {
-    to(dtype);
-    return to(device);
-  }
+  Module& to(Device device);
+  Module& to(Device device, DType dtype);
   Module& half() { return to(kFloat16); }
   Module& bfloat16() { return to(kBFloat16); }
   Module& float32() { return to(kFloat32); }
 
   // PyTorch's repr: "Conv2d(1, 32, kernel_size=(3, 3), stride=(1, 1))".
-  virtual std::string extra_repr() const { return ""; }
-  void print(std::ostream& os, int indent = 0) const {
-    os << type_name_ << '(';
-    if (children_.empty()) {
-      os << extra_repr() << ')';
-      return;
-    }
-    const std::string pad(static_cast<size_t>(indent + 2), ' ');
-    const std::string extra = extra_repr();
-    if (!extra.empty()) os << '\n' << pad << extra;
-    for (auto& [k, c] : children_) {
-      os << '\n' << pad << '(' << k << "): ";
-      c->print(os, indent + 2);
-    }
-    os << '\n' << std::string(static_cast<size_t>(indent), ' ') << ')';
-  }
-  std::string to_string() const {
-    std::ostringstream os;
-    print(os);
-    return os.str();
-  }
+  virtual std::string extra_repr() const;
+  void print(std::ostream& os, int indent = 0) const;
+  std::string to_string() const;
 
  protected:
   void set_type_name(std::string n) { type_name_ = std::move(n); }
 
  private:
-  void check_name(const std::string& name) const {
-    IPUML_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name_,
-                ": invalid member name '", name, "' (must be non-empty and contain no '.')");
-    for (auto* list : {&params_, &buffers_})
-      for (auto& [k, v] : *list)
-        IPUML_CHECK(k != name, type_name_, ": a member named '", name, "' already exists");
-    for (auto& [k, v] : children_)
-      IPUML_CHECK(k != name, type_name_, ": a member named '", name, "' already exists");
-  }
+  void check_name(const std::string& name) const;
   void collect(StateDict& out, const std::string& prefix, bool recurse, bool params,
-               bool bufs) const {
-    if (params)
-      for (auto& [k, v] : params_)
-        if (v.defined()) out.emplace_back(prefix + k, v);
-    if (bufs)
-      for (auto& [k, v] : buffers_)
-        if (v.defined()) out.emplace_back(prefix + k, v);
-    if (!recurse) return;
-    for (auto& [k, c] : children_) c->collect(out, prefix + k + ".", true, params, bufs);
-  }
+               bool bufs) const;
 
   std::string type_name_;
   bool training_ = true;
@@ -299,10 +139,7 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
 
-inline std::ostream& operator<<(std::ostream& os, const Module& m) {
-  m.print(os);
-  return os;
-}
+std::ostream& operator<<(std::ostream& os, const Module& m);
 
 // The holder idiom: `Linear fc(LinearOptions(4, 2)); fc(x); fc->weight;`, sharing the Impl.
 template <typename Impl>
@@ -362,3 +199,7 @@ std::ostream& operator<<(std::ostream& os, const ModuleHolder<Impl>& m) {
    public:                                                     \
     using ::ipuml::nn::ModuleHolder<Name##Impl>::ModuleHolder; \
   }
+
+#ifdef IPUML_INCLUDE_IMPL
+#include <ipuml/nn/module_impl.hpp>
+#endif
