@@ -76,125 +76,44 @@ class Optimizer {
   const std::string& name() const { return name_; }
 
   // Sets every gradient to undefined (PyTorch's set_to_none=True).
-  void zero_grad() {
-    for (auto& g : groups_)
-      for (auto& p : g.params) detail::replace_grad(p, Tensor());
-  }
+  void zero_grad();
 
   size_t num_param_groups() const { return groups_.size(); }
   const std::vector<Tensor>& params(size_t group) const { return group_at(group).params; }
   // Every parameter, groups in order (the index used by the state_dict keys).
-  std::vector<Tensor> parameters() const {
-    std::vector<Tensor> out;
-    for (auto& g : groups_) out.insert(out.end(), g.params.begin(), g.params.end());
-    return out;
-  }
+  std::vector<Tensor> parameters() const;
 
   double get_lr(size_t group = 0) const { return group_at(group).lr_value; }
-  std::vector<double> get_lrs() const {
-    std::vector<double> out;
-    for (auto& g : groups_) out.push_back(g.lr_value);
-    return out;
-  }
+  std::vector<double> get_lrs() const;
   // Changes a group's learning rate in place, so graphs traced earlier read the new value.
-  void set_lr(size_t group, double lr) {
-    detail::check_range(std::isfinite(lr) && lr >= 0.0, name_ + ".set_lr", "lr", lr, ">= 0");
-    IPUML_CHECK(!ir::is_tracing(), name_,
-                ".set_lr: cannot change the learning rate while a step is being traced");
-    Group& g = group_at(group);
-    NoGradGuard ng;
-    g.lr.fill_(lr);
-    g.lr_value = lr;
-    on_lr_changed(group, lr);
-  }
-  void set_lr(double lr) {
-    for (size_t g = 0; g < groups_.size(); ++g) set_lr(g, lr);
-  }
+  void set_lr(size_t group, double lr);
+  void set_lr(double lr);
   // The float32 scalar the step reads (state of a traced graph).
   const Tensor& lr_tensor(size_t group = 0) const { return group_at(group).lr; }
 
   // Per-parameter state by global parameter index.
-  const ParamState& state(size_t param_index) const {
-    IPUML_CHECK(param_index < state_.size(), name_, ": parameter index ", param_index,
-                " is out of range (", state_.size(), " parameters)");
-    return state_[param_index];
-  }
+  const ParamState& state(size_t param_index) const;
 
   // Mixed precision: every float16/bfloat16 parameter gets a float32 copy (state
   // "master_weight") that the update reads and writes; the parameter then receives the master
   // rounded to its dtype. Small updates then accumulate instead of being lost to half rounding.
   // Call once, before the first step (and before a trainingModel traces the optimizer).
-  void keep_master_weights() {
-    IPUML_CHECK(!ir::is_tracing(), name_, ".keep_master_weights: not available while tracing");
-    ir::NoTraceGuard nt;
-    NoGradGuard ng;
-    const auto params = parameters();
-    for (size_t i = 0; i < params.size(); ++i) {
-      if (params[i].dtype() == kFloat32 || master_of(i) != nullptr) continue;
-      state_[i].emplace_back("master_weight", cast(params[i], kFloat32).contiguous());
-    }
-  }
-  bool has_master_weights() const {
-    for (size_t i = 0; i < state_.size(); ++i)
-      if (master_of(i) != nullptr) return true;
-    return false;
-  }
+  void keep_master_weights();
+  bool has_master_weights() const;
 
   // PopTorch's optimizer `loss_scaling`: the model wrappers (trainingModel) seed backward with
   // this value instead of 1, and the update divides every gradient by it, so half gradients
   // keep their small values out of the subnormal range. In eager code multiply the loss by it
   // yourself before backward (or use LossScaler, which also skips steps on overflow).
-  void set_loss_scaling(double scale) {
-    detail::check_range(std::isfinite(scale) && scale > 0.0, name_ + ".set_loss_scaling",
-                        "loss_scaling", scale, "a finite value > 0");
-    IPUML_CHECK(!ir::is_tracing(), name_, ".set_loss_scaling: not available while tracing");
-    loss_scaling_ = scale;
-  }
+  void set_loss_scaling(double scale);
   double loss_scaling() const { return loss_scaling_; }
 
   // A snapshot (copies): "state.<i>.<name>" for each parameter i's state tensors in order, then
   // "group.<g>.lr" for each group.
-  nn::StateDict state_dict() const {
-    IPUML_CHECK(!ir::is_tracing(), name_, ".state_dict: not available while tracing");
-    nn::StateDict out;
-    for (auto& [k, t] : live_entries()) out.emplace_back(k, t.clone().detach());
-    return out;
-  }
+  nn::StateDict state_dict() const;
   // Copies every entry in place (traced graphs keep their state bindings); the dict must hold
   // exactly this optimizer's keys with matching shapes.
-  void load_state_dict(const nn::StateDict& d) {
-    IPUML_CHECK(!ir::is_tracing(), name_, ".load_state_dict: not available while tracing");
-    const nn::StateDict mine = live_entries();
-    for (auto& [k, t] : mine) {
-      const Tensor* src = nn::find_in(d, k);
-      IPUML_CHECK(src != nullptr && src->defined(), name_, ".load_state_dict: missing key '", k,
-                  "' (this optimizer has ", parameters().size(), " parameters in ", groups_.size(),
-                  " groups)");
-      IPUML_CHECK(src->shape() == t.shape(), name_, ".load_state_dict: '", k, "' has shape ",
-                  shape_str(src->shape()), " in the state dict but ", shape_str(t.shape()),
-                  " in the optimizer");
-      IPUML_CHECK(src->dtype() == t.dtype(), name_, ".load_state_dict: '", k, "' is ",
-                  dtype_name(src->dtype()), " in the state dict but ", dtype_name(t.dtype()),
-                  " in the optimizer");
-      if (k.size() > 3 && k.compare(k.size() - 3, 3, ".lr") == 0) {
-        const double lr = src->item<float>();
-        detail::check_range(std::isfinite(lr) && lr >= 0.0, name_ + ".load_state_dict '" + k + "'",
-                            "lr", lr, "finite and >= 0");
-      }
-    }
-    for (auto& [k, v] : d)
-      IPUML_CHECK(nn::find_in(mine, k) != nullptr, name_, ".load_state_dict: unexpected key '", k,
-                  "' (not a state of this optimizer)");
-    NoGradGuard ng;
-    for (auto& [k, t] : mine) {
-      Tensor dst = t;
-      dst.copy_(*nn::find_in(d, k));
-    }
-    for (size_t g = 0; g < groups_.size(); ++g) {
-      groups_[g].lr_value = groups_[g].lr.item<float>();
-      on_lr_changed(g, groups_[g].lr_value);
-    }
-  }
+  void load_state_dict(const nn::StateDict& d);
 
  protected:
   struct Group {
@@ -207,87 +126,31 @@ class Optimizer {
   explicit Optimizer(std::string name) : name_(std::move(name)) {}
 
   // Registers a group: validates the parameters and creates the lr tensor (outside any trace).
-  void add_group_base(std::vector<Tensor> params, double lr) {
-    detail::check_range(std::isfinite(lr) && lr >= 0.0, name_, "lr", lr, ">= 0");
-    IPUML_CHECK(!params.empty(), name_, ": got an empty parameter list");
-    const std::vector<Tensor> existing = parameters();
-    for (size_t i = 0; i < params.size(); ++i) {
-      const Tensor& p = params[i];
-      IPUML_CHECK(p.defined(), name_, ": parameter ", i, " of the group is undefined");
-      IPUML_CHECK(is_floating(p.dtype()), name_, ": parameter ", i, " has dtype ",
-                  dtype_name(p.dtype()), "; only floating-point tensors can be optimized");
-      IPUML_CHECK(p.is_leaf(), name_, ": parameter ", i,
-                  " is not a leaf tensor (it was computed by an op); pass leaves or detach()");
-      for (auto& e : existing)
-        IPUML_CHECK(!e.same(p), name_, ": parameter ", i, " already appears in another group");
-      for (size_t j = 0; j < i; ++j)
-        IPUML_CHECK(!params[j].same(p), name_, ": parameter ", i, " appears twice in the group");
-    }
-    ir::NoTraceGuard nt;
-    Group g;
-    g.first_index = state_.size();
-    g.params = std::move(params);
-    g.lr = scalar_tensor(lr, kFloat32);
-    g.lr_value = lr;
-    state_.resize(state_.size() + g.params.size());
-    groups_.push_back(std::move(g));
-  }
+  void add_group_base(std::vector<Tensor> params, double lr);
 
   // Adds a zero-initialised state tensor to parameter `index` (construction time only).
   // It lives on `device` (the parameter's; a 0-dim state may stay on the CPU).
   Tensor add_state(size_t index, const std::string& key, const Shape& shape,
-                   Device device = Device()) {
-    ir::NoTraceGuard nt;
-    Tensor t = zeros(shape, TensorOptions(kFloat32).device(device));
-    state_[index].emplace_back(key, t);
-    return t;
-  }
-  Tensor& state_ref(size_t index, const std::string& key) {
-    for (auto& [k, t] : state_[index])
-      if (k == key) return t;
-    fail(name_, ": parameter ", index, " has no state '", key, "'");
-  }
+                   Device device = Device());
+  Tensor& state_ref(size_t index, const std::string& key);
 
   // Parameter `index`'s float32 master copy, or null.
-  Tensor* master_of(size_t index) {
-    for (auto& [k, t] : state_[index])
-      if (k == "master_weight") return &t;
-    return nullptr;
-  }
-  const Tensor* master_of(size_t index) const {
-    for (auto& [k, t] : state_[index])
-      if (k == "master_weight") return &t;
-    return nullptr;
-  }
+  Tensor* master_of(size_t index);
+  const Tensor* master_of(size_t index) const;
 
   double loss_scaling_ = 1.0;
 
   // Keeps options structs' lr in step with the tensor.
-  virtual void on_lr_changed(size_t group, double lr) { (void)group, (void)lr; }
+  virtual void on_lr_changed(size_t group, double lr);
 
-  Group& group_at(size_t g) {
-    IPUML_CHECK(g < groups_.size(), name_, ": param group ", g, " is out of range (",
-                groups_.size(), " groups)");
-    return groups_[g];
-  }
-  const Group& group_at(size_t g) const {
-    IPUML_CHECK(g < groups_.size(), name_, ": param group ", g, " is out of range (",
-                groups_.size(), " groups)");
-    return groups_[g];
-  }
+  Group& group_at(size_t g);
+  const Group& group_at(size_t g) const;
 
   std::vector<Group> groups_;
   std::vector<ParamState> state_;  // by global parameter index
 
  private:
-  nn::StateDict live_entries() const {
-    nn::StateDict out;
-    for (size_t i = 0; i < state_.size(); ++i)
-      for (auto& [k, t] : state_[i]) out.emplace_back("state." + std::to_string(i) + "." + k, t);
-    for (size_t g = 0; g < groups_.size(); ++g)
-      out.emplace_back("group." + std::to_string(g) + ".lr", groups_[g].lr);
-    return out;
-  }
+  nn::StateDict live_entries() const;
 
   std::string name_;
 };
@@ -356,3 +219,7 @@ class OptimizerWithOptions : public Optimizer {
 };
 
 }  // namespace ipuml::optim
+
+#ifdef IPUML_INCLUDE_IMPL
+#include <ipuml/optim/optimizer_impl.hpp>
+#endif
