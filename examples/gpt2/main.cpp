@@ -566,6 +566,31 @@ const std::vector<examples::ConfigPreset>& presets() {
   return p;
 }
 
+// ipuml-gpt2 generate: its own flags, read into the same Config.
+CLI::App* add_generate(CLI::App& app, Config& cfg) {
+  CLI::App* gen = app.add_subcommand("generate", "Continue a prompt with a trained checkpoint");
+  gen->add_option("--checkpoint-output-dir,--checkpoint", cfg.checkpoint_output_dir,
+                  "Directory of the training run's checkpoint.h5")
+      ->required();
+  gen->add_option("--prompt", cfg.prompt, "Text to continue")->capture_default_str();
+  gen->add_option("--max-new-tokens", cfg.max_new_tokens, "Tokens to generate")
+      ->check(examples::integer_at_least(0))
+      ->capture_default_str();
+  gen->add_option("--temperature", cfg.temperature, "0: greedy; otherwise sampled")
+      ->check(examples::number_at_least(0))
+      ->capture_default_str();
+  gen->add_option("--top-k", cfg.top_k, "Sample among the k most likely (0: all)")
+      ->check(examples::integer_at_least(0))
+      ->capture_default_str();
+  gen->add_option("--top-p", cfg.top_p, "Nucleus sampling threshold")
+      ->check(examples::number_in(0, 1, true))
+      ->capture_default_str();
+  gen->add_option("--seed", cfg.seed, "Sampling seed")->capture_default_str();
+  gen->add_option("--tokenizer-dir", cfg.tokenizer_dir, "encoder.json + vocab.bpe");
+  gen->add_flag("--no-cache", cfg.no_cache, "Recompute the whole context at every step");
+  return gen;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -670,26 +695,7 @@ int main(int argc, char** argv) {
   app.add_flag("--profile", cfg.profile, "Print the emulated IPU's profile summary");
   app.add_option("--tokenize", tokenize,
                  "Print the GPT-2 ids of each line of FILE, space-separated, and exit");
-  auto* gen = app.add_subcommand("generate", "Continue a prompt with a trained checkpoint");
-  gen->add_option("--checkpoint-output-dir,--checkpoint", cfg.checkpoint_output_dir,
-                  "Directory of the training run's checkpoint.h5")
-      ->required();
-  gen->add_option("--prompt", cfg.prompt, "Text to continue")->capture_default_str();
-  gen->add_option("--max-new-tokens", cfg.max_new_tokens, "Tokens to generate")
-      ->check(examples::integer_at_least(0))
-      ->capture_default_str();
-  gen->add_option("--temperature", cfg.temperature, "0: greedy; otherwise sampled")
-      ->check(examples::number_at_least(0))
-      ->capture_default_str();
-  gen->add_option("--top-k", cfg.top_k, "Sample among the k most likely (0: all)")
-      ->check(examples::integer_at_least(0))
-      ->capture_default_str();
-  gen->add_option("--top-p", cfg.top_p, "Nucleus sampling threshold")
-      ->check(examples::number_in(0, 1, true))
-      ->capture_default_str();
-  gen->add_option("--seed", cfg.seed, "Sampling seed")->capture_default_str();
-  gen->add_option("--tokenizer-dir", cfg.tokenizer_dir, "encoder.json + vocab.bpe");
-  gen->add_flag("--no-cache", cfg.no_cache, "Recompute the whole context at every step");
+  CLI::App* gen = add_generate(app, cfg);
   if (auto rc = examples::parse_command_line(app, argc, argv, kWho, presets(), cfg.config))
     return *rc;
   // Every flag of a training run is checked before anything is printed or read.

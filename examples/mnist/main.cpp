@@ -391,12 +391,8 @@ void print_accuracy(const Accuracy& a) {
   std::cout << "Evaluated " << a.samples << " test samples\n";
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Config cfg;
-  bool no_double_softmax = false;
-  CLI::App app{"ipuml-mnist: the CNN of PopTorch's MNIST tutorial, trained on an emulated IPU"};
+// The tutorial's flags, then the execution options and the emulated target.
+void add_flags(CLI::App& app, Config& cfg, bool& no_double_softmax) {
   app.add_option("--batch-size", cfg.batch_size, "Micro-batch size for training")
       ->check(examples::integer_at_least(1))
       ->capture_default_str();
@@ -454,6 +450,15 @@ int main(int argc, char** argv) {
                  "Micro-batches per weight update")
       ->check(examples::integer_at_least(1))
       ->capture_default_str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config cfg;
+  bool no_double_softmax = false;
+  CLI::App app{"ipuml-mnist: the CNN of PopTorch's MNIST tutorial, trained on an emulated IPU"};
+  add_flags(app, cfg, no_double_softmax);
   bool no_profile = false;
   app.add_flag("--no-profile", no_profile, "Skip the profile summary");
   app.add_option("--report-dir", cfg.report_dir,

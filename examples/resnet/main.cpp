@@ -465,13 +465,8 @@ const std::vector<examples::ConfigPreset>& presets() {
   return p;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Config c;
-  CLI::App app{
-      "ipuml-resnet: ResNets trained as Graphcore's vision/cnns/pytorch does, on generated or "
-      "real images, on the CPU or emulated IPUs"};
+// The flags, named as Graphcore's vision/cnns/pytorch names them where it has them.
+void add_flags(CLI::App& app, Config& c) {
   app.add_option("--model", c.model,
                  "resnet18|34|50|101|152 (ImageNet stem) or cifar_resnet18|34|50|101|152 (3x3 "
                  "stem, no max-pool, for 32x32 images)")
@@ -564,6 +559,16 @@ int main(int argc, char** argv) {
   app.add_flag("--compare-strategies", c.compare_strategies,
                "Run one host batch on one IPU, sharded and pipelined over --pipeline-splits, "
                "print the simulated throughput of each and exit");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config c;
+  CLI::App app{
+      "ipuml-resnet: ResNets trained as Graphcore's vision/cnns/pytorch does, on generated or "
+      "real images, on the CPU or emulated IPUs"};
+  add_flags(app, c);
   bool no_profile = false;
   app.add_flag("--no-profile", no_profile, "Skip the profile summary");
   app.add_flag("--compile-only", c.compile_only, examples::kCompileOnlyHelp);

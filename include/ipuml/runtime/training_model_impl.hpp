@@ -151,6 +151,19 @@ inline void check_pipeline(const Options& o, const ir::Graph& g, bool training) 
                 o.device_iterations(), ")");
 }
 
+// The out-of-memory error a program compiled to be reported (not refused) throws when it is run,
+// unless the user allows it; empty when it fits.
+inline std::string deferred_oom(const backend::Executable& exe, const Options& o) {
+  const backend::Profiling* p = exe.profiling();
+  if (p == nullptr || o.allow_out_of_memory()) return {};
+  backend::MemoryFit fit = p->memory_fit();
+  return fit.fits ? std::string() : std::move(fit.message);
+}
+
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 // What an estimate says of any program: the configuration, the machine, the memory, and one
 // micro-batch's time.
 inline void describe(Estimate& e, const char* program, const Options& o,
@@ -434,13 +447,8 @@ IPUML_INLINE void TrainingModel::compile_impl(const Tensors& inputs, const Tenso
         }
     step_exe_->share_memory_image(*update_exe_, shared, o.allow_out_of_memory());
   }
-  oom_message_.clear();
-  if (const auto* p = step_exe_->profiling(); p && !options_.allow_out_of_memory()) {
-    const backend::MemoryFit fit = p->memory_fit();
-    if (!fit.fits) oom_message_ = fit.message;
-  }
-  compile_wall_seconds_ =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  oom_message_ = detail::deferred_oom(*step_exe_, options_);
+  compile_wall_seconds_ = detail::seconds_since(t0);
   compiled_ = true;
 }
 
@@ -555,8 +563,7 @@ IPUML_INLINE Tensor TrainingModel::operator()(const Tensors& inputs, const Tenso
     if (all_r > 1) ++allreduces_;
   }
   stats_.samples = inputs[0].shape()[0];
-  stats_.wall_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats_.wall_seconds = detail::seconds_since(t0);
   stats_.simulated_seconds = have_sim ? std::optional<double>(simulated) : std::nullopt;
   OutputMode mode = o.output_mode() == OutputMode::Default ? OutputMode::Final : o.output_mode();
   return detail::select_outputs(losses, o, g * r, mode);
@@ -674,13 +681,8 @@ IPUML_INLINE void InferenceModel::compile_impl(const Tensors& inputs, bool repor
   // Replicas share the bound states, so they run at the same time only when none is written.
   if (trace_.graph.updates.empty() && !o.compile_only())
     lanes_ = detail::make_lanes(*exe_, detail::replica_lanes(o));
-  oom_message_.clear();
-  if (const auto* p = exe_->profiling(); p && !options_.allow_out_of_memory()) {
-    const backend::MemoryFit fit = p->memory_fit();
-    if (!fit.fits) oom_message_ = fit.message;
-  }
-  compile_wall_seconds_ =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  oom_message_ = detail::deferred_oom(*exe_, options_);
+  compile_wall_seconds_ = detail::seconds_since(t0);
   compiled_ = true;
 }
 
@@ -779,8 +781,7 @@ IPUML_INLINE Tensors InferenceModel::operator()(const Tensors& given) {
   else
     have_sim = false;
   stats_.samples = first[0];
-  stats_.wall_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats_.wall_seconds = detail::seconds_since(t0);
   stats_.simulated_seconds = have_sim ? std::optional<double>(simulated) : std::nullopt;
   Tensors result;
   for (auto& per_micro : outs) {
