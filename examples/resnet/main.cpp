@@ -27,6 +27,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -70,6 +71,9 @@ struct Config {
   int64_t eval_batch = 64;
   std::string validation = "after";
   bool recompute = false;
+  // Share of tile memory for convolution and matmul temporaries: one value, or one per IPU.
+  // Empty: 0.15 for the 16-bit precisions on an IPU, the library's 0.6 otherwise.
+  std::vector<double> available_memory_proportion;
   bool optimizer_state_offchip = false, replicated_tensor_sharding = false;
   uint64_t seed = 42;
   std::string device = "ipu";
@@ -103,6 +107,12 @@ void validate(const Config& c) {
       "cifar_resnet18", "cifar_resnet34", "cifar_resnet50", "cifar_resnet101", "cifar_resnet152"};
   IPUML_CHECK(std::find(models.begin(), models.end(), c.model) != models.end(), kWho, ": --model '",
               c.model, "' is not one of resnet18|34|50|101|152 or cifar_resnet18|34|50|101|152");
+  for (double p : c.available_memory_proportion)
+    IPUML_CHECK(p > 0 && p <= 1, kWho, ": --available-memory-proportion ", p, " is not in (0, 1]");
+  const auto proportions = static_cast<int64_t>(c.available_memory_proportion.size());
+  IPUML_CHECK(proportions <= 1 || proportions == c.ipus_per_replica(), kWho,
+              ": --available-memory-proportion takes one value or one per IPU (",
+              c.ipus_per_replica(), " with these --pipeline-splits), got ", proportions);
   IPUML_CHECK(c.precision == "16.16" || c.precision == "16.32" || c.precision == "32.32", kWho,
               ": --precision '", c.precision, "' is not one of 16.16, 16.32, 32.32");
   IPUML_CHECK(c.norm_type == "batch" || c.norm_type == "group", kWho, ": --norm-type '",
@@ -211,7 +221,16 @@ Options make_options(const Config& c, bool pipelined) {
   if (c.precision == "16.16") o.Precision.setPartialsType(kFloat16);
   // ResNet-50's convolutions need a smaller share of tile memory for temporaries to fit
   // (Graphcore's --available-memory-proportion); the planner trades it for cycles.
-  if (c.device == "ipu" && c.half()) o.setAvailableMemoryProportion(0.15);
+  if (c.available_memory_proportion.size() == 1) {
+    o.setAvailableMemoryProportion(c.available_memory_proportion[0]);
+  } else if (!c.available_memory_proportion.empty()) {
+    std::map<std::string, double> per_ipu;
+    for (size_t i = 0; i < c.available_memory_proportion.size(); ++i)
+      per_ipu["IPU" + std::to_string(i)] = c.available_memory_proportion[i];
+    o.setAvailableMemoryProportion(per_ipu);
+  } else if (c.device == "ipu" && c.half()) {
+    o.setAvailableMemoryProportion(0.15);
+  }
   o.TensorLocations.setOptimizerLocation(
       runtime::TensorLocationSettings()
           .useOnChipStorage(!c.optimizer_state_offchip)
@@ -535,6 +554,10 @@ void add_flags(CLI::App& app, Config& c) {
   app.add_flag("--recompute", c.recompute,
                "A recomputation checkpoint after every residual block (Graphcore's "
                "--recompute-mode auto)");
+  app.add_option("--available-memory-proportion", c.available_memory_proportion,
+                 "Share of tile memory for convolution temporaries, one value or one per IPU "
+                 "(default 0.15 in 16-bit precision on an IPU, else 0.6)")
+      ->expected(1, 64);
   app.add_flag("--optimizer-state-offchip", c.optimizer_state_offchip,
                "The momentum in streaming memory, not on the tiles (IPU)");
   app.add_flag("--replicated-tensor-sharding", c.replicated_tensor_sharding,

@@ -94,6 +94,40 @@ TEST_CASE("compile-only examples: --config presets, overridden by the command li
   CHECK_THAT(out, Catch::Contains("--compile-only estimates the emulated IPU"));
 }
 
+TEST_CASE("compile-only examples: ResNet's --available-memory-proportion reaches the planner",
+          "[compile_only][resnet_example][ipu]") {
+  const fs::path exe = exe_path("resnet", "ipuml-resnet");
+  if (!have(exe)) return;
+  const std::string config =
+      "--model cifar_resnet18 --data generated --threads 1 --no-profile --device ipu "
+      "--micro-batch-size 8 --compile-only ";
+  int st = 0;
+  const std::string tight = run(exe, config + "--available-memory-proportion 0.01", &st);
+  INFO(tight);
+  REQUIRE(st == 0);
+  const std::string roomy = run(exe, config + "--available-memory-proportion 0.6", &st);
+  INFO(roomy);
+  REQUIRE(st == 0);
+  // 1 % of a tile for the convolutions' temporaries: smaller pieces, more steps.
+  CHECK(number_after(tight, "temporaries") < number_after(roomy, "temporaries"));
+  CHECK(number_after(tight, "one micro-batch:") > number_after(roomy, "one micro-batch:"));
+  // One value per IPU of a pipelined replica.
+  const std::string per_ipu = run(exe,
+                                  config +
+                                      "--pipeline-splits layer3 --gradient-accumulation 3 "
+                                      "--available-memory-proportion 0.1 0.2",
+                                  &st);
+  INFO(per_ipu);
+  CHECK(st == 0);
+  std::string out = run(exe, config + "--available-memory-proportion 1.5", &st);
+  CHECK(st == 2);
+  CHECK_THAT(out, Catch::Contains("--available-memory-proportion 1.5 is not in (0, 1]"));
+  out = run(exe, config + "--available-memory-proportion 0.1 0.2 0.3", &st);
+  CHECK(st == 2);
+  CHECK_THAT(out, Catch::Contains("takes one value or one per IPU (1 with these "
+                                  "--pipeline-splits), got 3"));
+}
+
 TEST_CASE("compile-only examples: GPT-2's POD16 preset, BERT's and the Neuron-Inverter's",
           "[compile_only][ipu]") {
   int st = 0;
