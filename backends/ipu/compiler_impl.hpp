@@ -74,6 +74,7 @@ struct Need {
   bool whole = true;
   ValueLayout layout;  // valid when !whole
   double bytes = 0;    // what the largest part reads of it
+  double read = 0;     // what all parts read of it together
 };
 
 // The layout a part-split needs of a tensor sliced along `d` (flat when nothing precedes d).
@@ -147,7 +148,11 @@ struct Planner {
   Need need(const ir::Node& n, const SliceSpec& s, const TileSpan& span, size_t j) const {
     Need r;
     const auto& m = g.meta(n.inputs[j]);
-    r.bytes = static_cast<double>(m.nbytes());
+    // A slice reads only the input elements its output holds, however it is split: a slice of a
+    // 50257 x 768 embedding moves its rows, not the table to every tile.
+    const bool slice = n.kind == ir::OpKind::Slice;
+    r.read = static_cast<double>(slice ? g.meta(n.outputs[0]).nbytes() : m.nbytes());
+    r.bytes = r.read;
     if (s.kind == SplitKind::Whole || s.kind == SplitKind::Grid) return r;
     const double frac = largest_frac(s, span);
     if (s.kind == SplitKind::Flat || s.kind == SplitKind::TreeSum ||
@@ -165,7 +170,10 @@ struct Planner {
       return r;
     }
     const int d = s.in_dim[j];
-    if (d < 0) return r;
+    if (d < 0) {
+      if (slice) r.bytes *= frac;  // each part its own rows, not the whole input
+      return r;
+    }
     r.whole = false;
     r.layout = axis_layout(m, d, span);
     r.bytes *= frac;
@@ -298,7 +306,7 @@ struct Planner {
             free || (!other_ipu && lay.axis == nd.layout.axis && lay.span == nd.layout.span);
         if (!local) {
           sliced_recv += nd.bytes;
-          c.exchange_total += static_cast<double>(g.meta(v).nbytes());
+          c.exchange_total += nd.read;
           c.transfers += 1;
         }
       }

@@ -39,8 +39,9 @@ IPUML_INLINE double IpuBackendExecutable::simulated_seconds_for(int64_t micro_ba
 }
 
 IPUML_INLINE double IpuBackendExecutable::allreduce_seconds(size_t bytes, int64_t replicas) const {
+  // The program spans one replica's IPUs: each of them reduces its own share, side by side.
   const Target& t = exe_->target();
-  return allreduce_cycles(t, static_cast<double>(bytes), replicas) / t.clock_hz;
+  return allreduce_cycles(t, static_cast<double>(bytes), replicas, t.num_ipus) / t.clock_hz;
 }
 
 IPUML_INLINE backend::MemoryFit IpuBackendExecutable::memory_fit() const {

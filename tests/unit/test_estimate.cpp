@@ -7,7 +7,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <ipuml/backends/ipu/cycle_model.hpp>
 #include <ipuml/backends/ipu/ipu_backend.hpp>
+#include <ipuml/backends/ipu/target.hpp>
 #include <ipuml/ipuml.hpp>
 #include <ipuml/runtime/block.hpp>
 
@@ -115,6 +117,12 @@ TEST_CASE("estimate: a training configuration's modelled time equals what runnin
   CHECK(by_category == by_device);
   // One update: the G micro-batches (overlapping when pipelined), the optimizer, the all-reduce.
   CHECK(e.update_seconds > 0);
+  // The all-reduce spans the replica's IPUs, each reducing its own share of the gradients.
+  double gradient_bytes = 0;
+  for (auto& p : sized->parameters()) gradient_bytes += static_cast<double>(p.numel()) * 4;
+  const auto target = ipu::target_preset("ipu2");
+  CHECK(e.allreduce_seconds ==
+        ipu::allreduce_cycles(target, gradient_bytes, 2, split ? 2 : 1) / target.clock_hz);
   CHECK(e.allreduce_seconds > 0);
   if (e.pipelined)
     CHECK(e.accumulation_seconds < 4 * e.micro_batch_seconds);

@@ -1,5 +1,7 @@
 // The emulator against published figures: every calibration case that has one stays within
 // [0.75, 1.33] of it (the cases are shared with benchmarks/bench_emulator; docs/targets.md).
+#include <cmath>
+
 #include <catch2/catch.hpp>
 
 #include <ipuml/backends/ipu/calibration.hpp>
@@ -42,10 +44,40 @@ TEST_CASE("calibration: the collective model follows the machine and POD topolog
   big_pod.ipus_per_pod = 128;
   CHECK(ipu::allreduce_cycles(t, b, 128) > ipu::allreduce_cycles(big_pod, b, 128));
   CHECK(ipu::allreduce_cycles(t, b, 128) > ipu::allreduce_cycles(t, b, 64));
-  // The defaulted form is what the runtime calls.
+  // One IPU a replica is the defaulted form.
   CHECK(ipu::allreduce_cycles(t, b, 4) == ipu::allreduce_cycles(t, b, 4, 1));
   CHECK(ipu::allreduce_cycles(t, b, 1) == 0);
   // One pair's transfer: ipu_links_per_pair links at the link rate and efficiency.
   CHECK(ipu::inter_ipu_cycles(t, 54.4e9) == Approx(t.clock_hz).epsilon(1e-6));
   CHECK(ipu::host_cycles(t, t.host_bytes_per_second) == Approx(t.clock_hz));
+}
+
+TEST_CASE("calibration: the all-reduce of R replicas of k IPUs follows docs/targets.md's formula",
+          "[ipu][calibration]") {
+  // docs/targets.md, "Collectives": g replicas of a machine reduce-scatter and all-gather in a
+  // ring (2 (g - 1) steps of bytes / (k g)), the m machines of a POD all-reduce over the IPU-Links
+  // between them (2 (m - 1) steps of bytes / (k g m)); every step pays sync_cycles and the
+  // Sync-Link hops of the IPUs it spans. Written out here for ipu2's IPU-M2000s (4 IPUs a
+  // machine, 64 a POD, 2 links between a machine's pairs).
+  const auto t = ipu::target_preset("ipu2");
+  REQUIRE(t.ipus_per_machine == 4);
+  REQUIRE(t.ipus_per_pod == 64);
+  const double b = 100e6, clk = t.clock_hz;
+  const double between = t.ipu_link_bytes_per_second * t.ipu_link_efficiency *
+                         static_cast<double>(t.ipu_links_between_pairs);
+  auto step = [&](double bytes, double bw, int64_t ipus) {
+    return std::ceil(bytes / bw * clk) + static_cast<double>(t.sync_cycles) +
+           ipu::sync_hop_cycles(t, ipus);
+  };
+  // 1 x 4: one replica of four IPUs reduces nothing.
+  CHECK(ipu::allreduce_cycles(t, b, 1, 4) == 0);
+  // 4 x 1: the four IPUs of one machine, a ring paced by the links between its pairs.
+  CHECK(ipu::allreduce_cycles(t, b, 4, 1) == Approx(2 * 3 * step(b / 4, between, 4)));
+  // 4 x 4: a replica fills a machine; four machines of a POD, each IPU with a quarter.
+  CHECK(ipu::allreduce_cycles(t, b, 4, 4) == Approx(2 * 3 * step(b / 4 / 4, between, 16)));
+  // 16 x 4: sixteen machines, the whole POD.
+  CHECK(ipu::allreduce_cycles(t, b, 16, 4) == Approx(2 * 15 * step(b / 4 / 16, between, 64)));
+  // The four IPUs of a replica reduce a quarter each: under a third of the time the same
+  // gradients take when one IPU holds them all.
+  CHECK(ipu::allreduce_cycles(t, b, 4, 4) < ipu::allreduce_cycles(t, b, 4, 1) / 3);
 }
