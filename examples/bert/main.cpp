@@ -372,7 +372,7 @@ Options make_options(const Config& cfg) {
   if (cfg.enable_half_partials) opts.Precision.setPartialsType(kFloat16);
   if (cfg.execution == "pipelined")
     opts.setExecutionStrategy(runtime::ExecutionStrategy::Pipelined);
-  examples::apply_target_overrides(opts, cfg.target_overrides, kWho);
+  examples::apply_target_overrides(opts, cfg.target_overrides, kWho, cfg.ipus_per_replica);
   return opts;
 }
 
@@ -587,8 +587,7 @@ const std::vector<examples::ConfigPreset>& presets() {
                      {"--execution", "pipelined"},
                      {"--recompute-checkpoint-every-layer", "True"},
                      {"--enable-half-partials", "True"},
-                     {"--device", "ipu"},
-                     {"--set", "num_ipus=16"}};
+                     {"--device", "ipu"}};
          auto& f : common)
       flags.push_back(f);
     return flags;

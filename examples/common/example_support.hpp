@@ -63,9 +63,14 @@ class Progress {
   size_t last_ = 0;
 };
 
-// Applies --set field=value overrides of the emulated target; `who` names the program in errors.
+// Sizes the emulated system for the run, as a command-line user asks for a POD of the IPUs the
+// run takes (replicas x IPUs per replica; the library's default is one IPU-M2000's four), then
+// applies --set field=value overrides of the target, so that a --set num_ipus=N states the system
+// itself; `who` names the program in errors.
 inline void apply_target_overrides(Options& opts, const std::vector<std::string>& overrides,
-                                   const char* who) {
+                                   const char* who, int64_t ipus_per_replica = 1) {
+  const int64_t ipus = opts.replication_factor() * ipus_per_replica;
+  if (ipus > 1) opts.setTargetOption("num_ipus", std::to_string(ipus));
   for (auto& o : overrides) {
     const auto eq_at = o.find('=');
     IPUML_CHECK(eq_at != std::string::npos, who, ": --set expects field=value, got '", o, "'");

@@ -345,7 +345,7 @@ Options make_options(const Config& cfg) {
       per_ipu["IPU" + std::to_string(i)] = cfg.matmul_proportion[i];
     opts.setAvailableMemoryProportion(per_ipu);
   }
-  examples::apply_target_overrides(opts, cfg.target_overrides, kWho);
+  examples::apply_target_overrides(opts, cfg.target_overrides, kWho, cfg.ipus_per_replica);
   return opts;
 }
 
@@ -560,8 +560,7 @@ const std::vector<examples::ConfigPreset>& presets() {
         {"--execution", "pipelined"},
         {"--loss-scaling", "50000"},
         {"--dataset", "generated"},
-        {"--epochs", "1"},
-        {"--set", "num_ipus=16"}}},
+        {"--epochs", "1"}}},
   };
   return p;
 }

@@ -209,7 +209,7 @@ Options make_options(const Config& cfg) {
   opts.Training.gradientAccumulation(cfg.gradient_accumulation);
   if (cfg.pipelined) opts.setExecutionStrategy(runtime::ExecutionStrategy::Pipelined);
   if (!cfg.report_dir.empty()) opts.autoReportDirectory(cfg.report_dir);
-  examples::apply_target_overrides(opts, cfg.target_overrides, "ipuml-mnist");
+  examples::apply_target_overrides(opts, cfg.target_overrides, "ipuml-mnist", cfg.ipus);
   return opts;
 }
 
@@ -570,7 +570,7 @@ int main(int argc, char** argv) {
       Options eval_opts = Options().useIpuModel(cfg.device == "ipu").target(cfg.target);
       eval_opts.modelName("evaluation");
       if (!cfg.report_dir.empty()) eval_opts.autoReportDirectory(cfg.report_dir);
-      examples::apply_target_overrides(eval_opts, cfg.target_overrides, "ipuml-mnist");
+      examples::apply_target_overrides(eval_opts, cfg.target_overrides, "ipuml-mnist", cfg.ipus);
       eval_opts.showCompilationProgressBar(false);
       const auto t_eval = Clock::now();
       const Accuracy acc = evaluate_compiled(net, eval_opts, test_loader, cfg,

@@ -320,7 +320,6 @@ int compile_only(const Config& cfg) {
       net->parameters(),
       optim::AdamWOptions(d.init_lr * static_cast<double>(replicas)).weight_decay(d.weight_decay));
   Options o = execution_options(cfg, d.steps_per_iter, replicas);
-  if (replicas > 4) o.setTargetOption("num_ipus", std::to_string(replicas));
   examples::apply_target_overrides(o, cfg.target_overrides, "ipuml-neuron-inverter");
   o.compileOnly(true);
   auto tm = trainingModel(net.ptr(), o, optimizer, models::neuron_inverter_loss);
@@ -608,7 +607,6 @@ int run(const Config& cfg) {
       models::NeuronInverter fresh(d.model);
       optim::AdamW o2(fresh->parameters(), optim::AdamWOptions(lr).weight_decay(d.weight_decay));
       Options so = execution_options(cfg, d.steps_per_iter, r);
-      so.setTargetOption("num_ipus", std::to_string(std::max<int64_t>(r, 4)));  // a Pod-8 for 8
       auto stm = trainingModel(fresh.ptr(), so, o2, models::neuron_inverter_loss);
       std::vector<Tensor> xs, ys;
       for (int64_t k = 0; k < r; ++k) {

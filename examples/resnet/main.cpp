@@ -237,7 +237,7 @@ Options make_options(const Config& c, bool pipelined) {
           .useReplicatedTensorSharding(c.replicated_tensor_sharding));
   o.setExecutionStrategy(pipelined ? runtime::ExecutionStrategy::Pipelined
                                    : runtime::ExecutionStrategy::Sharded);
-  examples::apply_target_overrides(o, c.target_overrides, kWho);
+  examples::apply_target_overrides(o, c.target_overrides, kWho, c.ipus_per_replica());
   return o;
 }
 
@@ -478,8 +478,7 @@ const std::vector<examples::ConfigPreset>& presets() {
         {"--precision", "16.16"},
         {"--recompute"},
         {"--replicated-tensor-sharding"},
-        {"--label-smoothing", "0.1"},
-        {"--set", "num_ipus=16"}}},
+        {"--label-smoothing", "0.1"}}},
   };
   return p;
 }
@@ -792,7 +791,7 @@ int main(int argc, char** argv) {
         Accuracy acc;
         if (c.compiled()) {
           Options eo = Options().useIpuModel(c.device == "ipu").target(c.target);
-          examples::apply_target_overrides(eo, c.target_overrides, kWho);
+          examples::apply_target_overrides(eo, c.target_overrides, kWho, c.ipus_per_replica());
           if (c.precision == "16.16") eo.Precision.setPartialsType(kFloat16);
           eo.showCompilationProgressBar(false);
           auto im = inferenceModel(net.ptr(), eo);

@@ -89,6 +89,17 @@ TEST_CASE("compile-only examples: --config presets, overridden by the command li
   REQUIRE(st == 0);
   CHECK_THAT(out, Catch::Contains("micro-batch 2 x gradient accumulation 228 x 2 replicas of 1 "
                                   "IPU x 1 device iteration = 912 samples per host call"));
+  // The emulated system is sized from the command line: 8 replicas take 8 IPUs, more than the
+  // one IPU-M2000 the library assumes, without a --set; a --set num_ipus states the system.
+  out = run(exe, "--model cifar_resnet18 --image-size 8 --replicas 8 --compile-only", &st);
+  INFO(out);
+  CHECK(st == 0);
+  CHECK_THAT(out, Catch::Contains("8 replicas of 1 IPU"));
+  out =
+      run(exe, "--model cifar_resnet18 --image-size 8 --replicas 8 --set num_ipus=4 --compile-only",
+          &st);
+  CHECK(st != 0);
+  CHECK_THAT(out, Catch::Contains("needs 8 IPUs, but the emulated system has 4"));
   out = run(exe, "--compile-only --device cpu", &st);
   CHECK(st == 2);
   CHECK_THAT(out, Catch::Contains("--compile-only estimates the emulated IPU"));
