@@ -75,6 +75,7 @@ struct Config {
   std::string device = "cpu";
   std::string target = "ipu2";
   std::vector<std::string> target_overrides;
+  std::string report_dir;  // profile reports, one subdirectory per compiled program
   uint64_t seed = 42;
   int threads = 0;
   double dropout = 0.0;
@@ -99,6 +100,7 @@ std::string checkpoint_path(const Config& cfg) {
 }
 
 void validate(const Config& cfg) {
+  examples::check_report_dir(kWho, cfg.report_dir);
   auto positive = [](const char* flag, int64_t v) {
     IPUML_CHECK(v >= 1 && v <= (int64_t{1} << 31), kWho, ": ", flag, " ", v,
                 " is outside [1, 2^31]");
@@ -373,6 +375,7 @@ Options make_options(const Config& cfg) {
   if (cfg.execution == "pipelined")
     opts.setExecutionStrategy(runtime::ExecutionStrategy::Pipelined);
   examples::apply_target_overrides(opts, cfg.target_overrides, kWho, cfg.ipus_per_replica);
+  if (!cfg.report_dir.empty()) opts.autoReportDirectory(cfg.report_dir);
   return opts;
 }
 
@@ -674,6 +677,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--target", cfg.target, "Emulated IPU target")->capture_default_str();
   app.add_option("--set", cfg.target_overrides, "Override a target field (repeatable)");
+  examples::add_report_dir_option(app, cfg.report_dir);
   app.add_option("--seed", cfg.seed, "Seed")->capture_default_str();
   app.add_option("--threads", cfg.threads, "Worker threads (0: all cores)")->capture_default_str();
   app.add_option("--dropout", cfg.dropout, "Hidden and attention dropout")->capture_default_str();

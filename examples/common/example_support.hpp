@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -76,6 +77,22 @@ inline void apply_target_overrides(Options& opts, const std::vector<std::string>
     IPUML_CHECK(eq_at != std::string::npos, who, ": --set expects field=value, got '", o, "'");
     opts.setTargetOption(o.substr(0, eq_at), o.substr(eq_at + 1));
   }
+}
+
+// --report-dir DIR: the profile reports of every program the run compiles (training, weight
+// update, evaluation), one subdirectory each, for ipuml-report.
+inline void add_report_dir_option(CLI::App& app, std::string& dir) {
+  app.add_option("--report-dir", dir,
+                 "Write the profile reports here, one subdirectory per compiled program "
+                 "(training, weight_update, evaluation); view them with ipuml-report");
+}
+
+// A --report-dir that exists and is not a directory is refused before anything runs.
+inline void check_report_dir(const std::string& who, const std::string& dir) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  IPUML_CHECK(!std::filesystem::exists(dir, ec) || std::filesystem::is_directory(dir, ec), who,
+              ": --report-dir '", dir, "' is not a directory");
 }
 
 // --- The command line --------------------------------------------------------------------

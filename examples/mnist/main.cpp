@@ -107,12 +107,7 @@ void validate(const Config& cfg) {
   }
   // The checkpoint is written after the first epoch: an unwritable place is reported now.
   if (!cfg.checkpoint.empty()) io::check_writable_path(cfg.checkpoint, "ipuml-mnist: --checkpoint");
-  if (!cfg.report_dir.empty()) {
-    std::error_code ec;
-    IPUML_CHECK(!std::filesystem::exists(cfg.report_dir, ec) ||
-                    std::filesystem::is_directory(cfg.report_dir, ec),
-                "ipuml-mnist: --report-dir '", cfg.report_dir, "' is not a directory");
-  }
+  examples::check_report_dir("ipuml-mnist", cfg.report_dir);
 }
 
 // What a resumed run must share with the saved one to continue it bit for bit, and the
@@ -461,9 +456,7 @@ int main(int argc, char** argv) {
   add_flags(app, cfg, no_double_softmax);
   bool no_profile = false;
   app.add_flag("--no-profile", no_profile, "Skip the profile summary");
-  app.add_option("--report-dir", cfg.report_dir,
-                 "Write the profile reports here, one subdirectory per compiled program "
-                 "(training, weight_update, evaluation); view them with ipuml-report");
+  examples::add_report_dir_option(app, cfg.report_dir);
   bool flush_denormal = false;
   app.add_flag("--allow-unverified", cfg.allow_unverified,
                "Resume from a checkpoint without ipuml's integrity record (written by another "

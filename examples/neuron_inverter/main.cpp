@@ -132,7 +132,8 @@ struct Config {
   std::string device = "ipu";
   std::string target = "ipu2";
   std::vector<std::string> target_overrides;
-  int64_t replicas = 0;  // over all instances; 0: one per instance
+  std::string report_dir;  // profile reports, one subdirectory per compiled program
+  int64_t replicas = 0;    // over all instances; 0: one per instance
   int64_t max_samples = -1, max_val_samples = -1, local_batch = 0, steps_per_iter = 0;
   uint64_t seed = 42;
   int threads = 0;
@@ -238,6 +239,7 @@ Options execution_options(const Config& cfg, int64_t iterations, int64_t replica
       .target(cfg.target)
       .showCompilationProgressBar(false);
   examples::apply_target_overrides(o, cfg.target_overrides, "ipuml-neuron-inverter");
+  if (!cfg.report_dir.empty()) o.autoReportDirectory(cfg.report_dir);
   return o;
 }
 
@@ -450,7 +452,8 @@ int run(const Config& cfg) {
   std::optional<runtime::InferenceModel> im;
   if (compiled) {
     tm.emplace(net.ptr(), train_opts, optimizer, models::neuron_inverter_loss);
-    im.emplace(net.ptr(), execution_options(cfg, val.options().steps_per_batch(), 1));
+    im.emplace(net.ptr(),
+               execution_options(cfg, val.options().steps_per_batch(), 1).modelName("validation"));
   }
   examples::Progress progress(lead && instances == 1);  // mpirun gives ranks a pty
 
@@ -607,6 +610,7 @@ int run(const Config& cfg) {
       models::NeuronInverter fresh(d.model);
       optim::AdamW o2(fresh->parameters(), optim::AdamWOptions(lr).weight_decay(d.weight_decay));
       Options so = execution_options(cfg, d.steps_per_iter, r);
+      so.autoReportDirectory("");  // the study's programs are not the run's
       auto stm = trainingModel(fresh.ptr(), so, o2, models::neuron_inverter_loss);
       std::vector<Tensor> xs, ys;
       for (int64_t k = 0; k < r; ++k) {
@@ -651,6 +655,7 @@ int main(int argc, char** argv) {
   app.add_option("--target", cfg.target, "Emulated IPU target: ipu1, ipu2, bow, tiny")
       ->capture_default_str();
   app.add_option("--set", cfg.target_overrides, "Override a target field (repeatable)");
+  examples::add_report_dir_option(app, cfg.report_dir);
   app.add_option(
          "--replication-factor,--num-replicas", cfg.replicas,
          "Replicas over all instances (default: $IPUML_NUM_REPLICAS, else one per instance)")
@@ -697,6 +702,7 @@ int main(int argc, char** argv) {
   try {
     load_design(cfg.design);
     examples::check_target_overrides(cfg.target, cfg.target_overrides);
+    examples::check_report_dir(who, cfg.report_dir);
     IPUML_CHECK(!cfg.compile_only || cfg.device == "ipu",
                 "--compile-only estimates the emulated IPU: it needs --device ipu");
   } catch (const std::exception& e) {

@@ -79,6 +79,7 @@ struct Config {
   std::string device = "ipu";
   std::string target = "ipu2";
   std::vector<std::string> target_overrides;
+  std::string report_dir;  // profile reports, one subdirectory per compiled program
   int threads = 0;
   int64_t prefetch = 4;
   std::string checkpoint;
@@ -102,6 +103,7 @@ struct Config {
 // Everything the flags say, checked before any data is read: one clear line for the first
 // problem.
 void validate(const Config& c) {
+  examples::check_report_dir(kWho, c.report_dir);
   const std::vector<std::string> models = {
       "resnet18",       "resnet34",       "resnet50",       "resnet101",       "resnet152",
       "cifar_resnet18", "cifar_resnet34", "cifar_resnet50", "cifar_resnet101", "cifar_resnet152"};
@@ -238,6 +240,7 @@ Options make_options(const Config& c, bool pipelined) {
   o.setExecutionStrategy(pipelined ? runtime::ExecutionStrategy::Pipelined
                                    : runtime::ExecutionStrategy::Sharded);
   examples::apply_target_overrides(o, c.target_overrides, kWho, c.ipus_per_replica());
+  if (!c.report_dir.empty()) o.autoReportDirectory(c.report_dir);
   return o;
 }
 
@@ -569,6 +572,7 @@ void add_flags(CLI::App& app, Config& c) {
   app.add_option("--target", c.target, "Emulated IPU target: ipu1, ipu2, bow, tiny")
       ->capture_default_str();
   app.add_option("--set", c.target_overrides, "Override a target field (repeatable)");
+  examples::add_report_dir_option(app, c.report_dir);
   app.add_option("--threads", c.threads, "Worker threads (0: all cores)")->capture_default_str();
   app.add_option("--prefetch", c.prefetch, "Host batches assembled ahead of training")
       ->capture_default_str();
@@ -792,6 +796,7 @@ int main(int argc, char** argv) {
         if (c.compiled()) {
           Options eo = Options().useIpuModel(c.device == "ipu").target(c.target);
           examples::apply_target_overrides(eo, c.target_overrides, kWho, c.ipus_per_replica());
+          if (!c.report_dir.empty()) eo.autoReportDirectory(c.report_dir).modelName("evaluation");
           if (c.precision == "16.16") eo.Precision.setPartialsType(kFloat16);
           eo.showCompilationProgressBar(false);
           auto im = inferenceModel(net.ptr(), eo);

@@ -4,10 +4,14 @@
 #include <catch2/catch.hpp>
 
 #include "../support/run_command.hpp"
+#include "../support/temp_dir.hpp"
 
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace fs = std::filesystem;
 
@@ -182,5 +186,33 @@ TEST_CASE("compile-only examples: GPT-2's POD16 preset, BERT's and the Neuron-In
     REQUIRE(st == 0);
     CHECK_THAT(out, Catch::Contains("x 2 replicas of 1 IPU x 50 device iterations = 800 samples") &&
                         Catch::Contains("projected throughput: "));
+  }
+}
+
+TEST_CASE("compile-only examples: every example writes its profile reports to --report-dir",
+          "[compile_only][ipu]") {
+  const std::vector<std::pair<fs::path, std::string>> runs = {
+      {exe_path("resnet", "ipuml-resnet"), "--model cifar_resnet18 --image-size 8"},
+      {exe_path("gpt2", "ipuml-gpt2"), "--config gpt2-small-pod16 --max-len 16"},
+      {exe_path("bert", "ipuml-bert"),
+       "--config pretrain_base_128 --sequence-length 16 --mask-tokens 2 --micro-batch-size 1 "
+       "--gradient-accumulation 32"},
+      {exe_path("neuron_inverter", "ipuml-neuron-inverter"),
+       "--config hpar_dev --dataPath /nonexistent"},
+      {exe_path("mnist", "ipuml-mnist"), "--data-dir /nonexistent"}};
+  for (const auto& [exe, args] : runs) {
+    if (!have(exe)) continue;
+    INFO(exe.filename().string() << " " << args);
+    ipuml::testing::TempDir dir("ipuml_report_dir");
+    int st = 0;
+    std::string out = run(exe, args + " --compile-only --report-dir " + dir.file("reports"), &st);
+    INFO(out);
+    CHECK(st == 0);
+    CHECK(fs::exists(dir.path / "reports" / "training" / "profile.json"));
+    // A file where the directory should be is refused before anything is compiled.
+    { std::ofstream(dir.file("taken")) << "x"; }
+    out = run(exe, args + " --compile-only --report-dir " + dir.file("taken"), &st);
+    CHECK(st == 2);
+    CHECK_THAT(out, Catch::Contains("--report-dir '" + dir.file("taken") + "' is not a directory"));
   }
 }
