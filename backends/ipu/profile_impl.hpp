@@ -337,12 +337,12 @@ IPUML_INLINE void print_profile_summary(std::ostream& os, const ir::Graph& g, co
     os << ", wall time per step: " << wall / static_cast<double>(runs.size()) * 1e6 << " us over "
        << runs.size() << " runs";
     if (samples_per_step > 0)
-      os << "\nThroughput: simulated " << samples_per_step * t.clock_hz / p.cycles.total
-         << " samples/s, wall " << samples_per_step * static_cast<double>(runs.size()) / wall
-         << " samples/s";
+      os << "\nThroughput of this program (one run, one replica): simulated "
+         << samples_per_step * t.clock_hz / p.cycles.total << " samples/s, wall "
+         << samples_per_step * static_cast<double>(runs.size()) / wall << " samples/s";
   } else if (samples_per_step > 0) {
-    os << "\nThroughput: simulated " << samples_per_step * t.clock_hz / p.cycles.total
-       << " samples/s";
+    os << "\nThroughput of this program (one run, one replica): simulated "
+       << samples_per_step * t.clock_hz / p.cycles.total << " samples/s";
   }
   os << "\n";
   os.flags(flags);

@@ -274,8 +274,10 @@ inline void check_schedule(const std::string& who, double learning_rate, double 
   IPUML_CHECK(dropout >= 0 && dropout < 1, who, ": --dropout must be in [0, 1)");
 }
 
-// "Throughput: N samples/s wall-clock[, M samples/s simulated on R x target]", one line; nothing
-// when no sample was trained. `simulated` is the emulated seconds (0: not emulated).
+// "Throughput: N samples/s wall-clock[, M samples/s simulated on R x target (the whole
+// configuration)]", one line; nothing when no sample was trained. `simulated` is the emulated
+// seconds of every program the run called (0: not emulated), as opposed to the profile
+// summary's throughput of one program on one replica.
 inline void print_throughput(int64_t samples, double wall, double simulated, int64_t ipus,
                              const std::string& target) {
   if (samples <= 0) return;
@@ -283,7 +285,7 @@ inline void print_throughput(int64_t samples, double wall, double simulated, int
             << " samples/s wall-clock";
   if (simulated > 0)
     std::cout << ", " << fixed(double(samples) / simulated, 1) << " samples/s simulated on " << ipus
-              << " x " << target;
+              << " x " << target << " (the whole configuration)";
   std::cout << "\n";
 }
 

@@ -575,7 +575,8 @@ int main(int argc, char** argv) {
                   << " samples/s wall-clock";
         if (simulated > 0)
           std::cout << ", " << fixed(double(samples) / simulated, 0) << " samples/s simulated on "
-                    << cfg.replication_factor * cfg.ipus << " x " << cfg.target;
+                    << cfg.replication_factor * cfg.ipus << " x " << cfg.target
+                    << " (the whole configuration)";
         std::cout << "\n";
       }
       if (cfg.device == "ipu" && cfg.ipus > 1) {

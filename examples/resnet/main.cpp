@@ -783,7 +783,8 @@ int main(int argc, char** argv) {
                   << " images/s wall-clock";
         if (have_sim && simulated > 0)
           std::cout << ", " << fixed(double(samples) / simulated, 1) << " images/s simulated on "
-                    << c.replicas * c.ipus_per_replica() << " x " << c.target;
+                    << c.replicas * c.ipus_per_replica() << " x " << c.target
+                    << " (the whole configuration)";
         std::cout << "; the loader kept up: " << fixed(100.0 * data_wait / std::max(wall, 1e-9), 1)
                   << " % of the time waiting for data\n";
       }
