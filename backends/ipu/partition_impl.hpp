@@ -180,12 +180,14 @@ struct SplitRules {
   void layer_norm() {
     if (a.dims.empty()) return;
     if (k != K::LayerNormParamBackward) {
-      // Whole rows over the first leading dim of size >= 2: y/dx, x, dy, mean and rstd slice
+      // Whole rows over any leading dim of size >= 2, the planner choosing (BERT at micro-batch
+      // 2: 2 parts over the batch, 128 over the sequence): y/dx, x, dy, mean and rstd slice
       // alike; weight and bias go whole to every part.
-      const int d = first_big_dim(Shape(os.begin(), os.begin() + a.dims[0]));
-      std::vector<int> dims(nin, -1);
-      for (size_t j = 0; j < (k == K::LayerNorm ? 1u : 4u) && j < nin; ++j) dims[j] = d;
-      if (d >= 0) axis(d, dims);
+      for (int d = 0; d < static_cast<int>(a.dims[0]); ++d) {
+        std::vector<int> dims(nin, -1);
+        for (size_t j = 0; j < (k == K::LayerNorm ? 1u : 4u) && j < nin; ++j) dims[j] = d;
+        axis(d, dims);  // none for a dim of size 1
+      }
     } else {
       // dweight and dbias by columns: each part sums its columns of dy and x over every row.
       const int j = first_big_dim(os);
