@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -77,6 +78,14 @@ inline void apply_target_overrides(Options& opts, const std::vector<std::string>
     IPUML_CHECK(eq_at != std::string::npos, who, ": --set expects field=value, got '", o, "'");
     opts.setTargetOption(o.substr(0, eq_at), o.substr(eq_at + 1));
   }
+}
+
+// Graphcore's per-IPU proportion flags (--available-memory-proportion, --matmul-proportion): value
+// i for IPU i, as PopTorch's setAvailableMemoryProportion({"IPU0": p0, "IPU1": p1, ...}).
+inline void set_memory_proportion_per_ipu(Options& opts, const std::vector<double>& per_ipu) {
+  std::map<std::string, double> keyed;
+  for (size_t i = 0; i < per_ipu.size(); ++i) keyed["IPU" + std::to_string(i)] = per_ipu[i];
+  opts.setAvailableMemoryProportion(keyed);
 }
 
 // --report-dir DIR: the profile reports of every program the run compiles (training, weight

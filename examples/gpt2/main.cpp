@@ -341,12 +341,8 @@ Options make_options(const Config& cfg) {
       TensorLocationSettings()
           .useOnChipStorage(!cfg.optimizer_state_offchip)
           .useReplicatedTensorSharding(cfg.replicated_tensor_sharding));
-  if (!cfg.matmul_proportion.empty()) {
-    std::map<std::string, double> per_ipu;
-    for (size_t i = 0; i < cfg.matmul_proportion.size(); ++i)
-      per_ipu["IPU" + std::to_string(i)] = cfg.matmul_proportion[i];
-    opts.setAvailableMemoryProportion(per_ipu);
-  }
+  if (!cfg.matmul_proportion.empty())
+    examples::set_memory_proportion_per_ipu(opts, cfg.matmul_proportion);
   examples::apply_target_overrides(opts, cfg.target_overrides, kWho, cfg.ipus_per_replica);
   if (!cfg.report_dir.empty()) opts.autoReportDirectory(cfg.report_dir);
   return opts;

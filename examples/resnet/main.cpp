@@ -226,10 +226,7 @@ Options make_options(const Config& c, bool pipelined) {
   if (c.available_memory_proportion.size() == 1) {
     o.setAvailableMemoryProportion(c.available_memory_proportion[0]);
   } else if (!c.available_memory_proportion.empty()) {
-    std::map<std::string, double> per_ipu;
-    for (size_t i = 0; i < c.available_memory_proportion.size(); ++i)
-      per_ipu["IPU" + std::to_string(i)] = c.available_memory_proportion[i];
-    o.setAvailableMemoryProportion(per_ipu);
+    examples::set_memory_proportion_per_ipu(o, c.available_memory_proportion);
   } else if (c.device == "ipu" && c.half()) {
     o.setAvailableMemoryProportion(0.15);
   }
