@@ -5,10 +5,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include <ipuml/backends/emu/machine.hpp>
+#include <ipuml/backends/emu/target_model.hpp>
 #include <ipuml/backends/ipu/cycle_model.hpp>
+#include <ipuml/backends/ipu/ipu_model.hpp>
 #include <ipuml/backends/ipu/matrix_plan.hpp>
 #include <ipuml/backends/ipu/partition.hpp>
 #include <ipuml/backends/ipu/target.hpp>
@@ -152,7 +156,11 @@ struct Superstep {
 
 struct Plan {
   uint64_t key = 0;
-  Target target;
+  // The target it is planned for: its model (in a plan read from the cache, attached by
+  // compile_plan once the plan is checked against it), its shape, and its parameters as JSON.
+  std::shared_ptr<const emu::TargetModel> model;
+  emu::Machine machine;
+  std::string target_json;
   std::vector<NodePlan> nodes;
   std::vector<ValueLayout> values;
   std::vector<Superstep> supersteps;
@@ -164,13 +172,16 @@ struct Plan {
   bool from_cache = false;
 };
 
+using TargetModelPtr = std::shared_ptr<const emu::TargetModel>;
+
 // Compiles without touching the cache; throws the out-of-memory ipuml::Error unless allowed.
-Plan plan_graph(const ir::Graph& g, const Target& t, const CompileOptions& o);
+// Every cost and memory term comes from the target model; the Target overloads plan for an IPU.
+Plan plan_graph(const ir::Graph& g, const TargetModelPtr& t, const CompileOptions& o);
 // As plan_graph, through the on-disk cache when a cache directory is configured.
-Plan compile_plan(const ir::Graph& g, const Target& t, const CompileOptions& o);
+Plan compile_plan(const ir::Graph& g, const TargetModelPtr& t, const CompileOptions& o);
 
 // The cache key: graph signature, target and the options that change the plan.
-uint64_t plan_key(const ir::Graph& g, const Target& t, const CompileOptions& o);
+uint64_t plan_key(const ir::Graph& g, const emu::TargetModel& t, const CompileOptions& o);
 std::string plan_cache_path(const std::string& dir, uint64_t key);
 // Empty when no cache directory is configured.
 std::string resolve_cache_dir(const CompileOptions& o);
@@ -183,7 +194,20 @@ bool save_plan(const Plan& p, const std::string& path);
 bool load_plan(const std::string& path, uint64_t key, Plan& out);
 // Whether every node's partition of a loaded plan is one the planner could make for this graph
 // and target (kinds, part counts, tiles, the grid's K slicing); compile_plan recompiles if not.
-bool plan_fits_graph(const ir::Graph& g, const Target& t, const Plan& p);
+bool plan_fits_graph(const ir::Graph& g, const emu::TargetModel& t, const Plan& p);
+
+inline Plan plan_graph(const ir::Graph& g, const Target& t, const CompileOptions& o) {
+  return plan_graph(g, ipu_model(t), o);
+}
+inline Plan compile_plan(const ir::Graph& g, const Target& t, const CompileOptions& o) {
+  return compile_plan(g, ipu_model(t), o);
+}
+inline uint64_t plan_key(const ir::Graph& g, const Target& t, const CompileOptions& o) {
+  return plan_key(g, IpuModel(t), o);
+}
+inline bool plan_fits_graph(const ir::Graph& g, const Target& t, const Plan& p) {
+  return plan_fits_graph(g, IpuModel(t), p);
+}
 
 // The message of the out-of-memory error, also printed in reports.
 std::string out_of_memory_message(const Plan& p);

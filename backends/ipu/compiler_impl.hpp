@@ -103,7 +103,9 @@ inline constexpr int32_t kBlockedAxis = -2;
 
 struct Planner {
   const ir::Graph& g;
-  const Target& t;
+  const emu::TargetModel& t;  // every cost and memory term
+  const emu::Machine& mc;     // where work can go
+  const emu::MemoryTerms terms;
   const CompileOptions& o;
   Plan plan;
   std::vector<int64_t> last;
@@ -115,17 +117,19 @@ struct Planner {
   std::vector<int32_t> next_tile;
   std::unordered_map<std::string, MatrixGrid> grids;  // identical matrix ops plan once
 
-  Planner(const ir::Graph& graph, const Target& target, const CompileOptions& opts)
-      : g(graph), t(target), o(opts) {
-    plan.target = t;
+  Planner(const ir::Graph& graph, const TargetModelPtr& target, const CompileOptions& opts)
+      : g(graph), t(*target), mc(target->machine()), terms(target->memory_terms()), o(opts) {
+    plan.model = target;
+    plan.machine = mc;
+    plan.target_json = t.to_json();
     plan.nodes.resize(g.nodes.size());
     plan.values.resize(g.values.size());
     last = g.last_use();
     placed.assign(g.values.size(), false);
-    next_tile.assign(static_cast<size_t>(t.num_ipus), 0);
+    next_tile.assign(static_cast<size_t>(mc.devices), 0);
   }
 
-  int64_t T() const { return t.tiles_per_ipu; }
+  int64_t T() const { return mc.units_per_device; }
 
   // Bytes a tile may use for one op's temporaries: node, then IPU, then global proportion.
   double limit_of(const ir::Node& n) const {
@@ -135,7 +139,7 @@ struct Planner {
         o.available_memory_proportion_per_ipu[ipu] > 0)
       p = o.available_memory_proportion_per_ipu[ipu];
     if (n.available_memory_proportion > 0) p = n.available_memory_proportion;
-    return static_cast<double>(t.bytes_per_tile) * p;
+    return static_cast<double>(mc.bytes_per_unit) * p;
   }
 
   // The share of the split axis the largest part holds.
@@ -201,8 +205,7 @@ struct Planner {
       if (plan.values[static_cast<size_t>(v)].span.ipu != ipu)
         c.inter_bytes += static_cast<double>(g.meta(v).nbytes());
     }
-    if (c.inter_bytes > 0)
-      c.inter = inter_ipu_cycles(t, c.inter_bytes) + static_cast<double>(t.global_sync_cycles);
+    if (c.inter_bytes > 0) c.inter = t.inter_device_cycles(c.inter_bytes) + t.device_sync_cycles();
   }
 
   Cost evaluate_grid(int64_t ni, const MatrixGrid& grid, int32_t ipu, bool planning) const {
@@ -256,10 +259,10 @@ struct Planner {
       }
     }
     const double items = std::max(1.0, static_cast<double>(out.numel()) * frac);
-    c.compute = vertex_cycles(t, plan.nodes[static_cast<size_t>(ni)].flops * frac, touched,
-                              g.meta(n.inputs[j]).dtype, false, static_cast<int64_t>(items));
-    c.exchange = exchange_cycles(t, recv);
-    c.sync = static_cast<double>(t.sync_cycles);
+    c.compute = t.compute_cycles(plan.nodes[static_cast<size_t>(ni)].flops * frac, touched,
+                                 g.meta(n.inputs[j]).dtype, false, static_cast<int64_t>(items));
+    c.exchange = t.exchange_cycles(recv);
+    c.sync = t.sync_cycles();
     c.temp = recv;
     add_inter_ipu(n, lj.span.ipu, planning, c);
     c.fits = c.temp <= limit_of(n);
@@ -313,15 +316,15 @@ struct Planner {
     }
     const double items = std::max(1.0, out_elems * frac);
     if (s.kind == SplitKind::TreeSum) {
-      c.compute = vertex_cycles(t, flops * frac, touched, DType::Float32, false,
-                                static_cast<int64_t>(items)) +
-                  vertex_cycles(t, span.parts, 4.0 * span.parts, DType::Float32, false, 1);
-      c.exchange = exchange_cycles(t, sliced_recv) + exchange_cycles(t, 4.0 * span.parts);
-      c.sync = 2.0 * static_cast<double>(t.sync_cycles);
+      c.compute = t.compute_cycles(flops * frac, touched, DType::Float32, false,
+                                   static_cast<int64_t>(items)) +
+                  t.compute_cycles(span.parts, 4.0 * span.parts, DType::Float32, false, 1);
+      c.exchange = t.exchange_cycles(sliced_recv) + t.exchange_cycles(4.0 * span.parts);
+      c.sync = 2.0 * t.sync_cycles();
       c.temp = sliced_recv + 4.0 * span.parts;
     } else {
       const DType dt = n.inputs.empty() ? g.meta(n.outputs[0]).dtype : g.meta(n.inputs[0]).dtype;
-      c.compute = vertex_cycles(t, flops * frac, touched, dt, false, static_cast<int64_t>(items));
+      c.compute = t.compute_cycles(flops * frac, touched, dt, false, static_cast<int64_t>(items));
       double temp = sliced_recv + whole_recv;
       if (temp > limit && whole_recv > 0) {
         // Serialise over the broadcast operand: each serial step holds a 1/serial share of it.
@@ -330,9 +333,9 @@ struct Planner {
         temp = sliced_recv + whole_recv / c.serial;
       }
       c.temp = temp;
-      c.exchange = exchange_cycles(t, sliced_recv + whole_recv);
-      c.sync = static_cast<double>(t.sync_cycles) * c.serial;
-      c.compute += static_cast<double>(t.vertex_overhead_cycles) * (c.serial - 1);
+      c.exchange = t.exchange_cycles(sliced_recv + whole_recv);
+      c.sync = t.sync_cycles() * c.serial;
+      c.compute += t.repeat_cycles() * (c.serial - 1);
     }
     add_inter_ipu(n, span.ipu, planning, c);
     c.fits = c.temp <= limit;
@@ -444,9 +447,9 @@ struct Planner {
   void plan_node(int64_t ni) {
     const auto& n = g.nodes[static_cast<size_t>(ni)];
     auto& np = plan.nodes[static_cast<size_t>(ni)];
-    IPUML_CHECK(n.placement >= 0 && n.placement < t.num_ipus, "ipu compile: node ", ni, " (",
-                ir::op_name(n.kind), ") is placed on IPU ", n.placement, " but target '", t.name,
-                "' has ", t.num_ipus, " IPU(s); set num_ipus");
+    IPUML_CHECK(n.placement >= 0 && n.placement < mc.devices, "ipu compile: node ", ni, " (",
+                ir::op_name(n.kind), ") is placed on IPU ", n.placement, " but target '", mc.name,
+                "' has ", mc.devices, " IPU(s); set num_ipus");
     std::vector<ir::TensorMeta> ins, outs;
     for (auto v : n.inputs) ins.push_back(g.meta(v));
     for (auto v : n.outputs) outs.push_back(g.meta(v));
@@ -588,7 +591,7 @@ struct Planner {
   template <typename F>
   void for_each_piece(int64_t v, F&& f, bool sharded = true) const {
     const auto& l = plan.values[static_cast<size_t>(v)];
-    const int64_t align = std::max<int64_t>(1, t.alignment_bytes);
+    const int64_t align = std::max<int64_t>(1, mc.alignment_bytes);
     const int64_t shards =
         sharded && static_cast<size_t>(v) < shards_.size() ? shards_[static_cast<size_t>(v)] : 1;
     int64_t acc = 0;
@@ -618,8 +621,8 @@ struct Planner {
   // (state, streams), the steps with their vertices, code, liveness with temporaries, cycles.
   void account() {
     auto& mem = plan.memory;
-    mem.bytes_per_tile = t.bytes_per_tile;
-    mem.tiles.assign(static_cast<size_t>(t.total_tiles()), TileMemory{});
+    mem.bytes_per_tile = mc.bytes_per_unit;
+    mem.tiles.assign(static_cast<size_t>(mc.total_units()), TileMemory{});
     find_replica_shards();
     account_state_and_streams();
     find_views();
@@ -661,7 +664,7 @@ struct Planner {
     auto& mem = plan.memory;
     plan.supersteps.clear();
     plan.compute_sets = plan.vertices = plan.edges = 0;
-    const int64_t state_per_field = t.vertex_state_bytes_per_field;
+    const int64_t state_per_field = terms.state_bytes_per_field;
     for (int64_t ni = 0; ni < N; ++ni) {
       auto& np = plan.nodes[static_cast<size_t>(ni)];
       const auto& n = g.nodes[static_cast<size_t>(ni)];
@@ -693,7 +696,7 @@ struct Planner {
           const size_t ti = tile_index(np.span.ipu, static_cast<int32_t>((first + p) % T()));
           auto& tm = mem.tiles[ti];
           tm.bytes[kVertexState] += (1 + nfields) * state_per_field;
-          tm.bytes[kExchangeCode] += transfers * t.exchange_code_bytes_per_transfer;
+          tm.bytes[kExchangeCode] += transfers * terms.receive_code_bytes_per_transfer;
           types[ti].push_back(vertex_type(n, dt, stage));
         }
         np.vertices += count;
@@ -733,8 +736,8 @@ struct Planner {
       ty.erase(std::unique(ty.begin(), ty.end()), ty.end());
       for (auto k : ty)
         mem.tiles[ti].bytes[kCode] +=
-            (k & 3u) == 1u ? t.codelet_bytes_matrix : t.codelet_bytes_vector;
-      mem.tiles[ti].bytes[kStack] = t.stack_bytes_per_tile;
+            (k & 3u) == 1u ? terms.code_bytes_matrix : terms.code_bytes_vector;
+      mem.tiles[ti].bytes[kStack] = terms.stack_bytes_per_unit;
     }
   }
 
@@ -776,7 +779,7 @@ struct Planner {
           last_read(g.values.size(), -1),
           buffer_of(g.values.size(), -1),
           late(g.nodes.size()),
-          streamed(static_cast<size_t>(planner.t.num_ipus), 0.0) {
+          streamed(static_cast<size_t>(planner.mc.devices), 0.0) {
       const auto N = static_cast<int64_t>(g.nodes.size());
       for (auto& u : g.updates) updates_state[static_cast<size_t>(u.value)] = u.state;
       for (auto& u : g.updates) updated[static_cast<size_t>(u.state)] = true;
@@ -958,8 +961,8 @@ struct Planner {
 
   // Host streams, state write-back and the replica all-reduce.
   void account_cycles(const std::vector<double>& streamed) {
-    std::vector<double> host_in(static_cast<size_t>(t.num_ipus), 0),
-        host_out(static_cast<size_t>(t.num_ipus), 0);
+    std::vector<double> host_in(static_cast<size_t>(mc.devices), 0),
+        host_out(static_cast<size_t>(mc.devices), 0);
     plan.host_in_bytes = plan.host_out_bytes = 0;
     for (auto v : g.inputs) {
       const double b = static_cast<double>(g.meta(v).nbytes());
@@ -982,27 +985,27 @@ struct Planner {
       }
     }
     plan.cycles = RunCycles{};
-    plan.cycles.per_ipu.assign(static_cast<size_t>(t.num_ipus), IpuCycles{});
-    for (int32_t i = 0; i < t.num_ipus; ++i) {
+    plan.cycles.per_ipu.assign(static_cast<size_t>(mc.devices), IpuCycles{});
+    for (int32_t i = 0; i < mc.devices; ++i) {
       auto& c = plan.cycles.per_ipu[static_cast<size_t>(i)];
-      c.host =
-          host_cycles(t, host_in[static_cast<size_t>(i)]) +
-          host_cycles(t, host_out[static_cast<size_t>(i)]) +
-          std::ceil(streamed[static_cast<size_t>(i)] / t.streaming_bytes_per_second * t.clock_hz);
+      c.host = t.host_cycles(host_in[static_cast<size_t>(i)]) +
+               t.host_cycles(host_out[static_cast<size_t>(i)]) +
+               t.streaming_cycles(streamed[static_cast<size_t>(i)]);
       if (host_in[static_cast<size_t>(i)] + host_out[static_cast<size_t>(i)] > 0)
-        c.sync += 2.0 * static_cast<double>(t.global_sync_cycles);
+        c.sync += 2.0 * t.device_sync_cycles();
     }
     if (writeback > 0)
-      plan.supersteps.push_back(
-          Superstep{-1, 0, 0, exchange_cycles(t, writeback), static_cast<double>(t.sync_cycles)});
+      plan.supersteps.push_back(Superstep{-1, 0, 0, t.exchange_cycles(writeback), t.sync_cycles()});
     for (auto& s : plan.supersteps) {
       auto& c = plan.cycles.per_ipu[static_cast<size_t>(s.ipu)];
       c.compute += s.compute;
       c.exchange += s.exchange;
       c.sync += s.sync;
     }
-    for (auto& c : plan.cycles.per_ipu) plan.cycles.total += c.total();
-    plan.cycles.simulated_seconds = plan.cycles.total / t.clock_hz;
+    std::vector<double> per_device;
+    for (auto& c : plan.cycles.per_ipu) per_device.push_back(c.total());
+    plan.cycles.total = t.program_cycles(per_device);
+    plan.cycles.simulated_seconds = plan.cycles.total / mc.clock_hz;
   }
 
   // Totals and the out-of-memory verdict.
@@ -1011,7 +1014,7 @@ struct Planner {
     mem.tiles_over = 0;
     mem.worst_tile = 0;
     for (size_t i = 0; i < mem.tiles.size(); ++i) {
-      if (mem.tiles[i].total() > t.bytes_per_tile) ++mem.tiles_over;
+      if (mem.tiles[i].total() > mc.bytes_per_unit) ++mem.tiles_over;
       if (mem.tiles[i].total() > mem.tiles[static_cast<size_t>(mem.worst_tile)].total())
         mem.worst_tile = static_cast<int64_t>(i);
     }
@@ -1131,7 +1134,10 @@ inline json plan_to_json(const Plan& p) {
   json j;
   j["key"] = p.key;
   j["partials"] = dtype_name(p.partials_type);
-  j["target"] = json::parse(to_json(p.target));
+  j["target"] = p.target_json;
+  const auto& mc = p.machine;
+  j["machine"] = json::array({mc.name, mc.devices, mc.units_per_device, mc.bytes_per_unit,
+                              mc.clock_hz, mc.alignment_bytes, mc.mesh_columns});
   json nodes = json::array();
   for (auto& n : p.nodes)
     nodes.push_back({static_cast<int>(n.spec.kind),
@@ -1196,7 +1202,12 @@ inline Plan plan_from_json(const json& j) {
   Plan p;
   p.key = j.at("key").get<uint64_t>();
   p.partials_type = dtype_from_name(j.at("partials").get<std::string>());
-  p.target = target_from_json(j.at("target").dump());
+  p.target_json = j.at("target").get<std::string>();
+  const auto& mc = j.at("machine");
+  p.machine =
+      emu::Machine{mc.at(0).get<std::string>(), mc.at(1).get<int64_t>(), mc.at(2).get<int64_t>(),
+                   mc.at(3).get<int64_t>(),     mc.at(4).get<double>(),  mc.at(5).get<int64_t>(),
+                   mc.at(6).get<int64_t>()};
   for (auto& n : j.at("nodes")) {
     NodePlan np;
     np.spec.kind = static_cast<SplitKind>(n.at(0).get<int>());
@@ -1267,8 +1278,9 @@ inline Plan plan_from_json(const json& j) {
 
 inline constexpr char kMagic[8] = {'I', 'P', 'U', 'M', 'L', 'P', 'L', 'N'};
 // 4: the replica all-reduce left the programs (charged once per update by the runtime).
-// 5: views cost no compute; 6: nor do small constants.
-inline constexpr uint32_t kVersion = 6;
+// 5: views cost no compute; 6: nor do small constants; 7: the target as a model (its JSON and
+// the machine's shape).
+inline constexpr uint32_t kVersion = 7;
 struct FileHeader {
   char magic[8];
   uint32_t version;
@@ -1347,7 +1359,7 @@ IPUML_INLINE std::string out_of_memory_message(const Plan& p) {
   os << "Out of memory on tile " << m.worst_tile << ": " << w.total()
      << " bytes used but tiles only have " << m.bytes_per_tile << " bytes of memory";
   os << "\n  " << m.tiles_over << " of " << m.tiles.size() << " tiles are over (target "
-     << p.target.name << ", IPU " << m.worst_tile / p.target.tiles_per_ipu << ")";
+     << p.machine.name << ", IPU " << m.worst_tile / p.machine.units_per_device << ")";
   std::vector<size_t> order(m.tiles.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   const size_t top = std::min<size_t>(5, order.size());
@@ -1373,7 +1385,7 @@ IPUML_INLINE MemoryReport combine_memory(const Plan& step, const ir::Graph& ug, 
                                          const std::vector<bool>& shared) {
   const auto& a = step.memory;
   const auto& b = update.memory;
-  IPUML_CHECK(a.tiles.size() == b.tiles.size() && step.target.tiles_per_ipu > 0,
+  IPUML_CHECK(a.tiles.size() == b.tiles.size() && step.machine.units_per_device > 0,
               "combine_memory: the step and the update were compiled for different systems (",
               a.tiles.size(), " and ", b.tiles.size(), " tiles)");
   IPUML_CHECK(shared.size() == ug.states.size(), "combine_memory: ", shared.size(),
@@ -1382,8 +1394,8 @@ IPUML_INLINE MemoryReport combine_memory(const Plan& step, const ir::Graph& ug, 
   m.bytes_per_tile = a.bytes_per_tile;
   m.tiles.assign(a.tiles.size(), TileMemory{});
   m.replica_sharding_saved_bytes = a.replica_sharding_saved_bytes + b.replica_sharding_saved_bytes;
-  const int64_t T = step.target.tiles_per_ipu;
-  const int64_t align = std::max<int64_t>(1, step.target.alignment_bytes);
+  const int64_t T = step.machine.units_per_device;
+  const int64_t align = std::max<int64_t>(1, step.machine.alignment_bytes);
   for (size_t i = 0; i < m.tiles.size(); ++i) {
     const auto &x = a.tiles[i], &y = b.tiles[i];
     auto& z = m.tiles[i];
@@ -1456,10 +1468,11 @@ IPUML_INLINE MemoryReport combine_memory(const Plan& step, const ir::Graph& ug, 
   return m;
 }
 
-IPUML_INLINE uint64_t plan_key(const ir::Graph& g, const Target& t, const CompileOptions& o) {
+IPUML_INLINE uint64_t plan_key(const ir::Graph& g, const emu::TargetModel& t,
+                               const CompileOptions& o) {
   std::ostringstream os;
   os.precision(17);
-  os << g.signature() << '|' << to_json(t) << '|' << o.available_memory_proportion << '|'
+  os << g.signature() << '|' << t.to_json() << '|' << o.available_memory_proportion << '|'
      << o.allow_out_of_memory << '|' << o.replication_factor << '|' << cdetail::kVersion << '|'
      << dtype_name(o.partials_type);
   for (double p : o.available_memory_proportion_per_ipu) os << ',' << p;
@@ -1554,8 +1567,15 @@ IPUML_INLINE bool load_plan(const std::string& path, uint64_t key, Plan& out) {
 
 namespace cdetail {
 
-inline Plan plan_once(const ir::Graph& g, const Target& t, const CompileOptions& o) {
-  validate(t);
+inline Plan plan_once(const ir::Graph& g, const TargetModelPtr& t, const CompileOptions& o) {
+  IPUML_CHECK(t != nullptr, "compile: no target model");
+  const emu::Machine& mc = t->machine();
+  IPUML_CHECK(mc.devices >= 1 && mc.units_per_device >= 1 && mc.bytes_per_unit > 0 &&
+                  mc.clock_hz > 0 && mc.alignment_bytes >= 1 && mc.mesh_columns >= 0,
+              "compile: target '", mc.name, "' has ", mc.devices, " device(s) of ",
+              mc.units_per_device, " unit(s) of ", mc.bytes_per_unit, " bytes at ", mc.clock_hz,
+              " Hz (alignment ", mc.alignment_bytes,
+              "); expected at least one device and one unit, positive memory and clock");
   IPUML_CHECK(o.available_memory_proportion > 0 && o.available_memory_proportion <= 1,
               "ipu compile: available_memory_proportion must be in (0, 1], got ",
               o.available_memory_proportion);
@@ -1569,7 +1589,7 @@ inline Plan plan_once(const ir::Graph& g, const Target& t, const CompileOptions&
   IPUML_CHECK(is_floating(o.partials_type), "ipu compile: partials_type must be a float type, got ",
               dtype_name(o.partials_type));
   Planner pl(g, t, o);
-  pl.plan.key = plan_key(g, t, o);
+  pl.plan.key = plan_key(g, *t, o);
   pl.plan.partials_type = o.partials_type;
   int shown = -1;
   const size_t N = g.nodes.size();
@@ -1593,7 +1613,7 @@ inline Plan plan_once(const ir::Graph& g, const Target& t, const CompileOptions&
 
 // What would make an out-of-memory plan fit. A lower proportion is only suggested after a
 // compile with it fits; otherwise the advice follows what fills the fullest tile.
-inline std::string advise(const ir::Graph& g, const Target& t, const CompileOptions& o,
+inline std::string advise(const ir::Graph& g, const TargetModelPtr& t, const CompileOptions& o,
                           const Plan& p) {
   CompileOptions q = o;
   q.progress = false;
@@ -1633,7 +1653,7 @@ inline std::string advise(const ir::Graph& g, const Target& t, const CompileOpti
 
 }  // namespace cdetail
 
-IPUML_INLINE Plan plan_graph(const ir::Graph& g, const Target& t, const CompileOptions& o) {
+IPUML_INLINE Plan plan_graph(const ir::Graph& g, const TargetModelPtr& t, const CompileOptions& o) {
   Plan p = cdetail::plan_once(g, t, o);
   if (!p.memory.out_of_memory) return p;
   p.memory.advice = cdetail::advise(g, t, o, p);
@@ -1649,18 +1669,22 @@ inline bool same_spec(const SliceSpec& a, const SliceSpec& b) {
          a.merge_all == b.merge_all && a.matrix == b.matrix;
 }
 
-inline bool span_in_target(const TileSpan& s, const Target& t) {
-  return s.ipu >= 0 && s.ipu < t.num_ipus && s.first_tile >= 0 && s.first_tile < t.tiles_per_ipu &&
-         s.parts >= 1 && s.grain >= 1 && s.extent >= 1;
+inline bool span_in_target(const TileSpan& s, const emu::Machine& t) {
+  return s.ipu >= 0 && s.ipu < t.devices && s.first_tile >= 0 &&
+         s.first_tile < t.units_per_device && s.parts >= 1 && s.grain >= 1 && s.extent >= 1;
 }
 
 inline bool finite_non_negative(double x) { return std::isfinite(x) && x >= 0; }
 
 }  // namespace cdetail
 
-IPUML_INLINE bool plan_fits_graph(const ir::Graph& g, const Target& t, const Plan& p) {
+IPUML_INLINE bool plan_fits_graph(const ir::Graph& g, const emu::TargetModel& model,
+                                  const Plan& p) {
   if (p.nodes.size() != g.nodes.size() || p.values.size() != g.values.size()) return false;
-  if (to_json(p.target) != to_json(t) || !is_floating(p.partials_type)) return false;
+  if (p.target_json != model.to_json() || !(p.machine == model.machine()) ||
+      !is_floating(p.partials_type))
+    return false;
+  const emu::Machine& t = model.machine();
   const auto n_nodes = static_cast<int64_t>(g.nodes.size());
   // Every value's layout lies on this target and covers the value's own extent.
   for (size_t v = 0; v < p.values.size(); ++v) {
@@ -1679,8 +1703,8 @@ IPUML_INLINE bool plan_fits_graph(const ir::Graph& g, const Target& t, const Pla
     const auto& np = p.nodes[i];
     const auto& n = g.nodes[i];
     if (static_cast<int>(np.spec.kind) > static_cast<int>(SplitKind::Grid)) return false;
-    if (np.span.parts < 1 || np.span.ipu < 0 || np.span.ipu >= t.num_ipus ||
-        np.span.first_tile < 0 || np.span.first_tile >= t.tiles_per_ipu)
+    if (np.span.parts < 1 || np.span.ipu < 0 || np.span.ipu >= t.devices ||
+        np.span.first_tile < 0 || np.span.first_tile >= t.units_per_device)
       return false;
     if (np.follows < -1 || np.follows >= static_cast<int32_t>(n.inputs.size())) return false;
     if (np.serial < 1 || np.serial > (1 << 20)) return false;
@@ -1707,19 +1731,19 @@ IPUML_INLINE bool plan_fits_graph(const ir::Graph& g, const Target& t, const Pla
     const auto& gr = np.grid;
     const MatrixProblem mp = matrix_problem(g, n);
     if (gr.pb < 1 || gr.pm < 1 || gr.pn < 1 || gr.pk < 1 || gr.sk < 1 ||
-        gr.tiles() > t.tiles_per_ipu || gr.k_slices() > 2 * mp.k || np.spec.extent != mp.k ||
-        np.spec.in_dim != mp.k_dim || np.reduce_tiles < 0 || np.reduce_tiles > t.tiles_per_ipu ||
+        gr.tiles() > t.units_per_device || gr.k_slices() > 2 * mp.k || np.spec.extent != mp.k ||
+        np.spec.in_dim != mp.k_dim || np.reduce_tiles < 0 || np.reduce_tiles > t.units_per_device ||
         np.resident > 3)
       return false;
   }
   // What reports index with: steps, tiles and IPUs in range, figures finite.
   for (const auto& s : p.supersteps)
-    if (s.node < -2 || s.node >= n_nodes || s.ipu < 0 || s.ipu >= t.num_ipus ||
+    if (s.node < -2 || s.node >= n_nodes || s.ipu < 0 || s.ipu >= t.devices ||
         !cdetail::finite_non_negative(s.compute) || !cdetail::finite_non_negative(s.exchange) ||
         !cdetail::finite_non_negative(s.sync))
       return false;
   const auto& m = p.memory;
-  if (m.tiles.size() != static_cast<size_t>(t.num_ipus) * static_cast<size_t>(t.tiles_per_ipu) ||
+  if (m.tiles.size() != static_cast<size_t>(t.devices) * static_cast<size_t>(t.units_per_device) ||
       m.worst_tile < 0 || m.worst_tile >= static_cast<int64_t>(m.tiles.size()) ||
       m.always_live_per_step.size() != m.not_always_live_per_step.size() ||
       m.always_live_per_step.size() > g.nodes.size() || m.tiles_over < 0 ||
@@ -1730,21 +1754,24 @@ IPUML_INLINE bool plan_fits_graph(const ir::Graph& g, const Target& t, const Pla
     for (auto b : tm.bytes)
       if (b < 0) return false;
   }
-  if (p.cycles.per_ipu.size() != static_cast<size_t>(t.num_ipus) ||
+  if (p.cycles.per_ipu.size() != static_cast<size_t>(t.devices) ||
       !cdetail::finite_non_negative(p.cycles.total))
     return false;
   return true;
 }
 
-IPUML_INLINE Plan compile_plan(const ir::Graph& g, const Target& t, const CompileOptions& o) {
+IPUML_INLINE Plan compile_plan(const ir::Graph& g, const TargetModelPtr& t,
+                               const CompileOptions& o) {
   const std::string dir = resolve_cache_dir(o);
   if (dir.empty()) return plan_graph(g, t, o);
-  const uint64_t key = plan_key(g, t, o);
+  IPUML_CHECK(t != nullptr, "compile: no target model");
+  const uint64_t key = plan_key(g, *t, o);
   const std::string path = plan_cache_path(dir, key);
   Plan p;
   // A cached plan whose partitions do not fit this graph (a forged or stale entry whose
   // checksum still holds) is recompiled, never run.
-  if (load_plan(path, key, p) && plan_fits_graph(g, t, p)) {
+  if (load_plan(path, key, p) && plan_fits_graph(g, *t, p)) {
+    p.model = t;
     p.from_cache = true;
     return p;
   }

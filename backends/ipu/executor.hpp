@@ -83,6 +83,10 @@ class Executable {
 
   const ir::Graph& graph() const;
   const Plan& plan() const;
+  // The target model the plan was made for, and its shape.
+  const emu::TargetModel& model() const;
+  const emu::Machine& machine() const;
+  // The IPU parameters; throws ipuml::Error when the program was compiled for another target.
   const Target& target() const;
   const MemoryReport& memory_report() const;
   // Replaces the report with a wider image (combine_memory: the step and its weight update).
@@ -117,6 +121,9 @@ class Executable {
 // Compiles `graph` for `target` (through the plan cache when configured) and returns the
 // executable. Throws ipuml::Error on out of memory unless options.allow_out_of_memory.
 std::unique_ptr<Executable> compile(const ir::Graph& graph, const Target& target,
+                                    const CompileOptions& options = {});
+// As above, for any target model of the emulator core.
+std::unique_ptr<Executable> compile(const ir::Graph& graph, const TargetModelPtr& target,
                                     const CompileOptions& options = {});
 
 }  // namespace ipuml::ipu

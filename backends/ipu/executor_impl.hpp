@@ -601,6 +601,9 @@ IPUML_INLINE Executable::Executable(ir::Graph graph, Plan plan, ExecOptions exec
   m.graph = std::move(graph);
   m.plan = std::move(plan);
   m.exec = exec;
+  IPUML_CHECK(m.plan.model != nullptr && m.plan.machine == m.plan.model->machine(),
+              "ipu executable: the plan carries no target model matching its machine (a plan "
+              "read with load_plan needs compile_plan, which checks it and attaches the model)");
   IPUML_CHECK(
       m.plan.nodes.size() == m.graph.nodes.size() && m.plan.values.size() == m.graph.values.size(),
       "ipu executable: the plan has ", m.plan.nodes.size(), " nodes and ", m.plan.values.size(),
@@ -608,7 +611,7 @@ IPUML_INLINE Executable::Executable(ir::Graph graph, Plan plan, ExecOptions exec
   for (size_t n = 0; n < m.graph.nodes.size(); ++n) {
     const auto& np = m.plan.nodes[n];
     IPUML_CHECK(
-        np.span.parts >= 1 && np.span.ipu >= 0 && np.span.ipu < m.plan.target.num_ipus &&
+        np.span.parts >= 1 && np.span.ipu >= 0 && np.span.ipu < m.plan.machine.devices &&
             np.spec.in_dim.size() == (np.spec.kind == SplitKind::Whole && np.spec.in_dim.empty()
                                           ? 0
                                           : m.graph.nodes[n].inputs.size()),
@@ -626,7 +629,7 @@ IPUML_INLINE Executable::Executable(ir::Graph graph, Plan plan, ExecOptions exec
       m.out_bufs[n].push_back({nullptr, m.graph.values[static_cast<size_t>(v)].meta});
   }
   m.find_stages();
-  for (int64_t i = 0; i < m.plan.target.num_ipus; ++i)
+  for (int64_t i = 0; i < m.plan.machine.devices; ++i)
     m.ipus.push_back(std::make_unique<tbb::task_arena>());
   m.last = m.plan.cycles;
   m.engine = engine_options_from_env();  // an invalid IPUML_ENGINE_OPTIONS is an error anyway
@@ -877,12 +880,14 @@ IPUML_INLINE double Executable::cycles_for(int64_t micro_batches, bool pipelined
   const auto& m = *impl_;
   if (!pipelined || m.num_stages <= 1)
     return m.plan.cycles.total * static_cast<double>(std::max<int64_t>(micro_batches, 0));
-  return pipelined_cycles(stage_cycles(m.graph, m.plan), m.plan.target, micro_batches);
+  return pipelined_cycles(stage_cycles(m.graph, m.plan), *m.plan.model, micro_batches);
 }
 
 IPUML_INLINE const ir::Graph& Executable::graph() const { return impl_->graph; }
 IPUML_INLINE const Plan& Executable::plan() const { return impl_->plan; }
-IPUML_INLINE const Target& Executable::target() const { return impl_->plan.target; }
+IPUML_INLINE const emu::TargetModel& Executable::model() const { return *impl_->plan.model; }
+IPUML_INLINE const emu::Machine& Executable::machine() const { return impl_->plan.machine; }
+IPUML_INLINE const Target& Executable::target() const { return ipu_target_of(*impl_->plan.model); }
 IPUML_INLINE const MemoryReport& Executable::memory_report() const { return impl_->plan.memory; }
 IPUML_INLINE bool Executable::loaded_from_cache() const { return impl_->plan.from_cache; }
 IPUML_INLINE void Executable::set_memory_report(MemoryReport m) {
@@ -925,6 +930,12 @@ IPUML_INLINE void Executable::print_profile_summary(std::ostream& os,
 }
 
 IPUML_INLINE std::unique_ptr<Executable> compile(const ir::Graph& graph, const Target& target,
+                                                 const CompileOptions& options) {
+  return compile(graph, ipu_model(target), options);
+}
+
+IPUML_INLINE std::unique_ptr<Executable> compile(const ir::Graph& graph,
+                                                 const TargetModelPtr& target,
                                                  const CompileOptions& options) {
   ExecOptions exec;
   exec.stochastic_rounding = options.stochastic_rounding;

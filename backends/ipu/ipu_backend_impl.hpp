@@ -35,24 +35,25 @@ IPUML_INLINE double IpuBackendExecutable::simulated_seconds() const {
 }
 
 IPUML_INLINE double IpuBackendExecutable::simulated_seconds_for(int64_t micro_batches) const {
-  return exe_->cycles_for(micro_batches, pipelined_) / exe_->target().clock_hz;
+  return exe_->cycles_for(micro_batches, pipelined_) / exe_->machine().clock_hz;
 }
 
 IPUML_INLINE double IpuBackendExecutable::allreduce_seconds(size_t bytes, int64_t replicas) const {
   // The program spans one replica's IPUs: each of them reduces its own share, side by side.
-  const Target& t = exe_->target();
-  return allreduce_cycles(t, static_cast<double>(bytes), replicas, t.num_ipus) / t.clock_hz;
+  const emu::Machine& mc = exe_->machine();
+  return exe_->model().allreduce_cycles(static_cast<double>(bytes), replicas, mc.devices) /
+         mc.clock_hz;
 }
 
 IPUML_INLINE backend::MemoryFit IpuBackendExecutable::memory_fit() const {
   const Plan& p = exe_->plan();
   const MemoryReport& m = p.memory;
-  const int64_t T = p.target.tiles_per_ipu;
+  const int64_t T = p.machine.units_per_device;
   backend::MemoryFit f;
   f.device = "IPU";
   f.unit = "tile";
-  f.unit_bytes = p.target.bytes_per_tile;
-  for (int64_t i = 0; i < p.target.num_ipus; ++i) {
+  f.unit_bytes = p.machine.bytes_per_unit;
+  for (int64_t i = 0; i < p.machine.devices; ++i) {
     int64_t fullest = 0, all = 0;
     for (int64_t k = 0; k < T; ++k) {
       const int64_t b = m.tiles[static_cast<size_t>(i * T + k)].total();
@@ -72,10 +73,10 @@ IPUML_INLINE backend::MemoryFit IpuBackendExecutable::memory_fit() const {
   return f;
 }
 
-IPUML_INLINE double IpuBackendExecutable::clock_hz() const { return exe_->target().clock_hz; }
+IPUML_INLINE double IpuBackendExecutable::clock_hz() const { return exe_->machine().clock_hz; }
 
 IPUML_INLINE std::string IpuBackendExecutable::target_description() const {
-  return to_string(exe_->target());
+  return exe_->model().describe();
 }
 
 IPUML_INLINE std::unique_ptr<backend::Executable> IpuBackendExecutable::replica() const {
@@ -92,7 +93,9 @@ IPUML_INLINE void IpuBackendExecutable::share_memory_image(backend::Executable& 
   auto* u = dynamic_cast<IpuBackendExecutable*>(&update);
   IPUML_CHECK(u != nullptr, "ipu backend: the weight update was compiled by another backend");
   Plan image;
-  image.target = exe_->target();
+  image.model = exe_->plan().model;
+  image.machine = exe_->plan().machine;
+  image.target_json = exe_->plan().target_json;
   image.memory = combine_memory(exe_->plan(), u->ipu().graph(), u->ipu().plan(), shared);
   exe_->set_memory_report(image.memory);
   if (!exe_->report_directory().empty()) exe_->write_profile(exe_->report_directory());

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include <ipuml/backends/emu/target_model.hpp>
 #include <ipuml/backends/ipu/target.hpp>
 #include <ipuml/core/config.hpp>
 #include <ipuml/core/dtype.hpp>
@@ -76,12 +77,15 @@ struct MatrixCost {
 
 // Cycles and temporaries of one grid; `partials` is the type of K's partial sums (PopTorch's
 // setPartialsType: float, or half with half partials).
+MatrixCost matrix_cost(const emu::TargetModel& t, const MatrixProblem& p, const MatrixGrid& g,
+                       DType partials, double limit);
 MatrixCost matrix_cost(const Target& t, const MatrixProblem& p, const MatrixGrid& g, DType partials,
                        double limit);
 
 // The cheapest grid whose temporaries fit `limit` bytes per tile, or, when none does, the one
 // with the least temporaries (the caller reports out of memory).
-MatrixGrid plan_matrix(const Target& t, const MatrixProblem& p, DType partials, double limit);
+MatrixGrid plan_matrix(const emu::TargetModel& t, const MatrixProblem& p, DType partials,
+                       double limit);
 
 std::string to_string(const MatrixGrid& g);  // "b1 m8 n16 k4 s1"
 

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include <ipuml/backends/ipu/cycle_model.hpp>
+#include <ipuml/backends/ipu/ipu_model.hpp>
 #include <ipuml/backends/ipu/matrix_plan.hpp>
 
 namespace ipuml::ipu {
@@ -231,8 +232,8 @@ inline std::vector<int32_t> candidates(int64_t extent, int64_t tiles) {
 
 }  // namespace mdetail
 
-IPUML_INLINE MatrixCost matrix_cost(const Target& t, const MatrixProblem& p, const MatrixGrid& g,
-                                    DType partials, double limit) {
+IPUML_INLINE MatrixCost matrix_cost(const emu::TargetModel& t, const MatrixProblem& p,
+                                    const MatrixGrid& g, DType partials, double limit) {
   using A = MatrixProblem::Axis;
   using mdetail::ceil_frac;
   MatrixCost c;
@@ -270,24 +271,24 @@ IPUML_INLINE MatrixCost matrix_cost(const Target& t, const MatrixProblem& p, con
   const bool own_partials = g.pk > 1 || (g.sk > 1 && partials != p.out_dtype);
   const double partial = own_partials ? block * ps : 0.0;
 
-  c.compute = vertex_cycles(t, p.flops * fb * fm * fn * fk, held + block * out_es, p.dtype, p.amp,
-                            static_cast<int64_t>(block)) +
-              static_cast<double>(t.vertex_overhead_cycles) * (sk - 1.0);
-  c.exchange = exchange_cycles(t, recv);
-  c.sync = static_cast<double>(t.sync_cycles) * sk;
+  c.compute = t.compute_cycles(p.flops * fb * fm * fn * fk, held + block * out_es, p.dtype, p.amp,
+                               static_cast<int64_t>(block)) +
+              t.repeat_cycles() * (sk - 1.0);
+  c.exchange = t.exchange_cycles(recv);
+  c.sync = t.sync_cycles() * sk;
   c.exchange_bytes = recv * static_cast<double>(g.tiles());
   c.vertices = g.tiles();
   c.temp = recv / sk + partial;
   if (g.pk > 1) {
     // The partials of each output element meet on one tile of the reduction and are added in
     // order there; the output comes out spread flat over those tiles.
-    const int64_t R = std::clamp<int64_t>((p.out_elems + 15) / 16, 1, t.tiles_per_ipu);
+    const int64_t R = std::clamp<int64_t>((p.out_elems + 15) / 16, 1, t.machine().units_per_device);
     const double per = std::ceil(static_cast<double>(p.out_elems) / static_cast<double>(R));
     const double rrecv = static_cast<double>(g.pk) * per * ps;
-    c.compute += vertex_cycles(t, static_cast<double>(g.pk) * per, rrecv + per * out_es, partials,
-                               false, static_cast<int64_t>(per));
-    c.exchange += exchange_cycles(t, rrecv);
-    c.sync += static_cast<double>(t.sync_cycles);
+    c.compute += t.compute_cycles(static_cast<double>(g.pk) * per, rrecv + per * out_es, partials,
+                                  false, static_cast<int64_t>(per));
+    c.exchange += t.exchange_cycles(rrecv);
+    c.sync += t.sync_cycles();
     c.exchange_bytes += rrecv * static_cast<double>(R);
     c.reduce_tiles = R;
     c.vertices += R;
@@ -298,9 +299,14 @@ IPUML_INLINE MatrixCost matrix_cost(const Target& t, const MatrixProblem& p, con
   return c;
 }
 
-IPUML_INLINE MatrixGrid plan_matrix(const Target& t, const MatrixProblem& p, DType partials,
-                                    double limit) {
-  const int64_t T = t.tiles_per_ipu;
+IPUML_INLINE MatrixCost matrix_cost(const Target& t, const MatrixProblem& p, const MatrixGrid& g,
+                                    DType partials, double limit) {
+  return matrix_cost(IpuModel(t), p, g, partials, limit);
+}
+
+IPUML_INLINE MatrixGrid plan_matrix(const emu::TargetModel& t, const MatrixProblem& p,
+                                    DType partials, double limit) {
+  const int64_t T = t.machine().units_per_device;
   const auto cb = mdetail::candidates(p.b, T), cm = mdetail::candidates(p.m, T),
              cn = mdetail::candidates(p.n, T), ck = mdetail::candidates(p.k, T);
   MatrixGrid best;

@@ -80,7 +80,7 @@ inline json cycles_json(const RunCycles& c, double clock) {
 // Memory: totals, categories, per-tile totals, top tiles, histogram.
 inline nlohmann::json memory_json(const Plan& p) {
   using nlohmann::json;
-  const auto& t = p.target;
+  const auto& t = p.machine;
   const auto& m = p.memory;
   json cats = json::object();
   int64_t used = 0, always = 0;
@@ -103,8 +103,8 @@ inline nlohmann::json memory_json(const Plan& p) {
     const auto& tm = m.tiles[order[i]];
     json c = json::object();
     for (int k = 0; k < kNumCategories; ++k) c[mem_category_name(k)] = tm.bytes[k];
-    top_tiles.push_back({{"tile", order[i] % static_cast<size_t>(t.tiles_per_ipu)},
-                         {"ipu", order[i] / static_cast<size_t>(t.tiles_per_ipu)},
+    top_tiles.push_back({{"tile", order[i] % static_cast<size_t>(t.units_per_device)},
+                         {"ipu", order[i] / static_cast<size_t>(t.units_per_device)},
                          {"global_tile", order[i]},
                          {"bytes", tm.total()},
                          {"peak_step", tm.peak_step},
@@ -113,15 +113,15 @@ inline nlohmann::json memory_json(const Plan& p) {
   const int buckets = 16;
   std::vector<int64_t> hist(buckets, 0);
   for (auto& tm : m.tiles) {
-    const double f = static_cast<double>(tm.total()) / static_cast<double>(t.bytes_per_tile);
+    const double f = static_cast<double>(tm.total()) / static_cast<double>(t.bytes_per_unit);
     hist[static_cast<size_t>(std::clamp(static_cast<int>(f * buckets), 0, buckets - 1))]++;
   }
   json worst = json::array();
   for (auto& x : m.worst_tile_tensors)
     worst.push_back({{"name", x.name}, {"bytes", x.bytes}, {"category", x.category}});
-  return {{"bytes_per_tile", t.bytes_per_tile},
+  return {{"bytes_per_tile", t.bytes_per_unit},
           {"total_available",
-           static_cast<double>(t.bytes_per_tile) * static_cast<double>(m.tiles.size())},
+           static_cast<double>(t.bytes_per_unit) * static_cast<double>(m.tiles.size())},
           {"total_used", used},
           {"always_live", always},
           {"not_always_live_peak", used - always},
@@ -182,7 +182,7 @@ inline nlohmann::json operations_json(const ir::Graph& g, const Plan& p) {
 inline nlohmann::json execution_json(const ir::Graph& g, const Plan& p,
                                      const std::vector<RunRecord>& runs, double samples_per_step) {
   using nlohmann::json;
-  const auto& t = p.target;
+  const auto& t = p.machine;
   json steps = json::array();
   for (auto& s : p.supersteps)
     steps.push_back(
@@ -224,10 +224,16 @@ IPUML_INLINE std::string make_profile_json(const ir::Graph& g, const Plan& p,
                                            const std::vector<RunRecord>& runs,
                                            double samples_per_step) {
   using nlohmann::json;
-  const auto& t = p.target;
+  const auto& mc = p.machine;
   json j;
   j["schema"] = "ipuml.profile/1";
-  j["target"] = json::parse(to_json(t));
+  j["target"] = json::parse(p.target_json);
+  j["machine"] = {{"name", mc.name},
+                  {"devices", mc.devices},
+                  {"units_per_device", mc.units_per_device},
+                  {"bytes_per_unit", mc.bytes_per_unit},
+                  {"clock_hz", mc.clock_hz},
+                  {"mesh_columns", mc.mesh_columns}};
   j["graph"] = {{"nodes", g.nodes.size()},
                 {"compute_sets", p.compute_sets},
                 {"vertices", p.vertices},
@@ -292,17 +298,17 @@ IPUML_INLINE std::string claim_report_directory(const std::string& directory,
 IPUML_INLINE void print_profile_summary(std::ostream& os, const ir::Graph& g, const Plan& p,
                                         const std::vector<RunRecord>& runs,
                                         double samples_per_step) {
-  const auto& t = p.target;
+  const auto& t = p.machine;
   const auto& m = p.memory;
   const auto flags = os.flags();
   const auto prec = os.precision();
   os << std::fixed << std::setprecision(1);
-  os << "Target: " << to_string(t) << "\n";
+  os << "Target: " << (p.model ? p.model->describe() : t.name) << "\n";
   os << "Graph: " << g.nodes.size() << " ops, " << p.compute_sets << " compute sets, " << p.vertices
      << " vertices, " << g.values.size() << " variables, " << p.edges << " edges"
      << (p.from_cache ? " (plan from cache)" : "") << "\n";
   const double total = static_cast<double>(m.total_bytes());
-  const double avail = t.ipu_bytes() * static_cast<double>(t.num_ipus);
+  const double avail = t.device_bytes() * static_cast<double>(t.devices);
   // MB here is 2^20 bytes, as Graphcore quotes 897 MB per GC200.
   const double mb = 1024.0 * 1024.0;
   os << "Memory: " << total / mb << " MB of " << avail / mb << " MB (" << std::setprecision(1)
@@ -319,7 +325,7 @@ IPUML_INLINE void print_profile_summary(std::ostream& os, const ir::Graph& g, co
   for (size_t i = 0; i < top; ++i)
     os << (i ? ", " : " ") << "tile " << order[i] << " " << m.tiles[order[i]].total() << " B ("
        << 100.0 * static_cast<double>(m.tiles[order[i]].total()) /
-              static_cast<double>(t.bytes_per_tile)
+              static_cast<double>(t.bytes_per_unit)
        << "%)";
   os << "\n";
   os << std::setprecision(0);

@@ -120,15 +120,26 @@ inline json digest(const ReportProgram& p) {
               "' is not an ipuml profile (expected \"schema\": \"ipuml.profile/1\", as "
               "profile.json has)");
   try {
-    const auto& t = prof.at("target");
     const auto& m = prof.at("memory");
     json d;
     d["name"] = p.name;
-    d["target"] = {{"name", t.at("name")},
-                   {"num_ipus", t.at("num_ipus")},
-                   {"tiles_per_ipu", t.at("tiles_per_ipu")},
-                   {"bytes_per_tile", t.at("bytes_per_tile")},
-                   {"clock_hz", t.at("clock_hz")}};
+    // The machine's shape, whatever the target (profiles written before "machine" existed
+    // were all IPU profiles and carry the IPU's own words in "target").
+    if (prof.contains("machine")) {
+      const auto& mc = prof.at("machine");
+      d["target"] = {{"name", mc.at("name")},
+                     {"num_ipus", mc.at("devices")},
+                     {"tiles_per_ipu", mc.at("units_per_device")},
+                     {"bytes_per_tile", mc.at("bytes_per_unit")},
+                     {"clock_hz", mc.at("clock_hz")}};
+    } else {
+      const auto& t = prof.at("target");
+      d["target"] = {{"name", t.at("name")},
+                     {"num_ipus", t.at("num_ipus")},
+                     {"tiles_per_ipu", t.at("tiles_per_ipu")},
+                     {"bytes_per_tile", t.at("bytes_per_tile")},
+                     {"clock_hz", t.at("clock_hz")}};
+    }
     d["graph"] = prof.at("graph");
     d["memory"] = {{"per_tile", m.at("per_tile")},
                    {"categories", m.at("categories")},

@@ -20,7 +20,7 @@ namespace ipuml::ipu {
 // transfers join the first stage it runs, the state write-back the last stage.
 inline std::vector<std::vector<double>> stage_cycles(const ir::Graph& g, const Plan& p) {
   const int stages = ir::stage_count(g);
-  const size_t ipus = static_cast<size_t>(p.target.num_ipus);
+  const size_t ipus = static_cast<size_t>(p.machine.devices);
   std::vector<std::vector<double>> c(static_cast<size_t>(stages), std::vector<double>(ipus, 0.0));
   std::vector<int> first_stage(ipus, -1);
   for (auto& s : p.supersteps) {
@@ -42,8 +42,8 @@ inline std::vector<std::vector<double>> stage_cycles(const ir::Graph& g, const P
 }
 
 // Cycles of `micro_batches` micro-batches through the stages in lockstep (see above).
-inline double pipelined_cycles(const std::vector<std::vector<double>>& stage_ipu, const Target& t,
-                               int64_t micro_batches) {
+inline double pipelined_cycles(const std::vector<std::vector<double>>& stage_ipu,
+                               const emu::TargetModel& t, int64_t micro_batches) {
   const int64_t S = static_cast<int64_t>(stage_ipu.size());
   if (S == 0 || micro_batches <= 0) return 0.0;
   const size_t ipus = stage_ipu[0].size();
@@ -57,9 +57,13 @@ inline double pipelined_cycles(const std::vector<std::vector<double>>& stage_ipu
       for (size_t i = 0; i < ipus; ++i) work[i] += stage_ipu[static_cast<size_t>(s)][i];
     }
     total += *std::max_element(work.begin(), work.end());
-    if (S > 1) total += static_cast<double>(t.global_sync_cycles);
+    if (S > 1) total += t.device_sync_cycles();
   }
   return total;
+}
+inline double pipelined_cycles(const std::vector<std::vector<double>>& stage_ipu, const Target& t,
+                               int64_t micro_batches) {
+  return pipelined_cycles(stage_ipu, IpuModel(t), micro_batches);
 }
 
 }  // namespace ipuml::ipu

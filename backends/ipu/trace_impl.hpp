@@ -51,9 +51,9 @@ struct Events {
 // Each IPU's host streams (and the two syncs around them) come before its first superstep.
 // Returns the step's cycles.
 inline double step_events(Events& e, const ir::Graph& g, const Plan& p, int64_t groups) {
-  const Target& t = p.target;
-  const int64_t ipus = t.num_ipus;
-  const int64_t T = t.tiles_per_ipu;
+  const emu::Machine& t = p.machine;
+  const int64_t ipus = t.devices;
+  const int64_t T = t.units_per_device;
   for (int64_t i = 0; i < ipus; ++i) {
     e.ev.push_back(meta("thread_name", i, 0, "supersteps"));
     e.ev.push_back(sort_index("thread_sort_index", i, 0, 0));
@@ -122,8 +122,8 @@ inline double step_events(Events& e, const ir::Graph& g, const Plan& p, int64_t 
 // (pipelined_cycles, whose sum this reproduces step for step). Returns the cycles of all
 // `micro_batches`.
 inline double pipeline_events(Events& e, const ir::Graph& g, const Plan& p, int64_t micro_batches) {
-  const Target& t = p.target;
-  const int64_t ipus = t.num_ipus;
+  const int64_t ipus = p.machine.devices;
+  const double device_sync = p.model->device_sync_cycles();
   const auto sc = stage_cycles(g, p);
   const int64_t S = static_cast<int64_t>(sc.size());
   const int64_t G = micro_batches;
@@ -158,9 +158,8 @@ inline double pipeline_events(Events& e, const ir::Graph& g, const Plan& p, int6
             work[static_cast<size_t>(i)], {{"pipeline_cycle", cyc}});
     cursor += len;
     for (int64_t i = 0; i < ipus; ++i)
-      e.x("global sync", "sync", i, 0, cursor, static_cast<double>(t.global_sync_cycles),
-          {{"pipeline_cycle", cyc}});
-    cursor += static_cast<double>(t.global_sync_cycles);
+      e.x("global sync", "sync", i, 0, cursor, device_sync, {{"pipeline_cycle", cyc}});
+    cursor += device_sync;
   }
   return cursor;
 }
@@ -169,10 +168,10 @@ inline double pipeline_events(Events& e, const ir::Graph& g, const Plan& p, int6
 
 IPUML_INLINE std::string make_trace_json(const ir::Graph& g, const Plan& p, const TraceOptions& o) {
   using nlohmann::json;
-  const Target& t = p.target;
+  const emu::Machine& t = p.machine;
   const double us = 1e6 / t.clock_hz;  // microseconds per cycle
-  const int64_t ipus = t.num_ipus;
-  const int64_t T = t.tiles_per_ipu;
+  const int64_t ipus = t.devices;
+  const int64_t T = t.units_per_device;
   const int64_t groups = std::clamp<int64_t>(o.tile_groups, 1, std::max<int64_t>(T, 1));
   trdetail::Events e;
   e.us = us;

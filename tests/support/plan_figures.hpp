@@ -19,9 +19,9 @@ namespace ipuml::testing {
 
 inline nlohmann::json plan_figures(const ipu::Plan& p) {
   using nlohmann::json;
-  const int64_t T = p.target.tiles_per_ipu;
+  const int64_t T = p.machine.units_per_device;
   json per_ipu = json::array();
-  for (int64_t i = 0; i < p.target.num_ipus; ++i) {
+  for (int64_t i = 0; i < p.machine.devices; ++i) {
     const auto& c = p.cycles.per_ipu[static_cast<size_t>(i)];
     int64_t fullest = 0;
     for (int64_t k = 0; k < T; ++k)
@@ -43,8 +43,8 @@ inline nlohmann::json plan_figures(const ipu::Plan& p) {
     exchange_bytes += n.exchange_bytes;
     inter_ipu_bytes += n.inter_ipu_bytes;
   }
-  return {{"target", p.target.name},
-          {"num_ipus", p.target.num_ipus},
+  return {{"target", p.machine.name},
+          {"num_ipus", p.machine.devices},
           {"total_cycles", p.cycles.total},
           {"per_ipu", per_ipu},
           {"out_of_memory", p.memory.out_of_memory},

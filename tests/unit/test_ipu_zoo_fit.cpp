@@ -32,15 +32,16 @@ ir::Trace training_step(Model& model, optim::Optimizer& opt, Loss&& loss_of,
 void print_fit(const ipu::Plan& p) {
   const char* e = std::getenv("IPUML_PRINT_FIT");
   if (e == nullptr || std::string(e) != "1") return;
-  const int64_t T = p.target.tiles_per_ipu;
+  const int64_t T = p.machine.units_per_device;
   std::string fullest;
-  for (int64_t i = 0; i < p.target.num_ipus; ++i) {
+  for (int64_t i = 0; i < p.machine.devices; ++i) {
     int64_t worst = 0;
     for (int64_t k = 0; k < T; ++k)
       worst = std::max(worst, p.memory.tiles[static_cast<size_t>(i * T + k)].total());
     fullest +=
         (i ? " / " : "") +
-        std::to_string(std::lround(100.0 * double(worst) / double(p.target.bytes_per_tile))) + " %";
+        std::to_string(std::lround(100.0 * double(worst) / double(p.machine.bytes_per_unit))) +
+        " %";
   }
   std::cout << Catch::getResultCapture().getCurrentTestName() << ": fullest tile " << fullest
             << "\n";
@@ -70,7 +71,7 @@ ipu::Plan compile_fits(const ir::Trace& tr, int64_t ipus, const std::string& fig
 
 int64_t state_bytes_on(const ipu::Plan& p, int64_t ipu) {
   int64_t s = 0;
-  const int64_t T = p.target.tiles_per_ipu;
+  const int64_t T = p.machine.units_per_device;
   for (int64_t k = 0; k < T; ++k) s += p.memory.tiles[static_cast<size_t>(ipu * T + k)].bytes[0];
   return s;
 }
@@ -297,7 +298,7 @@ TEST_CASE("zoo on ipu: ResNet-50 training compiles for 4 replicas of ipu2 in fp1
   CHECK_FALSE(p.memory.out_of_memory);
   int64_t worst = 0;
   for (auto& tile : p.memory.tiles) worst = std::max(worst, tile.total());
-  CHECK(worst <= p.target.bytes_per_tile);
+  CHECK(worst <= p.machine.bytes_per_unit);
   print_fit(p);
   testing::pin_plan_figures(p, "resnet50_pod4_replica_step");
   // A replica's program holds fp16 weights and its own fp16 gradient accumulators.

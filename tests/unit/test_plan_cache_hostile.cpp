@@ -100,7 +100,8 @@ TEST_CASE("ipu plan cache: forged entries with a valid keyed checksum are recomp
       {"a superstep of node 10^6", [&](ipu::Plan& p) { p.supersteps.at(0).node = 1000000; }},
       {"worst tile -1", [&](ipu::Plan& p) { p.memory.worst_tile = -1; }},
       {"serial 0", [&](ipu::Plan& p) { p.nodes[flat].serial = 0; }},
-      {"another target", [&](ipu::Plan& p) { p.target.tiles_per_ipu *= 2; }},
+      {"another machine", [&](ipu::Plan& p) { p.machine.units_per_device *= 2; }},
+      {"another target", [&](ipu::Plan& p) { p.target_json += " "; }},
   };
   for (const auto& [what, forge] : forgeries) {
     INFO(what);

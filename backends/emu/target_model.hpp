@@ -1,0 +1,74 @@
+// The target-model interface: what the emulator core asks of an emulated accelerator. The core
+// (planner, memory accounting, executor, reports) plans ops over the units of the Machine and
+// asks the target for every cost and every memory term it charges; it never names a machine.
+// A bulk-synchronous target (the IPU: backends/ipu/ipu_model.hpp) sums its steps; a dataflow
+// target overlaps them (program_cycles). Adding a target: a folder under backends/ with a
+// class deriving from TargetModel, and its construction where its presets are named.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <ipuml/backends/emu/machine.hpp>
+#include <ipuml/core/dtype.hpp>
+
+namespace ipuml::emu {
+
+// Memory a target charges on a unit besides tensor data (docs/memory-model.md for the IPU's).
+struct MemoryTerms {
+  int64_t code_bytes_matrix = 0;      // a matrix kernel's code, once per unit that runs it
+  int64_t code_bytes_vector = 0;      // any other kernel's code, once per unit
+  int64_t state_bytes_per_field = 0;  // per kernel instance: a header plus one per operand
+  int64_t receive_code_bytes_per_transfer = 0;  // per unit, per operand received in a step
+  int64_t stack_bytes_per_unit = 0;             // always resident on every unit
+};
+
+class TargetModel {
+ public:
+  virtual ~TargetModel() = default;
+
+  // Where work can go.
+  virtual const Machine& machine() const = 0;
+  // One line naming the target for reports ("ipu2: 1 IPU x 1472 tiles x 624 KiB, 1.33 GHz").
+  virtual std::string describe() const = 0;
+  // Every parameter, as a JSON object: part of the plan cache key and of the profile report.
+  virtual std::string to_json() const = 0;
+
+  // Cycles one unit spends on `flops` operations touching `bytes` of its memory, spread over
+  // `parallel_items` independent pieces; `matrix` selects the matrix engine's rate.
+  virtual double compute_cycles(double flops, double bytes, DType dtype, bool matrix,
+                                int64_t parallel_items) const = 0;
+  // Cycles to bring `bytes` into the busiest unit of a step from other units of its device.
+  virtual double exchange_cycles(double bytes_into_unit) const = 0;
+  // A step's barrier inside one device.
+  virtual double sync_cycles() const = 0;
+  // What each further serial repetition of a step's kernel costs (its launch).
+  virtual double repeat_cycles() const = 0;
+  // A barrier across devices (and with the host).
+  virtual double device_sync_cycles() const = 0;
+  // Cycles to move `bytes` from one device to another (the barrier not included).
+  virtual double inter_device_cycles(double bytes) const = 0;
+  // Cycles to move `bytes` between the host and one device, one direction.
+  virtual double host_cycles(double bytes) const = 0;
+  // Cycles to stream `bytes` to or from a device's off-chip memory.
+  virtual double streaming_cycles(double bytes) const = 0;
+  // Memory terms besides tensor data.
+  virtual MemoryTerms memory_terms() const = 0;
+
+  // How a program's per-device cycles combine into the step's: a bulk-synchronous machine
+  // whose devices run a sharded program one after another sums them (the default); a dataflow
+  // machine whose devices overlap takes the slowest.
+  virtual double program_cycles(const std::vector<double>& per_device) const {
+    double s = 0;
+    for (double c : per_device) s += c;
+    return s;
+  }
+  // Cycles of a gradient all-reduce of `bytes` (one replica's) over `replicas` replicas of
+  // `devices_per_replica` devices each.
+  virtual double allreduce_cycles(double bytes, int64_t replicas,
+                                  int64_t devices_per_replica) const = 0;
+};
+
+}  // namespace ipuml::emu

@@ -1,0 +1,279 @@
+// A second target of the emulator core, made up for this test: a 2-D mesh of 8 x 8 units with
+// its own cost model (a compute rate per unit, exchange by bytes plus the mesh's diameter in
+// hops, devices that overlap rather than take turns). It plans, accounts and runs graphs through
+// the same planner, executor and reports as the IPU, and registers as a backend ("mesh-toy"), so
+// the conformance suite (tests/conformance) runs every op family and a training step on it too.
+// What it shows: nothing in the core assumes an IPU; every cost and memory term it charges comes
+// from the target model.
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <sstream>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <ipuml/backends/emu/target_model.hpp>
+#include <ipuml/backends/ipu/ipu.hpp>
+#include <ipuml/backends/ipu/ipu_backend.hpp>
+#include <ipuml/backends/ipu/report_html.hpp>
+#include <ipuml/ipuml.hpp>
+#include <ipuml/models/mnist_cnn.hpp>
+
+#include "../support/ipu_options.hpp"
+#include "../support/mnist_step.hpp"
+
+using namespace ipuml;
+
+namespace {
+
+// The toy's parameters: every number of its cost model.
+struct MeshParams {
+  int64_t devices = 1;
+  int64_t columns = 8, rows = 8;
+  int64_t bytes_per_unit = 512 * 1024;
+  double clock_hz = 1e9;
+  double matrix_flops_per_cycle = 8, vector_flops_per_cycle = 2, bytes_per_cycle = 16;
+  double link_bytes_per_cycle = 8;  // into one unit from its neighbours
+  double launch_cycles = 4;
+  double barrier_cycles = 500;  // across devices and with the host
+  double host_bytes_per_cycle = 4;
+  int64_t stack_bytes = 1024;
+  double extra_program_cycles = 0;  // added by program_cycles (a test of who combines steps)
+};
+
+class MeshModel final : public emu::TargetModel {
+ public:
+  explicit MeshModel(MeshParams p = {}) : p_(p) {
+    m_.name = "mesh8x8";
+    m_.devices = p.devices;
+    m_.units_per_device = p.columns * p.rows;
+    m_.bytes_per_unit = p.bytes_per_unit;
+    m_.clock_hz = p.clock_hz;
+    m_.alignment_bytes = 4;
+    m_.mesh_columns = p.columns;
+  }
+  // What the core asked, by hook (atomic: a model may be asked from several threads).
+  enum Hook { kCompute, kExchange, kSync, kHost, kTerms, kProgram, kHooks };
+  mutable std::array<std::atomic<int64_t>, kHooks> calls{};
+
+  const emu::Machine& machine() const override { return m_; }
+  std::string describe() const override {
+    return "mesh8x8: " + std::to_string(p_.devices) + " device(s) x 8 x 8 units";
+  }
+  std::string to_json() const override {
+    nlohmann::json j = {{"name", m_.name},
+                        {"devices", p_.devices},
+                        {"matrix_flops_per_cycle", p_.matrix_flops_per_cycle},
+                        {"vector_flops_per_cycle", p_.vector_flops_per_cycle},
+                        {"stack_bytes", p_.stack_bytes}};
+    return j.dump();
+  }
+  double compute_cycles(double flops, double bytes, DType, bool matrix, int64_t) const override {
+    ++calls[kCompute];
+    const double rate = matrix ? p_.matrix_flops_per_cycle : p_.vector_flops_per_cycle;
+    return p_.launch_cycles + std::ceil(std::max(flops / rate, bytes / p_.bytes_per_cycle));
+  }
+  double exchange_cycles(double bytes) const override {
+    ++calls[kExchange];
+    const double hops = static_cast<double>(p_.columns + p_.rows - 2);  // the mesh's diameter
+    return bytes <= 0 ? 0.0 : std::ceil(bytes / p_.link_bytes_per_cycle) + hops;
+  }
+  double sync_cycles() const override {
+    ++calls[kSync];
+    return static_cast<double>(p_.columns + p_.rows);  // a wave across the mesh and back
+  }
+  double repeat_cycles() const override { return p_.launch_cycles; }
+  double device_sync_cycles() const override { return p_.barrier_cycles; }
+  double inter_device_cycles(double bytes) const override {
+    return bytes <= 0 ? 0.0 : std::ceil(bytes / 16.0);
+  }
+  double host_cycles(double bytes) const override {
+    ++calls[kHost];
+    return bytes <= 0 ? 0.0 : std::ceil(bytes / p_.host_bytes_per_cycle);
+  }
+  double streaming_cycles(double bytes) const override { return std::ceil(bytes / 32.0); }
+  emu::MemoryTerms memory_terms() const override {
+    ++calls[kTerms];
+    emu::MemoryTerms t;
+    t.code_bytes_matrix = 1024;
+    t.code_bytes_vector = 256;
+    t.state_bytes_per_field = 4;
+    t.receive_code_bytes_per_transfer = 8;
+    t.stack_bytes_per_unit = p_.stack_bytes;
+    return t;
+  }
+  // Devices of a dataflow machine overlap: the slowest sets the step.
+  double program_cycles(const std::vector<double>& per_device) const override {
+    ++calls[kProgram];
+    double m = 0;
+    for (double c : per_device) m = std::max(m, c);
+    return m + p_.extra_program_cycles;
+  }
+  double allreduce_cycles(double bytes, int64_t replicas, int64_t) const override {
+    if (replicas <= 1) return 0;
+    const double r = static_cast<double>(replicas);
+    return std::ceil(2.0 * (r - 1.0) / r * bytes / 16.0) + 2.0 * (r - 1.0) * p_.barrier_cycles;
+  }
+
+ private:
+  MeshParams p_;
+  emu::Machine m_;
+};
+
+// The toy behind the backend interface: compiled programs run by the core's executor.
+class MeshToyBackend : public backend::Backend {
+ public:
+  std::string name() const override { return "mesh-toy"; }
+  std::vector<backend::DeviceInfo> devices() const override {
+    backend::DeviceInfo d;
+    d.name = "mesh8x8";
+    d.description = MeshModel().describe();
+    d.memory_bytes = static_cast<size_t>(MeshModel().machine().device_bytes());
+    d.compute_units = 64;
+    return {d};
+  }
+  bool supports(ir::OpKind) const override { return true; }
+  using backend::Backend::compile;
+  std::unique_ptr<backend::Executable> compile(
+      const ir::Graph& graph, const backend::ProgramOptions& program,
+      const backend::CompileOptions& options) const override {
+    for (auto& [k, v] : options) fail("mesh-toy backend: unknown compile option '", k, "'");
+    IPUML_CHECK(program.devices_per_replica == 1, "mesh-toy backend: one device per replica");
+    ipu::CompileOptions co;
+    co.progress = false;
+    co.partials_type = program.partials_type;
+    co.allow_out_of_memory = program.allow_out_of_memory;
+    co.replication_factor = program.replicas;
+    co.program_name = program.name;
+    co.report_dir = program.report_dir;
+    return std::make_unique<ipu::IpuBackendExecutable>(
+        ipu::compile(graph, std::make_shared<const MeshModel>(), co), false);
+  }
+};
+IPUML_REGISTER_BACKEND(MeshToyBackend);
+
+std::vector<Tensor> copies(const std::vector<Tensor>& ts) {
+  std::vector<Tensor> out;
+  for (auto& t : ts) out.push_back(t.clone());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("emu toy target: an 8 x 8 mesh plans and runs the MNIST CNN's training step", "[emu]") {
+  auto tr = testing::mnist_step(8);
+  auto model = std::make_shared<const MeshModel>();
+  auto exe = ipu::compile(tr.graph, model, testing::quiet());
+  const ipu::Plan& p = exe->plan();
+  // The plan is the mesh's: 64 units, every piece of every op and value on one of them, every
+  // unit's memory within its 512 KiB.
+  CHECK(p.machine == model->machine());
+  CHECK(p.target_json == model->to_json());
+  REQUIRE(p.memory.tiles.size() == 64);
+  CHECK_FALSE(p.memory.out_of_memory);
+  for (auto& np : p.nodes) {
+    CHECK(np.span.ipu == 0);
+    CHECK(np.span.first_tile < 64);
+    CHECK(np.span.parts <= 64);
+  }
+  for (auto& tm : p.memory.tiles) {
+    CHECK(tm.total() <= 512 * 1024);
+    CHECK(tm.bytes[ipu::kStack] == 1024);  // the toy's stack, not the IPU's 7168
+  }
+  // The same numbers as the CPU executor, each from the same weights.
+  Generator gen(4);
+  Tensor x = randn({8, 1, 28, 28}, &gen), y = randint(0, 10, {8}, &gen);
+  auto s_cpu = copies(tr.states), s_mesh = copies(tr.states);
+  const float want = cpu::GraphExecutor(tr.graph).run({x, y}, s_cpu)[0].item<float>();
+  const float got = exe->run({x, y}, s_mesh)[0].item<float>();
+  CHECK(got == Approx(want).epsilon(1e-5));
+  for (size_t i = 0; i < s_cpu.size(); ++i) {
+    auto a = s_cpu[i].to_vector<float>(), b = s_mesh[i].to_vector<float>();
+    for (size_t j = 0; j < a.size(); ++j) REQUIRE(b[j] == Approx(a[j]).epsilon(1e-5).margin(1e-6));
+  }
+  // Its reports: the profile names the mesh's shape, and the viewer draws it.
+  const auto prof = nlohmann::json::parse(exe->profile_json());
+  CHECK(prof.at("machine").at("name") == "mesh8x8");
+  CHECK(prof.at("machine").at("units_per_device") == 64);
+  CHECK(prof.at("machine").at("mesh_columns") == 8);
+  CHECK(prof.at("target").at("matrix_flops_per_cycle") == 8);
+  const std::string html =
+      ipu::make_report_html({{"training", exe->profile_json(), exe->trace_json()}});
+  CHECK_THAT(html, Catch::Contains("mesh8x8"));
+  std::ostringstream summary;
+  exe->print_profile_summary(summary);
+  CHECK_THAT(summary.str(), Catch::Contains("mesh8x8: 1 device(s) x 8 x 8 units"));
+}
+
+TEST_CASE("emu toy target: every cost and memory term the core charges is the target's", "[emu]") {
+  auto tr = testing::mnist_step(4);
+  auto base = std::make_shared<const MeshModel>();
+  const ipu::Plan a = ipu::plan_graph(tr.graph, base, testing::quiet());
+  for (int hook = 0; hook < MeshModel::kHooks; ++hook) {
+    INFO("hook " << hook);
+    CHECK(base->calls[static_cast<size_t>(hook)] > 0);
+  }
+  // How the devices' cycles combine is the target's to say.
+  MeshParams extra;
+  extra.extra_program_cycles = 12345;
+  const ipu::Plan b =
+      ipu::plan_graph(tr.graph, std::make_shared<const MeshModel>(extra), testing::quiet());
+  CHECK(b.cycles.total == a.cycles.total + 12345);
+  // A faster matrix engine makes the step cheaper in compute; nothing else it plans is slower.
+  MeshParams fast;
+  fast.matrix_flops_per_cycle = 64;
+  const ipu::Plan c =
+      ipu::plan_graph(tr.graph, std::make_shared<const MeshModel>(fast), testing::quiet());
+  double ca = 0, cc = 0;
+  for (auto& x : a.cycles.per_ipu) ca += x.compute;
+  for (auto& x : c.cycles.per_ipu) cc += x.compute;
+  CHECK(cc < ca);
+  CHECK(c.cycles.total < a.cycles.total);
+  // Memory: the stack the target asks for, on every unit.
+  MeshParams big_stack;
+  big_stack.stack_bytes = 4096;
+  const ipu::Plan d =
+      ipu::plan_graph(tr.graph, std::make_shared<const MeshModel>(big_stack), testing::quiet());
+  for (size_t i = 0; i < d.memory.tiles.size(); ++i)
+    CHECK(d.memory.tiles[i].bytes[ipu::kStack] - a.memory.tiles[i].bytes[ipu::kStack] == 3072);
+  // And the plan of the same graph for an IPU is another one.
+  const ipu::Plan on_ipu = ipu::plan_graph(tr.graph, ipu::target_preset("ipu2"), testing::quiet());
+  CHECK(on_ipu.memory.tiles.size() == 1472);
+  CHECK(on_ipu.cycles.total != a.cycles.total);
+  // A plan cached for one target is not taken for the other.
+  CHECK_FALSE(ipu::plan_fits_graph(tr.graph, *base, on_ipu));
+  CHECK(ipu::plan_fits_graph(tr.graph, *base, a));
+}
+
+TEST_CASE("emu toy target: the runtime trains the MNIST CNN on it like the CPU backend", "[emu]") {
+  auto make = [] {
+    manual_seed(7);
+    return models::MnistCnn();
+  };
+  auto a = make(), b = make();
+  optim::SGD oa(a->parameters(), optim::SGDOptions(0.05));
+  optim::SGD ob(b->parameters(), optim::SGDOptions(0.05));
+  auto loss = [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); };
+  // The same seed: the dropout masks are drawn from it, the same on both.
+  auto on_mesh = trainingModel(a.ptr(), Options().backend("mesh-toy").randomSeed(5), oa, loss);
+  auto on_cpu = trainingModel(b.ptr(), Options().backend("cpu").randomSeed(5), ob, loss);
+  Generator gen(8);
+  for (int i = 0; i < 2; ++i) {
+    Tensor x = randn({8, 1, 28, 28}, &gen), y = randint(0, 10, {8}, &gen);
+    const float lm = on_mesh(x, y).item<float>(), lc = on_cpu(x, y).item<float>();
+    CHECK(lm == Approx(lc).epsilon(1e-5));
+  }
+  auto pa = a->parameters(), pb = b->parameters();
+  for (size_t i = 0; i < pa.size(); ++i) {
+    auto va = pa[i].to_vector<float>(), vb = pb[i].to_vector<float>();
+    for (size_t k = 0; k < va.size(); ++k)
+      REQUIRE(va[k] == Approx(vb[k]).epsilon(1e-4).margin(1e-6));
+  }
+  // Simulated time comes from the mesh's cost model, and the fit from its units.
+  REQUIRE(on_mesh.last_stats().simulated_seconds.has_value());
+  CHECK(*on_mesh.last_stats().simulated_seconds > 0);
+  std::ostringstream summary;
+  on_mesh.printProfileSummary(summary);
+  CHECK_THAT(summary.str(), Catch::Contains("mesh8x8"));
+}
