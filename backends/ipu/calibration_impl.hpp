@@ -5,7 +5,7 @@
 #include <functional>
 
 #include <ipuml/backends/ipu/calibration.hpp>
-#include <ipuml/backends/ipu/compiler.hpp>
+#include <ipuml/backends/ipu/compile.hpp>
 #include <ipuml/backends/ipu/cycle_model.hpp>
 #include <ipuml/backends/ipu/target.hpp>
 #include <ipuml/ir/trace.hpp>

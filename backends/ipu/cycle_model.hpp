@@ -42,17 +42,6 @@ struct CollectiveShape {
 };
 CollectiveShape collective_shape(const Target& t, int64_t replicas, int64_t ipus_per_replica = 1);
 
-// Cycles a program spends, per IPU, by BSP phase.
-struct IpuCycles {
-  double compute = 0, exchange = 0, sync = 0, host = 0;
-  double total() const { return compute + exchange + sync + host; }
-};
-struct RunCycles {
-  std::vector<IpuCycles> per_ipu;
-  double total = 0;  // the step's cycles: IPUs of a sharded program run one after another
-  double simulated_seconds = 0;  // total / clock
-};
-
 }  // namespace ipuml::ipu
 
 #ifdef IPUML_INCLUDE_IMPL

@@ -9,7 +9,7 @@
 #include <unordered_map>
 
 #include <ipuml/backends/ipu/eager.hpp>
-#include <ipuml/backends/ipu/executor.hpp>
+#include <ipuml/backends/ipu/compile.hpp>
 #include <ipuml/backends/ipu/target.hpp>
 #include <ipuml/ir/trace.hpp>
 #include <ipuml/tensor/dispatch.hpp>

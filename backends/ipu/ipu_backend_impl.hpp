@@ -184,7 +184,7 @@ IPUML_INLINE std::unique_ptr<backend::Executable> IpuBackend::compile(
   co.progress = program.progress;
   co.report_dir = program.report_dir;
   co.program_name = program.name;
-  // Pipelined: the stages of a model-parallel program overlap (backends/ipu/schedule.hpp);
+  // Pipelined: the stages of a model-parallel program overlap (backends/emu/schedule.hpp);
   // sharded, its IPUs run one after another.
   const bool pipelined = program.pipelined && per_replica > 1;
   return std::make_unique<IpuBackendExecutable>(ipu::compile(graph, t, co), pipelined);

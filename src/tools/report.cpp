@@ -9,7 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include <ipuml/backends/ipu/report_html.hpp>
+#include <ipuml/backends/emu/report_html.hpp>
 #include <ipuml/core/error.hpp>
 
 #include "example_support.hpp"
@@ -31,10 +31,10 @@ int main(int argc, char** argv) {
   app.add_option("--title", title, "The page's title")->capture_default_str();
   if (auto rc = ipuml::examples::parse_command_line(app, argc, argv, who)) return *rc;
 
-  std::vector<ipuml::ipu::ReportProgram> programs;
+  std::vector<ipuml::emu::ReportProgram> programs;
   try {
     for (auto& in : inputs) {
-      auto found = ipuml::ipu::load_report_programs(in);
+      auto found = ipuml::emu::load_report_programs(in);
       programs.insert(programs.end(), found.begin(), found.end());
     }
   } catch (const std::exception& e) {
@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
       output =
           ((fs::is_directory(first, ec) ? first : first.parent_path()) / "report.html").string();
     }
-    const std::string html = ipuml::ipu::make_report_html(programs, title);
+    const std::string html = ipuml::emu::make_report_html(programs, title);
     const fs::path tmp = output + ".tmp";
     {
       std::ofstream f(tmp, std::ios::trunc | std::ios::binary);

@@ -1,5 +1,5 @@
 // libFuzzer harness: IPUML_ENGINE_OPTIONS (JSON). Every input parses or throws ipuml::Error.
-#include <ipuml/backends/ipu/profile.hpp>
+#include <ipuml/backends/emu/profile.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -7,7 +7,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
-    ipuml::ipu::parse_engine_options(std::string(reinterpret_cast<const char*>(data), size));
+    ipuml::emu::parse_engine_options(std::string(reinterpret_cast<const char*>(data), size));
   } catch (const ipuml::Error&) {
   }
   return 0;

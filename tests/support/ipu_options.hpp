@@ -1,7 +1,7 @@
 // Test support: IPU compile options without the progress line, for tests that compile plans.
 #pragma once
 
-#include <ipuml/backends/ipu/compiler.hpp>
+#include <ipuml/backends/ipu/compile.hpp>
 
 namespace ipuml::testing {
 

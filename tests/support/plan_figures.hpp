@@ -13,7 +13,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include <ipuml/backends/ipu/compiler.hpp>
+#include <ipuml/backends/ipu/compile.hpp>
 
 namespace ipuml::testing {
 

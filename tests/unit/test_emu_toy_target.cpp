@@ -13,10 +13,11 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <ipuml/backends/emu/executor.hpp>
+#include <ipuml/backends/emu/report_html.hpp>
 #include <ipuml/backends/emu/target_model.hpp>
 #include <ipuml/backends/ipu/ipu.hpp>
 #include <ipuml/backends/ipu/ipu_backend.hpp>
-#include <ipuml/backends/ipu/report_html.hpp>
 #include <ipuml/ipuml.hpp>
 #include <ipuml/models/mnist_cnn.hpp>
 
@@ -140,7 +141,7 @@ class MeshToyBackend : public backend::Backend {
       const backend::CompileOptions& options) const override {
     for (auto& [k, v] : options) fail("mesh-toy backend: unknown compile option '", k, "'");
     IPUML_CHECK(program.devices_per_replica == 1, "mesh-toy backend: one device per replica");
-    ipu::CompileOptions co;
+    emu::CompileOptions co;
     co.progress = false;
     co.partials_type = program.partials_type;
     co.allow_out_of_memory = program.allow_out_of_memory;
@@ -148,7 +149,7 @@ class MeshToyBackend : public backend::Backend {
     co.program_name = program.name;
     co.report_dir = program.report_dir;
     return std::make_unique<ipu::IpuBackendExecutable>(
-        ipu::compile(graph, std::make_shared<const MeshModel>(), co), false);
+        emu::compile(graph, std::make_shared<const MeshModel>(), co), false);
   }
 };
 IPUML_REGISTER_BACKEND(MeshToyBackend);
@@ -164,8 +165,8 @@ std::vector<Tensor> copies(const std::vector<Tensor>& ts) {
 TEST_CASE("emu toy target: an 8 x 8 mesh plans and runs the MNIST CNN's training step", "[emu]") {
   auto tr = testing::mnist_step(8);
   auto model = std::make_shared<const MeshModel>();
-  auto exe = ipu::compile(tr.graph, model, testing::quiet());
-  const ipu::Plan& p = exe->plan();
+  auto exe = emu::compile(tr.graph, model, testing::quiet());
+  const emu::Plan& p = exe->plan();
   // The plan is the mesh's: 64 units, every piece of every op and value on one of them, every
   // unit's memory within its 512 KiB.
   CHECK(p.machine == model->machine());
@@ -179,7 +180,7 @@ TEST_CASE("emu toy target: an 8 x 8 mesh plans and runs the MNIST CNN's training
   }
   for (auto& tm : p.memory.tiles) {
     CHECK(tm.total() <= 512 * 1024);
-    CHECK(tm.bytes[ipu::kStack] == 1024);  // the toy's stack, not the IPU's 7168
+    CHECK(tm.bytes[emu::kStack] == 1024);  // the toy's stack, not the IPU's 7168
   }
   // The same numbers as the CPU executor, each from the same weights.
   Generator gen(4);
@@ -199,7 +200,7 @@ TEST_CASE("emu toy target: an 8 x 8 mesh plans and runs the MNIST CNN's training
   CHECK(prof.at("machine").at("mesh_columns") == 8);
   CHECK(prof.at("target").at("matrix_flops_per_cycle") == 8);
   const std::string html =
-      ipu::make_report_html({{"training", exe->profile_json(), exe->trace_json()}});
+      emu::make_report_html({{"training", exe->profile_json(), exe->trace_json()}});
   CHECK_THAT(html, Catch::Contains("mesh8x8"));
   std::ostringstream summary;
   exe->print_profile_summary(summary);
@@ -209,7 +210,7 @@ TEST_CASE("emu toy target: an 8 x 8 mesh plans and runs the MNIST CNN's training
 TEST_CASE("emu toy target: every cost and memory term the core charges is the target's", "[emu]") {
   auto tr = testing::mnist_step(4);
   auto base = std::make_shared<const MeshModel>();
-  const ipu::Plan a = ipu::plan_graph(tr.graph, base, testing::quiet());
+  const emu::Plan a = emu::plan_graph(tr.graph, base, testing::quiet());
   for (int hook = 0; hook < MeshModel::kHooks; ++hook) {
     INFO("hook " << hook);
     CHECK(base->calls[static_cast<size_t>(hook)] > 0);
@@ -217,14 +218,14 @@ TEST_CASE("emu toy target: every cost and memory term the core charges is the ta
   // How the devices' cycles combine is the target's to say.
   MeshParams extra;
   extra.extra_program_cycles = 12345;
-  const ipu::Plan b =
-      ipu::plan_graph(tr.graph, std::make_shared<const MeshModel>(extra), testing::quiet());
+  const emu::Plan b =
+      emu::plan_graph(tr.graph, std::make_shared<const MeshModel>(extra), testing::quiet());
   CHECK(b.cycles.total == a.cycles.total + 12345);
   // A faster matrix engine makes the step cheaper in compute; nothing else it plans is slower.
   MeshParams fast;
   fast.matrix_flops_per_cycle = 64;
-  const ipu::Plan c =
-      ipu::plan_graph(tr.graph, std::make_shared<const MeshModel>(fast), testing::quiet());
+  const emu::Plan c =
+      emu::plan_graph(tr.graph, std::make_shared<const MeshModel>(fast), testing::quiet());
   double ca = 0, cc = 0;
   for (auto& x : a.cycles.per_ipu) ca += x.compute;
   for (auto& x : c.cycles.per_ipu) cc += x.compute;
@@ -233,17 +234,17 @@ TEST_CASE("emu toy target: every cost and memory term the core charges is the ta
   // Memory: the stack the target asks for, on every unit.
   MeshParams big_stack;
   big_stack.stack_bytes = 4096;
-  const ipu::Plan d =
-      ipu::plan_graph(tr.graph, std::make_shared<const MeshModel>(big_stack), testing::quiet());
+  const emu::Plan d =
+      emu::plan_graph(tr.graph, std::make_shared<const MeshModel>(big_stack), testing::quiet());
   for (size_t i = 0; i < d.memory.tiles.size(); ++i)
-    CHECK(d.memory.tiles[i].bytes[ipu::kStack] - a.memory.tiles[i].bytes[ipu::kStack] == 3072);
+    CHECK(d.memory.tiles[i].bytes[emu::kStack] - a.memory.tiles[i].bytes[emu::kStack] == 3072);
   // And the plan of the same graph for an IPU is another one.
-  const ipu::Plan on_ipu = ipu::plan_graph(tr.graph, ipu::target_preset("ipu2"), testing::quiet());
+  const emu::Plan on_ipu = ipu::plan_graph(tr.graph, ipu::target_preset("ipu2"), testing::quiet());
   CHECK(on_ipu.memory.tiles.size() == 1472);
   CHECK(on_ipu.cycles.total != a.cycles.total);
   // A plan cached for one target is not taken for the other.
-  CHECK_FALSE(ipu::plan_fits_graph(tr.graph, *base, on_ipu));
-  CHECK(ipu::plan_fits_graph(tr.graph, *base, a));
+  CHECK_FALSE(emu::plan_fits_graph(tr.graph, *base, on_ipu));
+  CHECK(emu::plan_fits_graph(tr.graph, *base, a));
 }
 
 TEST_CASE("emu toy target: the runtime trains the MNIST CNN on it like the CPU backend", "[emu]") {

@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <ipuml/backends/ipu/ipu_backend.hpp>
-#include <ipuml/backends/ipu/schedule.hpp>
+#include <ipuml/backends/emu/schedule.hpp>
 #include <ipuml/ipuml.hpp>
 #include <ipuml/ir/stages.hpp>
 #include <ipuml/nn/nn.hpp>

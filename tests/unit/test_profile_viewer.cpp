@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include <ipuml/backends/ipu/ipu_backend.hpp>
-#include <ipuml/backends/ipu/report_html.hpp>
-#include <ipuml/backends/ipu/schedule.hpp>
+#include <ipuml/backends/emu/report_html.hpp>
+#include <ipuml/backends/emu/schedule.hpp>
 #include <ipuml/ipuml.hpp>
 #include <ipuml/ir/stages.hpp>
 #include <ipuml/runtime/block.hpp>
@@ -170,7 +170,7 @@ TEST_CASE("profile trace: the supersteps of each IPU add up to its cycles", "[ip
   model(randn({16, 64}), randint(0, 10, {16}));
   const ipu::Executable& exe = ipu_of(model.step_executable());
   const auto& plan = exe.plan();
-  const auto& tgt = exe.target();
+  const auto& tgt = ipu::target_of(exe);
   REQUIRE(tgt.num_ipus == 2);
   const json tr = json::parse(exe.trace_json());
   CHECK(tr["otherData"]["view"] == "step");
@@ -244,7 +244,7 @@ TEST_CASE("profile trace: a pipelined program's stages over its micro-batches",
   CHECK(tr["otherData"]["view"] == "pipeline");
   CHECK(tr["otherData"]["micro_batches"] == g);
   CHECK(tr["otherData"]["stages"] == S);
-  const double us = 1e6 / exe.target().clock_hz;
+  const double us = 1e6 / ipu::target_of(exe).clock_hz;
   const auto sc = ipu::stage_cycles(exe.graph(), exe.plan());
   const auto events = x_events(tr);
   // Every micro-batch passes every stage, on the IPU that holds it, for that stage's cycles.

@@ -7,13 +7,13 @@
 
 #include <ipuml/core/config.hpp>
 
-namespace ipuml::ipu {
+namespace ipuml::emu {
 
 // One compiled program's reports as written by Executable::write_profile.
 struct ReportProgram {
   std::string name;
   std::string profile_json;  // required: schema ipuml.profile/1
-  std::string trace_json;    // optional: trace.json (backends/ipu/trace.hpp); empty if absent
+  std::string trace_json;    // optional: trace.json (backends/emu/trace.hpp); empty if absent
 };
 
 // The programs under `path`: a profile.json file, a directory holding one, or a report
@@ -27,8 +27,8 @@ std::vector<ReportProgram> load_report_programs(const std::string& path);
 std::string make_report_html(const std::vector<ReportProgram>& programs,
                              const std::string& title = "ipuml profile");
 
-}  // namespace ipuml::ipu
+}  // namespace ipuml::emu
 
 #ifdef IPUML_INCLUDE_IMPL
-#include <ipuml/backends/ipu/report_html_impl.hpp>
+#include <ipuml/backends/emu/report_html_impl.hpp>
 #endif

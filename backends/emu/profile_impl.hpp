@@ -13,11 +13,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include <ipuml/backends/ipu/executor.hpp>
-#include <ipuml/backends/ipu/profile.hpp>
+#include <ipuml/backends/emu/executor.hpp>
+#include <ipuml/backends/emu/profile.hpp>
 #include <ipuml/core/error.hpp>
 
-namespace ipuml::ipu {
+namespace ipuml::emu {
 
 IPUML_INLINE EngineOptions parse_engine_options(const std::string& text) {
   EngineOptions e;
@@ -355,4 +355,4 @@ IPUML_INLINE void print_profile_summary(std::ostream& os, const ir::Graph& g, co
   os.precision(prec);
 }
 
-}  // namespace ipuml::ipu
+}  // namespace ipuml::emu

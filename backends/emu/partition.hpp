@@ -8,7 +8,7 @@
 #include <ipuml/core/config.hpp>
 #include <ipuml/ir/graph.hpp>
 
-namespace ipuml::ipu {
+namespace ipuml::emu {
 
 enum class SplitKind : uint8_t {
   Whole,    // one vertex on one tile
@@ -55,8 +55,8 @@ std::vector<SliceSpec> split_candidates(const ir::Graph& g, const ir::Node& node
 ir::Attrs slice_attrs(const ir::Graph& g, const ir::Node& node, const SliceSpec& s, int64_t b,
                       int64_t e);
 
-}  // namespace ipuml::ipu
+}  // namespace ipuml::emu
 
 #ifdef IPUML_INCLUDE_IMPL
-#include <ipuml/backends/ipu/partition_impl.hpp>
+#include <ipuml/backends/emu/partition_impl.hpp>
 #endif

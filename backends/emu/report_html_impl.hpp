@@ -11,10 +11,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include <ipuml/backends/ipu/report_html.hpp>
+#include <ipuml/backends/emu/report_html.hpp>
 #include <ipuml/core/error.hpp>
 
-namespace ipuml::ipu {
+namespace ipuml::emu {
 
 namespace rhdetail {
 
@@ -552,4 +552,4 @@ IPUML_INLINE std::string make_report_html(const std::vector<ReportProgram>& prog
   return html;
 }
 
-}  // namespace ipuml::ipu
+}  // namespace ipuml::emu

@@ -7,12 +7,11 @@
 #include <vector>
 
 #include <ipuml/backends/emu/target_model.hpp>
-#include <ipuml/backends/ipu/target.hpp>
 #include <ipuml/core/config.hpp>
 #include <ipuml/core/dtype.hpp>
 #include <ipuml/ir/graph.hpp>
 
-namespace ipuml::ipu {
+namespace ipuml::emu {
 
 // An op seen as out[B, M, N] = sum over K of a[B, M, K] * b[B, K, N] (poplibs lowers every
 // matmul to a convolution; this is the same idea the other way round):
@@ -79,8 +78,6 @@ struct MatrixCost {
 // setPartialsType: float, or half with half partials).
 MatrixCost matrix_cost(const emu::TargetModel& t, const MatrixProblem& p, const MatrixGrid& g,
                        DType partials, double limit);
-MatrixCost matrix_cost(const Target& t, const MatrixProblem& p, const MatrixGrid& g, DType partials,
-                       double limit);
 
 // The cheapest grid whose temporaries fit `limit` bytes per tile, or, when none does, the one
 // with the least temporaries (the caller reports out of memory).
@@ -89,8 +86,8 @@ MatrixGrid plan_matrix(const emu::TargetModel& t, const MatrixProblem& p, DType 
 
 std::string to_string(const MatrixGrid& g);  // "b1 m8 n16 k4 s1"
 
-}  // namespace ipuml::ipu
+}  // namespace ipuml::emu
 
 #ifdef IPUML_INCLUDE_IMPL
-#include <ipuml/backends/ipu/matrix_plan_impl.hpp>
+#include <ipuml/backends/emu/matrix_plan_impl.hpp>
 #endif

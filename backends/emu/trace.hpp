@@ -5,16 +5,16 @@
 #include <cstdint>
 #include <string>
 
-#include <ipuml/backends/ipu/compiler.hpp>
+#include <ipuml/backends/emu/compiler.hpp>
 #include <ipuml/core/config.hpp>
 #include <ipuml/ir/graph.hpp>
 
-namespace ipuml::ipu {
+namespace ipuml::emu {
 
 struct TraceOptions {
   std::string program = "program";  // named in the trace's metadata
   // > 0: the program ran pipelined over this many micro-batches (one run_many call), and the
-  // trace shows that schedule (backends/ipu/schedule.hpp); 0: one step, superstep by superstep.
+  // trace shows that schedule (backends/emu/schedule.hpp); 0: one step, superstep by superstep.
   int64_t pipelined_micro_batches = 0;
   // Tiles of an IPU are drawn as this many rows of consecutive tiles (PopVision's per-tile
   // execution trace, at a size a trace viewer can show).
@@ -28,8 +28,8 @@ struct TraceOptions {
 // pipelined schedule's cycles.
 std::string make_trace_json(const ir::Graph& g, const Plan& p, const TraceOptions& o = {});
 
-}  // namespace ipuml::ipu
+}  // namespace ipuml::emu
 
 #ifdef IPUML_INCLUDE_IMPL
-#include <ipuml/backends/ipu/trace_impl.hpp>
+#include <ipuml/backends/emu/trace_impl.hpp>
 #endif

@@ -9,14 +9,12 @@
 #include <vector>
 
 #include <ipuml/backend/backend.hpp>
-#include <ipuml/backends/ipu/compiler.hpp>
-#include <ipuml/backends/ipu/cycle_model.hpp>
-#include <ipuml/backends/ipu/target.hpp>
+#include <ipuml/backends/emu/compiler.hpp>
 #include <ipuml/core/config.hpp>
 #include <ipuml/ir/graph.hpp>
 #include <ipuml/tensor/tensor.hpp>
 
-namespace ipuml::ipu {
+namespace ipuml::emu {
 
 struct ExecOptions {
   // Tiles are grouped into at most this many chunks per compute set (0: the thread count);
@@ -77,7 +75,7 @@ class Executable {
   // The most host threads each emulated IPU's arena uses (0: all the host's).
   void set_host_threads(int threads);
   int num_stages() const;
-  // Modelled cycles of `micro_batches` runs back to back (backends/ipu/schedule.hpp):
+  // Modelled cycles of `micro_batches` runs back to back (backends/emu/schedule.hpp):
   // pipelined over the program's stages, or one after another (sharded, or a single IPU).
   double cycles_for(int64_t micro_batches, bool pipelined) const;
 
@@ -86,8 +84,6 @@ class Executable {
   // The target model the plan was made for, and its shape.
   const emu::TargetModel& model() const;
   const emu::Machine& machine() const;
-  // The IPU parameters; throws ipuml::Error when the program was compiled for another target.
-  const Target& target() const;
   const MemoryReport& memory_report() const;
   // Replaces the report with a wider image (combine_memory: the step and its weight update).
   void set_memory_report(MemoryReport m);
@@ -103,7 +99,7 @@ class Executable {
 
   // The profile report (see docs/profile-report.md); samples_per_step > 0 adds throughputs.
   std::string profile_json(double samples_per_step = 0) const;
-  // The execution trace (backends/ipu/trace.hpp): one step, or the pipelined schedule of the
+  // The execution trace (backends/emu/trace.hpp): one step, or the pipelined schedule of the
   // last pipelined run_many.
   std::string trace_json() const;
   // Writes profile.json and trace.json into `directory` (created if needed).
@@ -120,14 +116,11 @@ class Executable {
 
 // Compiles `graph` for `target` (through the plan cache when configured) and returns the
 // executable. Throws ipuml::Error on out of memory unless options.allow_out_of_memory.
-std::unique_ptr<Executable> compile(const ir::Graph& graph, const Target& target,
-                                    const CompileOptions& options = {});
-// As above, for any target model of the emulator core.
 std::unique_ptr<Executable> compile(const ir::Graph& graph, const TargetModelPtr& target,
                                     const CompileOptions& options = {});
 
-}  // namespace ipuml::ipu
+}  // namespace ipuml::emu
 
 #ifdef IPUML_INCLUDE_IMPL
-#include <ipuml/backends/ipu/executor_impl.hpp>
+#include <ipuml/backends/emu/executor_impl.hpp>
 #endif

@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include <ipuml/backends/ipu/compiler.hpp>
+#include <ipuml/backends/emu/compiler.hpp>
 #include <ipuml/core/config.hpp>
 #include <ipuml/ir/graph.hpp>
 
-namespace ipuml::ipu {
+namespace ipuml::emu {
 
 struct RunRecord;
 
@@ -39,8 +39,8 @@ std::string claim_report_directory(const std::string& directory, const std::stri
 void print_profile_summary(std::ostream& os, const ir::Graph& g, const Plan& p,
                            const std::vector<RunRecord>& runs, double samples_per_step = 0);
 
-}  // namespace ipuml::ipu
+}  // namespace ipuml::emu
 
 #ifdef IPUML_INCLUDE_IMPL
-#include <ipuml/backends/ipu/profile_impl.hpp>
+#include <ipuml/backends/emu/profile_impl.hpp>
 #endif

@@ -5,11 +5,9 @@
 #include <cmath>
 #include <sstream>
 
-#include <ipuml/backends/ipu/cycle_model.hpp>
-#include <ipuml/backends/ipu/ipu_model.hpp>
-#include <ipuml/backends/ipu/matrix_plan.hpp>
+#include <ipuml/backends/emu/matrix_plan.hpp>
 
-namespace ipuml::ipu {
+namespace ipuml::emu {
 
 IPUML_INLINE bool is_matrix_op(ir::OpKind k) {
   return ir::op_category(k) == ir::OpCategory::Matrix;
@@ -299,11 +297,6 @@ IPUML_INLINE MatrixCost matrix_cost(const emu::TargetModel& t, const MatrixProbl
   return c;
 }
 
-IPUML_INLINE MatrixCost matrix_cost(const Target& t, const MatrixProblem& p, const MatrixGrid& g,
-                                    DType partials, double limit) {
-  return matrix_cost(IpuModel(t), p, g, partials, limit);
-}
-
 IPUML_INLINE MatrixGrid plan_matrix(const emu::TargetModel& t, const MatrixProblem& p,
                                     DType partials, double limit) {
   const int64_t T = t.machine().units_per_device;
@@ -355,4 +348,4 @@ IPUML_INLINE std::string to_string(const MatrixGrid& g) {
   return os.str();
 }
 
-}  // namespace ipuml::ipu
+}  // namespace ipuml::emu

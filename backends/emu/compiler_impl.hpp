@@ -23,12 +23,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include <ipuml/backends/ipu/compiler.hpp>
+#include <ipuml/backends/emu/compiler.hpp>
 #include <ipuml/core/error.hpp>
 #include <ipuml/core/sha256.hpp>
 #include <ipuml/io/file.hpp>
 
-namespace ipuml::ipu {
+namespace ipuml::emu {
 
 IPUML_INLINE const char* mem_category_name(int c) {
   switch (c) {
@@ -985,7 +985,7 @@ struct Planner {
       }
     }
     plan.cycles = RunCycles{};
-    plan.cycles.per_ipu.assign(static_cast<size_t>(mc.devices), IpuCycles{});
+    plan.cycles.per_ipu.assign(static_cast<size_t>(mc.devices), DeviceCycles{});
     for (int32_t i = 0; i < mc.devices; ++i) {
       auto& c = plan.cycles.per_ipu[static_cast<size_t>(i)];
       c.host = t.host_cycles(host_in[static_cast<size_t>(i)]) +
@@ -1264,8 +1264,8 @@ inline Plan plan_from_json(const json& j) {
     p.memory.worst_tile_tensors.push_back(
         {x.at(0).get<std::string>(), x.at(1).get<int64_t>(), x.at(2).get<std::string>()});
   for (auto& c : j.at("cycles").at("per_ipu"))
-    p.cycles.per_ipu.push_back(IpuCycles{c.at(0).get<double>(), c.at(1).get<double>(),
-                                         c.at(2).get<double>(), c.at(3).get<double>()});
+    p.cycles.per_ipu.push_back(DeviceCycles{c.at(0).get<double>(), c.at(1).get<double>(),
+                                            c.at(2).get<double>(), c.at(3).get<double>()});
   p.cycles.total = j.at("cycles").at("total").get<double>();
   p.cycles.simulated_seconds = j.at("cycles").at("seconds").get<double>();
   p.host_in_bytes = j.at("host").at(0).get<double>();
@@ -1780,4 +1780,4 @@ IPUML_INLINE Plan compile_plan(const ir::Graph& g, const TargetModelPtr& t,
   return p;
 }
 
-}  // namespace ipuml::ipu
+}  // namespace ipuml::emu

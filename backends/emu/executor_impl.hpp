@@ -15,15 +15,15 @@
 #include <ipuml/backends/cpu/kernels_common.hpp>
 #include <ipuml/backends/cpu/kernels_half.hpp>
 #include <ipuml/backends/cpu/kernels_reduce.hpp>
-#include <ipuml/backends/ipu/executor.hpp>
-#include <ipuml/backends/ipu/profile.hpp>
-#include <ipuml/backends/ipu/schedule.hpp>
-#include <ipuml/backends/ipu/trace.hpp>
+#include <ipuml/backends/emu/executor.hpp>
+#include <ipuml/backends/emu/profile.hpp>
+#include <ipuml/backends/emu/schedule.hpp>
+#include <ipuml/backends/emu/trace.hpp>
 #include <ipuml/core/parallel.hpp>
 #include <ipuml/core/rng.hpp>
 #include <ipuml/ir/stages.hpp>
 
-namespace ipuml::ipu {
+namespace ipuml::emu {
 
 namespace xdetail {
 
@@ -887,7 +887,6 @@ IPUML_INLINE const ir::Graph& Executable::graph() const { return impl_->graph; }
 IPUML_INLINE const Plan& Executable::plan() const { return impl_->plan; }
 IPUML_INLINE const emu::TargetModel& Executable::model() const { return *impl_->plan.model; }
 IPUML_INLINE const emu::Machine& Executable::machine() const { return impl_->plan.machine; }
-IPUML_INLINE const Target& Executable::target() const { return ipu_target_of(*impl_->plan.model); }
 IPUML_INLINE const MemoryReport& Executable::memory_report() const { return impl_->plan.memory; }
 IPUML_INLINE bool Executable::loaded_from_cache() const { return impl_->plan.from_cache; }
 IPUML_INLINE void Executable::set_memory_report(MemoryReport m) {
@@ -926,12 +925,7 @@ IPUML_INLINE const std::string& Executable::program_name() const {
 }
 IPUML_INLINE void Executable::print_profile_summary(std::ostream& os,
                                                     double samples_per_step) const {
-  ipu::print_profile_summary(os, impl_->graph, impl_->plan, run_history(), samples_per_step);
-}
-
-IPUML_INLINE std::unique_ptr<Executable> compile(const ir::Graph& graph, const Target& target,
-                                                 const CompileOptions& options) {
-  return compile(graph, ipu_model(target), options);
+  emu::print_profile_summary(os, impl_->graph, impl_->plan, run_history(), samples_per_step);
 }
 
 IPUML_INLINE std::unique_ptr<Executable> compile(const ir::Graph& graph,
@@ -946,4 +940,4 @@ IPUML_INLINE std::unique_ptr<Executable> compile(const ir::Graph& graph,
   return std::make_unique<Executable>(graph, compile_plan(graph, target, options), exec);
 }
 
-}  // namespace ipuml::ipu
+}  // namespace ipuml::emu

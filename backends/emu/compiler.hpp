@@ -11,15 +11,12 @@
 
 #include <ipuml/backends/emu/machine.hpp>
 #include <ipuml/backends/emu/target_model.hpp>
-#include <ipuml/backends/ipu/cycle_model.hpp>
-#include <ipuml/backends/ipu/ipu_model.hpp>
-#include <ipuml/backends/ipu/matrix_plan.hpp>
-#include <ipuml/backends/ipu/partition.hpp>
-#include <ipuml/backends/ipu/target.hpp>
+#include <ipuml/backends/emu/matrix_plan.hpp>
+#include <ipuml/backends/emu/partition.hpp>
 #include <ipuml/core/config.hpp>
 #include <ipuml/ir/graph.hpp>
 
-namespace ipuml::ipu {
+namespace ipuml::emu {
 
 struct CompileOptions {
   // Fraction of a tile's memory an op's temporaries may use (poplibs' availableMemoryProportion).
@@ -154,6 +151,17 @@ struct Superstep {
   double compute = 0, exchange = 0, sync = 0;
 };
 
+// Cycles a program spends, per device, by phase (exchange, sync, compute, host transfers).
+struct DeviceCycles {
+  double compute = 0, exchange = 0, sync = 0, host = 0;
+  double total() const { return compute + exchange + sync + host; }
+};
+struct RunCycles {
+  std::vector<DeviceCycles> per_ipu;
+  double total = 0;  // the step's cycles, as the target combines its devices' (program_cycles)
+  double simulated_seconds = 0;  // total / clock
+};
+
 struct Plan {
   uint64_t key = 0;
   // The target it is planned for: its model (in a plan read from the cache, attached by
@@ -175,7 +183,7 @@ struct Plan {
 using TargetModelPtr = std::shared_ptr<const emu::TargetModel>;
 
 // Compiles without touching the cache; throws the out-of-memory ipuml::Error unless allowed.
-// Every cost and memory term comes from the target model; the Target overloads plan for an IPU.
+// Every cost and memory term comes from the target model (backends/ipu/compile.hpp: for an IPU).
 Plan plan_graph(const ir::Graph& g, const TargetModelPtr& t, const CompileOptions& o);
 // As plan_graph, through the on-disk cache when a cache directory is configured.
 Plan compile_plan(const ir::Graph& g, const TargetModelPtr& t, const CompileOptions& o);
@@ -196,19 +204,6 @@ bool load_plan(const std::string& path, uint64_t key, Plan& out);
 // and target (kinds, part counts, tiles, the grid's K slicing); compile_plan recompiles if not.
 bool plan_fits_graph(const ir::Graph& g, const emu::TargetModel& t, const Plan& p);
 
-inline Plan plan_graph(const ir::Graph& g, const Target& t, const CompileOptions& o) {
-  return plan_graph(g, ipu_model(t), o);
-}
-inline Plan compile_plan(const ir::Graph& g, const Target& t, const CompileOptions& o) {
-  return compile_plan(g, ipu_model(t), o);
-}
-inline uint64_t plan_key(const ir::Graph& g, const Target& t, const CompileOptions& o) {
-  return plan_key(g, IpuModel(t), o);
-}
-inline bool plan_fits_graph(const ir::Graph& g, const Target& t, const Plan& p) {
-  return plan_fits_graph(g, IpuModel(t), p);
-}
-
 // The message of the out-of-memory error, also printed in reports.
 std::string out_of_memory_message(const Plan& p);
 
@@ -223,8 +218,8 @@ std::string out_of_memory_message(const Plan& p);
 MemoryReport combine_memory(const Plan& step, const ir::Graph& update_graph, const Plan& update,
                             const std::vector<bool>& shared);
 
-}  // namespace ipuml::ipu
+}  // namespace ipuml::emu
 
 #ifdef IPUML_INCLUDE_IMPL
-#include <ipuml/backends/ipu/compiler_impl.hpp>
+#include <ipuml/backends/emu/compiler_impl.hpp>
 #endif

@@ -10,11 +10,11 @@
 #include <algorithm>
 #include <vector>
 
-#include <ipuml/backends/ipu/compiler.hpp>
+#include <ipuml/backends/emu/compiler.hpp>
 #include <ipuml/ir/graph.hpp>
 #include <ipuml/ir/stages.hpp>
 
-namespace ipuml::ipu {
+namespace ipuml::emu {
 
 // Cycles of each stage on each IPU ([stage][ipu]) from the plan's supersteps; an IPU's host
 // transfers join the first stage it runs, the state write-back the last stage.
@@ -61,9 +61,4 @@ inline double pipelined_cycles(const std::vector<std::vector<double>>& stage_ipu
   }
   return total;
 }
-inline double pipelined_cycles(const std::vector<std::vector<double>>& stage_ipu, const Target& t,
-                               int64_t micro_batches) {
-  return pipelined_cycles(stage_ipu, IpuModel(t), micro_batches);
-}
-
-}  // namespace ipuml::ipu
+}  // namespace ipuml::emu

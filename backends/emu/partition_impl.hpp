@@ -3,9 +3,9 @@
 
 #include <algorithm>
 
-#include <ipuml/backends/ipu/partition.hpp>
+#include <ipuml/backends/emu/partition.hpp>
 
-namespace ipuml::ipu {
+namespace ipuml::emu {
 
 IPUML_INLINE const char* split_kind_name(SplitKind k) {
   switch (k) {
@@ -360,4 +360,4 @@ IPUML_INLINE ir::Attrs slice_attrs(const ir::Graph& g, const ir::Node& node, con
   return a;
 }
 
-}  // namespace ipuml::ipu
+}  // namespace ipuml::emu

@@ -6,11 +6,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include <ipuml/backends/ipu/schedule.hpp>
-#include <ipuml/backends/ipu/trace.hpp>
+#include <ipuml/backends/emu/schedule.hpp>
+#include <ipuml/backends/emu/trace.hpp>
 #include <ipuml/ir/stages.hpp>
 
-namespace ipuml::ipu {
+namespace ipuml::emu {
 
 namespace trdetail {
 
@@ -199,4 +199,4 @@ IPUML_INLINE std::string make_trace_json(const ir::Graph& g, const Plan& p, cons
   return j.dump();
 }
 
-}  // namespace ipuml::ipu
+}  // namespace ipuml::emu

@@ -1,2 +1,0 @@
-#include <ipuml/backends/ipu/executor.hpp>
-#include <ipuml/backends/ipu/executor_impl.hpp>

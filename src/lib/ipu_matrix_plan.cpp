@@ -1,2 +1,0 @@
-#include <ipuml/backends/ipu/matrix_plan.hpp>
-#include <ipuml/backends/ipu/matrix_plan_impl.hpp>

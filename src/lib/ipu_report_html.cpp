@@ -1,2 +1,0 @@
-#include <ipuml/backends/ipu/report_html.hpp>
-#include <ipuml/backends/ipu/report_html_impl.hpp>
