@@ -133,6 +133,19 @@ struct SplitRules {
       if (!a.keepdim)
         for (int i = 0; i < j; ++i) od -= red[static_cast<size_t>(i)] ? 1 : 0;
       axis(od, {j}, reduced_before ? 2 : 1);
+      // Any later kept dim splits as well: a sum over the leading dims of [2, 12, 128, 128]
+      // (a layer norm's gradient) keeps 2 of its first kept dim but 128 of a later one.
+      bool before = reduced_before;
+      int oi = od;
+      for (size_t i = static_cast<size_t>(j) + 1; i < is.size(); ++i) {
+        if (red[i]) {
+          before = before || is[i] > 1;
+          if (a.keepdim) ++oi;
+          continue;
+        }
+        ++oi;
+        if (is[i] > 1) axis(oi, {static_cast<int>(i)}, before ? 2 : 1);
+      }
       // Only trailing dims reduced: each output element reads its own contiguous run of the
       // input, so output elements spread over every tile with their inputs in proportion.
       bool trailing = !reduced_before;

@@ -372,3 +372,35 @@ TEST_CASE("ipu planner: layer norm splits its rows over the longest leading dim"
   CHECK(exe->run({xv}, small.states)[0].to_vector<float>() ==
         cpu::GraphExecutor(small.graph).run({xv}, small.states)[0].to_vector<float>());
 }
+
+TEST_CASE("ipu planner: a sum over leading dims splits over a later kept dim", "[ipu]") {
+  // A layer norm's weight gradient at micro-batch 2: [2, 12, 128, 128] summed over dims 1 and 2.
+  // Its first kept dim has 2 rows; the last has 128 and is offered as well.
+  {
+    ir::Tracer tracer;
+    Tensor x = tracer.input(ir::TensorMeta{{2, 12, 128, 128}, kFloat32}, "x");
+    auto tr = tracer.finish({sum(x, {1, 2}, true)});
+    const auto t = ipu::target_preset("ipu2");
+    const ipu::Plan p = ipu::plan_graph(tr.graph, t, quiet());
+    const auto& np = p.nodes[0];
+    CHECK(np.spec.kind == ipu::SplitKind::Axis);
+    CHECK(np.spec.out_dim == 3);
+    CHECK(np.span.parts >= 64);
+    CHECK(np.max_temp_bytes < 0.1 * static_cast<double>(t.bytes_per_tile));
+  }
+  // Split so, it computes the CPU executor's bits, keepdim or not.
+  for (bool keepdim : {true, false}) {
+    ir::Tracer tracer;
+    Tensor x = tracer.input(ir::TensorMeta{{3, 4, 5, 16}, kFloat32}, "x");
+    auto tr = tracer.finish({sum(x, {0, 2}, keepdim)});
+    Generator gen(2);
+    Tensor xv = randn({3, 4, 5, 16}, &gen);
+    auto o = quiet();
+    auto tiny = ipu::target_preset("ipu2");
+    tiny.tiles_per_ipu = 16;
+    auto exe = ipu::compile(tr.graph, tiny, o);
+    CHECK(exe->plan().nodes[0].span.parts > 1);
+    const auto want = cpu::GraphExecutor(tr.graph).run({xv}, tr.states)[0].to_vector<float>();
+    CHECK(exe->run({xv}, tr.states)[0].to_vector<float>() == want);
+  }
+}
