@@ -447,9 +447,10 @@ struct Planner {
   void plan_node(int64_t ni) {
     const auto& n = g.nodes[static_cast<size_t>(ni)];
     auto& np = plan.nodes[static_cast<size_t>(ni)];
-    IPUML_CHECK(n.placement >= 0 && n.placement < mc.devices, "ipu compile: node ", ni, " (",
-                ir::op_name(n.kind), ") is placed on IPU ", n.placement, " but target '", mc.name,
-                "' has ", mc.devices, " IPU(s); set num_ipus");
+    IPUML_CHECK(n.placement >= 0 && n.placement < mc.devices, mc.name, " compile: node ", ni, " (",
+                ir::op_name(n.kind), ") is placed on ", mc.device_noun, " ", n.placement,
+                " but target '", mc.name, "' has ", mc.devices, " ", mc.device_noun, "(s); ",
+                t.device_count_hint());
     std::vector<ir::TensorMeta> ins, outs;
     for (auto v : n.inputs) ins.push_back(g.meta(v));
     for (auto v : n.outputs) outs.push_back(g.meta(v));
@@ -1136,8 +1137,9 @@ inline json plan_to_json(const Plan& p) {
   j["partials"] = dtype_name(p.partials_type);
   j["target"] = p.target_json;
   const auto& mc = p.machine;
-  j["machine"] = json::array({mc.name, mc.devices, mc.units_per_device, mc.bytes_per_unit,
-                              mc.clock_hz, mc.alignment_bytes, mc.mesh_columns});
+  j["machine"] =
+      json::array({mc.name, mc.devices, mc.units_per_device, mc.bytes_per_unit, mc.clock_hz,
+                   mc.alignment_bytes, mc.mesh_columns, mc.device_noun, mc.unit_noun});
   json nodes = json::array();
   for (auto& n : p.nodes)
     nodes.push_back({static_cast<int>(n.spec.kind),
@@ -1204,10 +1206,10 @@ inline Plan plan_from_json(const json& j) {
   p.partials_type = dtype_from_name(j.at("partials").get<std::string>());
   p.target_json = j.at("target").get<std::string>();
   const auto& mc = j.at("machine");
-  p.machine =
-      emu::Machine{mc.at(0).get<std::string>(), mc.at(1).get<int64_t>(), mc.at(2).get<int64_t>(),
-                   mc.at(3).get<int64_t>(),     mc.at(4).get<double>(),  mc.at(5).get<int64_t>(),
-                   mc.at(6).get<int64_t>()};
+  p.machine = emu::Machine{
+      mc.at(0).get<std::string>(), mc.at(1).get<int64_t>(),     mc.at(2).get<int64_t>(),
+      mc.at(3).get<int64_t>(),     mc.at(4).get<double>(),      mc.at(5).get<int64_t>(),
+      mc.at(6).get<int64_t>(),     mc.at(7).get<std::string>(), mc.at(8).get<std::string>()};
   for (auto& n : j.at("nodes")) {
     NodePlan np;
     np.spec.kind = static_cast<SplitKind>(n.at(0).get<int>());
@@ -1356,24 +1358,26 @@ IPUML_INLINE std::string out_of_memory_message(const Plan& p) {
   const auto& m = p.memory;
   std::ostringstream os;
   const auto& w = m.tiles.at(static_cast<size_t>(m.worst_tile));
-  os << "Out of memory on tile " << m.worst_tile << ": " << w.total()
-     << " bytes used but tiles only have " << m.bytes_per_tile << " bytes of memory";
-  os << "\n  " << m.tiles_over << " of " << m.tiles.size() << " tiles are over (target "
-     << p.machine.name << ", IPU " << m.worst_tile / p.machine.units_per_device << ")";
+  const std::string& unit = p.machine.unit_noun;
+  os << "Out of memory on " << unit << " " << m.worst_tile << ": " << w.total()
+     << " bytes used but " << unit << "s only have " << m.bytes_per_tile << " bytes of memory";
+  os << "\n  " << m.tiles_over << " of " << m.tiles.size() << " " << unit << "s are over (target "
+     << p.machine.name << ", " << p.machine.device_noun << " "
+     << m.worst_tile / p.machine.units_per_device << ")";
   std::vector<size_t> order(m.tiles.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   const size_t top = std::min<size_t>(5, order.size());
   std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top), order.end(),
                     [&](size_t a, size_t b) { return m.tiles[a].total() > m.tiles[b].total(); });
-  os << "\n  top tiles:";
+  os << "\n  top " << unit << "s:";
   for (size_t i = 0; i < top; ++i) {
     const auto& t = m.tiles[order[i]];
-    os << "\n    tile " << order[i] << ": " << t.total() << " bytes (";
+    os << "\n    " << unit << " " << order[i] << ": " << t.total() << " bytes (";
     for (int c = 0; c < kNumCategories; ++c)
       os << (c ? ", " : "") << mem_category_name(c) << " " << t.bytes[c];
     os << ")";
   }
-  os << "\n  largest tensors on tile " << m.worst_tile << ":";
+  os << "\n  largest tensors on " << unit << " " << m.worst_tile << ":";
   for (auto& x : m.worst_tile_tensors)
     os << "\n    " << x.name << " (" << x.category << "): " << x.bytes << " bytes";
   if (!m.advice.empty()) os << "\n  " << m.advice;
@@ -1387,7 +1391,7 @@ IPUML_INLINE MemoryReport combine_memory(const Plan& step, const ir::Graph& ug, 
   const auto& b = update.memory;
   IPUML_CHECK(a.tiles.size() == b.tiles.size() && step.machine.units_per_device > 0,
               "combine_memory: the step and the update were compiled for different systems (",
-              a.tiles.size(), " and ", b.tiles.size(), " tiles)");
+              a.tiles.size(), " and ", b.tiles.size(), " ", step.machine.unit_noun, "s)");
   IPUML_CHECK(shared.size() == ug.states.size(), "combine_memory: ", shared.size(),
               " shared flags for ", ug.states.size(), " states of the update graph");
   MemoryReport m;
@@ -1457,11 +1461,12 @@ IPUML_INLINE MemoryReport combine_memory(const Plan& step, const ir::Graph& ug, 
     const auto& s = a.tiles[static_cast<size_t>(wt)];
     if (!a.out_of_memory)
       m.advice = detail::str(
-          "The training step alone fits (", s.total(), " bytes on tile ", wt,
-          "); the weight update's optimizer state and code add ", w.total() - s.total(),
-          " bytes. Keep the optimizer state in streaming memory "
-          "(TensorLocations.setOptimizerLocation(TensorLocationSettings().useOnChipStorage(false)))"
-          ", use a smaller micro-batch, or more IPUs.");
+          "The training step alone fits (", s.total(), " bytes on ", step.machine.unit_noun, " ",
+          wt, "); the weight update's optimizer state and code add ", w.total() - s.total(),
+          " bytes. Keep the ",
+          step.model ? step.model->offchip_state_hint() : "optimizer state off chip",
+          ", use a smaller micro-batch, or ",
+          step.model ? step.model->more_devices_hint() : "more devices", ".");
     else
       m.advice = a.advice;
   }
@@ -1576,18 +1581,16 @@ inline Plan plan_once(const ir::Graph& g, const TargetModelPtr& t, const Compile
               mc.units_per_device, " unit(s) of ", mc.bytes_per_unit, " bytes at ", mc.clock_hz,
               " Hz (alignment ", mc.alignment_bytes,
               "); expected at least one device and one unit, positive memory and clock");
-  IPUML_CHECK(o.available_memory_proportion > 0 && o.available_memory_proportion <= 1,
-              "ipu compile: available_memory_proportion must be in (0, 1], got ",
+  IPUML_CHECK(o.available_memory_proportion > 0 && o.available_memory_proportion <= 1, mc.name,
+              " compile: available_memory_proportion must be in (0, 1], got ",
               o.available_memory_proportion);
-  IPUML_CHECK(o.replication_factor >= 1, "ipu compile: replication_factor must be >= 1, got ",
+  IPUML_CHECK(o.replication_factor >= 1, mc.name, " compile: replication_factor must be >= 1, got ",
               o.replication_factor);
   for (double p : o.available_memory_proportion_per_ipu)
-    IPUML_CHECK(p >= 0 && p <= 1,
-                "ipu compile: every per-IPU available_memory_proportion must be in (0, 1] (0: the "
-                "global value), got ",
-                p);
-  IPUML_CHECK(is_floating(o.partials_type), "ipu compile: partials_type must be a float type, got ",
-              dtype_name(o.partials_type));
+    IPUML_CHECK(p >= 0 && p <= 1, mc.name, " compile: every per-", mc.device_noun,
+                " available_memory_proportion must be in (0, 1] (0: the global value), got ", p);
+  IPUML_CHECK(is_floating(o.partials_type), mc.name,
+              " compile: partials_type must be a float type, got ", dtype_name(o.partials_type));
   Planner pl(g, t, o);
   pl.plan.key = plan_key(g, *t, o);
   pl.plan.partials_type = o.partials_type;
@@ -1629,13 +1632,14 @@ inline std::string advise(const ir::Graph& g, const TargetModelPtr& t, const Com
   }
   const auto& w = p.memory.tiles.at(static_cast<size_t>(p.memory.worst_tile));
   const int64_t code = w.bytes[kCode] + w.bytes[kVertexState] + w.bytes[kExchangeCode];
+  const std::string more = t->more_devices_hint();
   const std::pair<int64_t, std::string> parts[] = {
       {w.bytes[kActivations],
        "activations fill it: a smaller micro-batch, recomputation checkpoints, float16 "
-       "activations or more IPUs (BeginBlock) would help"},
-      {w.bytes[kState],
-       "parameters and optimizer state fill it: more IPUs (BeginBlock), float16 weights or "
-       "optimizer state in streaming memory would help"},
+       "activations or " +
+           more + " would help"},
+      {w.bytes[kState], "parameters and optimizer state fill it: " + more +
+                            ", float16 weights or " + t->offchip_state_hint() + " would help"},
       {w.bytes[kTemporaries],
        detail::str(
            "one operation's temporaries fill it (",
@@ -1643,7 +1647,8 @@ inline std::string advise(const ir::Graph& g, const TargetModelPtr& t, const Com
            " cannot be split further): a smaller micro-batch or float16 would help")},
       {w.bytes[kStream],
        "streamed input buffers fill it: a smaller micro-batch or fewer inputs per step would help"},
-      {code, "code and vertex state fill it: fewer operations per IPU (more IPUs) would help"}};
+      {code, "code and vertex state fill it: fewer operations per " + t->machine().device_noun +
+                 " (" + more + ") would help"}};
   const auto* top = &parts[0];
   for (const auto& x : parts)
     if (x.first > top->first) top = &x;

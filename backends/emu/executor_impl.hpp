@@ -191,7 +191,7 @@ struct Executable::Impl {
     const size_t bytes = graph.values[static_cast<size_t>(v)].meta.nbytes();
     IPUML_CHECK(l.span.parts >= 1 && l.span.extent >= 1 && l.bytes >= 0 &&
                     static_cast<size_t>(l.bytes) <= bytes,
-                "ipu exchange check: the layout of ", value_name(v), " (", l.span.parts,
+                "exchange check: the layout of ", value_name(v), " (", l.span.parts,
                 " parts of extent ", l.span.extent, ", ", l.bytes, " bytes) does not fit its ",
                 bytes, " bytes");
     auto at = [&](int64_t q) {
@@ -214,15 +214,16 @@ struct Executable::Impl {
       held += hi - lo;
     }
     const size_t bytes = graph.values[static_cast<size_t>(v)].meta.nbytes();
-    IPUML_CHECK(held == bytes, "ipu exchange check: the tiles of ", value_name(v), " hold ", held,
-                " of its ", bytes, " bytes");
+    IPUML_CHECK(held == bytes, "exchange check: the ", plan.machine.unit_noun, "s of ",
+                value_name(v), " hold ", held, " of its ", bytes, " bytes");
     on_tiles[static_cast<size_t>(v)] = 1;
   }
   // The exchange: value v's pieces copied into a buffer for an op on `ipu`; bytes no piece
   // covers stay poison (all ones: NaN in every float type).
   void from_tiles(int64_t v, char* dst, int32_t ipu, double& inter) {
-    IPUML_CHECK(on_tiles[static_cast<size_t>(v)], "ipu exchange check: ", value_name(v),
-                " is read before any op or host transfer put it on the tiles");
+    IPUML_CHECK(on_tiles[static_cast<size_t>(v)], "exchange check: ", value_name(v),
+                " is read before any op or host transfer put it on its ", plan.machine.unit_noun,
+                "s");
     std::memset(dst, 0xff, graph.values[static_cast<size_t>(v)].meta.nbytes());
     const auto& l = plan.values[static_cast<size_t>(v)];
     for (int64_t p = 0; p < l.span.parts; ++p) {
@@ -251,9 +252,10 @@ struct Executable::Impl {
         from_tiles(v, ins[j].data(), np.span.ipu, inter);
         ptr[static_cast<size_t>(v)] = ins[j].data();
       }
-      IPUML_CHECK(inter <= np.inter_ipu_bytes + 0.5, "ipu exchange check: op ", n, " (",
-                  ir::op_name(node.kind), ") on IPU ", np.span.ipu, " receives ", inter,
-                  " bytes from other IPUs, but its plan pays for ", np.inter_ipu_bytes);
+      IPUML_CHECK(inter <= np.inter_ipu_bytes + 0.5, "exchange check: op ", n, " (",
+                  ir::op_name(node.kind), ") on ", plan.machine.device_noun, " ", np.span.ipu,
+                  " receives ", inter, " bytes from other ", plan.machine.device_noun,
+                  "s, but its plan pays for ", np.inter_ipu_bytes);
       checked_inter_ipu_bytes += inter;
       for (size_t k = 0; k < node.outputs.size(); ++k) {
         const int64_t v = node.outputs[k];
@@ -265,9 +267,10 @@ struct Executable::Impl {
       for (size_t k = 0; k < node.outputs.size(); ++k) {
         const int64_t v = node.outputs[k];
         const auto& l = plan.values[static_cast<size_t>(v)];
-        IPUML_CHECK(l.span.ipu == np.span.ipu, "ipu exchange check: op ", n, " (",
-                    ir::op_name(node.kind), ") runs on IPU ", np.span.ipu, " but its result ",
-                    value_name(v), " is laid out on IPU ", l.span.ipu);
+        IPUML_CHECK(l.span.ipu == np.span.ipu, "exchange check: op ", n, " (",
+                    ir::op_name(node.kind), ") runs on ", plan.machine.device_noun, " ",
+                    np.span.ipu, " but its result ", value_name(v), " is laid out on ",
+                    plan.machine.device_noun, " ", l.span.ipu);
         to_tiles(v, outs[k].data());
         // The host-visible copy: outputs and state updates are read from the slot at the end.
         if (sl.ptr[static_cast<size_t>(v)] != nullptr)
@@ -602,12 +605,13 @@ IPUML_INLINE Executable::Executable(ir::Graph graph, Plan plan, ExecOptions exec
   m.plan = std::move(plan);
   m.exec = exec;
   IPUML_CHECK(m.plan.model != nullptr && m.plan.machine == m.plan.model->machine(),
-              "ipu executable: the plan carries no target model matching its machine (a plan "
+              "emulator executable: the plan carries no target model matching its machine (a plan "
               "read with load_plan needs compile_plan, which checks it and attaches the model)");
   IPUML_CHECK(
       m.plan.nodes.size() == m.graph.nodes.size() && m.plan.values.size() == m.graph.values.size(),
-      "ipu executable: the plan has ", m.plan.nodes.size(), " nodes and ", m.plan.values.size(),
-      " values but the graph has ", m.graph.nodes.size(), " and ", m.graph.values.size());
+      "emulator executable: the plan has ", m.plan.nodes.size(), " nodes and ",
+      m.plan.values.size(), " values but the graph has ", m.graph.nodes.size(), " and ",
+      m.graph.values.size());
   for (size_t n = 0; n < m.graph.nodes.size(); ++n) {
     const auto& np = m.plan.nodes[n];
     IPUML_CHECK(
@@ -615,7 +619,7 @@ IPUML_INLINE Executable::Executable(ir::Graph graph, Plan plan, ExecOptions exec
             np.spec.in_dim.size() == (np.spec.kind == SplitKind::Whole && np.spec.in_dim.empty()
                                           ? 0
                                           : m.graph.nodes[n].inputs.size()),
-        "ipu executable: the plan of node ", n, " does not fit the graph");
+        "emulator executable: the plan of node ", n, " does not fit the graph");
   }
   m.mem = cpu::plan_memory(m.graph);
   m.add_slot();
@@ -710,23 +714,23 @@ IPUML_INLINE void Executable::Impl::find_stages() {
 IPUML_INLINE void Executable::Impl::bind(Slot& sl, const std::vector<Tensor>& inputs,
                                          const std::vector<Tensor>& states) {
   const auto& g = graph;
-  IPUML_CHECK(inputs.size() == g.inputs.size(), "ipu run: the graph takes ", g.inputs.size(),
+  IPUML_CHECK(inputs.size() == g.inputs.size(), "emulator run: the graph takes ", g.inputs.size(),
               " inputs, got ", inputs.size());
-  IPUML_CHECK(states.size() == g.states.size(), "ipu run: the graph binds ", g.states.size(),
+  IPUML_CHECK(states.size() == g.states.size(), "emulator run: the graph binds ", g.states.size(),
               " state tensors, got ", states.size());
   sl.keep.clear();
   auto one = [&](int64_t v, const Tensor& t, const char* what, size_t i) {
     const auto& meta = g.values[static_cast<size_t>(v)].meta;
     IPUML_CHECK(t.defined() && t.shape() == meta.shape && t.dtype() == meta.dtype,
-                "ipu run: ", what, " ", i, " ('", g.values[static_cast<size_t>(v)].name,
+                "emulator run: ", what, " ", i, " ('", g.values[static_cast<size_t>(v)].name,
                 "') must have shape ", shape_str(meta.shape), " and dtype ", dtype_name(meta.dtype),
                 ", got ", t.defined() ? shape_str(t.shape()) : "undefined", " ",
                 t.defined() ? dtype_name(t.dtype()) : "");
-    IPUML_CHECK(!t.is_symbolic(), "ipu run: ", what, " ", i, " is symbolic");
+    IPUML_CHECK(!t.is_symbolic(), "emulator run: ", what, " ", i, " is symbolic");
     if (t.is_contiguous()) {
       sl.ptr[static_cast<size_t>(v)] = t.raw_data();
     } else {
-      IPUML_CHECK(std::string(what) == "input", "ipu run: state tensor ", i, " ('",
+      IPUML_CHECK(std::string(what) == "input", "emulator run: state tensor ", i, " ('",
                   g.values[static_cast<size_t>(v)].name, "') is not contiguous");
       sl.keep.push_back(t.contiguous());
       sl.ptr[static_cast<size_t>(v)] = sl.keep.back().raw_data();

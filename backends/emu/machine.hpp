@@ -18,6 +18,8 @@ struct Machine {
   // Units of a device laid out as a 2-D mesh of mesh_columns columns (placement rectangles);
   // 0: the units form a line (placement spans).
   int64_t mesh_columns = 0;
+  // What users of the machine call a device and a unit, in messages and reports.
+  std::string device_noun = "device", unit_noun = "unit";
 
   int64_t total_units() const { return devices * units_per_device; }
   double device_bytes() const {

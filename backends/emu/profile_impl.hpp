@@ -233,7 +233,9 @@ IPUML_INLINE std::string make_profile_json(const ir::Graph& g, const Plan& p,
                   {"units_per_device", mc.units_per_device},
                   {"bytes_per_unit", mc.bytes_per_unit},
                   {"clock_hz", mc.clock_hz},
-                  {"mesh_columns", mc.mesh_columns}};
+                  {"mesh_columns", mc.mesh_columns},
+                  {"device_noun", mc.device_noun},
+                  {"unit_noun", mc.unit_noun}};
   j["graph"] = {{"nodes", g.nodes.size()},
                 {"compute_sets", p.compute_sets},
                 {"vertices", p.vertices},
@@ -321,9 +323,10 @@ IPUML_INLINE void print_profile_summary(std::ostream& os, const ir::Graph& g, co
   const size_t top = std::min<size_t>(5, order.size());
   std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top), order.end(),
                     [&](size_t a, size_t b) { return m.tiles[a].total() > m.tiles[b].total(); });
-  os << "Busiest tiles:";
+  os << "Busiest " << t.unit_noun << "s:";
   for (size_t i = 0; i < top; ++i)
-    os << (i ? ", " : " ") << "tile " << order[i] << " " << m.tiles[order[i]].total() << " B ("
+    os << (i ? ", " : " ") << t.unit_noun << " " << order[i] << " " << m.tiles[order[i]].total()
+       << " B ("
        << 100.0 * static_cast<double>(m.tiles[order[i]].total()) /
               static_cast<double>(t.bytes_per_unit)
        << "%)";
@@ -332,8 +335,8 @@ IPUML_INLINE void print_profile_summary(std::ostream& os, const ir::Graph& g, co
   os << "Cycles per step: " << p.cycles.total;
   for (size_t i = 0; i < p.cycles.per_ipu.size(); ++i) {
     const auto& c = p.cycles.per_ipu[i];
-    os << "  [IPU " << i << ": compute " << c.compute << ", exchange " << c.exchange << ", sync "
-       << c.sync << ", host " << c.host << "]";
+    os << "  [" << t.device_noun << " " << i << ": compute " << c.compute << ", exchange "
+       << c.exchange << ", sync " << c.sync << ", host " << c.host << "]";
   }
   os << "\n" << std::setprecision(3);
   os << "Simulated time per step: " << p.cycles.total / t.clock_hz * 1e6 << " us";

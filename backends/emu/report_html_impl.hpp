@@ -41,7 +41,8 @@ inline ReportProgram load_one(const std::filesystem::path& profile, const std::s
 // Timeline rows beyond this many events are cut (a model of thousands of ops still draws).
 inline constexpr size_t kMaxTimelineEvents = 40000;
 
-inline json digest_trace(const std::string& text, const std::string& program) {
+inline json digest_trace(const std::string& text, const std::string& program,
+                         const std::string& device) {
   json out = json::object();
   if (text.empty()) return out;
   json tr;
@@ -80,7 +81,7 @@ inline json digest_trace(const std::string& text, const std::string& program) {
       auto nm = names.find({pid, tid});
       lanes.push_back({{"pid", pid},
                        {"tid", tid},
-                       {"name", "IPU " + std::to_string(pid) + " " +
+                       {"name", device + " " + std::to_string(pid) + " " +
                                     (nm == names.end() ? std::to_string(tid) : nm->second)}});
     }
     const std::string cat = e.value("cat", std::string("compute"));
@@ -127,18 +128,24 @@ inline json digest(const ReportProgram& p) {
     // were all IPU profiles and carry the IPU's own words in "target").
     if (prof.contains("machine")) {
       const auto& mc = prof.at("machine");
-      d["target"] = {{"name", mc.at("name")},
-                     {"num_ipus", mc.at("devices")},
-                     {"tiles_per_ipu", mc.at("units_per_device")},
-                     {"bytes_per_tile", mc.at("bytes_per_unit")},
-                     {"clock_hz", mc.at("clock_hz")}};
+      d["machine"] = {{"name", mc.at("name")},
+                      {"devices", mc.at("devices")},
+                      {"units", mc.at("units_per_device")},
+                      {"unit_bytes", mc.at("bytes_per_unit")},
+                      {"clock_hz", mc.at("clock_hz")},
+                      {"columns", mc.value("mesh_columns", 0)},
+                      {"device", mc.value("device_noun", std::string("device"))},
+                      {"unit", mc.value("unit_noun", std::string("unit"))}};
     } else {
       const auto& t = prof.at("target");
-      d["target"] = {{"name", t.at("name")},
-                     {"num_ipus", t.at("num_ipus")},
-                     {"tiles_per_ipu", t.at("tiles_per_ipu")},
-                     {"bytes_per_tile", t.at("bytes_per_tile")},
-                     {"clock_hz", t.at("clock_hz")}};
+      d["machine"] = {{"name", t.at("name")},
+                      {"devices", t.at("num_ipus")},
+                      {"units", t.at("tiles_per_ipu")},
+                      {"unit_bytes", t.at("bytes_per_tile")},
+                      {"clock_hz", t.at("clock_hz")},
+                      {"columns", 0},
+                      {"device", "IPU"},
+                      {"unit", "tile"}};
     }
     d["graph"] = prof.at("graph");
     d["memory"] = {{"per_tile", m.at("per_tile")},
@@ -158,7 +165,7 @@ inline json digest(const ReportProgram& p) {
     d["liveness"] = {{"ops", ops}, {"always_live", always}, {"not_always_live", notalways}};
     const auto& ex = prof.at("execution");
     d["execution"] = {{"per_step", ex.at("per_step")}};
-    d["trace"] = digest_trace(p.trace_json, p.name);
+    d["trace"] = digest_trace(p.trace_json, p.name, d["machine"]["device"].get<std::string>());
     return d;
   } catch (const nlohmann::json::exception& e) {
     fail("ipuml-report: the profile of program '", p.name, "' lacks a field the page needs (",
@@ -208,11 +215,11 @@ function showTip(ev, text) {
 function hideTip() { tip.style.display = "none"; }
 
 function summary(p, box) {
-  const m = p.memory, t = p.target, c = p.execution.per_step;
+  const m = p.memory, t = p.machine, c = p.execution.per_step;
   const pct = 100 * m.total_used / m.total_available;
   const items = [
-    ["Target", t.name + ", " + t.num_ipus + " IPU" + (t.num_ipus > 1 ? "s" : "") + " x " +
-               t.tiles_per_ipu + " tiles x " + bytes(t.bytes_per_tile)],
+    ["Target", t.name + ", " + t.devices + " " + t.device + (t.devices > 1 ? "s" : "") + " x " +
+               t.units + " " + t.unit + "s x " + bytes(t.unit_bytes)],
     ["Graph", p.graph.nodes + " ops, " + p.graph.compute_sets + " compute sets, " +
               p.graph.vertices + " vertices, " + p.graph.variables + " variables"],
     ["Memory", bytes(m.total_used) + " of " + bytes(m.total_available) + " (" + pct.toFixed(1) +
@@ -229,9 +236,11 @@ function summary(p, box) {
 // fullest tile, since a small model leaves every tile in the darkest colour.
 let relative = false;
 function heatmap(p, box) {
-  const t = p.target, per = p.memory.per_tile, T = t.tiles_per_ipu;
-  const full = relative ? Math.max(1, ...per) : t.bytes_per_tile;
-  const cols = Math.min(T, 64), rows = Math.ceil(T / cols), cell = 9, gap = 18;
+  const t = p.machine, per = p.memory.per_tile, T = t.units;
+  const full = relative ? Math.max(1, ...per) : t.unit_bytes;
+  // A mesh is drawn as its mesh; units in a line wrap at 64.
+  const cols = t.columns > 0 ? Math.min(T, t.columns) : Math.min(T, 64);
+  const rows = Math.ceil(T / cols), cell = 9, gap = 18;
   const cv = el("canvas", {id: "heatmap"});
   const ipus = Math.max(1, Math.ceil(per.length / T));
   cv.width = cols * cell; cv.height = ipus * (rows * cell + gap);
@@ -240,10 +249,10 @@ function heatmap(p, box) {
   g.font = "12px sans-serif";
   for (let i = 0; i < ipus; ++i) {
     const y0 = i * (rows * cell + gap);
-    g.fillStyle = "#333"; g.fillText("IPU " + i, 0, y0 + 13);
+    g.fillStyle = "#333"; g.fillText(t.device + " " + i, 0, y0 + 13);
     for (let k = 0; k < T && i * T + k < per.length; ++k) {
       const b = per[i * T + k];
-      g.fillStyle = rgb(b > t.bytes_per_tile ? OVER : ramp(Math.min(b / full, 1)));
+      g.fillStyle = rgb(b > t.unit_bytes ? OVER : ramp(Math.min(b / full, 1)));
       g.fillRect((k % cols) * cell, y0 + gap + Math.floor(k / cols) * cell, cell - 1, cell - 1);
     }
   }
@@ -253,8 +262,8 @@ function heatmap(p, box) {
     const k = Math.floor(yy / cell) * cols + Math.floor(x / cell);
     if (yy < 0 || k < 0 || k >= T || i * T + k >= per.length) return hideTip();
     const b = per[i * T + k];
-    showTip(ev, "IPU " + i + " tile " + k + ": " + bytes(b) + " (" +
-                (100 * b / t.bytes_per_tile).toFixed(1) + " % of " + bytes(t.bytes_per_tile) + ")");
+    showTip(ev, t.device + " " + i + " " + t.unit + " " + k + ": " + bytes(b) + " (" +
+                (100 * b / t.unit_bytes).toFixed(1) + " % of " + bytes(t.unit_bytes) + ")");
   });
   cv.addEventListener("mouseleave", hideTip);
   box.appendChild(cv);
@@ -265,8 +274,8 @@ function heatmap(p, box) {
   const row = el("div", {"class": "legendrow"});
   row.appendChild(el("span", {}, "0 "));
   row.appendChild(lg);
-  row.appendChild(el("span", {}, " " + bytes(full) + (relative ? " (the fullest tile)" :
-                                 " per tile") + "; red: over " + bytes(t.bytes_per_tile)));
+  row.appendChild(el("span", {}, " " + bytes(full) + (relative ? " (the fullest " + t.unit + ")" :
+                                 " per " + t.unit) + "; red: over " + bytes(t.unit_bytes)));
   const lab = el("label", {});
   const cb = el("input", {type: "checkbox"});
   cb.checked = relative;
@@ -277,7 +286,7 @@ function heatmap(p, box) {
     box.replaceChildren(box.firstChild, ...fresh.childNodes);
   });
   lab.appendChild(cb);
-  lab.appendChild(document.createTextNode(" relative to the fullest tile"));
+  lab.appendChild(document.createTextNode(" relative to the fullest " + t.unit));
   row.appendChild(lab);
   box.appendChild(row);
 }
@@ -339,10 +348,10 @@ function liveness(p, box) {
 }
 
 function busiest(p, box) {
-  const t = p.target, tiles = p.memory.top_tiles;
+  const t = p.machine, tiles = p.memory.top_tiles;
   const tb = el("table");
   const hr = el("tr");
-  for (const h of ["tile", "IPU", "bytes", "% of tile", "peak step", "largest categories"])
+  for (const h of [t.unit, t.device, "bytes", "% of " + t.unit, "peak step", "largest categories"])
     hr.appendChild(el("th", {}, h));
   tb.appendChild(hr);
   for (const x of tiles) {
@@ -350,7 +359,7 @@ function busiest(p, box) {
     const cats = Object.entries(x.categories).filter(c => c[1] > 0).sort((a, b) => b[1] - a[1]);
     const step = x.peak_step >= 0 && x.peak_step < p.liveness.ops.length ?
         x.peak_step + " " + p.liveness.ops[x.peak_step] : "-";
-    for (const v of [x.tile, x.ipu, bytes(x.bytes), (100 * x.bytes / t.bytes_per_tile).toFixed(1),
+    for (const v of [x.tile, x.ipu, bytes(x.bytes), (100 * x.bytes / t.unit_bytes).toFixed(1),
                      step, cats.slice(0, 3).map(c => c[0] + " " + bytes(c[1])).join(", ")])
       tr.appendChild(el("td", {}, String(v)));
     tb.appendChild(tr);
@@ -418,10 +427,12 @@ function timeline(p, box) {
   box.appendChild(k);
 }
 
-const SECTIONS = [["summary", "Summary", summary], ["heat", "Memory per tile", heatmap],
+const SECTIONS = [["summary", "Summary", summary],
+                  ["heat", p => "Memory per " + p.machine.unit, heatmap],
                   ["cats", "Memory by category", categories],
                   ["live", "Liveness over program steps", liveness],
-                  ["busy", "Busiest tiles", busiest], ["time", "Execution timeline", timeline]];
+                  ["busy", p => "Busiest " + p.machine.unit + "s", busiest],
+                  ["time", "Execution timeline", timeline]];
 function show(index) {
   const main = document.getElementById("main");
   main.textContent = "";
@@ -430,7 +441,7 @@ function show(index) {
   const p = DATA.programs[index];
   for (const [id, title, draw] of SECTIONS) {
     const sec = el("section", {id: id});
-    sec.appendChild(el("h2", {}, title));
+    sec.appendChild(el("h2", {}, typeof title === "function" ? title(p) : title));
     draw(p, sec);
     main.appendChild(sec);
   }

@@ -56,6 +56,14 @@ class TargetModel {
   virtual double streaming_cycles(double bytes) const = 0;
   // Memory terms besides tensor data.
   virtual MemoryTerms memory_terms() const = 0;
+  // How a user of this target asks for what out-of-memory advice suggests: spreading the model
+  // over more devices, and keeping optimizer state off chip.
+  virtual std::string more_devices_hint() const { return "more " + machine().device_noun + "s"; }
+  virtual std::string offchip_state_hint() const { return "optimizer state in off-chip memory"; }
+  // How a user gives the emulated system more devices.
+  virtual std::string device_count_hint() const {
+    return "give the target more " + machine().device_noun + "s";
+  }
 
   // How a program's per-device cycles combine into the step's: a bulk-synchronous machine
   // whose devices run a sharded program one after another sums them (the default); a dataflow

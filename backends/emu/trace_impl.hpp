@@ -59,8 +59,8 @@ inline double step_events(Events& e, const ir::Graph& g, const Plan& p, int64_t 
     e.ev.push_back(sort_index("thread_sort_index", i, 0, 0));
     for (int64_t k = 0; k < groups; ++k) {
       const int64_t lo = k * T / groups, hi = (k + 1) * T / groups - 1;
-      e.ev.push_back(
-          meta("thread_name", i, 1 + k, "tiles " + std::to_string(lo) + "-" + std::to_string(hi)));
+      e.ev.push_back(meta("thread_name", i, 1 + k,
+                          t.unit_noun + "s " + std::to_string(lo) + "-" + std::to_string(hi)));
       e.ev.push_back(sort_index("thread_sort_index", i, 1 + k, 1 + k));
     }
   }
@@ -176,8 +176,8 @@ IPUML_INLINE std::string make_trace_json(const ir::Graph& g, const Plan& p, cons
   trdetail::Events e;
   e.us = us;
   for (int64_t i = 0; i < ipus; ++i) {
-    e.ev.push_back(
-        trdetail::meta("process_name", i, -1, "IPU " + std::to_string(i) + " (" + t.name + ")"));
+    e.ev.push_back(trdetail::meta("process_name", i, -1,
+                                  t.device_noun + " " + std::to_string(i) + " (" + t.name + ")"));
     e.ev.push_back(trdetail::sort_index("process_sort_index", i, -1, i));
   }
   const int stages = ir::stage_count(g);

@@ -50,8 +50,8 @@ IPUML_INLINE backend::MemoryFit IpuBackendExecutable::memory_fit() const {
   const MemoryReport& m = p.memory;
   const int64_t T = p.machine.units_per_device;
   backend::MemoryFit f;
-  f.device = "IPU";
-  f.unit = "tile";
+  f.device = p.machine.device_noun;
+  f.unit = p.machine.unit_noun;
   f.unit_bytes = p.machine.bytes_per_unit;
   for (int64_t i = 0; i < p.machine.devices; ++i) {
     int64_t fullest = 0, all = 0;

@@ -26,6 +26,8 @@ class IpuModel final : public emu::TargetModel {
     m_.bytes_per_unit = t_.bytes_per_tile;
     m_.clock_hz = t_.clock_hz;
     m_.alignment_bytes = t_.alignment_bytes;
+    m_.device_noun = "IPU";
+    m_.unit_noun = "tile";
   }
   const Target& target() const { return t_; }
 
@@ -55,6 +57,13 @@ class IpuModel final : public emu::TargetModel {
     m.receive_code_bytes_per_transfer = t_.exchange_code_bytes_per_transfer;
     m.stack_bytes_per_unit = t_.stack_bytes_per_tile;
     return m;
+  }
+  std::string more_devices_hint() const override { return "more IPUs (BeginBlock)"; }
+  std::string device_count_hint() const override { return "set num_ipus"; }
+  std::string offchip_state_hint() const override {
+    return "optimizer state in streaming memory "
+           "(TensorLocations.setOptimizerLocation(TensorLocationSettings().useOnChipStorage(false))"
+           ")";
   }
   double allreduce_cycles(double bytes, int64_t replicas,
                           int64_t devices_per_replica) const override {

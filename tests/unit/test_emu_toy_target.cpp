@@ -8,6 +8,9 @@
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
 #include <sstream>
 
 #include <catch2/catch.hpp>
@@ -277,4 +280,42 @@ TEST_CASE("emu toy target: the runtime trains the MNIST CNN on it like the CPU b
   std::ostringstream summary;
   on_mesh.printProfileSummary(summary);
   CHECK_THAT(summary.str(), Catch::Contains("mesh8x8"));
+}
+
+TEST_CASE("emu toy target: its out-of-memory error speaks of its units and devices",
+          "[emu][errors]") {
+  MeshParams small;
+  small.bytes_per_unit = 4096;
+  Tensor w = zeros({512, 512});
+  ir::Tracer tracer;
+  Tensor x = tracer.input(ir::TensorMeta{{256, 512}, kFloat32}, "x");
+  tracer.name_state(w, "weight");
+  auto tr = tracer.finish({matmul(x, w)});
+  try {
+    emu::plan_graph(tr.graph, std::make_shared<const MeshModel>(small), testing::quiet());
+    FAIL("a 1 MB weight fitted 64 units of 4 KiB");
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    CHECK_THAT(m, Catch::Contains("Out of memory on unit"));
+    CHECK_THAT(m, Catch::Contains("units only have 4096 bytes"));
+    CHECK_THAT(m, Catch::Contains("target mesh8x8, device 0"));
+    CHECK_THAT(m, !Catch::Contains("IPU") && !Catch::Contains("tile"));
+  }
+}
+
+TEST_CASE("emu core: nothing in backends/emu includes an IPU header or calls IPU code", "[emu]") {
+  namespace fs = std::filesystem;
+  const fs::path core = fs::path(IPUML_SOURCE_DIR) / "backends" / "emu";
+  const std::regex ipu_include(R"(#include\s*<ipuml/backends/ipu/)");
+  const std::regex ipu_name(R"(\bipu::|\bIpuModel\b|\bipu::Target\b)");
+  int files = 0;
+  for (const auto& f : fs::directory_iterator(core)) {
+    std::ifstream in(f.path());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    INFO(f.path().string());
+    CHECK_FALSE(std::regex_search(text, ipu_include));
+    CHECK_FALSE(std::regex_search(text, ipu_name));
+    ++files;
+  }
+  CHECK(files >= 17);
 }

@@ -313,9 +313,16 @@ TEST_CASE("ipuml-report: one self-contained page of every program", "[profile][c
     CHECK(p["liveness"]["ops"].size() == prof["liveness"].size());
     CHECK(p["trace"]["events"].size() > 0);
   }
-  for (const char* section : {"Memory per tile", "Memory by category",
-                              "Liveness over program steps", "Busiest tiles", "Execution timeline"})
+  for (const char* section :
+       {"Memory by category", "Liveness over program steps", "Execution timeline",
+        "\"Memory per \" + p.machine.unit", "\"Busiest \" + p.machine.unit + \"s\""})
     CHECK(html.find(section) != std::string::npos);
+  // The per-unit sections take the machine's words: an IPU's page says tiles and IPUs.
+  for (auto& p : data["programs"]) {
+    CHECK(p["machine"]["unit"] == "tile");
+    CHECK(p["machine"]["device"] == "IPU");
+    CHECK(p["machine"]["units"] == 1472);
+  }
 
   // A "</script>" inside the data (a program's name) cannot end the element early.
   ipu::ReportProgram p;
