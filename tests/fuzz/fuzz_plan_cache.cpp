@@ -29,6 +29,7 @@ struct Fixture {
   Tensor x = randn({4, 16});
   std::vector<float> want;
   std::string path, key;
+  uint32_t version = 0;  // the cache format's, read from the entry the fresh compile wrote
   Fixture() {
     ir::Tracer tracer;
     Tensor in = tracer.input(ir::TensorMeta{{4, 16}, kFloat32}, "x");
@@ -42,6 +43,10 @@ struct Fixture {
     path = ipu::plan_cache_path(options.cache_dir, ipu::plan_key(trace.graph, target, options));
     std::ifstream k(std::filesystem::path(options.cache_dir) / "ipuml-cache.key", std::ios::binary);
     key.assign(std::istreambuf_iterator<char>(k), std::istreambuf_iterator<char>());
+    std::ifstream entry(path, std::ios::binary);
+    entry.seekg(8);
+    entry.read(reinterpret_cast<char*>(&version), sizeof version);
+    if (!entry || version == 0) __builtin_trap();  // the compile must have written its entry
   }
 };
 
@@ -61,7 +66,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static Fixture fx;
   Header h{};
   std::memcpy(h.magic, "IPUMLPLN", 8);
-  h.version = 3;
+  h.version = fx.version;  // a stale version would be refused before any decoding
   h.key = ipu::plan_key(fx.trace.graph, fx.target, fx.options);
   h.payload_size = size;
   std::string msg(reinterpret_cast<const char*>(&h), offsetof(Header, mac));
