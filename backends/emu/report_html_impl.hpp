@@ -343,7 +343,7 @@ function liveness(p, box) {
   box.appendChild(s);
   const k = el("p", {"class": "key"});
   k.innerHTML = '<span style="background:#9ecae9"></span>always live ' +
-                '<span style="background:#f58518"></span>not always live (all tiles)';
+                '<span style="background:#f58518"></span>not always live (all ' + p.machine.unit + 's)';
   box.appendChild(k);
 }
 

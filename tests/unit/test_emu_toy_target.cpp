@@ -205,6 +205,17 @@ TEST_CASE("emu toy target: an 8 x 8 mesh plans and runs the MNIST CNN's training
   const std::string html =
       emu::make_report_html({{"training", exe->profile_json(), exe->trace_json()}});
   CHECK_THAT(html, Catch::Contains("mesh8x8"));
+  // The page's data: the mesh's shape and words, which its sections and heat map draw from.
+  const std::string open = "<script type=\"application/json\" id=\"ipuml-data\">";
+  const size_t at = html.find(open);
+  REQUIRE(at != std::string::npos);
+  const auto data = nlohmann::json::parse(
+      html.substr(at + open.size(), html.find("</script>", at) - at - open.size()));
+  const auto& shown = data.at("programs").at(0).at("machine");
+  CHECK(shown.at("units") == 64);
+  CHECK(shown.at("columns") == 8);
+  CHECK(shown.at("unit") == "unit");
+  CHECK(shown.at("device") == "device");
   std::ostringstream summary;
   exe->print_profile_summary(summary);
   CHECK_THAT(summary.str(), Catch::Contains("mesh8x8: 1 device(s) x 8 x 8 units"));
