@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ipuml/backend/backend.hpp>
+#include <ipuml/backends/emu/backend_executable.hpp>
 #include <ipuml/backends/ipu/eager.hpp>
 #include <ipuml/backends/ipu/ipu.hpp>
 
@@ -12,37 +13,8 @@ namespace ipuml::ipu {
 // An IPU-M2000 / Bow-2000 box holds 4 IPUs; that is the emulated system unless num_ipus is set.
 inline constexpr int64_t kDefaultSystemIpus = 4;
 
-// The members are defined in ipu_backend_impl.hpp, compiled once: the first of them is each
-// class's key function, so the virtual tables (and every member they reach) are compiled there
-// too instead of in each unit that registers the backend.
-class IpuBackendExecutable : public backend::Executable, public backend::Profiling {
- public:
-  // The executable writes its own reports (ExecOptions::report_dir, program_name).
-  IpuBackendExecutable(std::unique_ptr<ipu::Executable> exe, bool pipelined);
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<Tensor>& states,
-                          uint64_t step) override;
-  std::vector<std::vector<Tensor>> run_many(const std::vector<backend::RunItem>& items) override;
-  const backend::Profiling* profiling() const override { return this; }
-  std::string report_json() const override;
-  void print_summary(std::ostream& os, double samples_per_step) const override;
-  double simulated_seconds() const override;
-  double simulated_seconds_for(int64_t micro_batches) const override;
-  double allreduce_seconds(size_t bytes, int64_t replicas) const override;
-  backend::MemoryFit memory_fit() const override;
-  double clock_hz() const override;
-  std::string target_description() const override;
-  bool pipelined() const { return pipelined_; }
-  std::unique_ptr<backend::Executable> replica() const override;
-  void set_host_threads(int threads) override;
-  void share_memory_image(backend::Executable& update, const std::vector<bool>& shared,
-                          bool allow_out_of_memory) override;
-  ipu::Executable& ipu() { return *exe_; }
-  const ipu::Executable& ipu() const { return *exe_; }
-
- private:
-  std::unique_ptr<ipu::Executable> exe_;
-  bool pipelined_ = false;
-};
+// The emulator core's program behind the backend interface, as the IPU backend returns it.
+using IpuBackendExecutable = emu::BackendExecutable;
 
 class IpuBackend : public backend::Backend {
  public:

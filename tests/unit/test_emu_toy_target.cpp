@@ -16,11 +16,11 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <ipuml/backends/emu/backend_executable.hpp>
 #include <ipuml/backends/emu/executor.hpp>
 #include <ipuml/backends/emu/report_html.hpp>
 #include <ipuml/backends/emu/target_model.hpp>
 #include <ipuml/backends/ipu/ipu.hpp>
-#include <ipuml/backends/ipu/ipu_backend.hpp>
 #include <ipuml/ipuml.hpp>
 #include <ipuml/models/mnist_cnn.hpp>
 
@@ -151,7 +151,7 @@ class MeshToyBackend : public backend::Backend {
     co.replication_factor = program.replicas;
     co.program_name = program.name;
     co.report_dir = program.report_dir;
-    return std::make_unique<ipu::IpuBackendExecutable>(
+    return std::make_unique<emu::BackendExecutable>(
         emu::compile(graph, std::make_shared<const MeshModel>(), co), false);
   }
 };

@@ -135,10 +135,10 @@ TEST_CASE("ipu exchange check: a model split over two IPUs moves its activations
     const auto* exe = dynamic_cast<const ipu::IpuBackendExecutable*>(tm.step_executable());
     REQUIRE(exe != nullptr);
     double paid = 0;
-    for (auto& np : exe->ipu().plan().nodes) paid += np.inter_ipu_bytes;
+    for (auto& np : exe->program().plan().nodes) paid += np.inter_ipu_bytes;
     std::vector<std::vector<float>> w;
     for (auto& p : net->parameters()) w.push_back(p.to_vector<float>());
-    return std::make_tuple(w, exe->ipu().checked_inter_ipu_bytes(), paid);
+    return std::make_tuple(w, exe->program().checked_inter_ipu_bytes(), paid);
   };
   const auto [plain_w, plain_moved, plain_paid] = train(false);
   const auto [check_w, moved, paid] = train(true);

@@ -32,7 +32,7 @@ Run compile_wide(runtime::Options o) {
   auto* exe = dynamic_cast<const ipu::IpuBackendExecutable*>(model.step_executable());
   REQUIRE(exe != nullptr);
   Run r;
-  r.image = exe->ipu().memory_report();
+  r.image = exe->program().memory_report();
   for (size_t i = 0; i < adam.parameters().size(); ++i)
     for (auto& [name, t] : adam.state(i))
       r.optimizer_state_bytes += t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
@@ -130,7 +130,7 @@ TEST_CASE("ipu replicated tensor sharding: each replica holds a quarter of the o
       std::vector<float> weight;
       std::string summary;
     } r;
-    r.image = exe->ipu().memory_report();
+    r.image = exe->program().memory_report();
     for (size_t i = 0; i < adam.parameters().size(); ++i)
       for (auto& [name, t] : adam.state(i))
         if (t.numel() > 1) r.state_bytes += t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));

@@ -86,7 +86,7 @@ RunResult train(int64_t w, bool split, runtime::ExecutionStrategy strategy, int6
   r.stages = ir::stage_count(model.step_graph());
   const auto* exe = dynamic_cast<const ipu::IpuBackendExecutable*>(model.step_executable());
   REQUIRE(exe != nullptr);
-  r.overlapped = exe->pipelined() && exe->ipu().pipelinable();
+  r.overlapped = exe->pipelined() && exe->program().pipelinable();
   return r;
 }
 

@@ -293,7 +293,7 @@ TEST_CASE("zoo on ipu: ResNet-50 training compiles for 4 replicas of ipu2 in fp1
   REQUIRE(tm.micro_batch() == 18);
   const auto* exe = dynamic_cast<const ipu::IpuBackendExecutable*>(tm.step_executable());
   REQUIRE(exe != nullptr);
-  const ipu::Plan& p = exe->ipu().plan();
+  const ipu::Plan& p = exe->program().plan();
   INFO((p.memory.out_of_memory ? ipu::out_of_memory_message(p) : std::string("fits")));
   CHECK_FALSE(p.memory.out_of_memory);
   int64_t worst = 0;

@@ -85,7 +85,7 @@ void make_reports(const fs::path& dir) {
 const ipu::Executable& ipu_of(const backend::Executable* e) {
   const auto* ib = dynamic_cast<const ipu::IpuBackendExecutable*>(e);
   REQUIRE(ib != nullptr);
-  return ib->ipu();
+  return ib->program();
 }
 
 struct XEvent {
