@@ -11,7 +11,9 @@ build=$1 consumer=$2 work=$3 cxx=$4
 rm -rf "$work" && mkdir -p "$work"
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
 
-cmake -S "$consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
+# Unoptimised (no build type, no -O): what is tested is that the package's flags build and link a
+# program, and the header-only units compile all of ipuml, minutes at -O3.
+cmake -S "$consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE= >/dev/null
 cmake --build "$work/consumer" -j2 >/dev/null
 compiled=$("$work/consumer/app")
 echo "compiled mode: $compiled"
@@ -25,13 +27,13 @@ version=$(pkg-config --modversion ipuml)
 expected_version=$(sed -n 's/^#define IPUML_VERSION_STRING "\(.*\)"$/\1/p' "$work/prefix/include/ipuml/version.hpp")
 [[ "$version" == "$expected_version" ]] || { echo "ipuml.pc says $version, version.hpp $expected_version"; exit 1; }
 # shellcheck disable=SC2046  # pkg-config's flags are separate words
-"$cxx" -std=c++20 -O1 "$consumer/main.cpp" "$consumer/implementation.cpp" -o "$work/pkgconfig_app" \
+"$cxx" -std=c++20 -O0 "$consumer/main.cpp" "$consumer/implementation.cpp" -o "$work/pkgconfig_app" \
   $(pkg-config --cflags --libs ipuml)
 pkgconfig=$("$work/pkgconfig_app")
 echo "compiled mode through pkg-config: $pkgconfig"
 
 # shellcheck disable=SC2046
-"$cxx" -std=c++20 -O1 "$consumer/main.cpp" "$consumer/implementation.cpp" -o "$work/header_only_app" \
+"$cxx" -std=c++20 -O0 "$consumer/main.cpp" "$consumer/implementation.cpp" -o "$work/header_only_app" \
   $(pkg-config --cflags --libs ipuml-header-only)
 header_only=$("$work/header_only_app")
 echo "header-only mode through pkg-config: $header_only"
