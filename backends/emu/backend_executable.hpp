@@ -1,5 +1,5 @@
 // The emulator core's compiled program as a backend::Executable: any target's backend wraps
-// emu::compile's result in it (the IPU's, tests/unit/test_emu_toy_target.cpp's mesh).
+// emu::compile's result in it (the device's, tests/unit/test_emu_toy_target.cpp's mesh).
 #pragma once
 
 #include <memory>

@@ -40,7 +40,7 @@ IPUML_INLINE double BackendExecutable::simulated_seconds_for(int64_t micro_batch
 }
 
 IPUML_INLINE double BackendExecutable::allreduce_seconds(size_t bytes, int64_t replicas) const {
-  // The program spans one replica's IPUs: each of them reduces its own share, side by side.
+  // The program spans one replica's devices: each of them reduces its own share, side by side.
   const emu::Machine& mc = exe_->machine();
   return exe_->model().allreduce_cycles(static_cast<double>(bytes), replicas, mc.devices) /
          mc.clock_hz;
@@ -57,7 +57,7 @@ IPUML_INLINE backend::MemoryFit BackendExecutable::memory_fit() const {
   for (int64_t i = 0; i < p.machine.devices; ++i) {
     int64_t fullest = 0, all = 0;
     for (int64_t k = 0; k < T; ++k) {
-      const int64_t b = m.tiles[static_cast<size_t>(i * T + k)].total();
+      const int64_t b = m.units[static_cast<size_t>(i * T + k)].total();
       fullest = std::max(fullest, b);
       all += b;
     }
@@ -66,8 +66,8 @@ IPUML_INLINE backend::MemoryFit BackendExecutable::memory_fit() const {
   }
   for (int c = 0; c < kNumCategories; ++c) {
     int64_t s = 0;
-    for (auto& t : m.tiles) s += t.bytes[c];
-    f.categories.emplace_back(mem_category_name(c), s);
+    for (auto& t : m.units) s += t.bytes[c];
+    f.categories.emplace_back(category_name(p, c), s);
   }
   f.fits = !m.out_of_memory;
   if (!f.fits) f.message = out_of_memory_message(p);

@@ -1,5 +1,5 @@
-// Bodies of the IPU compiler: planner, tile mapping, memory accounting, supersteps and the plan
-// cache (compiled once in src/lib/ipu_compiler.cpp).
+// Bodies of the device compiler: planner, unit mapping, memory accounting, supersteps and the plan
+// cache (compiled once in src/lib/emu_compiler.cpp).
 #pragma once
 
 #include <algorithm>
@@ -30,27 +30,8 @@
 
 namespace ipuml::emu {
 
-IPUML_INLINE const char* mem_category_name(int c) {
-  switch (c) {
-    case kState:
-      return "state";
-    case kStream:
-      return "stream_buffers";
-    case kCode:
-      return "code";
-    case kVertexState:
-      return "vertex_state";
-    case kExchangeCode:
-      return "exchange_code";
-    case kStack:
-      return "stack";
-    case kActivations:
-      return "activations";
-    case kTemporaries:
-      return "temporaries";
-    default:
-      return "?";
-  }
+IPUML_INLINE std::string category_name(const Plan& p, int c) {
+  return p.model ? p.model->memory_category_name(c) : std::string(mem_category_name(c));
 }
 
 namespace cdetail {
@@ -78,7 +59,7 @@ struct Need {
 };
 
 // The layout a part-split needs of a tensor sliced along `d` (flat when nothing precedes d).
-inline ValueLayout axis_layout(const ir::TensorMeta& m, int d, const TileSpan& s) {
+inline ValueLayout axis_layout(const ir::TensorMeta& m, int d, const UnitSpan& s) {
   ValueLayout l;
   l.bytes = static_cast<int64_t>(m.nbytes());
   l.span = s;
@@ -114,7 +95,7 @@ struct Planner {
   std::vector<char> view;
   std::vector<int64_t> held_until;
   std::vector<bool> placed;
-  std::vector<int32_t> next_tile;
+  std::vector<int32_t> next_unit;
   std::unordered_map<std::string, MatrixGrid> grids;  // identical matrix ops plan once
 
   Planner(const ir::Graph& graph, const TargetModelPtr& target, const CompileOptions& opts)
@@ -126,34 +107,59 @@ struct Planner {
     plan.values.resize(g.values.size());
     last = g.last_use();
     placed.assign(g.values.size(), false);
-    next_tile.assign(static_cast<size_t>(mc.devices), 0);
+    next_unit.assign(static_cast<size_t>(mc.devices), 0);
   }
 
   int64_t T() const { return mc.units_per_device; }
 
-  // Bytes a tile may use for one op's temporaries: node, then IPU, then global proportion.
+  // `parts` parts of an axis of `extent` on the device's units from `first` on, in the machine's
+  // placement shape: a run of units, or a mesh rectangle whose corner is `first` (moved to where
+  // the rectangle fits, placement.hpp).
+  UnitSpan span_at(int32_t device, int64_t first, int64_t parts, int64_t extent,
+                   int64_t grain) const {
+    UnitSpan sp{device, static_cast<int32_t>(first), static_cast<int32_t>(parts), extent, grain};
+    if (mc.mesh_columns > 0) {
+      const RegionShape r = region_shape(mc, parts);
+      sp.first_unit = static_cast<int32_t>(region_origin(mc, r, first));
+      sp.width = static_cast<int32_t>(r.width);
+      sp.columns = static_cast<int32_t>(mc.mesh_columns);
+    }
+    return sp;
+  }
+  // The next placement starts after `sp`: past its run of units, or right of its rectangle.
+  void advance_past(const UnitSpan& sp) {
+    const int64_t past = sp.first_unit + (sp.width > 0 ? sp.width : sp.parts);
+    next_unit[static_cast<size_t>(sp.device)] = static_cast<int32_t>(past % T());
+  }
+  // A step's exchange into its busiest unit, `bytes` of it, on the units of `sp`.
+  double exchange_on(double bytes, const UnitSpan& sp) const {
+    const RegionShape r = sp.shape();
+    return t.region_exchange_cycles(bytes, r.width, r.height);
+  }
+
+  // Bytes a unit may use for one op's temporaries: node, then device, then global proportion.
   double limit_of(const ir::Node& n) const {
     double p = o.available_memory_proportion;
-    const auto ipu = static_cast<size_t>(n.placement);
-    if (ipu < o.available_memory_proportion_per_ipu.size() &&
-        o.available_memory_proportion_per_ipu[ipu] > 0)
-      p = o.available_memory_proportion_per_ipu[ipu];
+    const auto device = static_cast<size_t>(n.placement);
+    if (device < o.available_memory_proportion_per_device.size() &&
+        o.available_memory_proportion_per_device[device] > 0)
+      p = o.available_memory_proportion_per_device[device];
     if (n.available_memory_proportion > 0) p = n.available_memory_proportion;
     return static_cast<double>(mc.bytes_per_unit) * p;
   }
 
   // The share of the split axis the largest part holds.
-  static double largest_frac(const SliceSpec& s, const TileSpan& span) {
+  static double largest_frac(const SliceSpec& s, const UnitSpan& span) {
     if (s.kind == SplitKind::Whole) return 1.0;
     return static_cast<double>(max_part_rows(span.extent, span.grain, span.parts)) /
            static_cast<double>(span.extent);
   }
 
-  Need need(const ir::Node& n, const SliceSpec& s, const TileSpan& span, size_t j) const {
+  Need need(const ir::Node& n, const SliceSpec& s, const UnitSpan& span, size_t j) const {
     Need r;
     const auto& m = g.meta(n.inputs[j]);
     // A slice reads only the input elements its output holds, however it is split: a slice of a
-    // 50257 x 768 embedding moves its rows, not the table to every tile.
+    // 50257 x 768 embedding moves its rows, not the table to every unit.
     const bool slice = n.kind == ir::OpKind::Slice;
     r.read = static_cast<double>(slice ? g.meta(n.outputs[0]).nbytes() : m.nbytes());
     r.bytes = r.read;
@@ -193,22 +199,22 @@ struct Planner {
     double compute = 0, exchange = 0, sync = 0, inter = 0, inter_bytes = 0;
     double temp = 0, exchange_total = 0;
     int32_t serial = 1;
-    int64_t transfers = 0;  // operands a tile receives over the exchange
+    int64_t transfers = 0;  // operands a unit receives over the exchange
     bool fits = true;
     double total() const { return compute + exchange + sync + inter; }
   };
 
-  // Operands held by another IPU cross the IPU-Links first.
-  void add_inter_ipu(const ir::Node& n, int32_t ipu, bool planning, Cost& c) const {
+  // Operands held by another device cross the device-Links first.
+  void add_inter_device(const ir::Node& n, int32_t device, bool planning, Cost& c) const {
     for (auto v : n.inputs) {
       if (planning && is_free(v)) continue;
-      if (plan.values[static_cast<size_t>(v)].span.ipu != ipu)
+      if (plan.values[static_cast<size_t>(v)].span.device != device)
         c.inter_bytes += static_cast<double>(g.meta(v).nbytes());
     }
     if (c.inter_bytes > 0) c.inter = t.inter_device_cycles(c.inter_bytes) + t.device_sync_cycles();
   }
 
-  Cost evaluate_grid(int64_t ni, const MatrixGrid& grid, int32_t ipu, bool planning) const {
+  Cost evaluate_grid(int64_t ni, const MatrixGrid& grid, int32_t device, bool planning) const {
     const auto& n = g.nodes[static_cast<size_t>(ni)];
     MatrixProblem p = matrix_problem(g, n);
     const auto& np = plan.nodes[static_cast<size_t>(ni)];
@@ -224,7 +230,7 @@ struct Planner {
     c.serial = grid.sk;
     c.transfers = p.b_bytes > 0 ? 2 : 1;
     c.fits = mc.fits;
-    add_inter_ipu(n, ipu, planning, c);
+    add_inter_device(n, device, planning, c);
     return c;
   }
 
@@ -261,19 +267,19 @@ struct Planner {
     const double items = std::max(1.0, static_cast<double>(out.numel()) * frac);
     c.compute = t.compute_cycles(plan.nodes[static_cast<size_t>(ni)].flops * frac, touched,
                                  g.meta(n.inputs[j]).dtype, false, static_cast<int64_t>(items));
-    c.exchange = t.exchange_cycles(recv);
+    c.exchange = exchange_on(recv, lj.span);
     c.sync = t.sync_cycles();
     c.temp = recv;
-    add_inter_ipu(n, lj.span.ipu, planning, c);
+    add_inter_device(n, lj.span.device, planning, c);
     c.fits = c.temp <= limit_of(n);
     return c;
   }
 
-  Cost evaluate(int64_t ni, const SliceSpec& s, const TileSpan& span, bool planning,
+  Cost evaluate(int64_t ni, const SliceSpec& s, const UnitSpan& span, bool planning,
                 int32_t follows = -1) const {
     const auto& n = g.nodes[static_cast<size_t>(ni)];
     if (s.kind == SplitKind::Grid)
-      return evaluate_grid(ni, plan.nodes[static_cast<size_t>(ni)].grid, span.ipu, planning);
+      return evaluate_grid(ni, plan.nodes[static_cast<size_t>(ni)].grid, span.device, planning);
     if (follows >= 0) return evaluate_following(ni, static_cast<size_t>(follows), planning);
     Cost c;
     const double limit = limit_of(n);
@@ -283,7 +289,7 @@ struct Planner {
       out_bytes += static_cast<double>(g.meta(v).nbytes());
       out_elems += static_cast<double>(g.meta(v).numel());
     }
-    // Cost and fit follow the largest part: the slowest tile sets the superstep's length.
+    // Cost and fit follow the largest part: the slowest unit sets the superstep's length.
     const double frac = largest_frac(s, span);
     double sliced_recv = 0, whole_recv = 0, touched = out_bytes * frac;
     for (size_t j = 0; j < n.inputs.size(); ++j) {
@@ -291,14 +297,14 @@ struct Planner {
       const auto& lay = plan.values[static_cast<size_t>(v)];
       const bool free = planning && is_free(v);
       const Need nd = need(n, s, span, j);
-      const bool other_ipu = !free && lay.span.ipu != span.ipu;
+      const bool other_device = !free && lay.span.device != span.device;
       touched += nd.bytes;
       if (nd.whole) {
-        // What the tile holds of it already need not move.
+        // What the unit holds of it already need not move.
         double own = 0;
-        if (!other_ipu && !free && nd.bytes >= static_cast<double>(lay.bytes))
+        if (!other_device && !free && nd.bytes >= static_cast<double>(lay.bytes))
           for (int64_t p = 0; p < lay.span.parts; ++p)
-            if (lay.span.tile(p, T()) == span.first_tile) own += lay.bytes_on_part(p);
+            if (lay.span.unit(p, T()) == span.first_unit) own += lay.bytes_on_part(p);
         if (free && s.kind == SplitKind::Rows) own = nd.bytes;  // laid where this op reads it
         const double moved = std::max(0.0, nd.bytes - own);
         whole_recv += moved;
@@ -306,7 +312,7 @@ struct Planner {
         c.transfers += moved > 0 ? 1 : 0;
       } else {
         const bool local =
-            free || (!other_ipu && lay.axis == nd.layout.axis && lay.span == nd.layout.span);
+            free || (!other_device && lay.axis == nd.layout.axis && lay.span == nd.layout.span);
         if (!local) {
           sliced_recv += nd.bytes;
           c.exchange_total += nd.read;
@@ -319,7 +325,7 @@ struct Planner {
       c.compute = t.compute_cycles(flops * frac, touched, DType::Float32, false,
                                    static_cast<int64_t>(items)) +
                   t.compute_cycles(span.parts, 4.0 * span.parts, DType::Float32, false, 1);
-      c.exchange = t.exchange_cycles(sliced_recv) + t.exchange_cycles(4.0 * span.parts);
+      c.exchange = exchange_on(sliced_recv, span) + exchange_on(4.0 * span.parts, span);
       c.sync = 2.0 * t.sync_cycles();
       c.temp = sliced_recv + 4.0 * span.parts;
     } else {
@@ -333,11 +339,11 @@ struct Planner {
         temp = sliced_recv + whole_recv / c.serial;
       }
       c.temp = temp;
-      c.exchange = t.exchange_cycles(sliced_recv + whole_recv);
+      c.exchange = exchange_on(sliced_recv + whole_recv, span);
       c.sync = t.sync_cycles() * c.serial;
       c.compute += t.repeat_cycles() * (c.serial - 1);
     }
-    add_inter_ipu(n, span.ipu, planning, c);
+    add_inter_device(n, span.device, planning, c);
     c.fits = c.temp <= limit;
     return c;
   }
@@ -358,37 +364,34 @@ struct Planner {
         l = axis_layout(m, np.spec.out_dim, np.span);
       } else if (np.spec.kind == SplitKind::Grid) {
         l.bytes = static_cast<int64_t>(m.nbytes());
-        if (np.reduce_tiles > 0) {  // the reduction leaves it flat over its tiles
+        if (np.reduce_units > 0) {  // the reduction leaves it flat over its units
           l.axis = -1;
-          l.span =
-              TileSpan{np.span.ipu, np.span.first_tile,
-                       static_cast<int32_t>(std::min<int64_t>(np.reduce_tiles, elems)), elems, 1};
+          l.span = span_at(np.span.device, np.span.first_unit,
+                           std::min<int64_t>(np.reduce_units, elems), elems, 1);
         } else {
           l.axis = kBlockedAxis;
-          l.span =
-              TileSpan{np.span.ipu, np.span.first_tile,
-                       static_cast<int32_t>(std::min<int64_t>(np.span.parts, elems)), elems, 1};
+          l.span = span_at(np.span.device, np.span.first_unit,
+                           std::min<int64_t>(np.span.parts, elems), elems, 1);
         }
       } else {
         l.bytes = static_cast<int64_t>(m.nbytes());
-        l.span = TileSpan{np.span.ipu, np.span.first_tile, 1, elems, 1};
+        l.span = span_at(np.span.device, np.span.first_unit, 1, elems, 1);
       }
       plan.values[static_cast<size_t>(v)] = l;
     }
   }
 
-  void place_linear(int64_t v, int32_t ipu) {
+  void place_linear(int64_t v, int32_t device) {
     const auto& m = g.meta(v);
     ValueLayout l;
     l.bytes = static_cast<int64_t>(m.nbytes());
     const int64_t n = std::max<int64_t>(1, m.numel());
     const int64_t grain = std::max<int64_t>(1, 64 / static_cast<int64_t>(dtype_size(m.dtype)));
     const int64_t units = (n + grain - 1) / grain;
-    // At least 1 KiB per tile: smaller pieces cost more in descriptors than they spread.
+    // At least 1 KiB per unit: smaller pieces cost more in descriptors than they spread.
     const int64_t parts = std::clamp<int64_t>(l.bytes / 1024, 1, std::min(units, T()));
-    l.span =
-        TileSpan{ipu, next_tile[static_cast<size_t>(ipu)], static_cast<int32_t>(parts), n, grain};
-    next_tile[static_cast<size_t>(ipu)] = static_cast<int32_t>((l.span.first_tile + parts) % T());
+    l.span = span_at(device, next_unit[static_cast<size_t>(device)], parts, n, grain);
+    advance_past(l.span);
     plan.values[static_cast<size_t>(v)] = l;
     placed[static_cast<size_t>(v)] = true;
   }
@@ -419,12 +422,12 @@ struct Planner {
     np.spec.in_dim = p.k_dim;  // what the executor slices for K's partial sums
     np.spec.extent = p.k;
     np.spec.matrix = p.amp;
-    const int32_t ipu = n.placement;
-    const auto tiles = static_cast<int32_t>(np.grid.tiles());
-    np.span = TileSpan{ipu, next_tile[static_cast<size_t>(ipu)], tiles, tiles, 1};
-    np.reduce_tiles =
-        np.grid.pk > 1 ? matrix_cost(t, p, np.grid, o.partials_type, limit_of(n)).reduce_tiles : 0;
-    // Resident operands stay on the tiles of their blocks, once each.
+    const int32_t device = n.placement;
+    const auto units = static_cast<int32_t>(np.grid.units());
+    np.span = span_at(device, next_unit[static_cast<size_t>(device)], units, units, 1);
+    np.reduce_units =
+        np.grid.pk > 1 ? matrix_cost(t, p, np.grid, o.partials_type, limit_of(n)).reduce_units : 0;
+    // Resident operands stay on the units of their blocks, once each.
     np.resident = 0;
     auto keep = [&](bool resident, unsigned axes, int j, uint8_t bit) {
       if (!resident || replication(np.grid, axes) != 1) return;
@@ -433,15 +436,14 @@ struct Planner {
       l.axis = kBlockedAxis;
       l.bytes = static_cast<int64_t>(g.meta(v).nbytes());
       const int64_t elems = std::max<int64_t>(1, g.meta(v).numel());
-      l.span = TileSpan{ipu, np.span.first_tile,
-                        static_cast<int32_t>(std::min<int64_t>(tiles, elems)), elems, 1};
+      l.span = span_at(device, np.span.first_unit, std::min<int64_t>(units, elems), elems, 1);
       plan.values[static_cast<size_t>(v)] = l;
       placed[static_cast<size_t>(v)] = true;
       np.resident |= bit;
     };
     keep(p.a_resident, p.a_axes, p.a_input, 1);
     keep(p.b_resident, p.b_axes, p.b_input, 2);
-    next_tile[static_cast<size_t>(ipu)] = static_cast<int32_t>((np.span.first_tile + tiles) % T());
+    advance_past(np.span);
   }
 
   void plan_node(int64_t ni) {
@@ -461,24 +463,24 @@ struct Planner {
       return;
     }
     const auto cands = split_candidates(g, n);
-    const int32_t ipu = n.placement;
+    const int32_t device = n.placement;
     bool have = false;
     Cost best_cost;
     for (const auto& s : cands) {
       const int64_t maxp = std::min<int64_t>(max_parts(s), T());
-      std::vector<std::pair<int64_t, int32_t>> tries;  // (parts, first tile)
-      const int32_t rot = next_tile[static_cast<size_t>(ipu)];
+      std::vector<std::pair<int64_t, int32_t>> tries;  // (parts, first unit)
+      const int32_t rot = next_unit[static_cast<size_t>(device)];
       if (s.kind == SplitKind::Whole) {
-        // On the tile holding the start of the largest input, so that part need not move.
-        int32_t tile = rot;
+        // On the unit holding the start of the largest input, so that part need not move.
+        int32_t unit = rot;
         size_t biggest = 0;
         for (auto v : n.inputs)
-          if (!is_free(v) && plan.values[static_cast<size_t>(v)].span.ipu == ipu &&
+          if (!is_free(v) && plan.values[static_cast<size_t>(v)].span.device == device &&
               g.meta(v).nbytes() >= biggest) {
             biggest = g.meta(v).nbytes();
-            tile = plan.values[static_cast<size_t>(v)].span.first_tile;
+            unit = plan.values[static_cast<size_t>(v)].span.first_unit;
           }
-        tries.emplace_back(1, tile);
+        tries.emplace_back(1, unit);
       } else {
         for (int64_t p = 1; p < maxp; p *= 2) tries.emplace_back(p, rot);
         tries.emplace_back(maxp, rot);
@@ -487,17 +489,17 @@ struct Planner {
           const int64_t v = n.inputs[j];
           if (is_free(v)) continue;
           const auto& lay = plan.values[static_cast<size_t>(v)];
-          if (lay.span.ipu != ipu || lay.span.parts > maxp) continue;
-          const TileSpan sp{ipu, lay.span.first_tile, lay.span.parts, s.extent, s.grain};
+          if (lay.span.device != device || lay.span.parts > maxp) continue;
+          const UnitSpan sp =
+              span_at(device, lay.span.first_unit, lay.span.parts, s.extent, s.grain);
           const Need nd = need(n, s, sp, j);
           if (!nd.whole && nd.layout.axis == lay.axis && nd.layout.span == lay.span)
-            tries.emplace_back(lay.span.parts, lay.span.first_tile);
+            tries.emplace_back(lay.span.parts, lay.span.first_unit);
         }
       }
       for (auto [p, f] : tries) {
-        const TileSpan sp{ipu, f, static_cast<int32_t>(p),
-                          s.kind == SplitKind::Whole ? 1 : s.extent,
-                          s.kind == SplitKind::Whole ? 1 : s.grain};
+        const UnitSpan sp = span_at(device, f, p, s.kind == SplitKind::Whole ? 1 : s.extent,
+                                    s.kind == SplitKind::Whole ? 1 : s.grain);
         const Cost c = evaluate(ni, s, sp, true);
         const bool better =
             !have || (c.fits && !best_cost.fits) ||
@@ -522,7 +524,7 @@ struct Planner {
     for (size_t j = 0; elementwise && j < n.inputs.size(); ++j) {
       const int64_t v = n.inputs[j];
       const auto& lay = plan.values[static_cast<size_t>(v)];
-      if (is_free(v) || lay.span.ipu != ipu || g.meta(v).shape != out.shape) continue;
+      if (is_free(v) || lay.span.device != device || g.meta(v).shape != out.shape) continue;
       const Cost c = evaluate_following(ni, j, true);
       const bool better =
           (c.fits && !best_cost.fits) ||
@@ -549,9 +551,7 @@ struct Planner {
       set_output_layouts(ni);
       return;
     }
-    if (np.span.first_tile == next_tile[static_cast<size_t>(ipu)])
-      next_tile[static_cast<size_t>(ipu)] =
-          static_cast<int32_t>((np.span.first_tile + np.span.parts) % T());
+    if (np.span.first_unit == next_unit[static_cast<size_t>(device)]) advance_past(np.span);
     // Free states and inputs take the layout this op wants of them.
     for (size_t j = 0; j < n.inputs.size(); ++j) {
       const int64_t v = n.inputs[j];
@@ -587,7 +587,7 @@ struct Planner {
           std::max(shards_[static_cast<size_t>(u.value)], shards_[static_cast<size_t>(u.state)]);
   }
 
-  // Bytes of each piece of value v on its tiles, each piece rounded up to the alignment; a
+  // Bytes of each piece of value v on its units, each piece rounded up to the alignment; a
   // replica-sharded value's pieces hold their replica's share (`sharded` false: the whole).
   template <typename F>
   void for_each_piece(int64_t v, F&& f, bool sharded = true) const {
@@ -603,7 +603,7 @@ struct Planner {
                                                 static_cast<double>(l.span.extent));
       const int64_t b = (upto - acc + shards - 1) / shards;
       acc = upto;
-      if (b > 0) f(l.span.ipu, l.span.tile(p, T()), (b + align - 1) / align * align);
+      if (b > 0) f(l.span.device, l.span.unit(p, T()), (b + align - 1) / align * align);
     }
   }
 
@@ -613,21 +613,21 @@ struct Planner {
            static_cast<uint32_t>(stage);
   }
 
-  // Index of a tile in plan.memory.tiles.
-  size_t tile_index(int32_t ipu, int32_t tile) const {
-    return static_cast<size_t>(ipu) * static_cast<size_t>(T()) + static_cast<size_t>(tile);
+  // Index of a unit in plan.memory.units.
+  size_t unit_index(int32_t device, int32_t unit) const {
+    return static_cast<size_t>(device) * static_cast<size_t>(T()) + static_cast<size_t>(unit);
   }
 
   // The plan's memory and cycles, in the order the figures need each other: fixed bytes
   // (state, streams), the steps with their vertices, code, liveness with temporaries, cycles.
   void account() {
     auto& mem = plan.memory;
-    mem.bytes_per_tile = mc.bytes_per_unit;
-    mem.tiles.assign(static_cast<size_t>(mc.total_units()), TileMemory{});
+    mem.bytes_per_unit = mc.bytes_per_unit;
+    mem.units.assign(static_cast<size_t>(mc.total_units()), UnitMemory{});
     find_replica_shards();
     account_state_and_streams();
     find_views();
-    std::vector<std::vector<uint32_t>> types(mem.tiles.size());
+    std::vector<std::vector<uint32_t>> types(mem.units.size());
     account_steps(types);
     account_code(types);
     const std::vector<double> streamed = account_liveness();
@@ -641,8 +641,8 @@ struct Planner {
     mem.replica_sharding_saved_bytes = 0;
     for (auto v : g.states)
       if (!g.values[static_cast<size_t>(v)].offchip) {
-        for_each_piece(v, [&](int32_t ipu, int32_t tile, int64_t b) {
-          mem.tiles[tile_index(ipu, tile)].bytes[kState] += b;
+        for_each_piece(v, [&](int32_t device, int32_t unit, int64_t b) {
+          mem.units[unit_index(device, unit)].bytes[kState] += b;
         });
         if (shards_[static_cast<size_t>(v)] > 1) {
           int64_t whole = 0;
@@ -653,13 +653,13 @@ struct Planner {
         }
       }
     for (auto v : g.inputs)
-      for_each_piece(v, [&](int32_t ipu, int32_t tile, int64_t b) {
-        mem.tiles[tile_index(ipu, tile)].bytes[kStream] += b;
+      for_each_piece(v, [&](int32_t device, int32_t unit, int64_t b) {
+        mem.units[unit_index(device, unit)].bytes[kStream] += b;
       });
   }
 
   // Final costs with the real layouts; vertices, their state and exchange code (the vertex
-  // types of each tile go to `types`), compute sets and one superstep per node.
+  // types of each unit go to `types`), compute sets and one superstep per node.
   void account_steps(std::vector<std::vector<uint32_t>>& types) {
     const int64_t N = static_cast<int64_t>(g.nodes.size());
     auto& mem = plan.memory;
@@ -671,7 +671,7 @@ struct Planner {
       const auto& n = g.nodes[static_cast<size_t>(ni)];
       Cost c = evaluate(ni, np.spec, np.span, false, np.follows);
       // A view runs no vertex and needs no superstep of its own: what it costs is the exchange
-      // that brings its elements where its readers' tiles want them, done in their exchange
+      // that brings its elements where its readers' units want them, done in their exchange
       // phase (Poplar rearranges a view when an op needs another layout, a copy with no compute).
       // A small constant is written with the program at load time: nothing at run time at all.
       const bool views_only = is_view_node(n) || is_constant_node(n);
@@ -683,21 +683,21 @@ struct Planner {
           shards > 1 ? std::ceil(c.compute / static_cast<double>(shards)) : c.compute;
       np.exchange_cycles = c.exchange;
       np.sync_cycles = c.sync;
-      np.inter_ipu_cycles = c.inter;
+      np.inter_device_cycles = c.inter;
       np.exchange_bytes = c.exchange_total;
-      np.inter_ipu_bytes = c.inter_bytes;
+      np.inter_device_bytes = c.inter_bytes;
       np.max_temp_bytes = c.temp;
       np.serial = c.serial;
       const DType dt = n.inputs.empty() ? g.meta(n.outputs[0]).dtype : g.meta(n.inputs[0]).dtype;
       const int64_t fields = static_cast<int64_t>(n.inputs.size() + n.outputs.size());
-      // One vertex per tile per compute set (a supervisor vertex runs the six workers).
+      // One vertex per unit per compute set (a supervisor vertex runs the six workers).
       auto add_vertices = [&](int64_t first, int64_t count, int stage, int64_t nfields,
                               int64_t transfers) {
         for (int64_t p = 0; p < count; ++p) {
-          const size_t ti = tile_index(np.span.ipu, static_cast<int32_t>((first + p) % T()));
-          auto& tm = mem.tiles[ti];
-          tm.bytes[kVertexState] += (1 + nfields) * state_per_field;
-          tm.bytes[kExchangeCode] += transfers * terms.receive_code_bytes_per_transfer;
+          const size_t ti = unit_index(np.span.device, static_cast<int32_t>((first + p) % T()));
+          auto& tm = mem.units[ti];
+          tm.bytes[kKernelState] += (1 + nfields) * state_per_field;
+          tm.bytes[kReceiveCode] += transfers * terms.receive_code_bytes_per_transfer;
           types[ti].push_back(vertex_type(n, dt, stage));
         }
         np.vertices += count;
@@ -706,39 +706,39 @@ struct Planner {
       if (views_only) {
         // No vertices, compute sets or code.
       } else if (np.spec.kind == SplitKind::Grid) {
-        add_vertices(np.span.first_tile, np.span.parts, np.spec.matrix ? 1 : 3, fields,
+        add_vertices(np.span.first_unit, np.span.parts, np.spec.matrix ? 1 : 3, fields,
                      c.transfers);
-        if (np.reduce_tiles > 0) {
-          add_vertices(np.span.first_tile, np.reduce_tiles, 2, 1 + np.grid.pk, 1);
+        if (np.reduce_units > 0) {
+          add_vertices(np.span.first_unit, np.reduce_units, 2, 1 + np.grid.pk, 1);
           plan.compute_sets += 1;
         }
       } else {
-        add_vertices(np.span.first_tile, np.span.parts, 0, fields, c.transfers);
+        add_vertices(np.span.first_unit, np.span.parts, 0, fields, c.transfers);
         if (np.spec.kind == SplitKind::TreeSum) {
-          add_vertices(np.span.first_tile, 1, 2, 1 + np.span.parts, 1);
+          add_vertices(np.span.first_unit, 1, 2, 1 + np.span.parts, 1);
           plan.compute_sets += 1;
         }
       }
       if (!views_only) plan.compute_sets += np.serial;
       plan.vertices += np.vertices;
       plan.edges += np.vertices * fields;
-      plan.supersteps.push_back(Superstep{ni, np.span.ipu, np.compute_cycles,
-                                          np.exchange_cycles + np.inter_ipu_cycles,
+      plan.supersteps.push_back(Superstep{ni, np.span.device, np.compute_cycles,
+                                          np.exchange_cycles + np.inter_device_cycles,
                                           np.sync_cycles});
     }
   }
 
-  // Code: one codelet per vertex type a tile runs; and every tile's stack.
+  // Code: one codelet per vertex type a unit runs; and every unit's stack.
   void account_code(std::vector<std::vector<uint32_t>>& types) {
     auto& mem = plan.memory;
-    for (size_t ti = 0; ti < mem.tiles.size(); ++ti) {
+    for (size_t ti = 0; ti < mem.units.size(); ++ti) {
       auto& ty = types[ti];
       std::sort(ty.begin(), ty.end());
       ty.erase(std::unique(ty.begin(), ty.end()), ty.end());
       for (auto k : ty)
-        mem.tiles[ti].bytes[kCode] +=
+        mem.units[ti].bytes[kCode] +=
             (k & 3u) == 1u ? terms.code_bytes_matrix : terms.code_bytes_vector;
-      mem.tiles[ti].bytes[kStack] = terms.stack_bytes_per_unit;
+      mem.units[ti].bytes[kStack] = terms.stack_bytes_per_unit;
     }
   }
 
@@ -746,7 +746,7 @@ struct Planner {
   // result shares the buffer of an input of its size and layout that dies at that op (a
   // state's own memory included, when the state is updated and nothing reads it later), and a
   // state's new value, once nothing reads the old one, is written into the state's memory.
-  // States in streaming memory come onto the tiles when first read and their new values go
+  // States in streaming memory come onto the units when first read and their new values go
   // straight back. A buffer is freed when the last value in it dies; state memory never is.
   struct Liveness {
     struct Buffer {
@@ -756,25 +756,25 @@ struct Planner {
     };
     Planner& p;
     const ir::Graph& g;
-    // Not-always-live bytes per tile now and at their peak, and on all tiles now.
+    // Not-always-live bytes per unit now and at their peak, and on all units now.
     std::vector<int64_t> live, peak;
     int64_t live_total = 0;
     std::vector<int64_t> updates_state;  // per new state value: its state, else -1
     std::vector<bool> updated;           // per state: whether the step gives it a new value
-    // A new value bound for streaming memory leaves the tiles after its last reader here.
+    // A new value bound for streaming memory leaves the units after its last reader here.
     std::vector<int64_t> last_read;
     std::vector<Buffer> buffers;
     std::vector<int64_t> buffer_of;
     // Per step: values whose bytes outlive their own last reader (a view of them is read
     // later), freed after the view's last reader.
     std::vector<std::vector<int64_t>> late;
-    std::vector<double> streamed;  // bytes streamed in and out per IPU
+    std::vector<double> streamed;  // bytes streamed in and out per device
 
     explicit Liveness(Planner& planner)
         : p(planner),
           g(planner.g),
-          live(planner.plan.memory.tiles.size(), 0),
-          peak(planner.plan.memory.tiles.size(), 0),
+          live(planner.plan.memory.units.size(), 0),
+          peak(planner.plan.memory.units.size(), 0),
           updates_state(g.values.size(), -1),
           updated(g.values.size(), false),
           last_read(g.values.size(), -1),
@@ -811,8 +811,8 @@ struct Planner {
       return g.meta(a).nbytes() == g.meta(b).nbytes() && la.axis == lb.axis && la.span == lb.span;
     }
     void add_live(int64_t v, int64_t sign) {
-      p.for_each_piece(v, [&](int32_t ipu, int32_t tile, int64_t b) {
-        live[p.tile_index(ipu, tile)] += sign * b;
+      p.for_each_piece(v, [&](int32_t device, int32_t unit, int64_t b) {
+        live[p.unit_index(device, unit)] += sign * b;
         live_total += sign * b;
       });
     }
@@ -833,20 +833,20 @@ struct Planner {
       if (--buf.refs == 0 && !buf.state) add_live(buf.owner, -1);
     }
 
-    // Streamed inputs of step ni come onto its tiles.
+    // Streamed inputs of step ni come onto its units.
     void stream_in(int64_t ni, const ir::Node& n) {
       for (auto v : n.inputs)
         if (offchip(v) && buffer_of[static_cast<size_t>(v)] < 0 &&
             p.last[static_cast<size_t>(v)] >= ni) {
           hold(v, new_buffer(v, false));
-          streamed[static_cast<size_t>(p.plan.values[static_cast<size_t>(v)].span.ipu)] +=
+          streamed[static_cast<size_t>(p.plan.values[static_cast<size_t>(v)].span.device)] +=
               static_cast<double>(g.meta(v).nbytes()) /
               static_cast<double>(p.shards_[static_cast<size_t>(v)]);
         }
     }
 
     // Gives each result of step ni a buffer (its state's, an input's that dies here, or a new
-    // one); returns the tiles the results occupy.
+    // one); returns the units the results occupy.
     std::vector<size_t> place_results(int64_t ni, const ir::Node& n) {
       const auto& ends = p.held_until;
       std::vector<size_t> touched;
@@ -858,7 +858,7 @@ struct Planner {
         const int64_t st = updates_state[vu];
         int64_t b = -1;
         if (streams_out(v)) {
-          streamed[static_cast<size_t>(p.plan.values[vu].span.ipu)] +=
+          streamed[static_cast<size_t>(p.plan.values[vu].span.device)] +=
               static_cast<double>(g.meta(v).nbytes()) / static_cast<double>(p.shards_[vu]);
         } else if (st >= 0 && ends[static_cast<size_t>(st)] <= ni &&
                    g.meta(st).nbytes() == g.meta(v).nbytes()) {
@@ -882,16 +882,16 @@ struct Planner {
             }
           }
         hold(v, b >= 0 ? b : new_buffer(v, false));
-        p.for_each_piece(v, [&](int32_t ipu, int32_t tile, int64_t) {
-          touched.push_back(p.tile_index(ipu, tile));
+        p.for_each_piece(v, [&](int32_t device, int32_t unit, int64_t) {
+          touched.push_back(p.unit_index(device, unit));
         });
       }
       return touched;
     }
 
-    // Step ni's peak on each tile it touches: live bytes plus, on the tiles it runs on, the
+    // Step ni's peak on each unit it touches: live bytes plus, on the units it runs on, the
     // largest part's temporaries (a bound, never below; a view moves nothing). Returns the
-    // step's temporaries on all tiles.
+    // step's temporaries on all units.
     int64_t step_peaks(int64_t ni, const ir::Node& n, const std::vector<size_t>& touched) {
       auto& mem = p.plan.memory;
       const auto& np = p.plan.nodes[static_cast<size_t>(ni)];
@@ -901,14 +901,14 @@ struct Planner {
       auto bump = [&](size_t ti, int64_t tmp) {
         if (live[ti] + tmp > peak[ti]) {
           peak[ti] = live[ti] + tmp;
-          mem.tiles[ti].bytes[kActivations] = live[ti];
-          mem.tiles[ti].bytes[kTemporaries] = tmp;
-          mem.tiles[ti].peak_step = static_cast<int32_t>(ni);
+          mem.units[ti].bytes[kActivations] = live[ti];
+          mem.units[ti].bytes[kTemporaries] = tmp;
+          mem.units[ti].peak_step = static_cast<int32_t>(ni);
         }
       };
-      const int64_t temp_tiles = std::max<int64_t>(np.span.parts, np.reduce_tiles);
-      for (int64_t q = 0; q < std::min<int64_t>(temp_tiles, p.T()); ++q) {
-        const size_t ti = p.tile_index(np.span.ipu, np.span.tile(q, p.T()));
+      const int64_t temp_units = std::max<int64_t>(np.span.parts, np.reduce_units);
+      for (int64_t q = 0; q < std::min<int64_t>(temp_units, p.T()); ++q) {
+        const size_t ti = p.unit_index(np.span.device, np.span.unit(q, p.T()));
         temp_total += temp;
         bump(ti, temp);
       }
@@ -940,12 +940,12 @@ struct Planner {
   };
 
   // Always-live bytes, then the not-always-live bytes of every step by liveness, with each
-  // step's temporaries on the tiles it runs on. Returns the bytes streamed per IPU.
+  // step's temporaries on the units it runs on. Returns the bytes streamed per device.
   std::vector<double> account_liveness() {
     const int64_t N = static_cast<int64_t>(g.nodes.size());
     auto& mem = plan.memory;
     int64_t always = 0;
-    for (auto& tm : mem.tiles) always += tm.always_live();
+    for (auto& tm : mem.units) always += tm.always_live();
     mem.always_live_per_step.assign(static_cast<size_t>(N), always);
     mem.not_always_live_per_step.assign(static_cast<size_t>(N), 0);
     Liveness l(*this);
@@ -967,12 +967,12 @@ struct Planner {
     plan.host_in_bytes = plan.host_out_bytes = 0;
     for (auto v : g.inputs) {
       const double b = static_cast<double>(g.meta(v).nbytes());
-      host_in[static_cast<size_t>(plan.values[static_cast<size_t>(v)].span.ipu)] += b;
+      host_in[static_cast<size_t>(plan.values[static_cast<size_t>(v)].span.device)] += b;
       plan.host_in_bytes += b;
     }
     for (auto v : g.outputs) {
       const double b = static_cast<double>(g.meta(v).nbytes());
-      host_out[static_cast<size_t>(plan.values[static_cast<size_t>(v)].span.ipu)] += b;
+      host_out[static_cast<size_t>(plan.values[static_cast<size_t>(v)].span.device)] += b;
       plan.host_out_bytes += b;
     }
     double writeback = 0;
@@ -986,25 +986,29 @@ struct Planner {
       }
     }
     plan.cycles = RunCycles{};
-    plan.cycles.per_ipu.assign(static_cast<size_t>(mc.devices), DeviceCycles{});
+    plan.cycles.per_device.assign(static_cast<size_t>(mc.devices), DeviceCycles{});
     for (int32_t i = 0; i < mc.devices; ++i) {
-      auto& c = plan.cycles.per_ipu[static_cast<size_t>(i)];
+      auto& c = plan.cycles.per_device[static_cast<size_t>(i)];
       c.host = t.host_cycles(host_in[static_cast<size_t>(i)]) +
                t.host_cycles(host_out[static_cast<size_t>(i)]) +
                t.streaming_cycles(streamed[static_cast<size_t>(i)]);
       if (host_in[static_cast<size_t>(i)] + host_out[static_cast<size_t>(i)] > 0)
         c.sync += 2.0 * t.device_sync_cycles();
     }
-    if (writeback > 0)
-      plan.supersteps.push_back(Superstep{-1, 0, 0, t.exchange_cycles(writeback), t.sync_cycles()});
+    if (writeback > 0) {
+      const RegionShape device = region_shape(mc, T());  // every unit writes back at once
+      plan.supersteps.push_back(
+          Superstep{-1, 0, 0, t.region_exchange_cycles(writeback, device.width, device.height),
+                    t.sync_cycles()});
+    }
     for (auto& s : plan.supersteps) {
-      auto& c = plan.cycles.per_ipu[static_cast<size_t>(s.ipu)];
+      auto& c = plan.cycles.per_device[static_cast<size_t>(s.device)];
       c.compute += s.compute;
       c.exchange += s.exchange;
       c.sync += s.sync;
     }
     std::vector<double> per_device;
-    for (auto& c : plan.cycles.per_ipu) per_device.push_back(c.total());
+    for (auto& c : plan.cycles.per_device) per_device.push_back(c.total());
     plan.cycles.total = t.program_cycles(per_device);
     plan.cycles.simulated_seconds = plan.cycles.total / mc.clock_hz;
   }
@@ -1012,28 +1016,28 @@ struct Planner {
   // Totals and the out-of-memory verdict.
   void account_verdict() {
     auto& mem = plan.memory;
-    mem.tiles_over = 0;
-    mem.worst_tile = 0;
-    for (size_t i = 0; i < mem.tiles.size(); ++i) {
-      if (mem.tiles[i].total() > mc.bytes_per_unit) ++mem.tiles_over;
-      if (mem.tiles[i].total() > mem.tiles[static_cast<size_t>(mem.worst_tile)].total())
-        mem.worst_tile = static_cast<int64_t>(i);
+    mem.units_over = 0;
+    mem.worst_unit = 0;
+    for (size_t i = 0; i < mem.units.size(); ++i) {
+      if (mem.units[i].total() > mc.bytes_per_unit) ++mem.units_over;
+      if (mem.units[i].total() > mem.units[static_cast<size_t>(mem.worst_unit)].total())
+        mem.worst_unit = static_cast<int64_t>(i);
     }
-    mem.out_of_memory = mem.tiles_over > 0;
-    worst_tile_tensors();
+    mem.out_of_memory = mem.units_over > 0;
+    worst_unit_tensors();
   }
 
   // Poplar's reshape, slice, concat, dimShuffle and broadcast make views of their inputs: no
   // copy, no memory of their own, and the viewed tensors stay allocated while the view is read.
   // A result is counted so when it is none of the graph's outputs or new state values and every
-  // input is on the result's own IPU and not in streaming memory (a view across IPUs is a copy;
-  // streamed state arrives whole). held_until: each value's last reader, or the last
-  // reader of any view of it, whichever is later.
+  // input is on the result's own device and not in streaming memory (a view across devices is a
+  // copy; streamed state arrives whole). held_until: each value's last reader, or the last reader
+  // of any view of it, whichever is later.
   static bool view_kind(ir::OpKind k) { return ir::op_category(k) == ir::OpCategory::View; }
   // Whether node n creates a small constant: a Full of at most kMaxConstantElements elements
   // that the step computes with (not a graph output or a state's new value), such as the
   // scalars an op with a number operand traces to. Poplar holds those as graph constants, part
-  // of the program loaded onto the tiles, so they run no vertex and take no superstep; larger
+  // of the program loaded onto the units, so they run no vertex and take no superstep; larger
   // fills stay programs, as popops::fill (PopART zeroing an accumulator). Their few bytes are
   // still counted while they are live.
   static constexpr int64_t kMaxConstantElements = 16;
@@ -1058,11 +1062,11 @@ struct Planner {
       if (!view_kind(n.kind) || n.outputs.size() != 1) continue;
       const auto v = static_cast<size_t>(n.outputs[0]);
       if (last[v] >= N) continue;  // a graph output or a state's new value
-      const int32_t ipu = plan.values[v].span.ipu;
+      const int32_t device = plan.values[v].span.device;
       bool ok = true;
       for (auto in : n.inputs) {
         const auto& val = g.values[static_cast<size_t>(in)];
-        ok = ok && !val.offchip && plan.values[static_cast<size_t>(in)].span.ipu == ipu;
+        ok = ok && !val.offchip && plan.values[static_cast<size_t>(in)].span.device == device;
       }
       if (!ok) continue;
       view[v] = 1;
@@ -1072,11 +1076,11 @@ struct Planner {
     }
   }
 
-  void worst_tile_tensors() {
+  void worst_unit_tensors() {
     auto& mem = plan.memory;
-    const auto wt = mem.worst_tile;
-    const int32_t ipu = static_cast<int32_t>(wt / T()), tile = static_cast<int32_t>(wt % T());
-    const int32_t step = mem.tiles[static_cast<size_t>(wt)].peak_step;
+    const auto wt = mem.worst_unit;
+    const int32_t device = static_cast<int32_t>(wt / T()), unit = static_cast<int32_t>(wt % T());
+    const int32_t step = mem.units[static_cast<size_t>(wt)].peak_step;
     std::vector<int64_t> def(g.values.size(), -1);
     for (size_t ni = 0; ni < g.nodes.size(); ++ni)
       for (auto v : g.nodes[ni].outputs) def[static_cast<size_t>(v)] = static_cast<int64_t>(ni);
@@ -1089,11 +1093,11 @@ struct Planner {
       return detail::str(val.kind == ir::ValueKind::State ? "state " : "input ", v, " ",
                          shape_str(val.meta.shape));
     };
-    std::vector<TensorOnTile> list;
+    std::vector<TensorOnUnit> list;
     for (size_t v = 0; v < g.values.size(); ++v) {
       const auto& val = g.values[v];
       const auto& l = plan.values[v];
-      if (l.span.ipu != ipu) continue;
+      if (l.span.device != device) continue;
       const char* cat = val.kind == ir::ValueKind::State   ? "state"
                         : val.kind == ir::ValueKind::Input ? "stream_buffers"
                                                            : "activations";
@@ -1104,18 +1108,18 @@ struct Planner {
       }
       double b = 0;
       for (int64_t p = 0; p < l.span.parts; ++p)
-        if (l.span.tile(p, T()) == tile) b += l.bytes_on_part(p);
+        if (l.span.unit(p, T()) == unit) b += l.bytes_on_part(p);
       if (b > 0) list.push_back({name_of(static_cast<int64_t>(v)), static_cast<int64_t>(b), cat});
     }
-    if (step >= 0 && mem.tiles[static_cast<size_t>(wt)].bytes[kTemporaries] > 0)
+    if (step >= 0 && mem.units[static_cast<size_t>(wt)].bytes[kTemporaries] > 0)
       list.push_back({detail::str("temporaries of ",
                                   ir::op_name(g.nodes[static_cast<size_t>(step)].kind), "#", step),
-                      mem.tiles[static_cast<size_t>(wt)].bytes[kTemporaries], "temporaries"});
-    std::stable_sort(list.begin(), list.end(), [](const TensorOnTile& a, const TensorOnTile& b) {
+                      mem.units[static_cast<size_t>(wt)].bytes[kTemporaries], "temporaries"});
+    std::stable_sort(list.begin(), list.end(), [](const TensorOnUnit& a, const TensorOnUnit& b) {
       return a.bytes > b.bytes;
     });
     if (list.size() > 10) list.resize(10);
-    mem.worst_tile_tensors = std::move(list);
+    mem.worst_unit_tensors = std::move(list);
   }
 };
 
@@ -1123,12 +1127,13 @@ struct Planner {
 
 using nlohmann::json;
 
-inline json span_json(const TileSpan& s) {
-  return json::array({s.ipu, s.first_tile, s.parts, s.extent, s.grain});
+inline json span_json(const UnitSpan& s) {
+  return json::array({s.device, s.first_unit, s.parts, s.extent, s.grain, s.width, s.columns});
 }
-inline TileSpan span_from(const json& j) {
-  return TileSpan{j.at(0).get<int32_t>(), j.at(1).get<int32_t>(), j.at(2).get<int32_t>(),
-                  j.at(3).get<int64_t>(), j.at(4).get<int64_t>()};
+inline UnitSpan span_from(const json& j) {
+  return UnitSpan{j.at(0).get<int32_t>(), j.at(1).get<int32_t>(), j.at(2).get<int32_t>(),
+                  j.at(3).get<int64_t>(), j.at(4).get<int64_t>(), j.at(5).get<int32_t>(),
+                  j.at(6).get<int32_t>()};
 }
 
 inline json plan_to_json(const Plan& p) {
@@ -1157,12 +1162,12 @@ inline json plan_to_json(const Plan& p) {
                      n.compute_cycles,
                      n.exchange_cycles,
                      n.sync_cycles,
-                     n.inter_ipu_cycles,
+                     n.inter_device_cycles,
                      n.exchange_bytes,
-                     n.inter_ipu_bytes,
+                     n.inter_device_bytes,
                      n.max_temp_bytes,
                      json::array({n.grid.pb, n.grid.pm, n.grid.pn, n.grid.pk, n.grid.sk}),
-                     n.reduce_tiles,
+                     n.reduce_units,
                      n.resident,
                      n.follows});
   j["nodes"] = nodes;
@@ -1170,31 +1175,31 @@ inline json plan_to_json(const Plan& p) {
   for (auto& v : p.values) values.push_back({v.axis, span_json(v.span), v.bytes});
   j["values"] = values;
   json ss = json::array();
-  for (auto& s : p.supersteps) ss.push_back({s.node, s.ipu, s.compute, s.exchange, s.sync});
+  for (auto& s : p.supersteps) ss.push_back({s.node, s.device, s.compute, s.exchange, s.sync});
   j["supersteps"] = ss;
-  json tiles = json::array();
-  for (auto& t : p.memory.tiles) {
+  json units = json::array();
+  for (auto& t : p.memory.units) {
     json a = json::array();
     for (auto b : t.bytes) a.push_back(b);
     a.push_back(t.peak_step);
-    tiles.push_back(a);
+    units.push_back(a);
   }
   json wt = json::array();
-  for (auto& x : p.memory.worst_tile_tensors) wt.push_back({x.name, x.bytes, x.category});
-  j["memory"] = {{"bytes_per_tile", p.memory.bytes_per_tile},
-                 {"tiles", tiles},
+  for (auto& x : p.memory.worst_unit_tensors) wt.push_back({x.name, x.bytes, x.category});
+  j["memory"] = {{"bytes_per_unit", p.memory.bytes_per_unit},
+                 {"units", units},
                  {"always", p.memory.always_live_per_step},
                  {"not_always", p.memory.not_always_live_per_step},
                  {"oom", p.memory.out_of_memory},
-                 {"over", p.memory.tiles_over},
-                 {"worst", p.memory.worst_tile},
+                 {"over", p.memory.units_over},
+                 {"worst", p.memory.worst_unit},
                  {"worst_tensors", wt},
                  {"advice", p.memory.advice},
                  {"rts_saved", p.memory.replica_sharding_saved_bytes}};
-  json ipus = json::array();
-  for (auto& c : p.cycles.per_ipu) ipus.push_back({c.compute, c.exchange, c.sync, c.host});
+  json devices = json::array();
+  for (auto& c : p.cycles.per_device) devices.push_back({c.compute, c.exchange, c.sync, c.host});
   j["cycles"] = {
-      {"per_ipu", ipus}, {"total", p.cycles.total}, {"seconds", p.cycles.simulated_seconds}};
+      {"per_device", devices}, {"total", p.cycles.total}, {"seconds", p.cycles.simulated_seconds}};
   j["host"] = {p.host_in_bytes, p.host_out_bytes};
   j["size"] = {p.compute_sets, p.vertices, p.edges};
   return j;
@@ -1227,14 +1232,14 @@ inline Plan plan_from_json(const json& j) {
     np.compute_cycles = n.at(12).get<double>();
     np.exchange_cycles = n.at(13).get<double>();
     np.sync_cycles = n.at(14).get<double>();
-    np.inter_ipu_cycles = n.at(15).get<double>();
+    np.inter_device_cycles = n.at(15).get<double>();
     np.exchange_bytes = n.at(16).get<double>();
-    np.inter_ipu_bytes = n.at(17).get<double>();
+    np.inter_device_bytes = n.at(17).get<double>();
     np.max_temp_bytes = n.at(18).get<double>();
     const auto& gr = n.at(19);
     np.grid = MatrixGrid{gr.at(0).get<int32_t>(), gr.at(1).get<int32_t>(), gr.at(2).get<int32_t>(),
                          gr.at(3).get<int32_t>(), gr.at(4).get<int32_t>()};
-    np.reduce_tiles = n.at(20).get<int64_t>();
+    np.reduce_units = n.at(20).get<int64_t>();
     np.resident = n.at(21).get<uint8_t>();
     np.follows = n.at(22).get<int32_t>();
     p.nodes.push_back(std::move(np));
@@ -1247,27 +1252,27 @@ inline Plan plan_from_json(const json& j) {
                                      s.at(2).get<double>(), s.at(3).get<double>(),
                                      s.at(4).get<double>()});
   const auto& m = j.at("memory");
-  p.memory.bytes_per_tile = m.at("bytes_per_tile").get<int64_t>();
-  for (auto& t : m.at("tiles")) {
-    TileMemory tm;
+  p.memory.bytes_per_unit = m.at("bytes_per_unit").get<int64_t>();
+  for (auto& t : m.at("units")) {
+    UnitMemory tm;
     for (int c = 0; c < kNumCategories; ++c)
       tm.bytes[c] = t.at(static_cast<size_t>(c)).get<int64_t>();
     tm.peak_step = t.at(kNumCategories).get<int32_t>();
-    p.memory.tiles.push_back(tm);
+    p.memory.units.push_back(tm);
   }
   p.memory.always_live_per_step = m.at("always").get<std::vector<int64_t>>();
   p.memory.not_always_live_per_step = m.at("not_always").get<std::vector<int64_t>>();
   p.memory.out_of_memory = m.at("oom").get<bool>();
-  p.memory.tiles_over = m.at("over").get<int64_t>();
-  p.memory.worst_tile = m.at("worst").get<int64_t>();
+  p.memory.units_over = m.at("over").get<int64_t>();
+  p.memory.worst_unit = m.at("worst").get<int64_t>();
   p.memory.advice = m.at("advice").get<std::string>();
   p.memory.replica_sharding_saved_bytes = m.value("rts_saved", int64_t{0});
   for (auto& x : m.at("worst_tensors"))
-    p.memory.worst_tile_tensors.push_back(
+    p.memory.worst_unit_tensors.push_back(
         {x.at(0).get<std::string>(), x.at(1).get<int64_t>(), x.at(2).get<std::string>()});
-  for (auto& c : j.at("cycles").at("per_ipu"))
-    p.cycles.per_ipu.push_back(DeviceCycles{c.at(0).get<double>(), c.at(1).get<double>(),
-                                            c.at(2).get<double>(), c.at(3).get<double>()});
+  for (auto& c : j.at("cycles").at("per_device"))
+    p.cycles.per_device.push_back(DeviceCycles{c.at(0).get<double>(), c.at(1).get<double>(),
+                                               c.at(2).get<double>(), c.at(3).get<double>()});
   p.cycles.total = j.at("cycles").at("total").get<double>();
   p.cycles.simulated_seconds = j.at("cycles").at("seconds").get<double>();
   p.host_in_bytes = j.at("host").at(0).get<double>();
@@ -1281,8 +1286,9 @@ inline Plan plan_from_json(const json& j) {
 inline constexpr char kMagic[8] = {'I', 'P', 'U', 'M', 'L', 'P', 'L', 'N'};
 // 4: the replica all-reduce left the programs (charged once per update by the runtime).
 // 5: views cost no compute; 6: nor do small constants; 7: the target as a model (its JSON and
-// the machine's shape).
-inline constexpr uint32_t kVersion = 7;
+// the machine's shape); 8: the core's own words for its units and devices ("units",
+// "per_device").
+inline constexpr uint32_t kVersion = 8;
 struct FileHeader {
   char magic[8];
   uint32_t version;
@@ -1357,28 +1363,28 @@ inline void progress(const CompileOptions& o, int pct, int& shown) {
 IPUML_INLINE std::string out_of_memory_message(const Plan& p) {
   const auto& m = p.memory;
   std::ostringstream os;
-  const auto& w = m.tiles.at(static_cast<size_t>(m.worst_tile));
+  const auto& w = m.units.at(static_cast<size_t>(m.worst_unit));
   const std::string& unit = p.machine.unit_noun;
-  os << "Out of memory on " << unit << " " << m.worst_tile << ": " << w.total()
-     << " bytes used but " << unit << "s only have " << m.bytes_per_tile << " bytes of memory";
-  os << "\n  " << m.tiles_over << " of " << m.tiles.size() << " " << unit << "s are over (target "
+  os << "Out of memory on " << unit << " " << m.worst_unit << ": " << w.total()
+     << " bytes used but " << unit << "s only have " << m.bytes_per_unit << " bytes of memory";
+  os << "\n  " << m.units_over << " of " << m.units.size() << " " << unit << "s are over (target "
      << p.machine.name << ", " << p.machine.device_noun << " "
-     << m.worst_tile / p.machine.units_per_device << ")";
-  std::vector<size_t> order(m.tiles.size());
+     << m.worst_unit / p.machine.units_per_device << ")";
+  std::vector<size_t> order(m.units.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   const size_t top = std::min<size_t>(5, order.size());
   std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top), order.end(),
-                    [&](size_t a, size_t b) { return m.tiles[a].total() > m.tiles[b].total(); });
+                    [&](size_t a, size_t b) { return m.units[a].total() > m.units[b].total(); });
   os << "\n  top " << unit << "s:";
   for (size_t i = 0; i < top; ++i) {
-    const auto& t = m.tiles[order[i]];
+    const auto& t = m.units[order[i]];
     os << "\n    " << unit << " " << order[i] << ": " << t.total() << " bytes (";
     for (int c = 0; c < kNumCategories; ++c)
-      os << (c ? ", " : "") << mem_category_name(c) << " " << t.bytes[c];
+      os << (c ? ", " : "") << category_name(p, c) << " " << t.bytes[c];
     os << ")";
   }
-  os << "\n  largest tensors on " << unit << " " << m.worst_tile << ":";
-  for (auto& x : m.worst_tile_tensors)
+  os << "\n  largest tensors on " << unit << " " << m.worst_unit << ":";
+  for (auto& x : m.worst_unit_tensors)
     os << "\n    " << x.name << " (" << x.category << "): " << x.bytes << " bytes";
   if (!m.advice.empty()) os << "\n  " << m.advice;
   os << "\n  (allow_out_of_memory finishes the compile and writes the full report)";
@@ -1389,25 +1395,25 @@ IPUML_INLINE MemoryReport combine_memory(const Plan& step, const ir::Graph& ug, 
                                          const std::vector<bool>& shared) {
   const auto& a = step.memory;
   const auto& b = update.memory;
-  IPUML_CHECK(a.tiles.size() == b.tiles.size() && step.machine.units_per_device > 0,
+  IPUML_CHECK(a.units.size() == b.units.size() && step.machine.units_per_device > 0,
               "combine_memory: the step and the update were compiled for different systems (",
-              a.tiles.size(), " and ", b.tiles.size(), " ", step.machine.unit_noun, "s)");
+              a.units.size(), " and ", b.units.size(), " ", step.machine.unit_noun, "s)");
   IPUML_CHECK(shared.size() == ug.states.size(), "combine_memory: ", shared.size(),
               " shared flags for ", ug.states.size(), " states of the update graph");
   MemoryReport m;
-  m.bytes_per_tile = a.bytes_per_tile;
-  m.tiles.assign(a.tiles.size(), TileMemory{});
+  m.bytes_per_unit = a.bytes_per_unit;
+  m.units.assign(a.units.size(), UnitMemory{});
   m.replica_sharding_saved_bytes = a.replica_sharding_saved_bytes + b.replica_sharding_saved_bytes;
   const int64_t T = step.machine.units_per_device;
   const int64_t align = std::max<int64_t>(1, step.machine.alignment_bytes);
-  for (size_t i = 0; i < m.tiles.size(); ++i) {
-    const auto &x = a.tiles[i], &y = b.tiles[i];
-    auto& z = m.tiles[i];
+  for (size_t i = 0; i < m.units.size(); ++i) {
+    const auto &x = a.units[i], &y = b.units[i];
+    auto& z = m.units[i];
     z.bytes[kState] = x.bytes[kState];
     z.bytes[kStream] = x.bytes[kStream] + y.bytes[kStream];
     z.bytes[kCode] = x.bytes[kCode] + y.bytes[kCode];
-    z.bytes[kVertexState] = x.bytes[kVertexState] + y.bytes[kVertexState];
-    z.bytes[kExchangeCode] = x.bytes[kExchangeCode] + y.bytes[kExchangeCode];
+    z.bytes[kKernelState] = x.bytes[kKernelState] + y.bytes[kKernelState];
+    z.bytes[kReceiveCode] = x.bytes[kReceiveCode] + y.bytes[kReceiveCode];
     z.bytes[kStack] = std::max(x.bytes[kStack], y.bytes[kStack]);
     const int64_t xs = x.bytes[kActivations] + x.bytes[kTemporaries];
     const int64_t ys = y.bytes[kActivations] + y.bytes[kTemporaries];
@@ -1433,9 +1439,9 @@ IPUML_INLINE MemoryReport combine_memory(const Plan& step, const ir::Graph& ug, 
       const int64_t bytes = (upto - acc + shards - 1) / shards;
       acc = upto;
       if (bytes <= 0) continue;
-      const size_t ti = static_cast<size_t>(l.span.ipu) * static_cast<size_t>(T) +
-                        static_cast<size_t>(l.span.tile(p, T));
-      m.tiles.at(ti).bytes[kState] += (bytes + align - 1) / align * align;
+      const size_t ti = static_cast<size_t>(l.span.device) * static_cast<size_t>(T) +
+                        static_cast<size_t>(l.span.unit(p, T));
+      m.units.at(ti).bytes[kState] += (bytes + align - 1) / align * align;
     }
   }
   m.always_live_per_step = a.always_live_per_step;
@@ -1445,20 +1451,20 @@ IPUML_INLINE MemoryReport combine_memory(const Plan& step, const ir::Graph& ug, 
   m.not_always_live_per_step.insert(m.not_always_live_per_step.end(),
                                     b.not_always_live_per_step.begin(),
                                     b.not_always_live_per_step.end());
-  for (size_t i = 0; i < m.tiles.size(); ++i) {
-    if (m.tiles[i].total() > m.bytes_per_tile) ++m.tiles_over;
-    if (m.tiles[i].total() > m.tiles[static_cast<size_t>(m.worst_tile)].total())
-      m.worst_tile = static_cast<int64_t>(i);
+  for (size_t i = 0; i < m.units.size(); ++i) {
+    if (m.units[i].total() > m.bytes_per_unit) ++m.units_over;
+    if (m.units[i].total() > m.units[static_cast<size_t>(m.worst_unit)].total())
+      m.worst_unit = static_cast<int64_t>(i);
   }
-  m.out_of_memory = m.tiles_over > 0;
-  const auto wt = m.worst_tile;
-  if (wt == a.worst_tile) m.worst_tile_tensors = a.worst_tile_tensors;
-  if (wt == b.worst_tile)
-    m.worst_tile_tensors.insert(m.worst_tile_tensors.end(), b.worst_tile_tensors.begin(),
-                                b.worst_tile_tensors.end());
+  m.out_of_memory = m.units_over > 0;
+  const auto wt = m.worst_unit;
+  if (wt == a.worst_unit) m.worst_unit_tensors = a.worst_unit_tensors;
+  if (wt == b.worst_unit)
+    m.worst_unit_tensors.insert(m.worst_unit_tensors.end(), b.worst_unit_tensors.begin(),
+                                b.worst_unit_tensors.end());
   if (m.out_of_memory) {
-    const auto& w = m.tiles[static_cast<size_t>(wt)];
-    const auto& s = a.tiles[static_cast<size_t>(wt)];
+    const auto& w = m.units[static_cast<size_t>(wt)];
+    const auto& s = a.units[static_cast<size_t>(wt)];
     if (!a.out_of_memory)
       m.advice = detail::str(
           "The training step alone fits (", s.total(), " bytes on ", step.machine.unit_noun, " ",
@@ -1480,7 +1486,7 @@ IPUML_INLINE uint64_t plan_key(const ir::Graph& g, const emu::TargetModel& t,
   os << g.signature() << '|' << t.to_json() << '|' << o.available_memory_proportion << '|'
      << o.allow_out_of_memory << '|' << o.replication_factor << '|' << cdetail::kVersion << '|'
      << dtype_name(o.partials_type);
-  for (double p : o.available_memory_proportion_per_ipu) os << ',' << p;
+  for (double p : o.available_memory_proportion_per_device) os << ',' << p;
   const std::string s = os.str();
   return cdetail::fnv1a(s.data(), s.size());
 }
@@ -1581,12 +1587,16 @@ inline Plan plan_once(const ir::Graph& g, const TargetModelPtr& t, const Compile
               mc.units_per_device, " unit(s) of ", mc.bytes_per_unit, " bytes at ", mc.clock_hz,
               " Hz (alignment ", mc.alignment_bytes,
               "); expected at least one device and one unit, positive memory and clock");
+  IPUML_CHECK(mc.mesh_columns == 0 || mc.units_per_device % mc.mesh_columns == 0,
+              "compile: target '", mc.name, "' lays its ", mc.units_per_device,
+              " units in a mesh of ", mc.mesh_columns,
+              " columns; expected the columns to divide the units into whole rows");
   IPUML_CHECK(o.available_memory_proportion > 0 && o.available_memory_proportion <= 1, mc.name,
               " compile: available_memory_proportion must be in (0, 1], got ",
               o.available_memory_proportion);
   IPUML_CHECK(o.replication_factor >= 1, mc.name, " compile: replication_factor must be >= 1, got ",
               o.replication_factor);
-  for (double p : o.available_memory_proportion_per_ipu)
+  for (double p : o.available_memory_proportion_per_device)
     IPUML_CHECK(p >= 0 && p <= 1, mc.name, " compile: every per-", mc.device_noun,
                 " available_memory_proportion must be in (0, 1] (0: the global value), got ", p);
   IPUML_CHECK(is_floating(o.partials_type), mc.name,
@@ -1601,21 +1611,23 @@ inline Plan plan_once(const ir::Graph& g, const TargetModelPtr& t, const Compile
     pl.plan_node(static_cast<int64_t>(ni));
     progress(o, static_cast<int>(90 * (ni + 1) / std::max<size_t>(N, 1)), shown);
   }
-  // States and inputs no op slices go linearly over the tiles of their first reader's IPU.
-  std::vector<int32_t> first_ipu(g.values.size(), 0);
+  // States and inputs no op slices go linearly over the units of their first reader's device.
+  std::vector<int32_t> first_device(g.values.size(), 0);
   for (size_t ni = N; ni-- > 0;)
-    for (auto v : g.nodes[ni].inputs) first_ipu[static_cast<size_t>(v)] = g.nodes[ni].placement;
+    for (auto v : g.nodes[ni].inputs) first_device[static_cast<size_t>(v)] = g.nodes[ni].placement;
   for (auto v : g.states)
-    if (!pl.placed[static_cast<size_t>(v)]) pl.place_linear(v, first_ipu[static_cast<size_t>(v)]);
+    if (!pl.placed[static_cast<size_t>(v)])
+      pl.place_linear(v, first_device[static_cast<size_t>(v)]);
   for (auto v : g.inputs)
-    if (!pl.placed[static_cast<size_t>(v)]) pl.place_linear(v, first_ipu[static_cast<size_t>(v)]);
+    if (!pl.placed[static_cast<size_t>(v)])
+      pl.place_linear(v, first_device[static_cast<size_t>(v)]);
   pl.account();
   progress(o, 100, shown);
   return std::move(pl.plan);
 }
 
 // What would make an out-of-memory plan fit. A lower proportion is only suggested after a
-// compile with it fits; otherwise the advice follows what fills the fullest tile.
+// compile with it fits; otherwise the advice follows what fills the fullest unit.
 inline std::string advise(const ir::Graph& g, const TargetModelPtr& t, const CompileOptions& o,
                           const Plan& p) {
   CompileOptions q = o;
@@ -1623,15 +1635,15 @@ inline std::string advise(const ir::Graph& g, const TargetModelPtr& t, const Com
   std::string tried;
   for (double f : {0.5, 0.25, 0.1}) {
     q.available_memory_proportion = o.available_memory_proportion * f;
-    q.available_memory_proportion_per_ipu = o.available_memory_proportion_per_ipu;
-    for (auto& x : q.available_memory_proportion_per_ipu) x *= f;
+    q.available_memory_proportion_per_device = o.available_memory_proportion_per_device;
+    for (auto& x : q.available_memory_proportion_per_device) x *= f;
     if (!plan_once(g, t, q).memory.out_of_memory)
       return detail::str("it fits with available_memory_proportion ", q.available_memory_proportion,
                          " (checked: operations then take less temporary memory and more cycles)");
     tried += detail::str(tried.empty() ? "" : ", ", q.available_memory_proportion);
   }
-  const auto& w = p.memory.tiles.at(static_cast<size_t>(p.memory.worst_tile));
-  const int64_t code = w.bytes[kCode] + w.bytes[kVertexState] + w.bytes[kExchangeCode];
+  const auto& w = p.memory.units.at(static_cast<size_t>(p.memory.worst_unit));
+  const int64_t code = w.bytes[kCode] + w.bytes[kKernelState] + w.bytes[kReceiveCode];
   const std::string more = t->more_devices_hint();
   const std::pair<int64_t, std::string> parts[] = {
       {w.bytes[kActivations],
@@ -1674,9 +1686,19 @@ inline bool same_spec(const SliceSpec& a, const SliceSpec& b) {
          a.merge_all == b.merge_all && a.matrix == b.matrix;
 }
 
-inline bool span_in_target(const TileSpan& s, const emu::Machine& t) {
-  return s.ipu >= 0 && s.ipu < t.devices && s.first_tile >= 0 &&
-         s.first_tile < t.units_per_device && s.parts >= 1 && s.grain >= 1 && s.extent >= 1;
+inline bool shape_in_target(const UnitSpan& s, const emu::Machine& t) {
+  if (s.width == 0) return s.columns == 0 && t.mesh_columns == 0;
+  // A rectangle lies inside the mesh it was placed on.
+  const RegionShape r = s.shape();
+  return t.mesh_columns > 0 && s.columns == t.mesh_columns && s.width >= 1 &&
+         s.first_unit % s.columns + r.width <= s.columns &&
+         s.first_unit / s.columns + r.height <= mesh_rows(t);
+}
+
+inline bool span_in_target(const UnitSpan& s, const emu::Machine& t) {
+  return s.device >= 0 && s.device < t.devices && s.first_unit >= 0 &&
+         s.first_unit < t.units_per_device && s.parts >= 1 && s.grain >= 1 && s.extent >= 1 &&
+         shape_in_target(s, t);
 }
 
 inline bool finite_non_negative(double x) { return std::isfinite(x) && x >= 0; }
@@ -1708,8 +1730,9 @@ IPUML_INLINE bool plan_fits_graph(const ir::Graph& g, const emu::TargetModel& mo
     const auto& np = p.nodes[i];
     const auto& n = g.nodes[i];
     if (static_cast<int>(np.spec.kind) > static_cast<int>(SplitKind::Grid)) return false;
-    if (np.span.parts < 1 || np.span.ipu < 0 || np.span.ipu >= t.devices ||
-        np.span.first_tile < 0 || np.span.first_tile >= t.units_per_device)
+    if (np.span.parts < 1 || np.span.device < 0 || np.span.device >= t.devices ||
+        np.span.first_unit < 0 || np.span.first_unit >= t.units_per_device ||
+        !cdetail::shape_in_target(np.span, t))
       return false;
     if (np.follows < -1 || np.follows >= static_cast<int32_t>(n.inputs.size())) return false;
     if (np.serial < 1 || np.serial > (1 << 20)) return false;
@@ -1736,30 +1759,30 @@ IPUML_INLINE bool plan_fits_graph(const ir::Graph& g, const emu::TargetModel& mo
     const auto& gr = np.grid;
     const MatrixProblem mp = matrix_problem(g, n);
     if (gr.pb < 1 || gr.pm < 1 || gr.pn < 1 || gr.pk < 1 || gr.sk < 1 ||
-        gr.tiles() > t.units_per_device || gr.k_slices() > 2 * mp.k || np.spec.extent != mp.k ||
-        np.spec.in_dim != mp.k_dim || np.reduce_tiles < 0 || np.reduce_tiles > t.units_per_device ||
+        gr.units() > t.units_per_device || gr.k_slices() > 2 * mp.k || np.spec.extent != mp.k ||
+        np.spec.in_dim != mp.k_dim || np.reduce_units < 0 || np.reduce_units > t.units_per_device ||
         np.resident > 3)
       return false;
   }
-  // What reports index with: steps, tiles and IPUs in range, figures finite.
+  // What reports index with: steps, units and devices in range, figures finite.
   for (const auto& s : p.supersteps)
-    if (s.node < -2 || s.node >= n_nodes || s.ipu < 0 || s.ipu >= t.devices ||
+    if (s.node < -2 || s.node >= n_nodes || s.device < 0 || s.device >= t.devices ||
         !cdetail::finite_non_negative(s.compute) || !cdetail::finite_non_negative(s.exchange) ||
         !cdetail::finite_non_negative(s.sync))
       return false;
   const auto& m = p.memory;
-  if (m.tiles.size() != static_cast<size_t>(t.devices) * static_cast<size_t>(t.units_per_device) ||
-      m.worst_tile < 0 || m.worst_tile >= static_cast<int64_t>(m.tiles.size()) ||
+  if (m.units.size() != static_cast<size_t>(t.devices) * static_cast<size_t>(t.units_per_device) ||
+      m.worst_unit < 0 || m.worst_unit >= static_cast<int64_t>(m.units.size()) ||
       m.always_live_per_step.size() != m.not_always_live_per_step.size() ||
-      m.always_live_per_step.size() > g.nodes.size() || m.tiles_over < 0 ||
-      m.tiles_over > static_cast<int64_t>(m.tiles.size()))
+      m.always_live_per_step.size() > g.nodes.size() || m.units_over < 0 ||
+      m.units_over > static_cast<int64_t>(m.units.size()))
     return false;
-  for (const auto& tm : m.tiles) {
+  for (const auto& tm : m.units) {
     if (tm.peak_step < -1 || tm.peak_step >= n_nodes) return false;
     for (auto b : tm.bytes)
       if (b < 0) return false;
   }
-  if (p.cycles.per_ipu.size() != static_cast<size_t>(t.devices) ||
+  if (p.cycles.per_device.size() != static_cast<size_t>(t.devices) ||
       !cdetail::finite_non_negative(p.cycles.total))
     return false;
   return true;

@@ -1,5 +1,5 @@
-// The IPU emulator's executable: a compiled plan run as BSP supersteps, each compute set a
-// parallel loop over its tiles' vertices inside the owning IPU's thread arena.
+// The device emulator's executable: a compiled plan run as BSP supersteps, each compute set a
+// parallel loop over its units' vertices inside the owning device's thread arena.
 #pragma once
 
 #include <cstdint>
@@ -17,13 +17,13 @@
 namespace ipuml::emu {
 
 struct ExecOptions {
-  // Tiles are grouped into at most this many chunks per compute set (0: the thread count);
-  // contiguous tiles of a chunk run as one kernel call, which gives the same bits.
+  // Units are grouped into at most this many chunks per compute set (0: the thread count);
+  // contiguous units of a chunk run as one kernel call, which gives the same bits.
   int64_t max_chunks = 0;
   // Compute sets smaller than this (FLOPs + bytes) run as one call on the calling thread: below
   // it, entering the arena and splitting costs more than the CPU kernel's own parallelism gains.
   double min_parallel_work = 1 << 22;
-  // The IPU's stochastic rounding of float16/bfloat16 results (PopTorch's
+  // The device's stochastic rounding of float16/bfloat16 results (PopTorch's
   // Precision.enableStochasticRounding), from counter-based random bits of this seed.
   bool stochastic_rounding = false;
   uint64_t rounding_seed = 0;
@@ -35,11 +35,11 @@ struct ExecOptions {
   std::string report_dir;
   // false: no reports at all (a further replica's instance: replica 0 reports the program).
   bool write_reports = true;
-  // Exchange checking (docs/planner.md): every value lives in per-tile pieces as the plan lays
+  // Exchange checking (docs/planner.md): every value lives in per-unit pieces as the plan lays
   // it out, each op receives its operands by copying those pieces (poison where none covers),
-  // split ops run one tile's slice at a time, results go back into their owners' pieces, and
-  // an op that reads another IPU's data without its plan paying for the IPU-Link transfer, or
-  // writes onto another IPU, is an error. Slow; for tests. Also IPUML_ENGINE_OPTIONS'
+  // split ops run one unit's slice at a time, results go back into their owners' pieces, and
+  // an op that reads another device's data without its plan paying for the device-Link transfer, or
+  // writes onto another device, is an error. Slow; for tests. Also IPUML_ENGINE_OPTIONS'
   // {"debug.checkExchange": "true"} or the compile option check_exchange=1.
   bool check_exchange = false;
 };
@@ -65,18 +65,18 @@ class Executable {
                           uint64_t step = 0);
   // The items as run() would run them one after another, with the same results. `pipelined`:
   // the graph's pipeline stages (ir::Node::stage) run different micro-batches at once, each
-  // stage taking them in order, as the IPUs of a pipelined program do; it falls back to one
+  // stage taking them in order, as the devices of a pipelined program do; it falls back to one
   // after another where the stages cannot overlap with the same bits (see pipelinable()).
   std::vector<std::vector<Tensor>> run_many(const std::vector<RunItem>& items, bool pipelined);
   bool pipelinable() const;
   // Another instance of the same program (graph and plan) with its own buffers, scratch and
-  // IPU arenas, for a further replica run at the same time; it writes no reports.
+  // device arenas, for a further replica run at the same time; it writes no reports.
   std::unique_ptr<Executable> replica() const;
-  // The most host threads each emulated IPU's arena uses (0: all the host's).
+  // The most host threads each emulated device's arena uses (0: all the host's).
   void set_host_threads(int threads);
   int num_stages() const;
   // Modelled cycles of `micro_batches` runs back to back (backends/emu/schedule.hpp):
-  // pipelined over the program's stages, or one after another (sharded, or a single IPU).
+  // pipelined over the program's stages, or one after another (sharded, or a single device).
   double cycles_for(int64_t micro_batches, bool pipelined) const;
 
   const ir::Graph& graph() const;
@@ -90,10 +90,10 @@ class Executable {
   bool loaded_from_cache() const;
   void set_exec_options(const ExecOptions& e);
 
-  // Cycles of the last run (per IPU compute/exchange/sync/host) and its wall time.
+  // Cycles of the last run (per device compute/exchange/sync/host) and its wall time.
   const RunCycles& last_run_cycles() const;
-  // Bytes the last run with ExecOptions::check_exchange really moved between IPUs.
-  double checked_inter_ipu_bytes() const;
+  // Bytes the last run with ExecOptions::check_exchange really moved between devices.
+  double checked_inter_device_bytes() const;
   double last_run_wall_seconds() const;
   std::vector<RunRecord> run_history() const;  // the last 1000 runs, oldest first
 

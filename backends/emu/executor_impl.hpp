@@ -1,5 +1,6 @@
-// Body of the IPU executable: binding host tensors, running each compute set's vertices over
-// tile chunks in the IPU's task arena, and recording cycles (compiled in src/lib/ipu_executor.cpp).
+// Body of the device executable: binding host tensors, running each compute set's vertices over
+// unit chunks in the device's task arena, and recording cycles (compiled in
+// src/lib/emu_executor.cpp).
 #pragma once
 
 #include <chrono>
@@ -139,7 +140,7 @@ struct Executable::Impl {
   bool pipeline_ok = false;
   std::vector<std::vector<cpu::ConstBuffer>> in_bufs;
   std::vector<std::vector<cpu::MutableBuffer>> out_bufs;
-  std::vector<std::unique_ptr<tbb::task_arena>> ipus;  // one per emulated IPU
+  std::vector<std::unique_ptr<tbb::task_arena>> devices;  // one per emulated device
   // Per grid node with a K split: partial sums and operand slices, kept between runs.
   struct GridScratch {
     std::vector<std::vector<float>> parts;               // partial sums, one per K part run
@@ -161,22 +162,22 @@ struct Executable::Impl {
   // replicas that share read-only states (the weights) can run at the same time.
   std::vector<size_t> updated_states;
 
-  // Runs fn in the IPU's task arena. In a pipelined run the stages' threads already share the
+  // Runs fn in the device's task arena. In a pipelined run the stages' threads already share the
   // host's cores through the pipeline; entering an arena whose master slot another stage holds
   // would queue the work and block the thread, so there fn runs in the caller's arena.
   bool pipelining = false;
   template <typename Fn>
-  void on_ipu(int32_t ipu, Fn&& fn) {
+  void on_device(int32_t device, Fn&& fn) {
     if (pipelining)
       fn();
     else
-      ipus[static_cast<size_t>(ipu)]->execute(std::forward<Fn>(fn));
+      devices[static_cast<size_t>(device)]->execute(std::forward<Fn>(fn));
   }
 
-  // Exchange checking (ExecOptions::check_exchange): each value's data in per-tile pieces.
+  // Exchange checking (ExecOptions::check_exchange): each value's data in per-unit pieces.
   std::vector<std::vector<std::vector<char>>> pieces;  // [value][part of its layout]
-  std::vector<char> on_tiles;                          // [value]: its pieces are current
-  double checked_inter_ipu_bytes = 0;                  // moved over IPU-Links in the last run
+  std::vector<char> on_units;                          // [value]: its pieces are current
+  double checked_inter_device_bytes = 0;               // moved over device-Links in the last run
 
   std::string value_name(int64_t v) const {
     const auto& val = graph.values[static_cast<size_t>(v)];
@@ -184,7 +185,7 @@ struct Executable::Impl {
            (val.name.empty() ? std::string() : " ('" + val.name + "'") +
            (val.name.empty() ? std::string() : ")");
   }
-  // The bytes [first, second) of value v that part p of its layout holds on its tile: its share
+  // The bytes [first, second) of value v that part p of its layout holds on its unit: its share
   // of the layout's bytes, as the memory accounting places them (the compiler's for_each_piece).
   std::pair<size_t, size_t> piece_range(int64_t v, int64_t p) const {
     const auto& l = plan.values[static_cast<size_t>(v)];
@@ -201,8 +202,8 @@ struct Executable::Impl {
     };
     return {at(p), at(p + 1)};
   }
-  // Puts value v's data (a whole buffer) into the pieces its layout gives its tiles.
-  void to_tiles(int64_t v, const void* src) {
+  // Puts value v's data (a whole buffer) into the pieces its layout gives its units.
+  void to_units(int64_t v, const void* src) {
     const auto& l = plan.values[static_cast<size_t>(v)];
     auto& ps = pieces[static_cast<size_t>(v)];
     ps.assign(static_cast<size_t>(std::max(l.span.parts, 0)), {});
@@ -216,12 +217,12 @@ struct Executable::Impl {
     const size_t bytes = graph.values[static_cast<size_t>(v)].meta.nbytes();
     IPUML_CHECK(held == bytes, "exchange check: the ", plan.machine.unit_noun, "s of ",
                 value_name(v), " hold ", held, " of its ", bytes, " bytes");
-    on_tiles[static_cast<size_t>(v)] = 1;
+    on_units[static_cast<size_t>(v)] = 1;
   }
-  // The exchange: value v's pieces copied into a buffer for an op on `ipu`; bytes no piece
+  // The exchange: value v's pieces copied into a buffer for an op on `device`; bytes no piece
   // covers stay poison (all ones: NaN in every float type).
-  void from_tiles(int64_t v, char* dst, int32_t ipu, double& inter) {
-    IPUML_CHECK(on_tiles[static_cast<size_t>(v)], "exchange check: ", value_name(v),
+  void from_units(int64_t v, char* dst, int32_t device, double& inter) {
+    IPUML_CHECK(on_units[static_cast<size_t>(v)], "exchange check: ", value_name(v),
                 " is read before any op or host transfer put it on its ", plan.machine.unit_noun,
                 "s");
     std::memset(dst, 0xff, graph.values[static_cast<size_t>(v)].meta.nbytes());
@@ -229,17 +230,17 @@ struct Executable::Impl {
     for (int64_t p = 0; p < l.span.parts; ++p) {
       const auto& piece = pieces[static_cast<size_t>(v)][static_cast<size_t>(p)];
       std::memcpy(dst + piece_range(v, p).first, piece.data(), piece.size());
-      if (l.span.ipu != ipu) inter += static_cast<double>(piece.size());
+      if (l.span.device != device) inter += static_cast<double>(piece.size());
     }
   }
   void run_checked(Slot& sl, const cpu::KernelContext& ctx) {
     const auto& g = graph;
     pieces.assign(g.values.size(), {});
-    on_tiles.assign(g.values.size(), 0);
-    checked_inter_ipu_bytes = 0;
-    // The host streams the inputs onto their tiles; states are already there.
-    for (auto v : g.inputs) to_tiles(v, sl.ptr[static_cast<size_t>(v)]);
-    for (auto v : g.states) to_tiles(v, sl.ptr[static_cast<size_t>(v)]);
+    on_units.assign(g.values.size(), 0);
+    checked_inter_device_bytes = 0;
+    // The host streams the inputs onto their units; states are already there.
+    for (auto v : g.inputs) to_units(v, sl.ptr[static_cast<size_t>(v)]);
+    for (auto v : g.states) to_units(v, sl.ptr[static_cast<size_t>(v)]);
     std::vector<void*> ptr = sl.ptr;
     for (size_t n = 0; n < g.nodes.size(); ++n) {
       const auto& node = g.nodes[n];
@@ -249,14 +250,14 @@ struct Executable::Impl {
       for (size_t j = 0; j < node.inputs.size(); ++j) {
         const int64_t v = node.inputs[j];
         ins[j].resize(std::max<size_t>(g.values[static_cast<size_t>(v)].meta.nbytes(), 1));
-        from_tiles(v, ins[j].data(), np.span.ipu, inter);
+        from_units(v, ins[j].data(), np.span.device, inter);
         ptr[static_cast<size_t>(v)] = ins[j].data();
       }
-      IPUML_CHECK(inter <= np.inter_ipu_bytes + 0.5, "exchange check: op ", n, " (",
-                  ir::op_name(node.kind), ") on ", plan.machine.device_noun, " ", np.span.ipu,
+      IPUML_CHECK(inter <= np.inter_device_bytes + 0.5, "exchange check: op ", n, " (",
+                  ir::op_name(node.kind), ") on ", plan.machine.device_noun, " ", np.span.device,
                   " receives ", inter, " bytes from other ", plan.machine.device_noun,
-                  "s, but its plan pays for ", np.inter_ipu_bytes);
-      checked_inter_ipu_bytes += inter;
+                  "s, but its plan pays for ", np.inter_device_bytes);
+      checked_inter_device_bytes += inter;
       for (size_t k = 0; k < node.outputs.size(); ++k) {
         const int64_t v = node.outputs[k];
         outs[k].assign(std::max<size_t>(g.values[static_cast<size_t>(v)].meta.nbytes(), 1),
@@ -267,11 +268,11 @@ struct Executable::Impl {
       for (size_t k = 0; k < node.outputs.size(); ++k) {
         const int64_t v = node.outputs[k];
         const auto& l = plan.values[static_cast<size_t>(v)];
-        IPUML_CHECK(l.span.ipu == np.span.ipu, "exchange check: op ", n, " (",
+        IPUML_CHECK(l.span.device == np.span.device, "exchange check: op ", n, " (",
                     ir::op_name(node.kind), ") runs on ", plan.machine.device_noun, " ",
-                    np.span.ipu, " but its result ", value_name(v), " is laid out on ",
-                    plan.machine.device_noun, " ", l.span.ipu);
-        to_tiles(v, outs[k].data());
+                    np.span.device, " but its result ", value_name(v), " is laid out on ",
+                    plan.machine.device_noun, " ", l.span.device);
+        to_units(v, outs[k].data());
         // The host-visible copy: outputs and state updates are read from the slot at the end.
         if (sl.ptr[static_cast<size_t>(v)] != nullptr)
           std::memcpy(sl.ptr[static_cast<size_t>(v)], outs[k].data(),
@@ -287,7 +288,7 @@ struct Executable::Impl {
   void apply_updates(const Slot& sl, int stage);  // stage -1: every update
   void record(uint64_t step, double wall);
 
-  // Rows [b, e) of node n's split: every tile in the range runs its vertex's slice in one call.
+  // Rows [b, e) of node n's split: every unit in the range runs its vertex's slice in one call.
   void run_rows(size_t n, int64_t b, int64_t e, const cpu::KernelContext& ctx) {
     const auto& node = graph.nodes[n];
     const auto& np = plan.nodes[n];
@@ -345,7 +346,7 @@ struct Executable::Impl {
                        static_cast<char*>(full_out[j].data));
   }
 
-  // A full float sum: leaves of the pairwise tree on the tiles, combined in the tree's order, so
+  // A full float sum: leaves of the pairwise tree on the units, combined in the tree's order, so
   // the result is the CPU kernel's bit for bit.
   void run_tree_sum(size_t n, int64_t chunks) {
     const auto* x = static_cast<const float*>(in_bufs[n][0].data);
@@ -386,7 +387,7 @@ struct Executable::Impl {
 
   // A matrix op whose K is split: each K part sums its serial slices, the parts' partial sums
   // (rounded to the partials type) are added in order, and the total is cast to the output's
-  // type, as the tiles and the reduction compute set form them. K parts run in parallel when
+  // type, as the units and the reduction compute set form them. K parts run in parallel when
   // their partials fit a modest buffer; the order of the final sum never changes.
   void run_grid_k(size_t n, const cpu::KernelContext& ctx) {
     const auto& node = graph.nodes[n];
@@ -519,7 +520,7 @@ struct Executable::Impl {
     if (!rounds_stochastically(n)) return run_node_body(n, ctx);
     // The op computes its half results in float32 scratch; each element is then rounded with
     // counter-based random bits (seed, node, step, element index), so the bits do not depend on
-    // how the tiles were chunked over threads.
+    // how the units were chunked over threads.
     const auto real = out_bufs[n];
     std::vector<std::vector<float>> wide(real.size());
     for (size_t i = 0; i < real.size(); ++i) {
@@ -556,11 +557,11 @@ struct Executable::Impl {
       // one call, which parallelises inside itself. K's partial sums change the arithmetic only
       // when they are rounded to half (setPartialsType(half)): float partials differ from one
       // call's float accumulation in the order of additions alone, an order the emulator does not
-      // model within a tile either, so they run as one call too (at MNIST's sizes the many small
+      // model within a unit either, so they run as one call too (at MNIST's sizes the many small
       // per-part calls cost more than the arithmetic).
       if (np.spec.kind == SplitKind::Grid && np.grid.k_slices() > 1 &&
           plan.partials_type != DType::Float32 && k_parts_are_sums(node.kind)) {
-        on_ipu(np.span.ipu, [&] { run_grid_k(n, ctx); });
+        on_device(np.span.device, [&] { run_grid_k(n, ctx); });
       } else {
         cpu::run_kernel(node.kind, node.attrs, in_bufs[n], out_bufs[n], ctx);
       }
@@ -579,7 +580,7 @@ struct Executable::Impl {
       if (chunks <= 1)
         return run_rows(n, 0, np.spec.kind == SplitKind::Whole ? np.spec.extent : np.spec.extent,
                         ctx);
-      // Chunk c takes whole tiles [parts*c/C, parts*(c+1)/C): each tile's slice, merged.
+      // Chunk c takes whole units [parts*c/C, parts*(c+1)/C): each unit's slice, merged.
       tbb::parallel_for(
           tbb::blocked_range<int64_t>(0, chunks, 1),
           [&](const tbb::blocked_range<int64_t>& r) {
@@ -594,7 +595,7 @@ struct Executable::Impl {
     if (chunks <= 1 && np.spec.kind != SplitKind::TreeSum)
       body();  // one call: the kernel parallelises inside itself
     else
-      on_ipu(np.span.ipu, body);
+      on_device(np.span.device, body);
   }
 };
 
@@ -615,7 +616,7 @@ IPUML_INLINE Executable::Executable(ir::Graph graph, Plan plan, ExecOptions exec
   for (size_t n = 0; n < m.graph.nodes.size(); ++n) {
     const auto& np = m.plan.nodes[n];
     IPUML_CHECK(
-        np.span.parts >= 1 && np.span.ipu >= 0 && np.span.ipu < m.plan.machine.devices &&
+        np.span.parts >= 1 && np.span.device >= 0 && np.span.device < m.plan.machine.devices &&
             np.spec.in_dim.size() == (np.spec.kind == SplitKind::Whole && np.spec.in_dim.empty()
                                           ? 0
                                           : m.graph.nodes[n].inputs.size()),
@@ -634,12 +635,12 @@ IPUML_INLINE Executable::Executable(ir::Graph graph, Plan plan, ExecOptions exec
   }
   m.find_stages();
   for (int64_t i = 0; i < m.plan.machine.devices; ++i)
-    m.ipus.push_back(std::make_unique<tbb::task_arena>());
+    m.devices.push_back(std::make_unique<tbb::task_arena>());
   m.last = m.plan.cycles;
   m.engine = engine_options_from_env();  // an invalid IPUML_ENGINE_OPTIONS is an error anyway
   if (m.engine.check_exchange) m.exec.check_exchange = true;
   if (m.exec.check_exchange) {
-    // One vertex call per tile: each sees only the slice its tile was given.
+    // One vertex call per unit: each sees only the slice its unit was given.
     m.exec.max_chunks = std::numeric_limits<int64_t>::max();
     m.exec.min_parallel_work = 0;
   }
@@ -660,7 +661,7 @@ IPUML_INLINE Executable::Executable(ir::Graph graph, Plan plan, ExecOptions exec
 IPUML_INLINE Executable::~Executable() = default;
 
 IPUML_INLINE void Executable::set_host_threads(int threads) {
-  for (auto& a : impl_->ipus)
+  for (auto& a : impl_->devices)
     a = threads > 0 ? std::make_unique<tbb::task_arena>(threads)
                     : std::make_unique<tbb::task_arena>();
 }
@@ -898,8 +899,8 @@ IPUML_INLINE void Executable::set_memory_report(MemoryReport m) {
 }
 IPUML_INLINE void Executable::set_exec_options(const ExecOptions& e) { impl_->exec = e; }
 IPUML_INLINE const RunCycles& Executable::last_run_cycles() const { return impl_->last; }
-IPUML_INLINE double Executable::checked_inter_ipu_bytes() const {
-  return impl_->checked_inter_ipu_bytes;
+IPUML_INLINE double Executable::checked_inter_device_bytes() const {
+  return impl_->checked_inter_device_bytes;
 }
 IPUML_INLINE double Executable::last_run_wall_seconds() const { return impl_->last_wall; }
 IPUML_INLINE std::vector<RunRecord> Executable::run_history() const {

@@ -1,5 +1,5 @@
 // The shape of an emulated machine as the emulator core sees it: devices (chips) of units
-// (tiles, processing elements, pattern units), each unit with its own memory, one clock. The
+// (units, processing elements, pattern units), each unit with its own memory, one clock. The
 // target model (target_model.hpp) says what each unit costs; this is only where work can go.
 #pragma once
 

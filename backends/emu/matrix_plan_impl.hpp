@@ -1,4 +1,4 @@
-// Bodies of the matrix-op planner (compiled once in src/lib/ipu_matrix_plan.cpp).
+// Bodies of the matrix-op planner (compiled once in src/lib/emu_matrix_plan.cpp).
 #pragma once
 
 #include <algorithm>
@@ -211,9 +211,9 @@ inline double ceil_frac(int64_t extent, int64_t parts) {
 }
 
 // Part counts worth trying for an axis: every count up to 16, then steps of about 12 %, and
-// the counts that give each tile 1..16 rows exactly.
-inline std::vector<int32_t> candidates(int64_t extent, int64_t tiles) {
-  const int64_t hi = std::min(extent, tiles);
+// the counts that give each unit 1..16 rows exactly.
+inline std::vector<int32_t> candidates(int64_t extent, int64_t units) {
+  const int64_t hi = std::min(extent, units);
   std::vector<int32_t> c;
   for (int64_t p = 1; p <= std::min<int64_t>(hi, 16); ++p) c.push_back(static_cast<int32_t>(p));
   for (double p = 18; p <= static_cast<double>(hi); p = std::ceil(p * 1.12))
@@ -272,25 +272,28 @@ IPUML_INLINE MatrixCost matrix_cost(const emu::TargetModel& t, const MatrixProbl
   c.compute = t.compute_cycles(p.flops * fb * fm * fn * fk, held + block * out_es, p.dtype, p.amp,
                                static_cast<int64_t>(block)) +
               t.repeat_cycles() * (sk - 1.0);
-  c.exchange = t.exchange_cycles(recv);
+  // On the units the grid will take (placement.hpp: a rectangle of a mesh).
+  const RegionShape on = region_shape(t.machine(), g.units());
+  c.exchange = t.region_exchange_cycles(recv, on.width, on.height);
   c.sync = t.sync_cycles() * sk;
-  c.exchange_bytes = recv * static_cast<double>(g.tiles());
-  c.vertices = g.tiles();
+  c.exchange_bytes = recv * static_cast<double>(g.units());
+  c.vertices = g.units();
   c.temp = recv / sk + partial;
   if (g.pk > 1) {
-    // The partials of each output element meet on one tile of the reduction and are added in
-    // order there; the output comes out spread flat over those tiles.
+    // The partials of each output element meet on one unit of the reduction and are added in
+    // order there; the output comes out spread flat over those units.
     const int64_t R = std::clamp<int64_t>((p.out_elems + 15) / 16, 1, t.machine().units_per_device);
     const double per = std::ceil(static_cast<double>(p.out_elems) / static_cast<double>(R));
     const double rrecv = static_cast<double>(g.pk) * per * ps;
     c.compute += t.compute_cycles(static_cast<double>(g.pk) * per, rrecv + per * out_es, partials,
                                   false, static_cast<int64_t>(per));
-    c.exchange += t.exchange_cycles(rrecv);
+    const RegionShape red = region_shape(t.machine(), R);
+    c.exchange += t.region_exchange_cycles(rrecv, red.width, red.height);
     c.sync += t.sync_cycles();
     c.exchange_bytes += rrecv * static_cast<double>(R);
-    c.reduce_tiles = R;
+    c.reduce_units = R;
     c.vertices += R;
-    // A tile that holds partials and receives others' for its share holds both at once.
+    // A unit that holds partials and receives others' for its share holds both at once.
     c.temp = std::max(c.temp, partial + rrecv);
   }
   c.fits = c.temp <= limit;
@@ -313,7 +316,7 @@ IPUML_INLINE MatrixGrid plan_matrix(const emu::TargetModel& t, const MatrixProbl
         better = c.fits;
       } else if (c.fits) {
         better = c.total() < best_cost.total() - 1e-9 ||
-                 (std::fabs(c.total() - best_cost.total()) <= 1e-9 && g.tiles() < best.tiles());
+                 (std::fabs(c.total() - best_cost.total()) <= 1e-9 && g.units() < best.units());
       } else {
         better = c.temp < best_cost.temp;
       }

@@ -1,5 +1,5 @@
-// How one op's work can be divided over tiles: the split axes each op family allows, chosen so
-// that every tile's slice gives bit for bit what the whole-tensor CPU kernel gives there.
+// How one op's work can be divided over units: the split axes each op family allows, chosen so
+// that every unit's slice gives bit for bit what the whole-tensor CPU kernel gives there.
 #pragma once
 
 #include <cstdint>
@@ -11,13 +11,13 @@
 namespace ipuml::emu {
 
 enum class SplitKind : uint8_t {
-  Whole,    // one vertex on one tile
+  Whole,    // one vertex on one unit
   Flat,     // contiguous element ranges of same-sized operands
   Axis,     // ranges of one output dim; inputs sliced along their matching dim or broadcast
-  TreeSum,  // a full float sum: per-tile partials along the pairwise tree, then one combine
+  TreeSum,  // a full float sum: per-unit partials along the pairwise tree, then one combine
   Rows,     // element ranges of the output in whole rows of `grain` (a softmax row, a vector);
             // inputs of the output's shape sliced alike, broadcast inputs read where needed
-  Grid,     // a matrix op over a batch x M x N x K grid of tiles (matrix_plan.hpp)
+  Grid,     // a matrix op over a batch x M x N x K grid of units (matrix_plan.hpp)
 };
 const char* split_kind_name(SplitKind k);
 

@@ -1,4 +1,4 @@
-// Bodies of the split rules (compiled once in src/lib/ipu_partition.cpp).
+// Bodies of the split rules (compiled once in src/lib/emu_partition.cpp).
 #pragma once
 
 #include <algorithm>
@@ -98,7 +98,7 @@ struct SplitRules {
     s.kind = SplitKind::Flat;
     s.in_dim.assign(nin, 0);
     s.extent = out.numel();
-    s.grain = 16;  // whole vectors per tile
+    s.grain = 16;  // whole vectors per unit
     s.merge_all = merge_all;
     if (s.extent > 1) c.push_back(std::move(s));
   }
@@ -147,7 +147,7 @@ struct SplitRules {
         if (is[i] > 1) axis(oi, {static_cast<int>(i)}, before ? 2 : 1);
       }
       // Only trailing dims reduced: each output element reads its own contiguous run of the
-      // input, so output elements spread over every tile with their inputs in proportion.
+      // input, so output elements spread over every unit with their inputs in proportion.
       bool trailing = !reduced_before;
       bool seen_reduced = false;
       for (size_t i = 0; i < is.size(); ++i) {
@@ -260,7 +260,7 @@ struct SplitRules {
       if (d >= 0)
         axis(d,
              d == static_cast<int>(a.dims[0]) ? std::vector<int>{-1, 0} : std::vector<int>{d, -1});
-      // An embedding lookup: the table split along its rows' elements, each tile serving its
+      // An embedding lookup: the table split along its rows' elements, each unit serving its
       // columns of every looked-up row, so the table never moves whole.
       const int last = rank - 1;
       if (last != d && last != static_cast<int>(a.dims[0])) axis(last, {last, -1});
@@ -286,7 +286,7 @@ struct SplitRules {
   void pool() {
     axis(0, std::vector<int>(nin, 0));
     axis(1, std::vector<int>(nin, 1));
-    // Whole output planes over every tile: batch x channels planes are independent, and each
+    // Whole output planes over every unit: batch x channels planes are independent, and each
     // input holds the same planes (in proportion), as popnn's pooling maps them.
     if (rank == 4 && os[2] * os[3] > 0 && os[0] * os[1] > 1) {
       SliceSpec s;
@@ -308,7 +308,7 @@ struct SplitRules {
         return broadcast();
       case C::Update:
         // The optimizer's fused update, elementwise as popops' vertices run it: whole vectors
-        // of the state and gradient in proportion on every tile, the lr and step whole on each.
+        // of the state and gradient in proportion on every unit, the lr and step whole on each.
         return rows(1);
       case C::Reduce:
         return k == K::Sum || k == K::Amax || k == K::Amin ? reduce() : along_dim();

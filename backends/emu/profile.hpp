@@ -1,5 +1,5 @@
 // The profile report of a compiled and run program (schema in docs/profile-report.md): target,
-// graph size, memory per tile and category, liveness per step, execution trace, per-op cycles.
+// graph size, memory per unit and category, liveness per step, execution trace, per-op cycles.
 #pragma once
 
 #include <iosfwd>

@@ -1,4 +1,4 @@
-// Bodies of the profile report writer and text summary (compiled once in src/lib/ipu_profile.cpp).
+// Bodies of the profile report writer and text summary (compiled once in src/lib/emu_profile.cpp).
 #pragma once
 
 #include <algorithm>
@@ -64,20 +64,21 @@ namespace prdetail {
 using nlohmann::json;
 
 inline json cycles_json(const RunCycles& c, double clock) {
-  json ipus = json::array();
-  for (size_t i = 0; i < c.per_ipu.size(); ++i) {
-    const auto& x = c.per_ipu[i];
-    ipus.push_back({{"ipu", i},
-                    {"compute", x.compute},
-                    {"exchange", x.exchange},
-                    {"sync", x.sync},
-                    {"host", x.host},
-                    {"total", x.total()}});
+  json devices = json::array();
+  for (size_t i = 0; i < c.per_device.size(); ++i) {
+    const auto& x = c.per_device[i];
+    devices.push_back({{"device", i},
+                       {"compute", x.compute},
+                       {"exchange", x.exchange},
+                       {"sync", x.sync},
+                       {"host", x.host},
+                       {"total", x.total()}});
   }
-  return {{"per_ipu", ipus}, {"total_cycles", c.total}, {"simulated_seconds", c.total / clock}};
+  return {
+      {"per_device", devices}, {"total_cycles", c.total}, {"simulated_seconds", c.total / clock}};
 }
 
-// Memory: totals, categories, per-tile totals, top tiles, histogram.
+// Memory: totals, categories, per-unit totals, top units, histogram.
 inline nlohmann::json memory_json(const Plan& p) {
   using nlohmann::json;
   const auto& t = p.machine;
@@ -86,54 +87,54 @@ inline nlohmann::json memory_json(const Plan& p) {
   int64_t used = 0, always = 0;
   for (int c = 0; c < kNumCategories; ++c) {
     int64_t s = 0;
-    for (auto& tm : m.tiles) s += tm.bytes[c];
-    cats[mem_category_name(c)] = s;
+    for (auto& tm : m.units) s += tm.bytes[c];
+    cats[category_name(p, c)] = s;
     used += s;
   }
-  for (auto& tm : m.tiles) always += tm.always_live();
-  json per_tile = json::array();
-  for (auto& tm : m.tiles) per_tile.push_back(tm.total());
-  std::vector<size_t> order(m.tiles.size());
+  for (auto& tm : m.units) always += tm.always_live();
+  json per_unit = json::array();
+  for (auto& tm : m.units) per_unit.push_back(tm.total());
+  std::vector<size_t> order(m.units.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   const size_t top = std::min<size_t>(5, order.size());
   std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top), order.end(),
-                    [&](size_t a, size_t b) { return m.tiles[a].total() > m.tiles[b].total(); });
-  json top_tiles = json::array();
+                    [&](size_t a, size_t b) { return m.units[a].total() > m.units[b].total(); });
+  json top_units = json::array();
   for (size_t i = 0; i < top; ++i) {
-    const auto& tm = m.tiles[order[i]];
+    const auto& tm = m.units[order[i]];
     json c = json::object();
-    for (int k = 0; k < kNumCategories; ++k) c[mem_category_name(k)] = tm.bytes[k];
-    top_tiles.push_back({{"tile", order[i] % static_cast<size_t>(t.units_per_device)},
-                         {"ipu", order[i] / static_cast<size_t>(t.units_per_device)},
-                         {"global_tile", order[i]},
+    for (int k = 0; k < kNumCategories; ++k) c[category_name(p, k)] = tm.bytes[k];
+    top_units.push_back({{"unit", order[i] % static_cast<size_t>(t.units_per_device)},
+                         {"device", order[i] / static_cast<size_t>(t.units_per_device)},
+                         {"global_unit", order[i]},
                          {"bytes", tm.total()},
                          {"peak_step", tm.peak_step},
                          {"categories", c}});
   }
   const int buckets = 16;
   std::vector<int64_t> hist(buckets, 0);
-  for (auto& tm : m.tiles) {
+  for (auto& tm : m.units) {
     const double f = static_cast<double>(tm.total()) / static_cast<double>(t.bytes_per_unit);
     hist[static_cast<size_t>(std::clamp(static_cast<int>(f * buckets), 0, buckets - 1))]++;
   }
   json worst = json::array();
-  for (auto& x : m.worst_tile_tensors)
+  for (auto& x : m.worst_unit_tensors)
     worst.push_back({{"name", x.name}, {"bytes", x.bytes}, {"category", x.category}});
-  return {{"bytes_per_tile", t.bytes_per_unit},
+  return {{"bytes_per_unit", t.bytes_per_unit},
           {"total_available",
-           static_cast<double>(t.bytes_per_unit) * static_cast<double>(m.tiles.size())},
+           static_cast<double>(t.bytes_per_unit) * static_cast<double>(m.units.size())},
           {"total_used", used},
           {"always_live", always},
           {"not_always_live_peak", used - always},
           {"categories", cats},
           {"out_of_memory", m.out_of_memory},
-          {"tiles_over", m.tiles_over},
+          {"units_over", m.units_over},
           {"replica_sharding_saved", m.replica_sharding_saved_bytes},
           {"oom_message", m.out_of_memory ? out_of_memory_message(p) : std::string()},
-          {"per_tile", per_tile},
-          {"top_tiles", top_tiles},
+          {"per_unit", per_unit},
+          {"top_units", top_units},
           {"histogram", {{"bucket_fraction", 1.0 / buckets}, {"counts", hist}}},
-          {"worst_tile", {{"global_tile", m.worst_tile}, {"largest_tensors", worst}}}};
+          {"worst_unit", {{"global_unit", m.worst_unit}, {"largest_tensors", worst}}}};
 }
 
 // Liveness per program step.
@@ -157,23 +158,23 @@ inline nlohmann::json operations_json(const ir::Graph& g, const Plan& p) {
     const auto& np = p.nodes[n];
     ops.push_back({{"node", n},
                    {"op", ir::op_name(g.nodes[n].kind)},
-                   {"ipu", np.span.ipu},
+                   {"device", np.span.device},
                    {"split", split_kind_name(np.spec.kind)},
                    {"split_dim", np.spec.kind == SplitKind::Axis ? np.spec.out_dim : -1},
                    {"grid", np.spec.kind == SplitKind::Grid ? to_string(np.grid) : std::string()},
-                   {"reduce_tiles", np.reduce_tiles},
+                   {"reduce_units", np.reduce_units},
                    {"follows", np.follows},
-                   {"tiles", np.span.parts},
-                   {"first_tile", np.span.first_tile},
+                   {"units", np.span.parts},
+                   {"first_unit", np.span.first_unit},
                    {"serial", np.serial},
                    {"vertices", np.vertices},
                    {"flops", np.flops},
                    {"compute_cycles", np.compute_cycles},
                    {"exchange_cycles", np.exchange_cycles},
                    {"sync_cycles", np.sync_cycles},
-                   {"inter_ipu_cycles", np.inter_ipu_cycles},
+                   {"inter_device_cycles", np.inter_device_cycles},
                    {"exchange_bytes", np.exchange_bytes},
-                   {"temporary_bytes_per_tile", np.max_temp_bytes}});
+                   {"temporary_bytes_per_unit", np.max_temp_bytes}});
   }
   return ops;
 }
@@ -189,7 +190,7 @@ inline nlohmann::json execution_json(const ir::Graph& g, const Plan& p,
         {{"node", s.node},
          {"name", s.node >= 0 ? ir::op_name(g.nodes[static_cast<size_t>(s.node)].kind)
                               : (s.node == -1 ? "state_writeback" : "replica_allreduce")},
-         {"ipu", s.ipu},
+         {"device", s.device},
          {"exchange", s.exchange},
          {"sync", s.sync},
          {"compute", s.compute}});
@@ -226,7 +227,7 @@ IPUML_INLINE std::string make_profile_json(const ir::Graph& g, const Plan& p,
   using nlohmann::json;
   const auto& mc = p.machine;
   json j;
-  j["schema"] = "ipuml.profile/1";
+  j["schema"] = "ipuml.profile/2";
   j["target"] = json::parse(p.target_json);
   j["machine"] = {{"name", mc.name},
                   {"devices", mc.devices},
@@ -318,23 +319,23 @@ IPUML_INLINE void print_profile_summary(std::ostream& os, const ir::Graph& g, co
   if (m.replica_sharding_saved_bytes > 0)
     os << "Replicated tensor sharding: " << static_cast<double>(m.replica_sharding_saved_bytes) / mb
        << " MB of state held by the other replicas instead\n";
-  std::vector<size_t> order(m.tiles.size());
+  std::vector<size_t> order(m.units.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   const size_t top = std::min<size_t>(5, order.size());
   std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top), order.end(),
-                    [&](size_t a, size_t b) { return m.tiles[a].total() > m.tiles[b].total(); });
+                    [&](size_t a, size_t b) { return m.units[a].total() > m.units[b].total(); });
   os << "Busiest " << t.unit_noun << "s:";
   for (size_t i = 0; i < top; ++i)
-    os << (i ? ", " : " ") << t.unit_noun << " " << order[i] << " " << m.tiles[order[i]].total()
+    os << (i ? ", " : " ") << t.unit_noun << " " << order[i] << " " << m.units[order[i]].total()
        << " B ("
-       << 100.0 * static_cast<double>(m.tiles[order[i]].total()) /
+       << 100.0 * static_cast<double>(m.units[order[i]].total()) /
               static_cast<double>(t.bytes_per_unit)
        << "%)";
   os << "\n";
   os << std::setprecision(0);
   os << "Cycles per step: " << p.cycles.total;
-  for (size_t i = 0; i < p.cycles.per_ipu.size(); ++i) {
-    const auto& c = p.cycles.per_ipu[i];
+  for (size_t i = 0; i < p.cycles.per_device.size(); ++i) {
+    const auto& c = p.cycles.per_device[i];
     os << "  [" << t.device_noun << " " << i << ": compute " << c.compute << ", exchange "
        << c.exchange << ", sync " << c.sync << ", host " << c.host << "]";
   }

@@ -12,7 +12,7 @@ namespace ipuml::emu {
 // One compiled program's reports as written by Executable::write_profile.
 struct ReportProgram {
   std::string name;
-  std::string profile_json;  // required: schema ipuml.profile/1
+  std::string profile_json;  // required: schema ipuml.profile/2 (or /1)
   std::string trace_json;    // optional: trace.json (backends/emu/trace.hpp); empty if absent
 };
 
@@ -21,9 +21,9 @@ struct ReportProgram {
 // path when it holds none or a file is not a profile.
 std::vector<ReportProgram> load_report_programs(const std::string& path);
 
-// The page (docs/profile-report.md, "ipuml-report"): per program, memory per tile as a heat map,
-// memory by category, liveness over program steps, the busiest tiles and the execution
-// timeline. Throws ipuml::Error when a profile is not valid ipuml.profile/1 JSON.
+// The page (docs/profile-report.md, "ipuml-report"): per program, memory per unit as a heat map,
+// memory by category, liveness over program steps, the busiest units and the execution
+// timeline. Throws ipuml::Error when a profile is not valid ipuml.profile JSON (version 2, or 1).
 std::string make_report_html(const std::vector<ReportProgram>& programs,
                              const std::string& title = "ipuml profile");
 

@@ -1,4 +1,4 @@
-// Body of ipuml-report's page (compiled once in src/lib/ipu_report_html.cpp): the reports are
+// Body of ipuml-report's page (compiled once in src/lib/emu_report_html.cpp): the reports are
 // digested here into the few arrays the page draws, embedded as JSON, and drawn by the inline
 // script when the page loads.
 #pragma once
@@ -57,7 +57,7 @@ inline json digest_trace(const std::string& text, const std::string& program,
               "' has no traceEvents array (expected Chrome trace-event JSON)");
   const std::string view =
       tr.contains("otherData") ? tr["otherData"].value("view", std::string("step")) : "step";
-  // Lanes: the per-IPU rows (tid 0) and, for a pipeline, its stages; tile groups are left to
+  // Lanes: the per-device rows (tid 0) and, for a pipeline, its stages; unit groups are left to
   // Perfetto, where trace.json opens with every row.
   std::map<std::pair<int64_t, int64_t>, std::string> names;
   for (auto& e : tr["traceEvents"])
@@ -98,7 +98,7 @@ inline json digest_trace(const std::string& text, const std::string& program,
     }
     events.push_back({lane->second, e.value("ts", 0.0), e.value("dur", 0.0), c->second, n->second});
   }
-  // Lanes in IPU order, each IPU's rows in tid order.
+  // Lanes in device order, each device's rows in tid order.
   out["view"] = view;
   out["lanes"] = lanes;
   out["categories"] = cats;
@@ -116,10 +116,15 @@ inline json digest(const ReportProgram& p) {
   } catch (const std::exception& e) {
     fail("ipuml-report: the profile of program '", p.name, "' is not valid JSON (", e.what(), ")");
   }
-  IPUML_CHECK(prof.is_object() && prof.value("schema", std::string()) == "ipuml.profile/1",
+  const std::string schema = prof.is_object() ? prof.value("schema", std::string()) : "";
+  IPUML_CHECK(schema == "ipuml.profile/2" || schema == "ipuml.profile/1",
               "ipuml-report: the profile of program '", p.name,
-              "' is not an ipuml profile (expected \"schema\": \"ipuml.profile/1\", as "
-              "profile.json has)");
+              "' is not an ipuml profile (expected \"schema\": \"ipuml.profile/2\", as "
+              "profile.json has, or an earlier \"ipuml.profile/1\")");
+  // Version 1 (every profile an IPU's) named the memory's units after the IPU's tiles.
+  const bool v1 = schema == "ipuml.profile/1";
+  const char* per_unit = v1 ? "per_tile" : "per_unit";
+  const char* top_units = v1 ? "top_tiles" : "top_units";
   try {
     const auto& m = prof.at("memory");
     json d;
@@ -148,9 +153,15 @@ inline json digest(const ReportProgram& p) {
                       {"unit", "tile"}};
     }
     d["graph"] = prof.at("graph");
-    d["memory"] = {{"per_tile", m.at("per_tile")},
+    json top = m.at(top_units);
+    if (v1)
+      for (auto& x : top) {
+        x["unit"] = x.at("tile"), x["device"] = x.at("ipu");
+        x.erase("tile"), x.erase("ipu");
+      }
+    d["memory"] = {{"per_unit", m.at(per_unit)},
                    {"categories", m.at("categories")},
-                   {"top_tiles", m.at("top_tiles")},
+                   {"top_units", top},
                    {"total_used", m.at("total_used")},
                    {"total_available", m.at("total_available")},
                    {"always_live", m.at("always_live")},
@@ -232,22 +243,22 @@ function summary(p, box) {
   if (m.out_of_memory) box.appendChild(el("p", {"class": "oom"}, m.oom_message));
 }
 
-// Coloured by the fraction of tile memory used (PopVision's scale); "relative" rescales to the
-// fullest tile, since a small model leaves every tile in the darkest colour.
+// Coloured by the fraction of unit memory used (PopVision's scale); "relative" rescales to the
+// fullest unit, since a small model leaves every unit in the darkest colour.
 let relative = false;
 function heatmap(p, box) {
-  const t = p.machine, per = p.memory.per_tile, T = t.units;
+  const t = p.machine, per = p.memory.per_unit, T = t.units;
   const full = relative ? Math.max(1, ...per) : t.unit_bytes;
   // A mesh is drawn as its mesh; units in a line wrap at 64.
   const cols = t.columns > 0 ? Math.min(T, t.columns) : Math.min(T, 64);
   const rows = Math.ceil(T / cols), cell = 9, gap = 18;
   const cv = el("canvas", {id: "heatmap"});
-  const ipus = Math.max(1, Math.ceil(per.length / T));
-  cv.width = cols * cell; cv.height = ipus * (rows * cell + gap);
+  const devices = Math.max(1, Math.ceil(per.length / T));
+  cv.width = cols * cell; cv.height = devices * (rows * cell + gap);
   const g = cv.getContext("2d");
   g.fillStyle = "#fff"; g.fillRect(0, 0, cv.width, cv.height);
   g.font = "12px sans-serif";
-  for (let i = 0; i < ipus; ++i) {
+  for (let i = 0; i < devices; ++i) {
     const y0 = i * (rows * cell + gap);
     g.fillStyle = "#333"; g.fillText(t.device + " " + i, 0, y0 + 13);
     for (let k = 0; k < T && i * T + k < per.length; ++k) {
@@ -348,18 +359,18 @@ function liveness(p, box) {
 }
 
 function busiest(p, box) {
-  const t = p.machine, tiles = p.memory.top_tiles;
+  const t = p.machine, units = p.memory.top_units;
   const tb = el("table");
   const hr = el("tr");
   for (const h of [t.unit, t.device, "bytes", "% of " + t.unit, "peak step", "largest categories"])
     hr.appendChild(el("th", {}, h));
   tb.appendChild(hr);
-  for (const x of tiles) {
+  for (const x of units) {
     const tr = el("tr");
     const cats = Object.entries(x.categories).filter(c => c[1] > 0).sort((a, b) => b[1] - a[1]);
     const step = x.peak_step >= 0 && x.peak_step < p.liveness.ops.length ?
         x.peak_step + " " + p.liveness.ops[x.peak_step] : "-";
-    for (const v of [x.tile, x.ipu, bytes(x.bytes), (100 * x.bytes / t.unit_bytes).toFixed(1),
+    for (const v of [x.unit, x.device, bytes(x.bytes), (100 * x.bytes / t.unit_bytes).toFixed(1),
                      step, cats.slice(0, 3).map(c => c[0] + " " + bytes(c[1])).join(", ")])
       tr.appendChild(el("td", {}, String(v)));
     tb.appendChild(tr);

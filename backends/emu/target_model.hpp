@@ -1,7 +1,7 @@
 // The target-model interface: what the emulator core asks of an emulated accelerator. The core
 // (planner, memory accounting, executor, reports) plans ops over the units of the Machine and
 // asks the target for every cost and every memory term it charges; it never names a machine.
-// A bulk-synchronous target (the IPU: backends/ipu/ipu_model.hpp) sums its steps; a dataflow
+// A bulk-synchronous target (backends/ipu/ipu_model.hpp) sums its steps; a dataflow
 // target overlaps them (program_cycles). Adding a target: a folder under backends/ with a
 // class deriving from TargetModel, and its construction where its presets are named.
 #pragma once
@@ -12,11 +12,12 @@
 #include <vector>
 
 #include <ipuml/backends/emu/machine.hpp>
+#include <ipuml/backends/emu/memory_category.hpp>
 #include <ipuml/core/dtype.hpp>
 
 namespace ipuml::emu {
 
-// Memory a target charges on a unit besides tensor data (docs/memory-model.md for the IPU's).
+// Memory a target charges on a unit besides tensor data (docs/memory-model.md for the device's).
 struct MemoryTerms {
   int64_t code_bytes_matrix = 0;      // a matrix kernel's code, once per unit that runs it
   int64_t code_bytes_vector = 0;      // any other kernel's code, once per unit
@@ -31,7 +32,8 @@ class TargetModel {
 
   // Where work can go.
   virtual const Machine& machine() const = 0;
-  // One line naming the target for reports ("ipu2: 1 IPU x 1472 tiles x 624 KiB, 1.33 GHz").
+  // One line naming the target for reports ("ipu2: 1 IPU x 1472 tiles x 624 KiB, 1.33 GHz" for an
+  // IPU).
   virtual std::string describe() const = 0;
   // Every parameter, as a JSON object: part of the plan cache key and of the profile report.
   virtual std::string to_json() const = 0;
@@ -42,6 +44,14 @@ class TargetModel {
                                 int64_t parallel_items) const = 0;
   // Cycles to bring `bytes` into the busiest unit of a step from other units of its device.
   virtual double exchange_cycles(double bytes_into_unit) const = 0;
+  // The same on a step whose units form a `width` x `height` region (placement.hpp: a line of
+  // `width` units has height 1): a mesh charges the hops across it. By default the shape does
+  // not matter (the IPU's exchange reaches every tile alike).
+  virtual double region_exchange_cycles(double bytes_into_unit, int64_t width,
+                                        int64_t height) const {
+    (void)width, (void)height;
+    return exchange_cycles(bytes_into_unit);
+  }
   // A step's barrier inside one device.
   virtual double sync_cycles() const = 0;
   // What each further serial repetition of a step's kernel costs (its launch).
@@ -56,6 +66,9 @@ class TargetModel {
   virtual double streaming_cycles(double bytes) const = 0;
   // Memory terms besides tensor data.
   virtual MemoryTerms memory_terms() const = 0;
+  // The target's name of memory category c (MemCategory) in reports and errors: its users'
+  // word for kernel state, receive code, stacks; the core's own names by default.
+  virtual std::string memory_category_name(int c) const { return mem_category_name(c); }
   // How a user of this target asks for what out-of-memory advice suggests: spreading the model
   // over more devices, and keeping optimizer state off chip.
   virtual std::string more_devices_hint() const { return "more " + machine().device_noun + "s"; }

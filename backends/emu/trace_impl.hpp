@@ -1,4 +1,4 @@
-// Body of the trace-event writer (compiled once in src/lib/ipu_trace.cpp).
+// Body of the trace-event writer (compiled once in src/lib/emu_trace.cpp).
 #pragma once
 
 #include <algorithm>
@@ -47,14 +47,14 @@ struct Events {
   }
 };
 
-// One step: the supersteps in program order, IPUs of a sharded program one after another.
-// Each IPU's host streams (and the two syncs around them) come before its first superstep.
+// One step: the supersteps in program order, devices of a sharded program one after another.
+// Each device's host streams (and the two syncs around them) come before its first superstep.
 // Returns the step's cycles.
 inline double step_events(Events& e, const ir::Graph& g, const Plan& p, int64_t groups) {
   const emu::Machine& t = p.machine;
-  const int64_t ipus = t.devices;
+  const int64_t devices = t.devices;
   const int64_t T = t.units_per_device;
-  for (int64_t i = 0; i < ipus; ++i) {
+  for (int64_t i = 0; i < devices; ++i) {
     e.ev.push_back(meta("thread_name", i, 0, "supersteps"));
     e.ev.push_back(sort_index("thread_sort_index", i, 0, 0));
     for (int64_t k = 0; k < groups; ++k) {
@@ -64,13 +64,13 @@ inline double step_events(Events& e, const ir::Graph& g, const Plan& p, int64_t 
       e.ev.push_back(sort_index("thread_sort_index", i, 1 + k, 1 + k));
     }
   }
-  std::vector<double> host(static_cast<size_t>(ipus), 0.0);
-  for (int64_t i = 0; i < ipus && i < static_cast<int64_t>(p.cycles.per_ipu.size()); ++i) {
-    const auto& c = p.cycles.per_ipu[static_cast<size_t>(i)];
+  std::vector<double> host(static_cast<size_t>(devices), 0.0);
+  for (int64_t i = 0; i < devices && i < static_cast<int64_t>(p.cycles.per_device.size()); ++i) {
+    const auto& c = p.cycles.per_device[static_cast<size_t>(i)];
     host[static_cast<size_t>(i)] = c.host + c.sync;
   }
-  for (auto& s : p.supersteps) host[static_cast<size_t>(s.ipu)] -= s.sync;
-  std::vector<bool> host_done(static_cast<size_t>(ipus), false);
+  for (auto& s : p.supersteps) host[static_cast<size_t>(s.device)] -= s.sync;
+  std::vector<bool> host_done(static_cast<size_t>(devices), false);
   double cursor = 0;
   auto emit_host = [&](int64_t i) {
     if (host_done[static_cast<size_t>(i)]) return;
@@ -83,7 +83,7 @@ inline double step_events(Events& e, const ir::Graph& g, const Plan& p, int64_t 
   };
   std::vector<bool> touched(static_cast<size_t>(groups));
   for (auto& s : p.supersteps) {
-    emit_host(s.ipu);
+    emit_host(s.device);
     const bool op = s.node >= 0;
     const std::string name =
         op ? std::string(ir::op_name(g.nodes[static_cast<size_t>(s.node)].kind)) + " #" +
@@ -94,40 +94,40 @@ inline double step_events(Events& e, const ir::Graph& g, const Plan& p, int64_t 
         {"sync", s.sync}, {"exchange", s.exchange}, {"compute", s.compute}};
     for (auto& [phase, cycles] : phases) {
       if (cycles <= 0) continue;
-      e.x(name, phase, s.ipu, 0, cursor, cycles, args);
+      e.x(name, phase, s.device, 0, cursor, cycles, args);
       if (std::string(phase) == "compute" && op) {
-        // The tile groups holding the op's vertices compute; the others wait at the sync.
+        // The unit groups holding the op's vertices compute; the others wait at the sync.
         const auto& span = p.nodes[static_cast<size_t>(s.node)].span;
         std::fill(touched.begin(), touched.end(), false);
         std::vector<int64_t> count(static_cast<size_t>(groups), 0);
         const int64_t parts = std::min<int64_t>(span.parts, T);
         for (int64_t q = 0; q < parts; ++q) {
-          const int64_t tile = span.tile(q, T);
-          count[static_cast<size_t>(tile * groups / T)]++;
+          const int64_t unit = span.unit(q, T);
+          count[static_cast<size_t>(unit * groups / T)]++;
         }
         for (int64_t k = 0; k < groups; ++k)
           if (count[static_cast<size_t>(k)] > 0)
-            e.x(name, "compute", s.ipu, 1 + k, cursor, cycles,
-                {{"node", s.node}, {"tiles", count[static_cast<size_t>(k)]}});
+            e.x(name, "compute", s.device, 1 + k, cursor, cycles,
+                {{"node", s.node}, {"units", count[static_cast<size_t>(k)]}});
       }
       cursor += cycles;
     }
   }
-  for (int64_t i = 0; i < ipus; ++i) emit_host(i);
+  for (int64_t i = 0; i < devices; ++i) emit_host(i);
   return cursor;
 }
 
-// Pipelined: in pipeline cycle c stage s works on micro-batch c - s; an IPU runs the stages it
-// holds one after another, and the cycle ends with a global sync once the busiest IPU is done
+// Pipelined: in pipeline cycle c stage s works on micro-batch c - s; a device runs the stages it
+// holds one after another, and the cycle ends with a global sync once the busiest device is done
 // (pipelined_cycles, whose sum this reproduces step for step). Returns the cycles of all
 // `micro_batches`.
 inline double pipeline_events(Events& e, const ir::Graph& g, const Plan& p, int64_t micro_batches) {
-  const int64_t ipus = p.machine.devices;
+  const int64_t devices = p.machine.devices;
   const double device_sync = p.model->device_sync_cycles();
   const auto sc = stage_cycles(g, p);
   const int64_t S = static_cast<int64_t>(sc.size());
   const int64_t G = micro_batches;
-  for (int64_t i = 0; i < ipus; ++i) {
+  for (int64_t i = 0; i < devices; ++i) {
     e.ev.push_back(meta("thread_name", i, 0, "pipeline cycles"));
     e.ev.push_back(sort_index("thread_sort_index", i, 0, 0));
     for (int64_t s = 0; s < S; ++s) {
@@ -136,13 +136,13 @@ inline double pipeline_events(Events& e, const ir::Graph& g, const Plan& p, int6
     }
   }
   double cursor = 0;
-  std::vector<double> work(static_cast<size_t>(ipus));
+  std::vector<double> work(static_cast<size_t>(devices));
   for (int64_t cyc = 0; cyc < G + S - 1; ++cyc) {
     std::fill(work.begin(), work.end(), 0.0);
     for (int64_t s = 0; s < S; ++s) {
       const int64_t mb = cyc - s;
       if (mb < 0 || mb >= G) continue;
-      for (int64_t i = 0; i < ipus; ++i) {
+      for (int64_t i = 0; i < devices; ++i) {
         const double c = sc[static_cast<size_t>(s)][static_cast<size_t>(i)];
         if (c <= 0) continue;
         e.x("stage " + std::to_string(s) + ", micro-batch " + std::to_string(mb), "compute", i,
@@ -152,12 +152,12 @@ inline double pipeline_events(Events& e, const ir::Graph& g, const Plan& p, int6
       }
     }
     const double len = *std::max_element(work.begin(), work.end());
-    for (int64_t i = 0; i < ipus; ++i)
+    for (int64_t i = 0; i < devices; ++i)
       if (work[static_cast<size_t>(i)] > 0)
         e.x("pipeline cycle " + std::to_string(cyc), "compute", i, 0, cursor,
             work[static_cast<size_t>(i)], {{"pipeline_cycle", cyc}});
     cursor += len;
-    for (int64_t i = 0; i < ipus; ++i)
+    for (int64_t i = 0; i < devices; ++i)
       e.x("global sync", "sync", i, 0, cursor, device_sync, {{"pipeline_cycle", cyc}});
     cursor += device_sync;
   }
@@ -170,12 +170,12 @@ IPUML_INLINE std::string make_trace_json(const ir::Graph& g, const Plan& p, cons
   using nlohmann::json;
   const emu::Machine& t = p.machine;
   const double us = 1e6 / t.clock_hz;  // microseconds per cycle
-  const int64_t ipus = t.devices;
+  const int64_t devices = t.devices;
   const int64_t T = t.units_per_device;
-  const int64_t groups = std::clamp<int64_t>(o.tile_groups, 1, std::max<int64_t>(T, 1));
+  const int64_t groups = std::clamp<int64_t>(o.unit_groups, 1, std::max<int64_t>(T, 1));
   trdetail::Events e;
   e.us = us;
-  for (int64_t i = 0; i < ipus; ++i) {
+  for (int64_t i = 0; i < devices; ++i) {
     e.ev.push_back(trdetail::meta("process_name", i, -1,
                                   t.device_noun + " " + std::to_string(i) + " (" + t.name + ")"));
     e.ev.push_back(trdetail::sort_index("process_sort_index", i, -1, i));
@@ -187,7 +187,7 @@ IPUML_INLINE std::string make_trace_json(const ir::Graph& g, const Plan& p, cons
   json j;
   j["traceEvents"] = std::move(e.ev);
   j["displayTimeUnit"] = "ns";
-  j["otherData"] = {{"schema", "ipuml.trace/1"},
+  j["otherData"] = {{"schema", "ipuml.trace/2"},
                     {"program", o.program},
                     {"target", t.name},
                     {"clock_hz", t.clock_hz},

@@ -170,10 +170,14 @@ inline CalibrationCase ipu_link_pair(const std::string& preset, double published
     z = add(y, 1.0);
   }
   const Plan p = plan_of(tr.finish({z}), t);
-  const NodePlan& np = busiest(p, [](const NodePlan& q) { return q.inter_ipu_bytes; });
-  const double seconds = np.inter_ipu_cycles / t.clock_hz;
-  return {"ipu_link_pair_" + preset,          preset,    "GB/s",
-          np.inter_ipu_bytes / seconds / 1e9, published, source};
+  const NodePlan& np = busiest(p, [](const NodePlan& q) { return q.inter_device_bytes; });
+  const double seconds = np.inter_device_cycles / t.clock_hz;
+  return {"ipu_link_pair_" + preset,
+          preset,
+          "GB/s",
+          np.inter_device_bytes / seconds / 1e9,
+          published,
+          source};
 }
 
 // The link fields added up against a datasheet total: `links` links of the pair and the ladder,
@@ -212,7 +216,7 @@ inline CalibrationCase host_link(const std::string& preset, double published,
   Tensor s = sum(x);
   const Plan p = plan_of(tr.finish({s}), t);
   const double in_cycles =
-      p.cycles.per_ipu[0].host - host_cycles(t, p.host_out_bytes);  // the inbound stream only
+      p.cycles.per_device[0].host - host_cycles(t, p.host_out_bytes);  // the inbound stream only
   return {"host_in_" + preset, preset, "GB/s", p.host_in_bytes / (in_cycles / t.clock_hz) / 1e9,
           published,           source};
 }

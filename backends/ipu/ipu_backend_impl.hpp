@@ -74,7 +74,7 @@ IPUML_INLINE std::unique_ptr<backend::Executable> IpuBackend::compile(
                 "ipu backend: available_memory_proportion_per_ipu entries must be in [0, 1] "
                 "(0: the global value), got ",
                 p);
-    co.available_memory_proportion_per_ipu.push_back(p);
+    co.available_memory_proportion_per_device.push_back(p);
   }
   co.check_exchange = parse_flag(take("check_exchange", "0"), "check_exchange");
   for (auto& [k, v] : o)

@@ -15,6 +15,15 @@
 
 namespace ipuml::ipu {
 
+// The core's memory categories in Poplar's words (the names PopVision's memory report uses).
+inline constexpr emu::MemCategory kVertexState = emu::kKernelState;
+inline constexpr emu::MemCategory kExchangeCode = emu::kReceiveCode;
+inline const char* mem_category_name(int c) {
+  if (c == kVertexState) return "vertex_state";
+  if (c == kExchangeCode) return "exchange_code";
+  return emu::mem_category_name(c);
+}
+
 class IpuModel final : public emu::TargetModel {
  public:
   // Throws ipuml::Error naming the field when a number of `t` is out of range.
@@ -58,6 +67,8 @@ class IpuModel final : public emu::TargetModel {
     m.stack_bytes_per_unit = t_.stack_bytes_per_tile;
     return m;
   }
+  // Poplar's words: a vertex's fields, the exchange's receive code.
+  std::string memory_category_name(int c) const override { return ipu::mem_category_name(c); }
   std::string more_devices_hint() const override { return "more IPUs (BeginBlock)"; }
   std::string device_count_hint() const override { return "set num_ipus"; }
   std::string offchip_state_hint() const override {

@@ -22,10 +22,10 @@ inline nlohmann::json plan_figures(const ipu::Plan& p) {
   const int64_t T = p.machine.units_per_device;
   json per_ipu = json::array();
   for (int64_t i = 0; i < p.machine.devices; ++i) {
-    const auto& c = p.cycles.per_ipu[static_cast<size_t>(i)];
+    const auto& c = p.cycles.per_device[static_cast<size_t>(i)];
     int64_t fullest = 0;
     for (int64_t k = 0; k < T; ++k)
-      fullest = std::max(fullest, p.memory.tiles[static_cast<size_t>(i * T + k)].total());
+      fullest = std::max(fullest, p.memory.units[static_cast<size_t>(i * T + k)].total());
     per_ipu.push_back({{"compute", c.compute},
                        {"exchange", c.exchange},
                        {"sync", c.sync},
@@ -35,21 +35,21 @@ inline nlohmann::json plan_figures(const ipu::Plan& p) {
   json categories = json::object();
   for (int c = 0; c < ipu::kNumCategories; ++c) {
     int64_t s = 0;
-    for (auto& t : p.memory.tiles) s += t.bytes[c];
-    categories[ipu::mem_category_name(c)] = s;
+    for (auto& t : p.memory.units) s += t.bytes[c];
+    categories[ipu::category_name(p, c)] = s;  // the IPU model's names
   }
   double exchange_bytes = 0, inter_ipu_bytes = 0;
   for (auto& n : p.nodes) {
     exchange_bytes += n.exchange_bytes;
-    inter_ipu_bytes += n.inter_ipu_bytes;
+    inter_ipu_bytes += n.inter_device_bytes;
   }
   return {{"target", p.machine.name},
           {"num_ipus", p.machine.devices},
           {"total_cycles", p.cycles.total},
           {"per_ipu", per_ipu},
           {"out_of_memory", p.memory.out_of_memory},
-          {"tiles_over", p.memory.tiles_over},
-          {"worst_tile", p.memory.worst_tile},
+          {"tiles_over", p.memory.units_over},
+          {"worst_tile", p.memory.worst_unit},
           {"memory_bytes", p.memory.total_bytes()},
           {"categories", categories},
           {"supersteps", p.supersteps.size()},

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <catch2/catch.hpp>
@@ -44,6 +45,7 @@ struct MeshParams {
   double host_bytes_per_cycle = 4;
   int64_t stack_bytes = 1024;
   double extra_program_cycles = 0;  // added by program_cycles (a test of who combines steps)
+  bool line = false;  // the same units told to the core as a line (no mesh): placement's test
 };
 
 class MeshModel final : public emu::TargetModel {
@@ -55,7 +57,7 @@ class MeshModel final : public emu::TargetModel {
     m_.bytes_per_unit = p.bytes_per_unit;
     m_.clock_hz = p.clock_hz;
     m_.alignment_bytes = 4;
-    m_.mesh_columns = p.columns;
+    m_.mesh_columns = p.line ? 0 : p.columns;
   }
   // What the core asked, by hook (atomic: a model may be asked from several threads).
   enum Hook { kCompute, kExchange, kSync, kHost, kTerms, kProgram, kHooks };
@@ -79,8 +81,15 @@ class MeshModel final : public emu::TargetModel {
     return p_.launch_cycles + std::ceil(std::max(flops / rate, bytes / p_.bytes_per_cycle));
   }
   double exchange_cycles(double bytes) const override {
+    return region_exchange_cycles(bytes, p_.columns, p_.rows);  // across the whole mesh
+  }
+  // Operands cross the region's diameter; a line of units (a mesh the core was not told of) is
+  // laid along the mesh's rows, snaking, so a run of w units spans ceil(w / columns) rows.
+  double region_exchange_cycles(double bytes, int64_t width, int64_t height) const override {
     ++calls[kExchange];
-    const double hops = static_cast<double>(p_.columns + p_.rows - 2);  // the mesh's diameter
+    if (p_.line && height == 1 && width > p_.columns)
+      height = (width + p_.columns - 1) / p_.columns, width = p_.columns;
+    const double hops = static_cast<double>(width + height - 2);
     return bytes <= 0 ? 0.0 : std::ceil(bytes / p_.link_bytes_per_cycle) + hops;
   }
   double sync_cycles() const override {
@@ -97,6 +106,10 @@ class MeshModel final : public emu::TargetModel {
     return bytes <= 0 ? 0.0 : std::ceil(bytes / p_.host_bytes_per_cycle);
   }
   double streaming_cycles(double bytes) const override { return std::ceil(bytes / 32.0); }
+  // The mesh's own word for one category: the code that receives operands is its routes.
+  std::string memory_category_name(int c) const override {
+    return c == emu::kReceiveCode ? "routes" : emu::mem_category_name(c);
+  }
   emu::MemoryTerms memory_terms() const override {
     ++calls[kTerms];
     emu::MemoryTerms t;
@@ -174,14 +187,14 @@ TEST_CASE("emu toy target: an 8 x 8 mesh plans and runs the MNIST CNN's training
   // unit's memory within its 512 KiB.
   CHECK(p.machine == model->machine());
   CHECK(p.target_json == model->to_json());
-  REQUIRE(p.memory.tiles.size() == 64);
+  REQUIRE(p.memory.units.size() == 64);
   CHECK_FALSE(p.memory.out_of_memory);
   for (auto& np : p.nodes) {
-    CHECK(np.span.ipu == 0);
-    CHECK(np.span.first_tile < 64);
+    CHECK(np.span.device == 0);
+    CHECK(np.span.first_unit < 64);
     CHECK(np.span.parts <= 64);
   }
-  for (auto& tm : p.memory.tiles) {
+  for (auto& tm : p.memory.units) {
     CHECK(tm.total() <= 512 * 1024);
     CHECK(tm.bytes[emu::kStack] == 1024);  // the toy's stack, not the IPU's 7168
   }
@@ -202,6 +215,13 @@ TEST_CASE("emu toy target: an 8 x 8 mesh plans and runs the MNIST CNN's training
   CHECK(prof.at("machine").at("units_per_device") == 64);
   CHECK(prof.at("machine").at("mesh_columns") == 8);
   CHECK(prof.at("target").at("matrix_flops_per_cycle") == 8);
+  // Its memory categories in its own words (the core's, but for its routes), none of the IPU's.
+  const auto& cats = prof.at("memory").at("categories");
+  CHECK(cats.at("routes").get<int64_t>() > 0);
+  CHECK(cats.at("kernel_state").get<int64_t>() > 0);
+  CHECK_FALSE(cats.contains("receive_code"));
+  CHECK_FALSE(cats.contains("exchange_code"));
+  CHECK_FALSE(cats.contains("vertex_state"));
   const std::string html =
       emu::make_report_html({{"training", exe->profile_json(), exe->trace_json()}});
   CHECK_THAT(html, Catch::Contains("mesh8x8"));
@@ -241,8 +261,8 @@ TEST_CASE("emu toy target: every cost and memory term the core charges is the ta
   const emu::Plan c =
       emu::plan_graph(tr.graph, std::make_shared<const MeshModel>(fast), testing::quiet());
   double ca = 0, cc = 0;
-  for (auto& x : a.cycles.per_ipu) ca += x.compute;
-  for (auto& x : c.cycles.per_ipu) cc += x.compute;
+  for (auto& x : a.cycles.per_device) ca += x.compute;
+  for (auto& x : c.cycles.per_device) cc += x.compute;
   CHECK(cc < ca);
   CHECK(c.cycles.total < a.cycles.total);
   // Memory: the stack the target asks for, on every unit.
@@ -250,11 +270,11 @@ TEST_CASE("emu toy target: every cost and memory term the core charges is the ta
   big_stack.stack_bytes = 4096;
   const emu::Plan d =
       emu::plan_graph(tr.graph, std::make_shared<const MeshModel>(big_stack), testing::quiet());
-  for (size_t i = 0; i < d.memory.tiles.size(); ++i)
-    CHECK(d.memory.tiles[i].bytes[emu::kStack] - a.memory.tiles[i].bytes[emu::kStack] == 3072);
+  for (size_t i = 0; i < d.memory.units.size(); ++i)
+    CHECK(d.memory.units[i].bytes[emu::kStack] - a.memory.units[i].bytes[emu::kStack] == 3072);
   // And the plan of the same graph for an IPU is another one.
   const emu::Plan on_ipu = ipu::plan_graph(tr.graph, ipu::target_preset("ipu2"), testing::quiet());
-  CHECK(on_ipu.memory.tiles.size() == 1472);
+  CHECK(on_ipu.memory.units.size() == 1472);
   CHECK(on_ipu.cycles.total != a.cycles.total);
   // A plan cached for one target is not taken for the other.
   CHECK_FALSE(emu::plan_fits_graph(tr.graph, *base, on_ipu));
@@ -314,11 +334,40 @@ TEST_CASE("emu toy target: its out-of-memory error speaks of its units and devic
   }
 }
 
-TEST_CASE("emu core: nothing in backends/emu includes an IPU header or calls IPU code", "[emu]") {
+// The core's code without its comments: what it names, in identifiers and strings.
+static std::string without_comments(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    if (text.compare(i, 2, "//") == 0) {
+      i = std::min(text.size(), text.find('\n', i));
+    } else if (text.compare(i, 2, "/*") == 0) {
+      const size_t end = text.find("*/", i + 2);
+      i = end == std::string::npos ? text.size() : end + 2;
+    } else if (text[i] == '"' || text[i] == '\'') {
+      // A literal is kept whole, so a "//" inside it starts no comment.
+      const char q = text[i];
+      size_t j = i + 1;
+      while (j < text.size() && text[j] != q) j += text[j] == '\\' ? 2 : 1;
+      out.append(text, i, std::min(text.size(), j + 1) - i);
+      i = j + 1;
+    } else {
+      out += text[i++];
+    }
+  }
+  return out;
+}
+
+TEST_CASE("emu core: nothing in backends/emu includes an IPU header or names the IPU's words",
+          "[emu]") {
   namespace fs = std::filesystem;
   const fs::path core = fs::path(IPUML_SOURCE_DIR) / "backends" / "emu";
   const std::regex ipu_include(R"(#include\s*<ipuml/backends/ipu/)");
   const std::regex ipu_name(R"(\bipu::|\bIpuModel\b)");
+  // IPU and tile in any identifier, JSON key or message (ipuml, the library's own name, aside);
+  // profiles of schema 1 were IPU profiles, and reading them names their keys.
+  const std::regex ipu_word(R"([A-Za-z0-9_]*([Ii][Pp][Uu](?![Mm][Ll])|[Tt]iles?)[A-Za-z0-9_]*)");
+  const std::set<std::string> schema1_keys{"per_tile", "top_tiles",     "tile",           "ipu",
+                                           "num_ipus", "tiles_per_ipu", "bytes_per_tile", "IPU"};
   int files = 0;
   for (const auto& f : fs::directory_iterator(core)) {
     std::ifstream in(f.path());
@@ -326,7 +375,96 @@ TEST_CASE("emu core: nothing in backends/emu includes an IPU header or calls IPU
     INFO(f.path().string());
     CHECK_FALSE(std::regex_search(text, ipu_include));
     CHECK_FALSE(std::regex_search(text, ipu_name));
+    const std::string code = without_comments(text);
+    std::vector<std::string> words;
+    for (auto it = std::sregex_iterator(code.begin(), code.end(), ipu_word);
+         it != std::sregex_iterator(); ++it)
+      if (!schema1_keys.count(it->str()) || f.path().filename() != "report_html_impl.hpp")
+        words.push_back(it->str());
+    CHECK(words == std::vector<std::string>{});
     ++files;
   }
   CHECK(files >= 17);
+  // The comment stripper itself: a "//" inside a string is code.
+  CHECK(without_comments("a // b\nc /* d */ \"e // f\"") == "a \nc  \"e // f\"");
+}
+
+TEST_CASE("emu placement: regions are lines on a line machine and near-square rectangles on a mesh",
+          "[emu]") {
+  emu::Machine line;
+  line.units_per_device = 64;
+  const auto l = emu::region_shape(line, 10);
+  CHECK((l.width == 10 && l.height == 1));
+  CHECK(emu::region_origin(line, l, 60) == 60);  // a line wraps
+  emu::Machine mesh = line;
+  mesh.mesh_columns = 8;
+  auto shape = [&](int64_t parts) {
+    const auto r = emu::region_shape(mesh, parts);
+    return std::pair<int64_t, int64_t>{r.width, r.height};
+  };
+  CHECK(shape(1) == std::pair<int64_t, int64_t>{1, 1});
+  CHECK(shape(3) == std::pair<int64_t, int64_t>{2, 2});
+  CHECK(shape(10) == std::pair<int64_t, int64_t>{4, 3});
+  CHECK(shape(16) == std::pair<int64_t, int64_t>{4, 4});
+  CHECK(shape(64) == std::pair<int64_t, int64_t>{8, 8});
+  // A rectangle starts where it fits: the next row when too wide, the corner when too tall.
+  CHECK(emu::region_origin(mesh, {4, 4}, 3) == 3);
+  CHECK(emu::region_origin(mesh, {4, 4}, 6) == 8);
+  CHECK(emu::region_origin(mesh, {4, 4}, 5 * 8 + 2) == 0);
+  // A wide, short mesh: no taller than its 2 rows.
+  emu::Machine strip = line;
+  strip.units_per_device = 128;
+  strip.mesh_columns = 64;
+  const auto s = emu::region_shape(strip, 100);
+  CHECK((s.width == 50 && s.height == 2));
+}
+
+TEST_CASE("emu toy target: a mesh places every op and tensor on a rectangle of its units",
+          "[emu]") {
+  auto tr = testing::mnist_step(8);
+  auto mesh = std::make_shared<const MeshModel>();
+  const emu::Plan p = emu::plan_graph(tr.graph, mesh, testing::quiet());
+  auto inside = [](const emu::UnitSpan& sp) {
+    INFO("first unit " << sp.first_unit << ", " << sp.parts << " parts, width " << sp.width);
+    REQUIRE(sp.width >= 1);
+    CHECK(sp.columns == 8);
+    const auto r = sp.shape();
+    const int64_t row0 = sp.first_unit / 8, col0 = sp.first_unit % 8;
+    CHECK(col0 + r.width <= 8);
+    CHECK(row0 + r.height <= 8);
+    // Its parts fill the rectangle row by row, each on a unit of its own.
+    std::set<int32_t> units;
+    for (int64_t q = 0; q < sp.parts; ++q) {
+      const int32_t u = sp.unit(q, 64);
+      CHECK(u / 8 - row0 == q / r.width);
+      CHECK(u % 8 - col0 == q % r.width);
+      units.insert(u);
+    }
+    CHECK(units.size() == static_cast<size_t>(sp.parts));
+  };
+  int64_t rectangles = 0;
+  for (auto& np : p.nodes) {
+    inside(np.span);
+    rectangles += np.span.shape().height > 1;
+  }
+  for (auto& v : p.values) inside(v.span);
+  CHECK(rectangles > 0);  // ops over several rows, not only runs along one
+  // A plan read back from its JSON keeps the rectangles, and is checked against the mesh.
+  CHECK(emu::plan_fits_graph(tr.graph, *mesh, p));
+  emu::Plan bad = p;
+  bad.nodes[0].span.first_unit = 7;  // a rectangle hanging over the mesh's edge
+  bad.nodes[0].span.width = 4;
+  CHECK_FALSE(emu::plan_fits_graph(tr.graph, *mesh, bad));
+  // The same units as a line: runs of up to 64 units, which on this mesh snake over its rows
+  // and cross more of it. The mesh's rectangles exchange in fewer cycles.
+  MeshParams as_line;
+  as_line.line = true;
+  const emu::Plan q =
+      emu::plan_graph(tr.graph, std::make_shared<const MeshModel>(as_line), testing::quiet());
+  for (auto& np : q.nodes) CHECK(np.span.width == 0);
+  double xa = 0, xb = 0;
+  for (auto& c : p.cycles.per_device) xa += c.exchange;
+  for (auto& c : q.cycles.per_device) xb += c.exchange;
+  INFO("exchange cycles: mesh rectangles " << xa << ", line runs " << xb);
+  CHECK(xa < xb);
 }

@@ -342,7 +342,7 @@ TEST_CASE("half matrix ops run at the fp16 rate and hold half the bytes", "[half
   CHECK(p32.nodes[0].compute_cycles > 3.0 * p16.nodes[0].compute_cycles);
   auto state = [](const ipu::Plan& p) {
     int64_t s = 0;
-    for (auto& tile : p.memory.tiles) s += tile.bytes[ipu::kState];
+    for (auto& tile : p.memory.units) s += tile.bytes[ipu::kState];
     return s;
   };
   CHECK(state(p16) * 2 == state(p32));  // the operands' bytes on the tiles

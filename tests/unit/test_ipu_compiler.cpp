@@ -129,8 +129,8 @@ TEST_CASE("ipu compile: out of memory has Poplar's message, allow_out_of_memory 
   auto exe = ipu::compile(tr.graph, tiny, o);
   const auto& m = exe->memory_report();
   CHECK(m.out_of_memory);
-  CHECK(m.tiles_over > 0);
-  CHECK(m.tiles[static_cast<size_t>(m.worst_tile)].total() > tiny.bytes_per_tile);
+  CHECK(m.units_over > 0);
+  CHECK(m.units[static_cast<size_t>(m.worst_unit)].total() > tiny.bytes_per_tile);
   auto j = nlohmann::json::parse(exe->profile_json());
   CHECK(j["memory"]["out_of_memory"] == true);
   CHECK_THAT(j["memory"]["oom_message"].get<std::string>(),
@@ -150,7 +150,7 @@ TEST_CASE("ipu compile: memory accounting by category and liveness", "[ipu]") {
   const auto& m = exe->memory_report();
   CHECK_FALSE(m.out_of_memory);
   int64_t state = 0, stream = 0, code = 0;
-  for (auto& t : m.tiles) {
+  for (auto& t : m.units) {
     state += t.bytes[ipu::kState];
     stream += t.bytes[ipu::kStream];
     code += t.bytes[ipu::kCode];
@@ -354,7 +354,7 @@ TEST_CASE("ipu cycle model sanity", "[ipu]") {
 
   auto compute_of = [](const ir::Trace& tr, const ipu::Target& tg) {
     auto exe = ipu::compile(tr.graph, tg, quiet());
-    return exe->plan().cycles.per_ipu[0].compute;
+    return exe->plan().cycles.per_device[0].compute;
   };
   // Doubling the FLOPs (inner dimension) on the same mapping increases compute cycles.
   auto small = matmul_graph(64, 128, 64), twice = matmul_graph(64, 256, 64);
@@ -381,7 +381,7 @@ TEST_CASE("ipu cycle model sanity", "[ipu]") {
   CHECK(exe0->plan().cycles.total < p.cycles.total);
   CHECK(p.cycles.simulated_seconds == Approx(p.cycles.total / t.clock_hz));
   // Host transfers: input in, output out.
-  CHECK(p.cycles.per_ipu[0].host > 0);
+  CHECK(p.cycles.per_device[0].host > 0);
   // Replication adds the all-reduce of the updated state (none here) and never lowers cycles.
   auto o = quiet();
   o.replication_factor = 4;
@@ -406,9 +406,9 @@ TEST_CASE("ipu model parallelism: nodes on IPU 1 need two IPUs and pay inter-IPU
   ipu::apply_override(t2, "num_ipus=2");
   auto exe = ipu::compile(tr.graph, t2, quiet());
   const auto& p = exe->plan();
-  REQUIRE(p.cycles.per_ipu.size() == 2);
-  CHECK(p.cycles.per_ipu[1].compute > 0);
-  CHECK(p.cycles.per_ipu[1].exchange > 0);  // h crosses from IPU 0
+  REQUIRE(p.cycles.per_device.size() == 2);
+  CHECK(p.cycles.per_device[1].compute > 0);
+  CHECK(p.cycles.per_device[1].exchange > 0);  // h crosses from IPU 0
   Tensor xv = randn({8, 32});
   cpu::GraphExecutor ref(tr.graph);
   CHECK(ref.run({xv}, tr.states)[0].to_vector<float>() ==
@@ -432,18 +432,20 @@ TEST_CASE("ipu profile report: written on request and through IPUML_ENGINE_OPTIO
   CHECK(fs::exists(dir.path / "program" / "trace.json"));
   std::ifstream f(file);
   auto j = nlohmann::json::parse(f);
-  CHECK(j["schema"] == "ipuml.profile/1");
+  CHECK(j["schema"] == "ipuml.profile/2");
   CHECK(j["target"]["tiles_per_ipu"] == 1472);
   CHECK(j["graph"]["compute_sets"].get<int64_t>() >= 2);
   CHECK(j["graph"]["vertices"].get<int64_t>() > 0);
-  CHECK(j["memory"]["top_tiles"].size() == 5);
-  CHECK(j["memory"]["per_tile"].size() == 1472);
+  CHECK(j["memory"]["top_units"].size() == 5);
+  CHECK(j["memory"]["per_unit"].size() == 1472);
+  CHECK(j["memory"]["categories"].contains("vertex_state"));  // the IPU's names for its memory
+  CHECK(j["memory"]["categories"].contains("exchange_code"));
   CHECK(j["memory"]["histogram"]["counts"].size() == 16);
   CHECK(j["liveness"].size() == tr.graph.nodes.size());
   CHECK(j["operations"][0]["op"] == "MatMul");
   CHECK(j["operations"][0]["flops"].get<double>() == Approx(2.0 * 16 * 32 * 24));
   REQUIRE(j["execution"]["runs"].size() == 1);
-  CHECK(j["execution"]["runs"][0]["per_ipu"][0]["compute"].get<double>() > 0);
+  CHECK(j["execution"]["runs"][0]["per_device"][0]["compute"].get<double>() > 0);
 
   EnvGuard bad("IPUML_ENGINE_OPTIONS", "{autoReport.all: true");
   CHECK_THROWS_WITH(ipu::compile(tr.graph, ipu::target_preset("ipu2"), quiet()),

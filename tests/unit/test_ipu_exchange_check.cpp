@@ -74,7 +74,7 @@ TEST_CASE("ipu exchange check: a correct plan runs checked with the unchecked bi
   const auto a = plain.run(t.inputs, t.trace.states)[0].to_vector<float>();
   const auto b = check.run(t.inputs, t.trace.states)[0].to_vector<float>();
   CHECK(a == b);
-  CHECK(check.checked_inter_ipu_bytes() == 0);  // everything on IPU 0
+  CHECK(check.checked_inter_device_bytes() == 0);  // everything on IPU 0
 }
 
 TEST_CASE("ipu exchange check: data laid out on another IPU without a paid transfer fails",
@@ -83,7 +83,7 @@ TEST_CASE("ipu exchange check: data laid out on another IPU without a paid trans
   const auto target = two_tiny_ipus();
   ipu::Plan plan = ipu::plan_graph(t.trace.graph, target, {});
   // Forge the plan: the weight lives on IPU 1 while the product on IPU 0 charges no IPU-Link.
-  plan.values.at(static_cast<size_t>(graph_input(t.trace.graph, 1))).span.ipu = 1;
+  plan.values.at(static_cast<size_t>(graph_input(t.trace.graph, 1))).span.device = 1;
   // Unchecked, the emulator reads the host buffer and the numbers come out right: the error in
   // the plan (cycles never charged) would go unseen.
   ipu::Executable plain(t.trace.graph, plan);
@@ -100,7 +100,7 @@ TEST_CASE("ipu exchange check: a result written onto another IPU fails",
   auto t = small_graph();
   ipu::Plan plan = ipu::plan_graph(t.trace.graph, two_tiny_ipus(), {});
   const int64_t out = t.trace.graph.nodes.front().outputs.front();
-  plan.values.at(static_cast<size_t>(out)).span.ipu = 1;
+  plan.values.at(static_cast<size_t>(out)).span.device = 1;
   ipu::Executable check(t.trace.graph, plan, checked());
   CHECK_THROWS_WITH(check.run(t.inputs, t.trace.states), Catch::Contains("is laid out on IPU 1"));
 }
@@ -135,10 +135,10 @@ TEST_CASE("ipu exchange check: a model split over two IPUs moves its activations
     const auto* exe = dynamic_cast<const ipu::IpuBackendExecutable*>(tm.step_executable());
     REQUIRE(exe != nullptr);
     double paid = 0;
-    for (auto& np : exe->program().plan().nodes) paid += np.inter_ipu_bytes;
+    for (auto& np : exe->program().plan().nodes) paid += np.inter_device_bytes;
     std::vector<std::vector<float>> w;
     for (auto& p : net->parameters()) w.push_back(p.to_vector<float>());
-    return std::make_tuple(w, exe->program().checked_inter_ipu_bytes(), paid);
+    return std::make_tuple(w, exe->program().checked_inter_device_bytes(), paid);
   };
   const auto [plain_w, plain_moved, plain_paid] = train(false);
   const auto [check_w, moved, paid] = train(true);

@@ -48,7 +48,7 @@ runtime::Options tiny(int64_t bytes_per_tile) {
 
 int64_t sum_category(const ipu::MemoryReport& m, int c) {
   int64_t s = 0;
-  for (auto& t : m.tiles) s += t.bytes[c];
+  for (auto& t : m.units) s += t.bytes[c];
   return s;
 }
 
@@ -59,7 +59,7 @@ TEST_CASE("ipu memory image: the weight update's state joins the step's tiles, c
   auto r = compile_wide(tiny(int64_t{1} << 24).allowOutOfMemory(true));
   REQUIRE(r.optimizer_state_bytes > 0);
   const auto& m = r.image;
-  REQUIRE(m.tiles.size() == 4);
+  REQUIRE(m.units.size() == 4);
   // The step alone holds weights, bias and accumulators; the image adds Adam's two moments
   // (and its step counters), each piece rounded up to the target's alignment.
   const int64_t state = sum_category(m, ipu::kState);
@@ -68,7 +68,7 @@ TEST_CASE("ipu memory image: the weight update's state joins the step's tiles, c
   CHECK(state <= 2 * params + r.optimizer_state_bytes + 64 * 4 * 32);
   // Not-always-live figures: one entry per program step of both programs.
   CHECK(m.not_always_live_per_step.size() > 0);
-  for (auto& t : m.tiles) CHECK(t.bytes[ipu::kStack] > 0);
+  for (auto& t : m.units) CHECK(t.bytes[ipu::kStack] > 0);
   CHECK_FALSE(m.out_of_memory);
 }
 
@@ -80,7 +80,7 @@ TEST_CASE("ipu memory image: a step that fits alone but not with its update is o
   off.TensorLocations.setOptimizerLocation(
       runtime::TensorLocationSettings().useOnChipStorage(false));
   auto fullest = [](const ipu::MemoryReport& m) {
-    return m.tiles[static_cast<size_t>(m.worst_tile)].total();
+    return m.units[static_cast<size_t>(m.worst_unit)].total();
   };
   const int64_t on_chip =
       fullest(compile_wide(tiny(int64_t{1} << 24).allowOutOfMemory(true)).image);

@@ -45,7 +45,7 @@ TEST_CASE("ipu planner: fp32 2048^3 matmul fits one ipu2 at >= 40% of the fp32 p
   CHECK(np.grid.pm > 1);
   CHECK(np.grid.pn > 1);
   CHECK(np.grid.pk > 1);
-  CHECK(np.grid.tiles() > t.tiles_per_ipu * 9 / 10);
+  CHECK(np.grid.units() > t.tiles_per_ipu * 9 / 10);
   CHECK(np.max_temp_bytes <= 0.6 * static_cast<double>(t.bytes_per_tile));
   const double seconds = (np.compute_cycles + np.exchange_cycles + np.sync_cycles) / t.clock_hz;
   const double flops = 2.0 * 2048.0 * 2048.0 * 2048.0;
@@ -167,7 +167,7 @@ TEST_CASE("ipu planner: broadcast ops and embedding lookups spread over the IPU"
   auto tr = tracer.finish({mul(x, scale)});
   auto p = ipu::plan_graph(tr.graph, t, quiet());
   CHECK(p.nodes[0].span.parts >= 1024);
-  CHECK(p.memory.tiles[static_cast<size_t>(p.memory.worst_tile)].total() < 40000);
+  CHECK(p.memory.units[static_cast<size_t>(p.memory.worst_unit)].total() < 40000);
 
   // GPT-2's token embedding: the 50257 x 768 table is never copied whole to a tile.
   Tensor table = zeros({50257, 768});
@@ -184,7 +184,7 @@ TEST_CASE("ipu planner: broadcast ops and embedding lookups spread over the IPU"
   CHECK(lookup.grid.pk * lookup.grid.pn >= t.tiles_per_ipu / 2);
   CHECK(lookup.max_temp_bytes < 0.6 * static_cast<double>(t.bytes_per_tile));
   int64_t most_state = 0;
-  for (auto& tm : pe.memory.tiles) most_state = std::max(most_state, tm.bytes[ipu::kState]);
+  for (auto& tm : pe.memory.units) most_state = std::max(most_state, tm.bytes[ipu::kState]);
   CHECK(most_state < 2 * 50257 * 768 * 4 / 1472);
   // The lookup's numbers are the CPU's, bit for bit (its K parts select, they do not add).
   Tensor small = randn({300, 16});
@@ -209,17 +209,17 @@ TEST_CASE("ipu memory model: code per vertex type per tile, vertex state, stacks
   auto p2 = ipu::plan_graph(two.graph, t, quiet());
   auto total = [](const ipu::Plan& p, int c) {
     int64_t s = 0;
-    for (auto& tm : p.memory.tiles) s += tm.bytes[c];
+    for (auto& tm : p.memory.units) s += tm.bytes[c];
     return s;
   };
   CHECK(p2.vertices == 2 * p1.vertices);
   CHECK(total(p2, ipu::kVertexState) == 2 * total(p1, ipu::kVertexState));
   int64_t max_code = 0;
-  for (auto& tm : p2.memory.tiles) max_code = std::max(max_code, tm.bytes[ipu::kCode]);
+  for (auto& tm : p2.memory.units) max_code = std::max(max_code, tm.bytes[ipu::kCode]);
   // At most one matmul codelet and one reduction codelet on any tile.
   CHECK(max_code <= t.codelet_bytes_matrix + t.codelet_bytes_vector);
   CHECK(max_code >= t.codelet_bytes_matrix);
-  for (auto& tm : p1.memory.tiles) CHECK(tm.bytes[ipu::kStack] == t.stack_bytes_per_tile);
+  for (auto& tm : p1.memory.units) CHECK(tm.bytes[ipu::kStack] == t.stack_bytes_per_tile);
   CHECK(std::string(ipu::mem_category_name(ipu::kExchangeCode)) == "exchange_code");
 }
 
@@ -257,7 +257,7 @@ TEST_CASE("ipu planner: per-IPU and per-op memory proportions bound the temporar
   const auto t = ipu::target_preset("ipu2");
   auto tr = matmul_trace(2048, 2048, 2048);
   auto o = quiet();
-  o.available_memory_proportion_per_ipu = {0.15};
+  o.available_memory_proportion_per_device = {0.15};
   auto p = ipu::plan_graph(tr.graph, t, o);
   CHECK(p.nodes[0].max_temp_bytes <= 0.15 * static_cast<double>(t.bytes_per_tile));
   CHECK(ipu::plan_key(tr.graph, t, o) != ipu::plan_key(tr.graph, t, quiet()));
@@ -332,7 +332,7 @@ TEST_CASE("ipu plan cache: a forged grid with a valid checksum is recompiled, ne
       },  // slices the wrong dims
       [](ipu::Plan& p) { p.nodes[0].spec.kind = ipu::SplitKind::Flat; },
       [](ipu::Plan& p) { p.nodes[0].follows = 5; },
-      [](ipu::Plan& p) { p.nodes[0].span.first_tile = -1; }};
+      [](ipu::Plan& p) { p.nodes[0].span.first_unit = -1; }};
   for (size_t i = 0; i < forgeries.size(); ++i) {
     INFO("forgery " << i);
     ipu::Plan p;

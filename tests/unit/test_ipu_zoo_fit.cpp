@@ -37,7 +37,7 @@ void print_fit(const ipu::Plan& p) {
   for (int64_t i = 0; i < p.machine.devices; ++i) {
     int64_t worst = 0;
     for (int64_t k = 0; k < T; ++k)
-      worst = std::max(worst, p.memory.tiles[static_cast<size_t>(i * T + k)].total());
+      worst = std::max(worst, p.memory.units[static_cast<size_t>(i * T + k)].total());
     fullest +=
         (i ? " / " : "") +
         std::to_string(std::lround(100.0 * double(worst) / double(p.machine.bytes_per_unit))) +
@@ -60,7 +60,7 @@ ipu::Plan compile_fits(const ir::Trace& tr, int64_t ipus, const std::string& fig
   for (int64_t i = 0; i < ipus; ++i) {
     int64_t worst = 0;
     for (int64_t k = 0; k < t.tiles_per_ipu; ++k)
-      worst = std::max(worst, p.memory.tiles[static_cast<size_t>(i * t.tiles_per_ipu + k)].total());
+      worst = std::max(worst, p.memory.units[static_cast<size_t>(i * t.tiles_per_ipu + k)].total());
     INFO("IPU " << i);
     CHECK(worst <= t.bytes_per_tile);
   }
@@ -72,7 +72,7 @@ ipu::Plan compile_fits(const ir::Trace& tr, int64_t ipus, const std::string& fig
 int64_t state_bytes_on(const ipu::Plan& p, int64_t ipu) {
   int64_t s = 0;
   const int64_t T = p.machine.units_per_device;
-  for (int64_t k = 0; k < T; ++k) s += p.memory.tiles[static_cast<size_t>(ipu * T + k)].bytes[0];
+  for (int64_t k = 0; k < T; ++k) s += p.memory.units[static_cast<size_t>(ipu * T + k)].bytes[0];
   return s;
 }
 
@@ -165,7 +165,7 @@ TEST_CASE(
       {{{1, 128}, kInt64}, {{1, 128}, kInt64}}, /*off_chip=*/true);
   const ipu::Plan p = compile_fits(tr, 4, "gpt2_small_adamw_offchip_0444_seq128");
   // Streaming both moments in and out each update costs cycles on every IPU.
-  for (const auto& c : p.cycles.per_ipu) CHECK(c.host > 0);
+  for (const auto& c : p.cycles.per_device) CHECK(c.host > 0);
   // On IPUs 1-3 only the weights stay on chip: 4 blocks of 7.1 M parameters.
   for (int64_t i = 1; i < 4; ++i) {
     INFO("IPU " << i);
@@ -190,7 +190,7 @@ TEST_CASE("Options.TensorLocations: optimizer state off chip leaves the tiles, c
     Tensor loss = model(randn({16, 256}, &g), randint(0, 10, {16}, &g));
     auto j = nlohmann::json::parse(model.report_json());
     return std::make_tuple(loss.item<float>(), j["memory"]["categories"]["state"].get<double>(),
-                           j["execution"]["runs"][0]["per_ipu"][0]["host"].get<double>());
+                           j["execution"]["runs"][0]["per_device"][0]["host"].get<double>());
   };
   const auto [loss_on, state_on, host_on] = run(true);
   const auto [loss_off, state_off, host_off] = run(false);
@@ -211,7 +211,7 @@ ipu::Plan compile_fits_with(const ir::Trace& tr, int64_t ipus, double proportion
   o.progress = false;
   o.allow_out_of_memory = true;
   o.partials_type = kFloat16;
-  o.available_memory_proportion_per_ipu.assign(static_cast<size_t>(ipus), proportion);
+  o.available_memory_proportion_per_device.assign(static_cast<size_t>(ipus), proportion);
   ipu::Plan p = ipu::plan_graph(tr.graph, t, o);
   INFO((p.memory.out_of_memory ? ipu::out_of_memory_message(p) : std::string("fits")));
   CHECK_FALSE(p.memory.out_of_memory);
@@ -297,7 +297,7 @@ TEST_CASE("zoo on ipu: ResNet-50 training compiles for 4 replicas of ipu2 in fp1
   INFO((p.memory.out_of_memory ? ipu::out_of_memory_message(p) : std::string("fits")));
   CHECK_FALSE(p.memory.out_of_memory);
   int64_t worst = 0;
-  for (auto& tile : p.memory.tiles) worst = std::max(worst, tile.total());
+  for (auto& tile : p.memory.units) worst = std::max(worst, tile.total());
   CHECK(worst <= p.machine.bytes_per_unit);
   print_fit(p);
   testing::pin_plan_figures(p, "resnet50_pod4_replica_step");
@@ -345,6 +345,6 @@ TEST_CASE("zoo on ipu: GPT-2's serialised embedding moves each slice's own rows"
   CHECK(table_slices >= 8);  // 4 for the lookup, 4 for the head
   // IPU 0 (embedding and head) exchanges about as much as the IPUs of 4 blocks each.
   double others = 0;
-  for (int i = 1; i < 4; ++i) others = std::max(others, p.cycles.per_ipu[i].exchange);
-  CHECK(p.cycles.per_ipu[0].exchange < 2 * others);
+  for (int i = 1; i < 4; ++i) others = std::max(others, p.cycles.per_device[i].exchange);
+  CHECK(p.cycles.per_device[0].exchange < 2 * others);
 }

@@ -98,7 +98,7 @@ TEST_CASE("ipu plan cache: forged entries with a valid keyed checksum are recomp
       {"a value on axis 7", [&](ipu::Plan& p) { p.values[0].axis = 7; }},
       {"a value's extent x100", [&](ipu::Plan& p) { p.values[0].span.extent *= 100; }},
       {"a superstep of node 10^6", [&](ipu::Plan& p) { p.supersteps.at(0).node = 1000000; }},
-      {"worst tile -1", [&](ipu::Plan& p) { p.memory.worst_tile = -1; }},
+      {"worst tile -1", [&](ipu::Plan& p) { p.memory.worst_unit = -1; }},
       {"serial 0", [&](ipu::Plan& p) { p.nodes[flat].serial = 0; }},
       {"another machine", [&](ipu::Plan& p) { p.machine.units_per_device *= 2; }},
       {"another target", [&](ipu::Plan& p) { p.target_json += " "; }},

@@ -194,7 +194,7 @@ TEST_CASE("profile trace: the supersteps of each IPU add up to its cycles", "[ip
       CHECK(e.cat == "compute");
       CHECK(e.tid >= 1);
       CHECK(e.tid <= 8);
-      CHECK(e.args["tiles"].get<int64_t>() >= 1);
+      CHECK(e.args["units"].get<int64_t>() >= 1);
       const bool matched = std::any_of(events.begin(), events.end(), [&](const XEvent& o) {
         return o.tid == 0 && o.pid == e.pid && o.cat == "compute" && o.ts == e.ts &&
                o.dur == e.dur && o.name == e.name;
@@ -205,7 +205,7 @@ TEST_CASE("profile trace: the supersteps of each IPU add up to its cycles", "[ip
   // Each IPU's row is its cycles of one step, phase by phase.
   for (int64_t i = 0; i < tgt.num_ipus; ++i) {
     INFO("IPU " << i);
-    CHECK(per_ipu[i] == Approx(plan.cycles.per_ipu[static_cast<size_t>(i)].total() * us));
+    CHECK(per_ipu[i] == Approx(plan.cycles.per_device[static_cast<size_t>(i)].total() * us));
   }
   int with_compute = 0;
   for (auto& s : plan.supersteps) with_compute += s.compute > 0;
@@ -299,7 +299,7 @@ TEST_CASE("ipuml-report: one self-contained page of every program", "[profile][c
     rest.erase(at, 26);
   CHECK(rest.find("http") == std::string::npos);
   CHECK(rest.find("//cdn") == std::string::npos);
-  // The embedded data holds each program's per-tile bytes as its profile says.
+  // The embedded data holds each program's per-unit bytes as its profile says.
   const std::string open = "<script type=\"application/json\" id=\"ipuml-data\">";
   const size_t a = html.find(open);
   REQUIRE(a != std::string::npos);
@@ -309,7 +309,7 @@ TEST_CASE("ipuml-report: one self-contained page of every program", "[profile][c
   for (auto& p : data["programs"]) {
     const json prof =
         read_json(dir.path / "report" / p["name"].get<std::string>() / "profile.json");
-    CHECK(p["memory"]["per_tile"] == prof["memory"]["per_tile"]);
+    CHECK(p["memory"]["per_unit"] == prof["memory"]["per_unit"]);
     CHECK(p["liveness"]["ops"].size() == prof["liveness"].size());
     CHECK(p["trace"]["events"].size() > 0);
   }
@@ -333,6 +333,41 @@ TEST_CASE("ipuml-report: one self-contained page of every program", "[profile][c
   CHECK(odd.find("a<\\/script><b>") != std::string::npos);
   CHECK(odd.find("<title>t&lt;i&gt;</title>") != std::string::npos);
 
+  // A profile of schema 1 (IPU profiles before the core spoke of units: per_tile, top_tiles
+  // with tile and ipu, and at first no "machine") draws the same page data.
+  const json v2 = read_json(dir.path / "report" / "training" / "profile.json");
+  REQUIRE(v2["schema"] == "ipuml.profile/2");
+  json v1 = v2;
+  v1["schema"] = "ipuml.profile/1";
+  auto& mem = v1["memory"];
+  mem["per_tile"] = mem["per_unit"];
+  mem.erase("per_unit");
+  mem["top_tiles"] = mem["top_units"];
+  mem.erase("top_units");
+  for (auto& x : mem["top_tiles"]) {
+    x["tile"] = x["unit"], x["ipu"] = x["device"];
+    x.erase("unit"), x.erase("device");
+  }
+  auto page_data = [](const json& profile) {
+    ipu::ReportProgram q;
+    q.name = "training";
+    q.profile_json = profile.dump();
+    const std::string html = ipu::make_report_html({q});
+    const std::string open = "<script type=\"application/json\" id=\"ipuml-data\">";
+    const size_t a = html.find(open);
+    const size_t b = html.find("</script>", a);
+    return json::parse(html.substr(a + open.size(), b - a - open.size()))["programs"][0];
+  };
+  const json now = page_data(v2), before = page_data(v1);
+  CHECK(before["memory"] == now["memory"]);
+  CHECK(before["machine"] == now["machine"]);
+  json oldest = v1;
+  oldest.erase("machine");
+  const json first = page_data(oldest);
+  CHECK(first["memory"] == now["memory"]);
+  CHECK(first["machine"]["unit"] == "tile");
+  CHECK(first["machine"]["units"] == 1472);
+
   // Errors: a path without reports is a usage error (2), a file that is no profile fails (1).
   const std::string empty = dir.file("empty");
   fs::create_directories(empty);
@@ -345,7 +380,7 @@ TEST_CASE("ipuml-report: one self-contained page of every program", "[profile][c
       "'" + exe + "' '" + dir.file("bad.json") + "' -o '" + dir.file("bad.html") + "'", &status);
   CHECK(status == 1);
   CHECK_THAT(msg,
-             Catch::Contains("is not an ipuml profile (expected \"schema\": \"ipuml.profile/1\""));
+             Catch::Contains("is not an ipuml profile (expected \"schema\": \"ipuml.profile/2\""));
   CHECK_FALSE(fs::exists(dir.file("bad.html")));
 }
 
