@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <map>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
@@ -150,12 +151,33 @@ inline nlohmann::json liveness_json(const ir::Graph& g, const Plan& p) {
   return live;
 }
 
+// An op's cycles: its supersteps' compute, exchange and sync, and what crosses devices.
+inline double op_cycles(const NodePlan& np) {
+  return np.compute_cycles + np.exchange_cycles + np.sync_cycles + np.inter_device_cycles;
+}
+
+// The peak FLOPs per cycle of one device for node n's type (its first operand's, else its
+// result's), from the plan's target model; 0 without one.
+inline double device_peak(const ir::Graph& g, const Plan& p, size_t n) {
+  if (!p.model) return 0.0;
+  const auto& node = g.nodes[n];
+  const DType dt = !node.inputs.empty()    ? g.meta(node.inputs[0]).dtype
+                   : !node.outputs.empty() ? g.meta(node.outputs[0]).dtype
+                                           : DType::Float32;
+  return p.model->peak_flops_per_cycle(dt) * static_cast<double>(p.machine.units_per_device);
+}
+
+inline double fraction_of(double flops, double cycles, double peak) {
+  return cycles > 0 && peak > 0 ? flops / (cycles * peak) : 0.0;
+}
+
 // Operations: FLOPs, split and cycles per op.
 inline nlohmann::json operations_json(const ir::Graph& g, const Plan& p) {
   using nlohmann::json;
   json ops = json::array();
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     const auto& np = p.nodes[n];
+    const double cycles = op_cycles(np);
     ops.push_back({{"node", n},
                    {"op", ir::op_name(g.nodes[n].kind)},
                    {"device", np.span.device},
@@ -174,9 +196,52 @@ inline nlohmann::json operations_json(const ir::Graph& g, const Plan& p) {
                    {"sync_cycles", np.sync_cycles},
                    {"inter_device_cycles", np.inter_device_cycles},
                    {"exchange_bytes", np.exchange_bytes},
-                   {"temporary_bytes_per_unit", np.max_temp_bytes}});
+                   {"temporary_bytes_per_unit", np.max_temp_bytes},
+                   {"cycles", cycles},
+                   {"fraction_of_peak", fraction_of(np.flops, cycles, device_peak(g, p, n))}});
   }
   return ops;
+}
+
+// The operations summary (PopVision's most used view): per op type, how many, their cycles and
+// share of all ops' cycles, FLOPs, achieved fraction of the device's peak, the bytes they
+// exchange and their largest temporaries; the costliest first.
+inline nlohmann::json operation_summary_json(const ir::Graph& g, const Plan& p) {
+  using nlohmann::json;
+  struct Row {
+    int64_t count = 0;
+    double cycles = 0, flops = 0, peak_cycles = 0, exchange_bytes = 0, temporary = 0;
+  };
+  std::map<std::string, Row> rows;
+  double all = 0;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const auto& np = p.nodes[n];
+    Row& r = rows[ir::op_name(g.nodes[n].kind)];
+    const double cycles = op_cycles(np);
+    r.count += 1;
+    r.cycles += cycles;
+    r.flops += np.flops;
+    // The peak each op could have reached in its own cycles, summed: a type's fraction weighs
+    // its ops by their cycles whatever their dtypes.
+    r.peak_cycles += cycles * device_peak(g, p, n);
+    r.exchange_bytes += np.exchange_bytes;
+    r.temporary = std::max(r.temporary, np.max_temp_bytes);
+    all += cycles;
+  }
+  std::vector<std::pair<std::string, Row>> sorted(rows.begin(), rows.end());
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto& a, const auto& b) { return a.second.cycles > b.second.cycles; });
+  json out = json::array();
+  for (const auto& [op, r] : sorted)
+    out.push_back({{"op", op},
+                   {"count", r.count},
+                   {"cycles", r.cycles},
+                   {"share", all > 0 ? r.cycles / all : 0.0},
+                   {"flops", r.flops},
+                   {"fraction_of_peak", r.peak_cycles > 0 ? r.flops / r.peak_cycles : 0.0},
+                   {"exchange_bytes", r.exchange_bytes},
+                   {"temporary_bytes_per_unit", r.temporary}});
+  return out;
 }
 
 // Program: supersteps of one step, and the runs seen so far.
@@ -250,6 +315,7 @@ IPUML_INLINE std::string make_profile_json(const ir::Graph& g, const Plan& p,
   j["memory"] = prdetail::memory_json(p);
   j["liveness"] = prdetail::liveness_json(g, p);
   j["operations"] = prdetail::operations_json(g, p);
+  j["operation_summary"] = prdetail::operation_summary_json(g, p);
   j["execution"] = prdetail::execution_json(g, p, runs, samples_per_step);
   return j.dump(1);
 }
@@ -339,6 +405,14 @@ IPUML_INLINE void print_profile_summary(std::ostream& os, const ir::Graph& g, co
     os << "  [" << t.device_noun << " " << i << ": compute " << c.compute << ", exchange "
        << c.exchange << ", sync " << c.sync << ", host " << c.host << "]";
   }
+  os << "\n" << std::setprecision(1);
+  // The costliest op types (the profile's operation_summary, the viewer's table).
+  const auto ops = prdetail::operation_summary_json(g, p);
+  os << "Costliest ops:";
+  for (size_t i = 0; i < std::min<size_t>(5, ops.size()); ++i)
+    os << (i ? "; " : " ") << ops[i]["op"].get<std::string>() << " x"
+       << ops[i]["count"].get<int64_t>() << " " << 100.0 * ops[i]["share"].get<double>()
+       << "% of op cycles at " << 100.0 * ops[i]["fraction_of_peak"].get<double>() << "% of peak";
   os << "\n" << std::setprecision(3);
   os << "Simulated time per step: " << p.cycles.total / t.clock_hz * 1e6 << " us";
   if (!runs.empty()) {

@@ -174,6 +174,7 @@ inline json digest(const ReportProgram& p) {
       notalways.push_back(s.at("not_always_live"));
     }
     d["liveness"] = {{"ops", ops}, {"always_live", always}, {"not_always_live", notalways}};
+    d["operations"] = prof.value("operation_summary", json::array());
     const auto& ex = prof.at("execution");
     d["execution"] = {{"per_step", ex.at("per_step")}};
     d["trace"] = digest_trace(p.trace_json, p.name, d["machine"]["device"].get<std::string>());
@@ -378,6 +379,30 @@ function busiest(p, box) {
   box.appendChild(tb);
 }
 
+// Per op type: cycles and their share, FLOPs, the fraction of the device's peak they reached.
+function operations(p, box) {
+  if (!p.operations.length) {
+    box.appendChild(el("p", {}, "(no operations summary: a profile written before it existed)"));
+    return;
+  }
+  const tb = el("table");
+  const hr = el("tr");
+  for (const h of ["op", "count", "cycles", "% of cycles", "GFLOP", "% of peak",
+                   "exchanged", "largest temporaries per " + p.machine.unit])
+    hr.appendChild(el("th", {}, h));
+  tb.appendChild(hr);
+  for (const x of p.operations) {
+    const tr = el("tr");
+    for (const v of [x.op, x.count, Math.round(x.cycles).toLocaleString("en-US"),
+                     (100 * x.share).toFixed(1), (x.flops / 1e9).toFixed(3),
+                     (100 * x.fraction_of_peak).toFixed(1), bytes(x.exchange_bytes),
+                     bytes(x.temporary_bytes_per_unit)])
+      tr.appendChild(el("td", {}, String(v)));
+    tb.appendChild(tr);
+  }
+  box.appendChild(tb);
+}
+
 const PHASE = {compute: "#4c78a8", exchange: "#f58518", sync: "#e45756", host: "#b279a2"};
 function timeline(p, box) {
   const tr = p.trace;
@@ -443,6 +468,7 @@ const SECTIONS = [["summary", "Summary", summary],
                   ["cats", "Memory by category", categories],
                   ["live", "Liveness over program steps", liveness],
                   ["busy", p => "Busiest " + p.machine.unit + "s", busiest],
+                  ["ops", "Operations summary", operations],
                   ["time", "Execution timeline", timeline]];
 function show(index) {
   const main = document.getElementById("main");

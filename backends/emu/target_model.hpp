@@ -42,6 +42,14 @@ class TargetModel {
   // `parallel_items` independent pieces; `matrix` selects the matrix engine's rate.
   virtual double compute_cycles(double flops, double bytes, DType dtype, bool matrix,
                                 int64_t parallel_items) const = 0;
+  // One unit's peak rate in FLOPs per cycle for `dtype` (its matrix engine's): what an op's
+  // achieved fraction of peak is measured against. By default what compute_cycles charges a
+  // large matrix op spread over many items.
+  virtual double peak_flops_per_cycle(DType dtype) const {
+    const double flops = 1e12;
+    const double cycles = compute_cycles(flops, 0.0, dtype, true, int64_t{1} << 20);
+    return cycles > 0 ? flops / cycles : 0.0;
+  }
   // Cycles to bring `bytes` into the busiest unit of a step from other units of its device.
   virtual double exchange_cycles(double bytes_into_unit) const = 0;
   // The same on a step whose units form a `width` x `height` region (placement.hpp: a line of

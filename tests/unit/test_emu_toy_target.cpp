@@ -225,6 +225,21 @@ TEST_CASE("emu toy target: an 8 x 8 mesh plans and runs the MNIST CNN's training
   const std::string html =
       emu::make_report_html({{"training", exe->profile_json(), exe->trace_json()}});
   CHECK_THAT(html, Catch::Contains("mesh8x8"));
+  CHECK_THAT(html, Catch::Contains("Operations summary"));
+  // Its peak, derived from its compute hook (8 matrix FLOPs per cycle per unit), measures each
+  // op's fraction of peak: the summary's, over all the mesh's units.
+  CHECK(model->peak_flops_per_cycle(kFloat32) == Approx(8.0).epsilon(1e-6));
+  const auto& ops = prof.at("operation_summary");
+  REQUIRE(ops.size() > 3);
+  for (auto& x : ops) {
+    INFO(x.at("op"));
+    const double f = x.at("fraction_of_peak").get<double>();
+    CHECK((f >= 0 && f <= 1));
+    if (x.at("flops").get<double>() > 0 && x.at("cycles").get<double>() > 0)
+      CHECK(f == Approx(x.at("flops").get<double>() /
+                        (x.at("cycles").get<double>() * 64 * model->peak_flops_per_cycle(kFloat32)))
+                     .epsilon(1e-9));
+  }
   // The page's data: the mesh's shape and words, which its sections and heat map draw from.
   const std::string open = "<script type=\"application/json\" id=\"ipuml-data\">";
   const size_t at = html.find(open);

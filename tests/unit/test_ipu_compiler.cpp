@@ -444,6 +444,31 @@ TEST_CASE("ipu profile report: written on request and through IPUML_ENGINE_OPTIO
   CHECK(j["liveness"].size() == tr.graph.nodes.size());
   CHECK(j["operations"][0]["op"] == "MatMul");
   CHECK(j["operations"][0]["flops"].get<double>() == Approx(2.0 * 16 * 32 * 24));
+  // Each op's cycles are its supersteps'; its fraction of peak, its FLOPs over those cycles
+  // times the IPU's fp32 peak (62.5 TFLOP/s: 1472 tiles x 31.92 FLOPs per cycle at 1.33 GHz).
+  const auto& mm = j["operations"][0];
+  const double mm_cycles = mm["cycles"].get<double>();
+  CHECK(mm_cycles ==
+        Approx(mm["compute_cycles"].get<double>() + mm["exchange_cycles"].get<double>() +
+               mm["sync_cycles"].get<double>() + mm["inter_device_cycles"].get<double>()));
+  CHECK(mm["fraction_of_peak"].get<double>() ==
+        Approx(2.0 * 16 * 32 * 24 / (mm_cycles * 62.5e12 / 1.33e9)));
+  // The operations summary adds them up by op type, costliest first, shares summing to 1.
+  const auto& summary = j["operation_summary"];
+  double op_cycles = 0, summary_cycles = 0, shares = 0, last = 1e300;
+  for (auto& o : j["operations"]) op_cycles += o["cycles"].get<double>();
+  for (auto& x : summary) {
+    summary_cycles += x["cycles"].get<double>();
+    shares += x["share"].get<double>();
+    CHECK(x["cycles"].get<double>() <= last);
+    last = x["cycles"].get<double>();
+    if (x["op"] == "MatMul") {
+      CHECK(x["count"] == 1);
+      CHECK(x["fraction_of_peak"].get<double>() == Approx(mm["fraction_of_peak"].get<double>()));
+    }
+  }
+  CHECK(summary_cycles == Approx(op_cycles));
+  CHECK(shares == Approx(1.0));
   REQUIRE(j["execution"]["runs"].size() == 1);
   CHECK(j["execution"]["runs"][0]["per_device"][0]["compute"].get<double>() > 0);
 
