@@ -193,7 +193,20 @@ TEST_CASE("on the emulated IPU, replication equals a bigger batch and reports si
   CHECK(*ta.last_stats().simulated_seconds > 0);
   std::ostringstream summary;
   ta.printProfileSummary(summary);
-  CHECK_THAT(summary.str(), Catch::Contains("897.0 MB"));
+  const std::string text = summary.str();
+  CHECK_THAT(text, Catch::Contains("897.0 MB"));
+  // Every program of the run, and each throughput line saying what it counts.
+  CHECK_THAT(text, Catch::Contains("Program 'training': one micro-batch of"));
+  CHECK_THAT(text, Catch::Contains("Program 'weight_update': the optimizer step"));
+  CHECK_THAT(text, Catch::Contains("Throughput of this program (one run, one replica)"));
+  CHECK_THAT(text, Catch::Contains("2 replicas of 1 IPU"));
+  CHECK_THAT(text, Catch::Contains("+ gradient all-reduce"));
+  CHECK_THAT(text, Catch::Contains("projected throughput"));
+  CHECK_THAT(text, !Catch::Contains("Compile-only"));
+  // The configuration's throughput is what the run simulated: its samples over its seconds.
+  const auto e = ta.estimate(x, y);
+  CHECK(e.samples_per_second() ==
+        Approx(static_cast<double>(x.size(0)) / *ta.last_stats().simulated_seconds));
 }
 
 TEST_CASE("asking for more IPUs than the emulated system has fails before anything runs",

@@ -46,6 +46,9 @@ struct Estimate {
 // The estimate as a user reads it: fit per device with the fullest unit, memory by category,
 // cycles per micro-batch and per weight update, and the projected throughput.
 void print_estimate(std::ostream& os, const Estimate& e);
+// The estimate's body alone (configuration, memory, times, projected throughput), without the
+// compile-only heading and wall-clock line: what a run's profile summary ends with.
+void print_configuration(std::ostream& os, const Estimate& e);
 
 }  // namespace ipuml::runtime
 

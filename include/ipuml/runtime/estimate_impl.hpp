@@ -66,9 +66,15 @@ inline void print_memory(std::ostream& os, const Estimate& e) {
 }  // namespace edetail
 
 IPUML_INLINE void print_estimate(std::ostream& os, const Estimate& e) {
+  os << "Compile-only estimate of the " << e.program << " program on " << e.target << "\n";
+  print_configuration(os, e);
+  os << "  estimated in " << edetail::fixed(e.wall_seconds, 1)
+     << " s of wall clock, without executing a kernel\n";
+}
+
+IPUML_INLINE void print_configuration(std::ostream& os, const Estimate& e) {
   using edetail::cycles_and_time;
   const bool training = e.program == "training";
-  os << "Compile-only estimate of the " << e.program << " program on " << e.target << "\n";
   os << "  configuration: micro-batch " << e.micro_batch;
   if (training) os << " x gradient accumulation " << e.gradient_accumulation;
   os << " x " << e.replicas << " replica" << (e.replicas == 1 ? "" : "s") << " of "
@@ -90,8 +96,6 @@ IPUML_INLINE void print_estimate(std::ostream& os, const Estimate& e) {
   }
   os << "  one host call: " << cycles_and_time(e, e.call_seconds) << "\n";
   os << "  projected throughput: " << edetail::fixed(e.samples_per_second(), 1) << " samples/s\n";
-  os << "  estimated in " << edetail::fixed(e.wall_seconds, 1)
-     << " s of wall clock, without executing a kernel\n";
 }
 
 }  // namespace ipuml::runtime

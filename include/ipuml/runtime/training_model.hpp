@@ -105,13 +105,13 @@ class TrainingModel {
   const Options& options() const { return options_; }
   int64_t micro_batch() const { return micro_batch_; }
   const RunStats& last_stats() const { return stats_; }
-  // The backend's report of the micro-step graph (memory, cycles) as JSON text, and its
-  // terminal summary (PopTorch's printProfileSummary).
+  // The backend's report of the micro-step graph (memory, cycles) as JSON text, and the
+  // terminal summary of every program of a run (PopTorch's printProfileSummary): the
+  // micro-batch step, the weight update, and the whole configuration (accumulation, replicas,
+  // device iterations, the gradient all-reduce), each throughput line saying what it counts.
+  // Nothing for a backend that models no device.
   std::string report_json() const;
-  void printProfileSummary(std::ostream& os) const {
-    if (auto* p = step_exe_ ? step_exe_->profiling() : nullptr)
-      p->print_summary(os, static_cast<double>(micro_batch_));
-  }
+  void printProfileSummary(std::ostream& os) const;
   const ir::Graph& step_graph() const { return step_trace_.graph; }
   // The compiled micro-step (null before the first call), for backend-specific inspection.
   const backend::Executable* step_executable() const { return step_exe_.get(); }
@@ -153,6 +153,8 @@ class TrainingModel {
   // The modelled seconds of one weight update's parts (the step over its micro-batches, the
   // update program, the all-reduce) into `e`; false where a program models no device.
   bool modelled_iteration(Estimate& e) const;
+  // The whole configuration's estimate from the compiled programs; false without a device model.
+  bool configuration(Estimate& e) const;
   void reduce_replicas();
   void allreduce_accumulators();
 };

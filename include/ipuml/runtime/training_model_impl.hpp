@@ -494,21 +494,42 @@ IPUML_INLINE Estimate TrainingModel::estimate(const Tensor& data, const Tensor& 
   return estimate(Tensors{data}, Tensors{labels});
 }
 
-IPUML_INLINE Estimate TrainingModel::estimate(const Tensors& inputs, const Tensors& targets) {
-  if (!compiled_) compile_impl(inputs, targets, true);
-  check_shapes(inputs, targets);
+IPUML_INLINE bool TrainingModel::configuration(Estimate& e) const {
+  if (!step_exe_ || !modelled_iteration(e)) return false;
   const Options& o = options_;
-  Estimate e;
-  IPUML_CHECK(modelled_iteration(e), "trainingModel.estimate: backend '", o.backend_name(),
-              "' models no device, so there is nothing to estimate (the emulated IPU does: "
-              "Options.useIpuModel(true))");
   detail::describe(e, "training", o, *step_exe_->profiling(), step_trace_.graph, micro_batch_);
   e.gradient_accumulation = o.gradient_accumulation();
   // Summed as a run sums its device iterations, so that the two agree to the bit.
   for (int64_t it = 0; it < e.device_iterations; ++it) e.call_seconds += e.iteration_seconds();
   e.samples_per_call = o.combined_batch(micro_batch_);
   e.wall_seconds = compile_wall_seconds_;
+  return true;
+}
+
+IPUML_INLINE Estimate TrainingModel::estimate(const Tensors& inputs, const Tensors& targets) {
+  if (!compiled_) compile_impl(inputs, targets, true);
+  check_shapes(inputs, targets);
+  Estimate e;
+  IPUML_CHECK(configuration(e), "trainingModel.estimate: backend '", options_.backend_name(),
+              "' models no device, so there is nothing to estimate (the emulated IPU does: "
+              "Options.useIpuModel(true))");
   return e;
+}
+
+IPUML_INLINE void TrainingModel::printProfileSummary(std::ostream& os) const {
+  const backend::Profiling* step = step_exe_ ? step_exe_->profiling() : nullptr;
+  if (step == nullptr) return;
+  os << "Program 'training': one micro-batch of " << micro_batch_ << " samples on one replica\n";
+  step->print_summary(os, static_cast<double>(micro_batch_));
+  if (const backend::Profiling* update = update_exe_ ? update_exe_->profiling() : nullptr) {
+    os << "Program 'weight_update': the optimizer step, once per weight update\n";
+    update->print_summary(os, 0);
+  }
+  Estimate e;
+  if (!configuration(e)) return;
+  os << "The whole configuration as it runs (its optimizer step and gradient all-reduce "
+        "included):\n";
+  print_configuration(os, e);
 }
 
 IPUML_INLINE Tensor TrainingModel::operator()(const Tensor& data, const Tensor& labels) {
