@@ -185,8 +185,10 @@ inline json digest(const ReportProgram& p) {
   }
 }
 
-// The page's script: draws one program at a time into the page's sections.
-inline const char* page_script() {
+// The page's script, in parts joined by page_script(): the data and drawing helpers, the
+// memory sections, liveness and busiest units, then the operations and timeline sections and
+// the tabs.
+inline const char* page_script_helpers() {
   return R"JS(
 "use strict";
 const DATA = JSON.parse(document.getElementById("ipuml-data").textContent);
@@ -226,6 +228,12 @@ function showTip(ev, text) {
 }
 function hideTip() { tip.style.display = "none"; }
 
+)JS";
+}
+
+// Summary, memory per unit as a heat map, memory by category.
+inline const char* page_script_memory() {
+  return R"JS(
 function summary(p, box) {
   const m = p.memory, t = p.machine, c = p.execution.per_step;
   const pct = 100 * m.total_used / m.total_available;
@@ -317,6 +325,12 @@ function categories(p, box) {
   box.appendChild(s);
 }
 
+)JS";
+}
+
+// Liveness over the program's steps, and the busiest units.
+inline const char* page_script_liveness() {
+  return R"JS(
 function liveness(p, box) {
   const L = p.liveness, n = L.always_live.length;
   if (!n) { box.appendChild(el("p", {}, "No program steps.")); return; }
@@ -379,6 +393,12 @@ function busiest(p, box) {
   box.appendChild(tb);
 }
 
+)JS";
+}
+
+// The operations summary, the execution timeline, and the tabs that show one program.
+inline const char* page_script_operations() {
+  return R"JS(
 // Per op type: cycles and their share, FLOPs, the fraction of the device's peak they reached.
 function operations(p, box) {
   if (!p.operations.length) {
@@ -493,6 +513,12 @@ DATA.programs.forEach((p, i) => {
 const wanted = DATA.programs.findIndex(p => "#" + p.name === decodeURIComponent(location.hash));
 show(wanted >= 0 ? wanted : 0);
 )JS";
+}
+
+// The page's script: draws one program at a time into the page's sections.
+inline std::string page_script() {
+  return std::string(page_script_helpers()) + page_script_memory() + page_script_liveness() +
+         page_script_operations();
 }
 
 inline const char* page_style() {

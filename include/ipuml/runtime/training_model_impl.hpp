@@ -259,6 +259,145 @@ IPUML_INLINE void TrainingModel::compile(const Tensor& data, const Tensor& label
   compile(Tensors{data}, Tensors{labels});
 }
 
+namespace detail {
+
+// The micro-step program: forward, loss, backward (seeded with the loss scaling), then the
+// optimizer's step, or with `accumulators` the gradients added into them; the update placed
+// where each parameter lives, recomputation from checkpoints, pipeline stages.
+inline ir::Trace trace_step(nn::Module& model, const ForwardFn& forward, const MultiLossFn& loss_fn,
+                            optim::Optimizer& optimizer, const std::vector<Tensor>& params,
+                            const Tensors& inputs, const Tensors& targets, int64_t micro_batch,
+                            std::vector<Tensor>* accumulators, const Options& o) {
+  ir::Tracer tracer;
+  for (auto& [name, t] : model.named_parameters()) tracer.name_state(t, name);
+  for (auto& [name, t] : model.named_buffers()) tracer.name_state(t, name);
+  Tensors xs, ys;
+  auto feed = [&](const Tensors& ts, Tensors& out, const char* one, const char* many) {
+    for (size_t i = 0; i < ts.size(); ++i) {
+      Shape s = ts[i].shape();
+      s[0] = micro_batch;
+      out.push_back(tracer.input(ir::TensorMeta{s, ts[i].dtype()},
+                                 ts.size() == 1 ? one : many + std::to_string(i)));
+    }
+  };
+  feed(inputs, xs, "data", "input");
+  feed(targets, ys, "labels", "target");
+  optimizer.zero_grad();
+  Tensor loss = loss_fn(forward(xs), ys);
+  IPUML_CHECK(loss.numel() == 1, "trainingModel: the loss must be a scalar, got shape ",
+              shape_str(loss.shape()));
+  // PopTorch's loss_scaling: the gradient seed is the scale; the optimizer divides it out.
+  const double scaling = optimizer.loss_scaling();
+  const size_t backward_begin = tracer.num_nodes();
+  if (scaling != 1.0)
+    loss.backward(full(loss.shape(), scaling, loss.dtype()));
+  else
+    loss.backward();
+  const size_t update_begin = tracer.num_nodes();
+  {
+    NoGradGuard ng;
+    if (!accumulators) {
+      optimizer.step();
+    } else {
+      for (size_t i = 0; i < params.size(); ++i)
+        if (params[i].grad().defined()) (*accumulators)[i].add_(params[i].grad());
+    }
+  }
+  optimizer.zero_grad();
+  ir::Trace step = tracer.finish({loss.reshape({})});
+  // The update (or the accumulation) runs where each parameter lives, not wherever the
+  // forward pass ended.
+  auto homes = ir::state_homes(step.graph, update_begin);
+  ir::place_update(step.graph, update_begin, homes);
+  const auto rec = ir::recompute_from_checkpoints(step.graph, backward_begin, update_begin);
+  if (pipelined(o, ipus_used(step.graph)))
+    ir::assign_pipeline_stages(step.graph, backward_begin,
+                               update_begin + static_cast<size_t>(rec.nodes_recomputed));
+  return step;
+}
+
+// The update program: the accumulated gradients, scaled, into the parameters' grads, the
+// optimizer's step, the accumulators cleared.
+inline ir::Trace trace_update(nn::Module& model, optim::Optimizer& optimizer,
+                              const std::vector<Tensor>& params, std::vector<Tensor>& accumulators,
+                              double scale) {
+  ir::Tracer tracer;
+  for (auto& [name, t] : model.named_parameters()) tracer.name_state(t, name);
+  NoGradGuard ng;
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor p = params[i];
+    tracer.remember_grad(p.impl());
+    p.set_grad(mul(accumulators[i], scale));
+  }
+  optimizer.step();
+  for (auto& a : accumulators) a.zero_();
+  optimizer.zero_grad();
+  return tracer.finish({});
+}
+
+// The update runs where each state lives in the step graph, found by the tensor it is bound to.
+inline void place_like_step(ir::Trace& update, const ir::Trace& step) {
+  const auto step_homes = ir::state_homes(step.graph, step.graph.nodes.size());
+  auto& ug = update.graph;
+  std::vector<int> homes(ug.values.size(), -1);
+  for (size_t i = 0; i < ug.states.size(); ++i)
+    for (size_t j = 0; j < step.graph.states.size(); ++j)
+      if (update.states[i].same(step.states[j])) {
+        homes[static_cast<size_t>(ug.states[i])] =
+            step_homes[static_cast<size_t>(step.graph.states[j])];
+        break;
+      }
+  ir::place_update(ug, 0, homes);
+}
+
+// Optimizer state off chip (both programs) and sharded over the replicas (the update's), as
+// Options.TensorLocations asks; `update` is null for the fused step, which has no replicas.
+inline void place_optimizer_state(const Options& o, optim::Optimizer& optimizer,
+                                  const std::vector<Tensor>& params, ir::Trace& step,
+                                  ir::Trace* update, int64_t replicas) {
+  const auto& where = o.TensorLocations.optimizer;
+  if (where.on_chip && !where.replicated_tensor_sharding) return;
+  std::vector<Tensor> opt_state;
+  for (size_t i = 0; i < params.size(); ++i)
+    for (auto& [name, t] : optimizer.state(i)) opt_state.push_back(t);
+  if (!where.on_chip) {
+    ir::place_off_chip(step.graph, step.states, opt_state);
+    if (update) ir::place_off_chip(update->graph, update->states, opt_state);
+  }
+  if (where.replicated_tensor_sharding && update && replicas > 1)
+    ir::shard_across_replicas(update->graph, update->states, opt_state, replicas);
+}
+
+// What each of r replicas binds the step graph to: its own accumulators, and its own copy of
+// every other state the step writes (batch-norm running statistics), as each replica of a
+// PopTorch program keeps its own buffers; replica 0's are the model's, the ones the host sees.
+// The weights are only read by the step, and shared. Without accumulators (the fused step)
+// there is one replica.
+inline std::vector<std::vector<Tensor>> replica_states(
+    const ir::Trace& step, const std::vector<Tensor>& params,
+    const std::vector<std::vector<Tensor>>& accumulators, int64_t r) {
+  std::vector<std::vector<Tensor>> out(static_cast<size_t>(r), step.states);
+  if (accumulators.empty()) return out;
+  const auto& sg = step.graph;
+  for (size_t s = 0; s < step.states.size(); ++s) {
+    bool accumulator = false;
+    for (size_t i = 0; i < params.size(); ++i)
+      if (step.states[s].same(accumulators[0][i])) {
+        accumulator = true;
+        for (int64_t k = 1; k < r; ++k)
+          out[static_cast<size_t>(k)][s] = accumulators[static_cast<size_t>(k)][i];
+      }
+    bool written = false;
+    for (const auto& u : sg.updates) written = written || u.state == sg.states[s];
+    if (accumulator || !written) continue;
+    NoGradGuard ng;
+    for (int64_t k = 1; k < r; ++k) out[static_cast<size_t>(k)][s] = step.states[s].clone();
+  }
+  return out;
+}
+
+}  // namespace detail
+
 IPUML_INLINE void TrainingModel::compile(const Tensors& inputs, const Tensors& targets) {
   compile_impl(inputs, targets, options_.compile_only());
 }
@@ -309,121 +448,19 @@ IPUML_INLINE void TrainingModel::compile_impl(const Tensors& inputs, const Tenso
   // The micro-step: forward, loss, backward, then either the optimizer step (fused) or the
   // gradients added into replica 0's accumulators.
   model_->train();
-  {
-    ir::Tracer tracer;
-    for (auto& [name, t] : model_->named_parameters()) tracer.name_state(t, name);
-    for (auto& [name, t] : model_->named_buffers()) tracer.name_state(t, name);
-    Tensors xs, ys;
-    auto feed = [&](const Tensors& ts, Tensors& out, const char* one, const char* many) {
-      for (size_t i = 0; i < ts.size(); ++i) {
-        Shape s = ts[i].shape();
-        s[0] = micro_batch_;
-        out.push_back(tracer.input(ir::TensorMeta{s, ts[i].dtype()},
-                                   ts.size() == 1 ? one : many + std::to_string(i)));
-      }
-    };
-    feed(inputs, xs, "data", "input");
-    feed(targets, ys, "labels", "target");
-    optimizer_.zero_grad();
-    Tensor loss = loss_(forward_(xs), ys);
-    IPUML_CHECK(loss.numel() == 1, "trainingModel: the loss must be a scalar, got shape ",
-                shape_str(loss.shape()));
-    // PopTorch's loss_scaling: the gradient seed is the scale; the optimizer divides it out.
-    const double scaling = optimizer_.loss_scaling();
-    const size_t backward_begin = tracer.num_nodes();
-    if (scaling != 1.0)
-      loss.backward(full(loss.shape(), scaling, loss.dtype()));
-    else
-      loss.backward();
-    const size_t update_begin = tracer.num_nodes();
-    {
-      NoGradGuard ng;
-      if (fused) {
-        optimizer_.step();
-      } else {
-        for (size_t i = 0; i < params.size(); ++i)
-          if (params[i].grad().defined()) accumulators_[0][i].add_(params[i].grad());
-      }
-    }
-    optimizer_.zero_grad();
-    step_trace_ = tracer.finish({loss.reshape({})});
-    // The update (or the accumulation) runs where each parameter lives, not wherever the
-    // forward pass ended.
-    auto homes = ir::state_homes(step_trace_.graph, update_begin);
-    ir::place_update(step_trace_.graph, update_begin, homes);
-    const auto rec =
-        ir::recompute_from_checkpoints(step_trace_.graph, backward_begin, update_begin);
-    if (detail::pipelined(o, detail::ipus_used(step_trace_.graph)))
-      ir::assign_pipeline_stages(step_trace_.graph, backward_begin,
-                                 update_begin + static_cast<size_t>(rec.nodes_recomputed));
-  }
+  step_trace_ = detail::trace_step(*model_, forward_, loss_, optimizer_, params, inputs, targets,
+                                   micro_batch_, fused ? nullptr : &accumulators_[0], o);
   // The update: average the accumulated gradients, step, clear the accumulators. The replicas'
   // sums reach replica 0's accumulators first, through the all-reduce (reduce_replicas), which
   // the runtime performs and charges once per update, outside every program.
   if (!fused) {
-    ir::Tracer tracer;
-    for (auto& [name, t] : model_->named_parameters()) tracer.name_state(t, name);
-    NoGradGuard ng;
-    const double scale = 1.0 / static_cast<double>(r * g * instances);
-    for (size_t i = 0; i < params.size(); ++i) {
-      Tensor p = params[i];
-      tracer.remember_grad(p.impl());
-      p.set_grad(mul(accumulators_[0][i], scale));
-    }
-    optimizer_.step();
-    for (auto& a : accumulators_[0]) a.zero_();
-    optimizer_.zero_grad();
-    update_trace_ = tracer.finish({});
-    // Each state's home from the step graph, found by the tensor it is bound to.
-    const auto step_homes = ir::state_homes(step_trace_.graph, step_trace_.graph.nodes.size());
-    auto& ug = update_trace_.graph;
-    std::vector<int> homes(ug.values.size(), -1);
-    for (size_t i = 0; i < ug.states.size(); ++i)
-      for (size_t j = 0; j < step_trace_.graph.states.size(); ++j)
-        if (update_trace_.states[i].same(step_trace_.states[j])) {
-          homes[static_cast<size_t>(ug.states[i])] =
-              step_homes[static_cast<size_t>(step_trace_.graph.states[j])];
-          break;
-        }
-    ir::place_update(ug, 0, homes);
+    update_trace_ = detail::trace_update(*model_, optimizer_, params, accumulators_[0],
+                                         1.0 / static_cast<double>(r * g * instances));
+    detail::place_like_step(update_trace_, step_trace_);
   }
-  const auto& opt_location = o.TensorLocations.optimizer;
-  if (!opt_location.on_chip || opt_location.replicated_tensor_sharding) {
-    std::vector<Tensor> opt_state;
-    for (size_t i = 0; i < params.size(); ++i)
-      for (auto& [name, t] : optimizer_.state(i)) opt_state.push_back(t);
-    if (!opt_location.on_chip) {
-      ir::place_off_chip(step_trace_.graph, step_trace_.states, opt_state);
-      if (!fused) ir::place_off_chip(update_trace_.graph, update_trace_.states, opt_state);
-    }
-    // One replica (the fused step) has nothing to shard over.
-    if (opt_location.replicated_tensor_sharding && !fused && r * instances > 1)
-      ir::shard_across_replicas(update_trace_.graph, update_trace_.states, opt_state,
-                                r * instances);
-  }
-  // Replica k runs the same step graph bound to its own accumulators, and to its own copy of
-  // every other state the step writes (batch-norm running statistics), as each replica of a
-  // PopTorch program keeps its own buffers; replica 0's are the model's, the ones the host sees.
-  // The weights are only read by the step, and shared.
-  step_states_.assign(static_cast<size_t>(r), step_trace_.states);
-  if (!fused) {
-    const auto& sg = step_trace_.graph;
-    for (size_t s = 0; s < step_trace_.states.size(); ++s) {
-      bool accumulator = false;
-      for (size_t i = 0; i < params.size(); ++i)
-        if (step_trace_.states[s].same(accumulators_[0][i])) {
-          accumulator = true;
-          for (int64_t k = 1; k < r; ++k)
-            step_states_[static_cast<size_t>(k)][s] = accumulators_[static_cast<size_t>(k)][i];
-        }
-      bool written = false;
-      for (const auto& u : sg.updates) written = written || u.state == sg.states[s];
-      if (accumulator || !written) continue;
-      NoGradGuard ng;
-      for (int64_t k = 1; k < r; ++k)
-        step_states_[static_cast<size_t>(k)][s] = step_trace_.states[s].clone();
-    }
-  }
+  detail::place_optimizer_state(o, optimizer_, params, step_trace_,
+                                fused ? nullptr : &update_trace_, r * instances);
+  step_states_ = detail::replica_states(step_trace_, params, accumulators_, r);
 
   const int64_t ipus = detail::ipus_used(step_trace_.graph);
   detail::check_pipeline(o, step_trace_.graph, true);
