@@ -31,6 +31,7 @@ class BackendExecutable : public backend::Executable, public backend::Profiling 
   double simulated_seconds_for(int64_t micro_batches) const override;
   double allreduce_seconds(size_t bytes, int64_t replicas) const override;
   backend::MemoryFit memory_fit() const override;
+  backend::TimeSplit time_split() const override;
   double clock_hz() const override;
   std::string target_description() const override;
   bool pipelined() const { return pipelined_; }

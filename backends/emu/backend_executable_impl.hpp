@@ -74,6 +74,18 @@ IPUML_INLINE backend::MemoryFit BackendExecutable::memory_fit() const {
   return f;
 }
 
+IPUML_INLINE backend::TimeSplit BackendExecutable::time_split() const {
+  const double hz = exe_->machine().clock_hz;
+  backend::TimeSplit s;
+  for (const DeviceCycles& c : exe_->plan().cycles.per_device) {
+    s.compute += c.compute / hz;
+    s.exchange += c.exchange / hz;
+    s.sync += c.sync / hz;
+    s.host += c.host / hz;
+  }
+  return s;
+}
+
 IPUML_INLINE double BackendExecutable::clock_hz() const { return exe_->machine().clock_hz; }
 
 IPUML_INLINE std::string BackendExecutable::target_description() const {

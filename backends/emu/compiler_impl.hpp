@@ -989,11 +989,11 @@ struct Planner {
     plan.cycles.per_device.assign(static_cast<size_t>(mc.devices), DeviceCycles{});
     for (int32_t i = 0; i < mc.devices; ++i) {
       auto& c = plan.cycles.per_device[static_cast<size_t>(i)];
-      c.host = t.host_cycles(host_in[static_cast<size_t>(i)]) +
-               t.host_cycles(host_out[static_cast<size_t>(i)]) +
+      const double in = host_in[static_cast<size_t>(i)], out = host_out[static_cast<size_t>(i)];
+      c.host = t.host_cycles(in, o.replication_factor) + t.host_cycles(out, o.replication_factor) +
                t.streaming_cycles(streamed[static_cast<size_t>(i)]);
-      if (host_in[static_cast<size_t>(i)] + host_out[static_cast<size_t>(i)] > 0)
-        c.sync += 2.0 * t.device_sync_cycles();
+      // Each direction's stream copy begins with the device syncing with the host.
+      c.host += ((in > 0) + (out > 0)) * t.host_sync_cycles();
     }
     if (writeback > 0) {
       const RegionShape device = region_shape(mc, T());  // every unit writes back at once
@@ -1287,8 +1287,8 @@ inline constexpr char kMagic[8] = {'I', 'P', 'U', 'M', 'L', 'P', 'L', 'N'};
 // 4: the replica all-reduce left the programs (charged once per update by the runtime).
 // 5: views cost no compute; 6: nor do small constants; 7: the target as a model (its JSON and
 // the machine's shape); 8: the core's own words for its units and devices ("units",
-// "per_device").
-inline constexpr uint32_t kVersion = 8;
+// "per_device"); 9: host syncs and shared host links in the host cycles.
+inline constexpr uint32_t kVersion = 9;
 struct FileHeader {
   char magic[8];
   uint32_t version;

@@ -68,8 +68,13 @@ class TargetModel {
   virtual double device_sync_cycles() const = 0;
   // Cycles to move `bytes` from one device to another (the barrier not included).
   virtual double inter_device_cycles(double bytes) const = 0;
-  // Cycles to move `bytes` between the host and one device, one direction.
-  virtual double host_cycles(double bytes) const = 0;
+  // Cycles to move `bytes` between the host and one device, one direction, while each of
+  // `replicas` replicas of the program moves as much at the same time (replicas on one machine
+  // may share its host link).
+  virtual double host_cycles(double bytes, int64_t replicas) const = 0;
+  // The host's part of a step, per direction of host traffic: the device waits for the host to
+  // sync before a stream copy. By default a barrier across devices.
+  virtual double host_sync_cycles() const { return device_sync_cycles(); }
   // Cycles to stream `bytes` to or from a device's off-chip memory.
   virtual double streaming_cycles(double bytes) const = 0;
   // Memory terms besides tensor data.

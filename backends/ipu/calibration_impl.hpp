@@ -16,9 +16,10 @@ namespace ipuml::ipu {
 
 namespace caldetail {
 
-inline Plan plan_of(const ir::Trace& tr, const Target& t) {
+inline Plan plan_of(const ir::Trace& tr, const Target& t, int64_t replicas = 1) {
   CompileOptions o;
   o.progress = false;
+  o.replication_factor = replicas;
   o.allow_out_of_memory = true;  // a microbenchmark measures time, whatever it holds
   return plan_graph(tr.graph, t, o);
 }
@@ -206,19 +207,38 @@ inline CalibrationCase gw_link(const std::string& preset, double published,
           source};
 }
 
-// Host transfer: a 256 MB input streamed in (one direction) on one IPU.
-inline CalibrationCase host_link(const std::string& preset, double published,
+// Host transfer: a 256 MB input streamed in (one direction) to each of `replicas` one-IPU
+// replicas, which share their machine's host link.
+inline CalibrationCase host_link(const std::string& preset, int64_t replicas, double published,
                                  const std::string& source) {
   const Target t = on(preset);
   const int64_t n = 64 << 20;
   ir::Tracer tr;
   Tensor x = tr.input(ir::TensorMeta{{n}, kFloat32}, "x");
   Tensor s = sum(x);
-  const Plan p = plan_of(tr.finish({s}), t);
-  const double in_cycles =
-      p.cycles.per_device[0].host - host_cycles(t, p.host_out_bytes);  // the inbound stream only
-  return {"host_in_" + preset, preset, "GB/s", p.host_in_bytes / (in_cycles / t.clock_hz) / 1e9,
-          published,           source};
+  const Plan p = plan_of(tr.finish({s}), t, replicas);
+  // The inbound stream only: less the outbound scalar and the two streams' host syncs.
+  const double in_cycles = p.cycles.per_device[0].host -
+                           host_cycles(t, p.host_out_bytes, replicas) - 2 * host_sync_cycles(t);
+  return {"host_in_" + std::to_string(replicas) + "replica" + (replicas == 1 ? "_" : "s_") + preset,
+          preset,
+          "GB/s",
+          p.host_in_bytes / (in_cycles / t.clock_hz) / 1e9,
+          published,
+          source};
+}
+
+// A step's host syncs: a one-element program's host time less its two one-element streams,
+// per stream.
+inline CalibrationCase host_sync(const std::string& preset, double published,
+                                 const std::string& source) {
+  const Target t = on(preset);
+  ir::Tracer tr;
+  Tensor x = tr.input(ir::TensorMeta{{1}, kFloat32}, "x");
+  const Plan p = plan_of(tr.finish({mul(x, x)}), t);
+  const double syncs = p.cycles.per_device[0].host - host_cycles(t, p.host_in_bytes) -
+                       host_cycles(t, p.host_out_bytes);
+  return {"host_sync_" + preset, preset, "us", syncs / 2 / t.clock_hz * 1e6, published, source};
 }
 
 // The gradient all-reduce of one replica's 100 MB over `replicas` single-IPU replicas: the
@@ -294,8 +314,15 @@ IPUML_INLINE std::vector<CalibrationCase> run_calibration() {
                  "Bow-2000 datasheet: IPU-Link 512 Gbit/s (one cable: 2 links, both ways)"));
   v.push_back(
       gw_link("ipu2", 25.0, "Bow-2000 datasheet / IPU-POD DA guide: GW-Link 2 x 100 Gbit/s"));
-  v.push_back(host_link(
-      "ipu2", 32.0, gc200 + "PCIe Gen4 x16, 64 GB/s counting both directions: 32 GB/s each way"));
+  const std::string da = "IPU-POD DA guide: an IPU-M2000 reaches its host over 1 x 100 GbE RoCEv2";
+  v.push_back(host_link("ipu2", 1, 12.5, da + ": 12.5 GB/s each way"));
+  v.push_back(host_link("ipu2", 4, 3.125, da + ", shared by its 4 IPUs: 3.125 GB/s each"));
+  v.push_back(host_link("ipu1", 1, 32.0,
+                        "C2 card: PCIe Gen4 x16, 64 GB/s counting both directions (assumed, as "
+                        "GC200's; docs/targets.md)"));
+  v.push_back(host_sync("ipu2", 1485.0 / 4095,
+                        "Graphcore Command Line Tools guide 1.2.3, gc-hostsynclatencytest: 4095 "
+                        "host syncs took 1485 us"));
   v.push_back(allreduce("ipu2", 2));
   v.push_back(allreduce("ipu2", 4));
   v.push_back(allreduce("ipu2", 16));

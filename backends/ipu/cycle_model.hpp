@@ -23,8 +23,14 @@ double exchange_cycles(const Target& t, double bytes_per_tile);
 // Cycles to move `bytes` from one IPU to the other IPU of its pair over the links between them
 // (ipu_links_per_pair at ipu_link_bytes_per_second x ipu_link_efficiency, one direction).
 double inter_ipu_cycles(const Target& t, double bytes);
-// Cycles (at the tile clock) to stream `bytes` between host and device, one direction.
-double host_cycles(const Target& t, double bytes);
+// IPUs that stream over one host link at the same time when `replicas` replicas of
+// t.num_ipus IPUs each run side by side: the replicas of one machine share its link.
+int64_t host_link_streams(const Target& t, int64_t replicas);
+// Cycles (at the tile clock) to stream `bytes` between host and one IPU, one direction, while
+// the other replicas on its host link stream as much.
+double host_cycles(const Target& t, double bytes, int64_t replicas = 1);
+// Cycles of one host sync (t.host_sync_seconds at the tile clock).
+double host_sync_cycles(const Target& t);
 
 // Cycles of the gradient all-reduce of `bytes` (one replica's gradients) over `replicas`
 // replicas of `ipus_per_replica` IPUs each, hierarchical as the system is built: the replicas of

@@ -35,8 +35,19 @@ IPUML_INLINE double inter_ipu_cycles(const Target& t, double bytes) {
   return bytes <= 0 ? 0.0 : std::ceil(bytes / bw * t.clock_hz);
 }
 
-IPUML_INLINE double host_cycles(const Target& t, double bytes) {
-  return bytes <= 0 ? 0.0 : std::ceil(bytes / t.host_bytes_per_second * t.clock_hz);
+IPUML_INLINE int64_t host_link_streams(const Target& t, int64_t replicas) {
+  const int64_t per_link =
+      std::max<int64_t>(1, t.ipus_per_host_link / std::max<int64_t>(t.num_ipus, 1));
+  return std::clamp<int64_t>(replicas, 1, per_link);
+}
+
+IPUML_INLINE double host_cycles(const Target& t, double bytes, int64_t replicas) {
+  const double rate = t.host_bytes_per_second / static_cast<double>(host_link_streams(t, replicas));
+  return bytes <= 0 ? 0.0 : std::ceil(bytes / rate * t.clock_hz);
+}
+
+IPUML_INLINE double host_sync_cycles(const Target& t) {
+  return std::ceil(t.host_sync_seconds * t.clock_hz);
 }
 
 IPUML_INLINE CollectiveShape collective_shape(const Target& t, int64_t replicas,

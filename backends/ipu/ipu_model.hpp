@@ -58,7 +58,10 @@ class IpuModel final : public emu::TargetModel {
   double repeat_cycles() const override { return static_cast<double>(t_.vertex_overhead_cycles); }
   double device_sync_cycles() const override { return static_cast<double>(t_.global_sync_cycles); }
   double inter_device_cycles(double bytes) const override { return inter_ipu_cycles(t_, bytes); }
-  double host_cycles(double bytes) const override { return ipu::host_cycles(t_, bytes); }
+  double host_cycles(double bytes, int64_t replicas) const override {
+    return ipu::host_cycles(t_, bytes, replicas);
+  }
+  double host_sync_cycles() const override { return ipu::host_sync_cycles(t_); }
   double streaming_cycles(double bytes) const override {
     return std::ceil(bytes / t_.streaming_bytes_per_second * t_.clock_hz);
   }

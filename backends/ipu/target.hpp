@@ -31,8 +31,13 @@ struct Target {
   // Sync-Link round trip over the machine's hops; the collective model adds hops for larger groups.
   int64_t global_sync_cycles = 230;
   double sync_seconds_per_hop = 15e-9;  // Sync-Link latency per hop, one way
-  // Host link, one direction (PCIe Gen4 x16: 64 GB/s counts both directions).
-  double host_bytes_per_second = 32e9;
+  // The host link, one direction: an IPU-M2000's one 100 GbE RoCE link to its host server,
+  // shared by the machine's IPUs (a PCIe card's slot on Mk1).
+  double host_bytes_per_second = 12.5e9;
+  int64_t ipus_per_host_link = 4;
+  // One host sync, as Graphcore's gc-hostsynclatencytest measures it: what each step's stream
+  // copy waits before it moves data.
+  double host_sync_seconds = 0.363e-6;
   double streaming_bytes_per_second = 16e9;  // streaming memory (off-chip DRAM) per IPU
   int64_t vertex_overhead_cycles = 185;
   // The IPU system: IPU-Links inside a machine and between the machines of a POD, GW-Links

@@ -102,6 +102,8 @@ inline const std::vector<Field>& fields() {
     IPUML_TF_INT(global_sync_cycles)
     IPUML_TF_DBL(sync_seconds_per_hop)
     IPUML_TF_DBL(host_bytes_per_second)
+    IPUML_TF_INT(ipus_per_host_link)
+    IPUML_TF_DBL(host_sync_seconds)
     IPUML_TF_DBL(streaming_bytes_per_second)
     IPUML_TF_INT(vertex_overhead_cycles)
     IPUML_TF_DBL(ipu_link_bytes_per_second)
@@ -186,6 +188,8 @@ IPUML_INLINE Target target_preset(const std::string& name) {
     t.ipu_links_per_pair = 2;
     t.ipus_per_machine = 2;
     t.ipus_per_pod = 16;
+    t.host_bytes_per_second = 32e9;  // the C2 card's PCIe Gen4 x16 slot, for its 2 IPUs
+    t.ipus_per_host_link = 2;
     t.gw_link_bytes_per_second = 32e9;  // no GW-Links on Mk1: beyond 16 IPUs, the host's PCIe
   } else if (name == "tiny") {
     t.name = "tiny";
@@ -256,6 +260,8 @@ IPUML_INLINE void validate(const Target& t) {
   nonneg("global_sync_cycles", d(t.global_sync_cycles), 1e9);
   in("sync_seconds_per_hop", t.sync_seconds_per_hop, 1e-12, 1, true);
   pos("host_bytes_per_second", t.host_bytes_per_second, 1, 1e15);
+  pos("ipus_per_host_link", d(t.ipus_per_host_link), 1, 4096);
+  in("host_sync_seconds", t.host_sync_seconds, 1e-12, 1, true);
   pos("streaming_bytes_per_second", t.streaming_bytes_per_second, 1, 1e15);
   nonneg("vertex_overhead_cycles", d(t.vertex_overhead_cycles), 1e9);
   pos("ipu_link_bytes_per_second", t.ipu_link_bytes_per_second, 1, 1e15);

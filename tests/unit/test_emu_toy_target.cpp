@@ -101,7 +101,8 @@ class MeshModel final : public emu::TargetModel {
   double inter_device_cycles(double bytes) const override {
     return bytes <= 0 ? 0.0 : std::ceil(bytes / 16.0);
   }
-  double host_cycles(double bytes) const override {
+  double host_cycles(double bytes, int64_t replicas) const override {
+    (void)replicas;  // every replica has a link of its own
     ++calls[kHost];
     return bytes <= 0 ? 0.0 : std::ceil(bytes / p_.host_bytes_per_cycle);
   }

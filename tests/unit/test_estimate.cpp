@@ -2,6 +2,7 @@
 // alone, equal to what executing the same configuration reports, whether its stages are
 // pipelined or not, with replicas, gradient accumulation and device iterations; a model that does
 // not fit is reported, and running it is refused as before.
+#include <cstdio>
 #include <sstream>
 #include <string>
 
@@ -128,6 +129,14 @@ TEST_CASE("estimate: a training configuration's modelled time equals what runnin
     CHECK(e.accumulation_seconds < 4 * e.micro_batch_seconds);
   else
     CHECK(e.accumulation_seconds == Approx(4 * e.micro_batch_seconds).epsilon(1e-12));
+  // Where the time goes: every part of the step is there; a sharded step's IPUs run one after
+  // another, so its parts add up to the micro-batch, and the update's to the update.
+  CHECK(e.step_split.compute > 0);
+  CHECK(e.step_split.exchange > 0);
+  CHECK(e.step_split.sync > 0);
+  CHECK(e.step_split.host > 0);
+  if (!e.pipelined) CHECK(e.step_split.total() == Approx(e.micro_batch_seconds).epsilon(1e-12));
+  CHECK(e.update_split.total() == Approx(e.update_seconds).epsilon(1e-12));
   CHECK(e.call_seconds == Approx(2 * e.iteration_seconds()).epsilon(1e-12));
   CHECK(e.clock_hz == 1.33e9);
   CHECK(e.wall_seconds > 0);
@@ -201,6 +210,24 @@ TEST_CASE("estimate: the printed report and the CPU backend's refusal", "[ipu][e
   CHECK(s.find("by category: state ") != std::string::npos);
   CHECK(s.find("+ gradient all-reduce ") != std::string::npos);
   CHECK(s.find("projected throughput: ") != std::string::npos);
+  // The shares of one weight update, added up by hand from the estimate's parts.
+  const auto at = s.find("where the time goes (one weight update): compute ");
+  REQUIRE(at != std::string::npos);
+  const std::string line = s.substr(at, s.find('\n', at) - at);
+  double shown[5] = {0, 0, 0, 0, 0};
+  REQUIRE(std::sscanf(line.c_str(),
+                      "where the time goes (one weight update): compute %lf %%, exchange %lf %%, "
+                      "sync %lf %%, host %lf %%, all-reduce %lf %%",
+                      &shown[0], &shown[1], &shown[2], &shown[3], &shown[4]) == 5);
+  const double all = e.iteration_seconds();
+  const double steps = e.accumulation_seconds / e.step_split.total(),
+               update = e.update_seconds / e.update_split.total();
+  const double want[5] = {e.step_split.compute * steps + e.update_split.compute * update,
+                          e.step_split.exchange * steps + e.update_split.exchange * update,
+                          e.step_split.sync * steps + e.update_split.sync * update,
+                          e.step_split.host * steps + e.update_split.host * update,
+                          e.allreduce_seconds};
+  for (int i = 0; i < 5; ++i) CHECK(shown[i] == Approx(100 * want[i] / all).margin(0.051));
 
   Options cpu;
   cpu.useIpuModel(false).showCompilationProgressBar(false);

@@ -52,6 +52,49 @@ TEST_CASE("calibration: the collective model follows the machine and POD topolog
   CHECK(ipu::host_cycles(t, t.host_bytes_per_second) == Approx(t.clock_hz));
 }
 
+TEST_CASE("calibration: the host link is the machine's, shared by the replicas on it",
+          "[ipu][calibration]") {
+  // An IPU-M2000's one 100 GbE link (docs/targets.md, [DA]) serves its four IPUs: one-IPU
+  // replicas share it four ways at most, a replica of 2 IPUs shares it with one other, a replica
+  // spanning the machine has it alone; a C2 card's slot serves its two IPUs.
+  auto t = ipu::target_preset("ipu2");
+  CHECK(t.host_bytes_per_second == 12.5e9);
+  CHECK(t.ipus_per_host_link == 4);
+  const double second = t.host_bytes_per_second;  // one second's bytes for one stream alone
+  CHECK(ipu::host_link_streams(t, 1) == 1);
+  CHECK(ipu::host_link_streams(t, 2) == 2);
+  CHECK(ipu::host_link_streams(t, 16) == 4);
+  CHECK(ipu::host_cycles(t, second, 16) == Approx(4 * t.clock_hz));
+  t.num_ipus = 2;
+  CHECK(ipu::host_link_streams(t, 4) == 2);
+  t.num_ipus = 4;
+  CHECK(ipu::host_link_streams(t, 4) == 1);
+  const auto c2 = ipu::target_preset("ipu1");
+  CHECK(c2.host_bytes_per_second == 32e9);
+  CHECK(ipu::host_link_streams(c2, 8) == 2);
+  // A host sync: Graphcore's measured 1485 us for 4095 syncs, at the tile clock.
+  CHECK(ipu::host_sync_cycles(t) == std::ceil(0.363e-6 * t.clock_hz));
+}
+
+TEST_CASE("calibration: a step pays one host sync per direction it streams, on its IPU",
+          "[ipu][calibration]") {
+  // y * y over 1024 floats: 4096 bytes in, 4096 out, each stream after a host sync; four
+  // one-IPU replicas on a machine stream at a quarter of its link each.
+  const auto t = ipu::target_preset("ipu2");
+  ir::Tracer tr;
+  Tensor y = tr.input(ir::TensorMeta{{1024}, kFloat32}, "y");
+  const auto g = tr.finish({mul(y, y)});
+  ipu::CompileOptions o;
+  o.progress = false;
+  for (int64_t replicas : {1, 4}) {
+    o.replication_factor = replicas;
+    const auto p = ipu::plan_graph(g.graph, t, o);
+    const double xfer = std::ceil(4096 / (12.5e9 / static_cast<double>(replicas)) * t.clock_hz);
+    const double sync = std::ceil(0.363e-6 * t.clock_hz);
+    CHECK(p.cycles.per_device[0].host == 2 * xfer + 2 * sync);
+  }
+}
+
 TEST_CASE("calibration: the all-reduce of R replicas of k IPUs follows docs/targets.md's formula",
           "[ipu][calibration]") {
   // docs/targets.md, "Collectives": g replicas of a machine reduce-scatter and all-gather in a

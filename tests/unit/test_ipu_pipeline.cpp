@@ -183,6 +183,9 @@ TEST_CASE("replicas charge exactly one gradient all-reduce per weight update",
           "[ipu][pipeline][replicas]") {
   Generator gen(8);
   const int64_t w = 64, micro = 4, g = 2;
+  // With a host link per IPU, the replicas' programs are the one replica's; on an IPU-M2000's
+  // one link shared by its four IPUs, they also stream their data more slowly.
+  std::string link = "1";
   auto run = [&](int64_t r, int64_t d) {
     Tower t = make_tower(w, false);
     optim::SGD opt(t->parameters(), optim::SGDOptions(0.05));
@@ -191,7 +194,8 @@ TEST_CASE("replicas charge exactly one gradient all-reduce per weight update",
                                    .replicationFactor(r)
                                    .gradientAccumulation(g)
                                    .deviceIterations(d)
-                                   .setTargetOption("num_ipus", "8"),
+                                   .setTargetOption("num_ipus", "8")
+                                   .setTargetOption("ipus_per_host_link", link),
                                opt, ce());
     Tensor x = randn({micro * g * r * d, w}, &gen);
     Tensor y = randint(0, 10, {micro * g * r * d}, &gen);
@@ -212,6 +216,10 @@ TEST_CASE("replicas charge exactly one gradient all-reduce per weight update",
   REQUIRE(ar > 0);
   // The replicas' programs are the one replica's: the only difference is the all-reduces.
   CHECK(four - one == Approx(3 * ar).epsilon(1e-9));
+  link = "4";
+  const auto [shared, n_shared] = run(4, 3);
+  CHECK(n_shared == 3);
+  CHECK(shared > four);
 
   // Scaling: more replicas, more samples per simulated second, but less than linearly.
   double prev = 0, base = 0;

@@ -25,6 +25,14 @@ struct MemoryFit {
   std::string message;  // when it does not fit: what overflows and what would help
 };
 
+// Where one run of a program spends its modelled time, in seconds summed over the devices it
+// spans: computing, exchanging between units and devices, at barriers, and with the host (its
+// streams, syncs and off-chip memory).
+struct TimeSplit {
+  double compute = 0, exchange = 0, sync = 0, host = 0;
+  double total() const { return compute + exchange + sync + host; }
+};
+
 class Profiling {
  public:
   virtual ~Profiling() = default;
@@ -45,6 +53,8 @@ class Profiling {
   // The program's memory on the modelled devices (with its weight update, where the backend
   // holds both in one image), known from compiling alone.
   virtual MemoryFit memory_fit() const { return {}; }
+  // Where one run's modelled time goes (all zero: the backend does not say).
+  virtual TimeSplit time_split() const { return {}; }
   // The modelled clock, to state times in cycles (0: the backend counts no cycles).
   virtual double clock_hz() const { return 0; }
   // A one-line description of the modelled machine (e.g. "ipu2: 4 IPUs x 1472 tiles ...").

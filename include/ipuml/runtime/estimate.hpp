@@ -27,6 +27,9 @@ struct Estimate {
   // across every replica of every instance, once per update.
   double micro_batch_seconds = 0, accumulation_seconds = 0, update_seconds = 0;
   double allreduce_seconds = 0;
+  // Where one run of the step program and of the update program spend their time (summed over
+  // a replica's devices): the shares "where the time goes" prints.
+  backend::TimeSplit step_split, update_split;
   // One host call (deviceIterations weight updates, or micro-batches in inference) as executing
   // it reports (RunStats::simulated_seconds), and the samples it consumes on this instance.
   double call_seconds = 0;

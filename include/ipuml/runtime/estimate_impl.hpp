@@ -63,6 +63,33 @@ inline void print_memory(std::ostream& os, const Estimate& e) {
   }
 }
 
+// The shares of a host call's time: the step program's split over its micro-batches as they
+// are scheduled, the update program's, and the all-reduce's.
+inline void print_time_split(std::ostream& os, const Estimate& e) {
+  const bool training = e.program == "training";
+  const double step_total = e.step_split.total(), update_total = e.update_split.total();
+  if (step_total <= 0) return;
+  const double steps = training ? e.accumulation_seconds : e.micro_batch_seconds;
+  const double update = training ? e.update_seconds : 0,
+               allreduce = training ? e.allreduce_seconds : 0;
+  auto part = [&](double step_part, double update_part) {
+    return steps * step_part / step_total +
+           (update_total > 0 ? update * update_part / update_total : 0);
+  };
+  const double compute = part(e.step_split.compute, e.update_split.compute),
+               exchange = part(e.step_split.exchange, e.update_split.exchange),
+               sync = part(e.step_split.sync, e.update_split.sync),
+               host = part(e.step_split.host, e.update_split.host);
+  const double all = compute + exchange + sync + host + allreduce;
+  if (all <= 0) return;
+  auto pct = [&](double v) { return fixed(100.0 * v / all, 1) + " %"; };
+  os << "  where the time goes" << (training ? " (one weight update)" : "") << ": compute "
+     << pct(compute) << ", exchange " << pct(exchange) << ", sync " << pct(sync) << ", host "
+     << pct(host);
+  if (training) os << ", all-reduce " << pct(allreduce);
+  os << "\n";
+}
+
 }  // namespace edetail
 
 IPUML_INLINE void print_estimate(std::ostream& os, const Estimate& e) {
@@ -94,6 +121,7 @@ IPUML_INLINE void print_configuration(std::ostream& os, const Estimate& e) {
       os << " + gradient all-reduce " << cycles_and_time(e, e.allreduce_seconds);
     os << "\n";
   }
+  edetail::print_time_split(os, e);
   os << "  one host call: " << cycles_and_time(e, e.call_seconds) << "\n";
   os << "  projected throughput: " << edetail::fixed(e.samples_per_second(), 1) << " samples/s\n";
 }

@@ -179,6 +179,7 @@ inline void describe(Estimate& e, const char* program, const Options& o,
   e.memory = p.memory_fit();
   e.clock_hz = p.clock_hz();
   e.micro_batch_seconds = p.simulated_seconds_for(1);
+  e.step_split = p.time_split();
 }
 
 inline std::string detail_str_ga(const Options& o) {
@@ -521,6 +522,7 @@ IPUML_INLINE bool TrainingModel::modelled_iteration(Estimate& e) const {
   // micro-batches, then the update program and one all-reduce of the gradients.
   e.accumulation_seconds = ps->simulated_seconds_for(o.gradient_accumulation());
   e.update_seconds = pu ? pu->simulated_seconds() : 0;
+  if (pu) e.update_split = pu->time_split();
   const int64_t all_replicas = o.replication_factor() * o.Distributed.num_processes();
   e.allreduce_seconds =
       pu && all_replicas > 1 ? pu->allreduce_seconds(gradient_bytes_, all_replicas) : 0;
