@@ -87,6 +87,7 @@ TEST_CASE("every op family on half operands is the float32 result rounded once",
     one("div", {a, pos}, [](auto& x) { return div(x[0], x[1]); });
     one("broadcast mul", {a, b}, [](auto& x) { return mul(x[0], slice(x[1], 2, 0, 1)); });
     one("sum", {a}, [](auto& x) { return sum(x[0], {1}); });
+    one("mean", {a}, [](auto& x) { return mean(x[0], {0, 2}); });
     one("softmax", {a}, [](auto& x) { return softmax(x[0], 2); });
     one("log_softmax", {a}, [](auto& x) { return log_softmax(x[0], 1); });
     one("amax", {a}, [](auto& x) { return amax(x[0], {2}); });
@@ -96,6 +97,45 @@ TEST_CASE("every op family on half operands is the float32 result rounded once",
     one("avg_pool", {img}, [](auto& x) { return avg_pool2d(x[0], {3, 3}); });
     one("index_select", {m1, idx}, [](auto& x) { return index_select(x[0], 1, x[1]); });
   }
+}
+
+TEST_CASE("16-bit mean var and batch norm hold where the sum is past the type's range", "[half]") {
+  // ResNet-50's stem at micro-batch 18: 18 x 112 x 112 = 225 792 values a channel. Their sum
+  // (about 335 000 here) and sum of squares are past fp16's 65504; mean and variance are not.
+  // Both sum in float32, as PyTorch's do: the mean is float32's rounded once; the variance
+  // squares 16-bit deviations, so it is within a few of the type's steps of float32's.
+  Generator g(9);
+  const Tensor x = add(mul(randn({18, 2, 112, 112}, &g), 0.5), 1.5);
+  const std::vector<int64_t> dims{0, 2, 3};
+  for (DType dt : {kFloat16, kBFloat16}) {
+    INFO(dtype_name(dt));
+    const Tensor h = x.to(dt);
+    const Tensor wt = h.to(kFloat32);
+    const auto m16 = mean(h, dims).to(kFloat32).to_vector<float>();
+    const auto m32 = mean(wt, dims).to(dt).to(kFloat32).to_vector<float>();
+    const auto v16 = var(h, dims, 0).to(kFloat32).to_vector<float>();
+    const auto v32 = var(wt, dims, 0).to_vector<float>();
+    const double step = dt == kFloat16 ? 1.0 / 1024 : 1.0 / 128;  // relative spacing near 1
+    for (size_t c = 0; c < 2; ++c) {
+      CHECK(m16[c] == Approx(m32[c]).epsilon(step));
+      CHECK(v16[c] == Approx(v32[c]).epsilon(4 * step));
+    }
+    for (float m : mean(h, dims).to(kFloat32).to_vector<float>())
+      CHECK(m == Approx(1.5).margin(0.01));
+    for (float v : var(h, dims, 0).to(kFloat32).to_vector<float>())
+      CHECK(v == Approx(0.25).margin(0.01));
+  }
+  // A batch norm in training mode normalises them: finite, mean about 0, variance about 1.
+  nn::BatchNorm2d bn(nn::BatchNormOptions(2));
+  bn->to(kFloat16);
+  bn->train();
+  const Tensor y = bn(x.to(kFloat16)).to(kFloat32);
+  const auto ys = y.to_vector<float>();
+  size_t finite = 0;
+  for (float v : ys) finite += std::isfinite(v);
+  CHECK(finite == ys.size());
+  for (float m : mean(y, dims).to_vector<float>()) CHECK(m == Approx(0).margin(0.01));
+  for (float v : var(y, dims, 0).to_vector<float>()) CHECK(v == Approx(1).margin(0.01));
 }
 
 TEST_CASE("gradients of half ops are the float32 gradients rounded once", "[half]") {

@@ -216,6 +216,8 @@ inline std::vector<TensorMeta> infer_reduce(OpKind k, const Attrs& a,
       IPUML_CHECK(in[0].dtype != DType::Bool || k == OpKind::Sum, name, ": not defined for bool");
       DType out = in[0].dtype;
       if (is_integral(out) || out == DType::Bool) out = k == OpKind::Sum ? DType::Int64 : out;
+      // Sum's flag: a floating sum accumulated and returned in float32.
+      if (k == OpKind::Sum && a.flag && is_floating(out)) out = DType::Float32;
       return {{reduce_shape(in[0].shape, a.dims, a.keepdim), out}};
     }
     case OpKind::MaxDim:

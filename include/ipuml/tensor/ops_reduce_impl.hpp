@@ -45,11 +45,30 @@ IPUML_INLINE Tensor sum(const Tensor& x, std::vector<int64_t> dims, bool keepdim
   return out;
 }
 
+namespace ops_detail {
+// The sum of a 16-bit x accumulated and returned in float32 (torch.sum(x, dtype=float32)): the
+// Sum op with its flag set. Its gradient is rounded to x's type before it is broadcast back.
+inline Tensor sum_f32(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  Attrs a = dims_attrs(dims, keepdim);
+  a.flag = true;
+  Tensor out = run1(OpKind::Sum, a, {x});
+  attach({out}, "SumBackward", {x},
+         [s = x.shape(), dims, dt = x.dtype()](const std::vector<Tensor>& g) {
+           return std::vector<Tensor>{expand_back(cast(g[0], dt), s, dims)};
+         });
+  return out;
+}
+}  // namespace ops_detail
+
 IPUML_INLINE Tensor mean(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
   dims = wrap_dims(std::move(dims), x.dim(), "mean");
   const int64_t n = reduced_count(x.shape(), dims);
-  return mul(sum(x, dims, keepdim),
-             n > 0 ? 1.0 / static_cast<double>(n) : std::numeric_limits<double>::quiet_NaN());
+  const double scale =
+      n > 0 ? 1.0 / static_cast<double>(n) : std::numeric_limits<double>::quiet_NaN();
+  // A 16-bit mean sums and divides in float32, as PyTorch's does: the sum of a batch norm's
+  // 225 000 activations a channel is far past fp16's 65504 even where their mean is not.
+  if (is_16bit_float(x.dtype())) return cast(mul(sum_f32(x, dims, keepdim), scale), x.dtype());
+  return mul(sum(x, dims, keepdim), scale);
 }
 
 namespace ops_detail {
@@ -110,8 +129,11 @@ IPUML_INLINE Tensor var(const Tensor& x, std::vector<int64_t> dims, int64_t corr
   const int64_t n = reduced_count(x.shape(), dims);
   Tensor d = sub(x, mean(x, dims, true));
   const double denom = static_cast<double>(n - correction);
-  return mul(sum(mul(d, d), dims, keepdim),
-             denom > 0 ? 1.0 / denom : std::numeric_limits<double>::quiet_NaN());
+  const double scale = denom > 0 ? 1.0 / denom : std::numeric_limits<double>::quiet_NaN();
+  // 16-bit deviations squared are summed and scaled in float32 (as mean).
+  if (is_16bit_float(x.dtype()))
+    return cast(mul(sum_f32(mul(d, d), dims, keepdim), scale), x.dtype());
+  return mul(sum(mul(d, d), dims, keepdim), scale);
 }
 
 IPUML_INLINE Tensor sum_to(const Tensor& x, const Shape& shape) {
