@@ -2,6 +2,8 @@
 // kernel family (compiled once in src/lib/cpu_kernels.cpp in compiled mode).
 #pragma once
 
+#include <memory>
+
 #include <ipuml/backends/cpu/kernels.hpp>
 #include <ipuml/core/denormals.hpp>
 #include <ipuml/backends/cpu/kernels_attention.hpp>
@@ -41,20 +43,26 @@ inline bool run_widened(ir::OpKind kind, const ir::Attrs& attrs, const std::vect
   for (const auto& b : in) any = any || is_half(b.meta.dtype);
   for (const auto& b : out) any = any || is_half(b.meta.dtype);
   if (!any || dtype_generic(kind)) return false;
-  std::vector<std::vector<float>> scratch;
+  // Inputs' scratch is left uninitialised (widen writes every element); outputs' is zeroed, as
+  // the kernels find a float32 output.
+  std::vector<std::unique_ptr<float[]>> scratch;
   scratch.reserve(in.size() + out.size());
+  auto take = [&](int64_t n, bool zeroed) {
+    const size_t len = static_cast<size_t>(std::max<int64_t>(n, 1));
+    scratch.emplace_back(zeroed ? new float[len]() : new float[len]);
+    return scratch.back().get();
+  };
   std::vector<ConstBuffer> win(in);
   for (auto& b : win) {
     if (!is_half(b.meta.dtype)) continue;
-    scratch.emplace_back(static_cast<size_t>(b.meta.numel()));
-    widen(b.meta.dtype, b.data, scratch.back().data(), b.meta.numel());
-    b = {scratch.back().data(), {b.meta.shape, DType::Float32}};
+    float* w = take(b.meta.numel(), false);
+    widen(b.meta.dtype, b.data, w, b.meta.numel());
+    b = {w, {b.meta.shape, DType::Float32}};
   }
   std::vector<MutableBuffer> wout(out);
   for (auto& b : wout) {
     if (!is_half(b.meta.dtype)) continue;
-    scratch.emplace_back(static_cast<size_t>(b.meta.numel()));
-    b = {scratch.back().data(), {b.meta.shape, DType::Float32}};
+    b = {take(b.meta.numel(), true), {b.meta.shape, DType::Float32}};
   }
   run_kernel(kind, attrs, win, wout, ctx);
   for (size_t i = 0; i < out.size(); ++i)

@@ -2,11 +2,16 @@
 // once to nearest even (the arithmetic of an IPU vertex with float accumulators), documented
 // end-to-end tolerances against float32, Module::to, master weights, static and dynamic loss
 // scaling, the IPU's stochastic rounding (unbiased, deterministic) and the fp16 cycle model.
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
 #include <functional>
 
 #include <catch2/catch.hpp>
 
+#include <ipuml/backends/cpu/kernels_half.hpp>
 #include <ipuml/backends/ipu/ipu.hpp>
 #include <ipuml/ipuml.hpp>
 #include <ipuml/nn/nn.hpp>
@@ -97,6 +102,40 @@ TEST_CASE("every op family on half operands is the float32 result rounded once",
     one("avg_pool", {img}, [](auto& x) { return avg_pool2d(x[0], {3, 3}); });
     one("index_select", {m1, idx}, [](auto& x) { return index_select(x[0], 1, x[1]); });
   }
+}
+
+TEST_CASE("the CPU's F16C conversions give the portable conversions' bits", "[half]") {
+  if (!cpu::kdetail::f16c_enabled()) return;  // nothing to compare on this CPU
+  // Every half value widened, NaNs compared as NaNs.
+  std::vector<uint16_t> all(65536);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+  std::vector<float> wide(all.size());
+  cpu::kdetail::widen_f16c(all.data(), wide.data(), static_cast<int64_t>(all.size()));
+  size_t bad = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const float want = half_bits_to_float(all[i]);
+    bad += std::isnan(want) ? !std::isnan(wide[i])
+                            : std::bit_cast<uint32_t>(wide[i]) != std::bit_cast<uint32_t>(want);
+  }
+  CHECK(bad == 0);
+  // Floats narrowed: every half value, the midpoints between neighbours (ties to even), the
+  // subnormal and overflow edges, and random values over the whole range.
+  std::vector<float> f;
+  for (uint32_t h = 0; h < 0x7c00u; ++h) {
+    const float v = half_bits_to_float(static_cast<uint16_t>(h));
+    const float next = half_bits_to_float(static_cast<uint16_t>(h + 1));
+    f.insert(f.end(), {v, -v, (v + next) / 2, -(v + next) / 2, std::nextafter(v, next)});
+  }
+  f.insert(f.end(),
+           {65504.f, 65520.f, 65519.99f, 1e9f, -1e9f, 1e-9f, 6.1e-5f, 5.9e-8f, 2.9e-8f, 3.0e-8f,
+            std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()});
+  Generator g(11);
+  for (float v : mul(randn({4096}, &g), 1000.0).to_vector<float>()) f.push_back(v);
+  std::vector<uint16_t> narrow(f.size());
+  cpu::kdetail::narrow_f16c(f.data(), narrow.data(), static_cast<int64_t>(f.size()));
+  bad = 0;
+  for (size_t i = 0; i < f.size(); ++i) bad += narrow[i] != float_to_half_bits(f[i]);
+  CHECK(bad == 0);
 }
 
 TEST_CASE("16-bit mean var and batch norm hold where the sum is past the type's range", "[half]") {
