@@ -141,7 +141,10 @@ struct Executable::Impl {
   std::vector<std::vector<cpu::ConstBuffer>> in_bufs;
   std::vector<std::vector<cpu::MutableBuffer>> out_bufs;
   std::vector<std::unique_ptr<tbb::task_arena>> devices;  // one per emulated device
-  // Per grid node with a K split: partial sums and operand slices, kept between runs.
+  // A K-split matrix op's partial sums and operand slices, one set per pipeline stage: a
+  // stage runs its nodes one at a time (a run without stages, all of them), so its nodes share
+  // the buffers, kept between runs at the largest node's size. One set per node held every
+  // convolution's partials at once: gigabytes for ResNet-50 at micro-batch 18.
   struct GridScratch {
     std::vector<std::vector<float>> parts;               // partial sums, one per K part run
     std::vector<float> acc;                              // running total of the K parts
@@ -392,7 +395,7 @@ struct Executable::Impl {
   void run_grid_k(size_t n, const cpu::KernelContext& ctx) {
     const auto& node = graph.nodes[n];
     const auto& np = plan.nodes[n];
-    auto& sc = grid_scratch[n];
+    auto& sc = grid_scratch[static_cast<size_t>(std::max(node.stage, 0))];
     const auto& full_in = in_bufs[n];
     const auto& out = out_bufs[n][0];
     const size_t numel = static_cast<size_t>(out.meta.numel());
@@ -558,9 +561,11 @@ struct Executable::Impl {
       // when they are rounded to half (setPartialsType(half)): float partials differ from one
       // call's float accumulation in the order of additions alone, an order the emulator does not
       // model within a unit either, so they run as one call too (at MNIST's sizes the many small
-      // per-part calls cost more than the arithmetic).
+      // per-part calls cost more than the arithmetic). A float32 result (a 16-bit sum asked for
+      // in float32, as a batch norm's statistics are) keeps float partials whatever the type.
       if (np.spec.kind == SplitKind::Grid && np.grid.k_slices() > 1 &&
-          plan.partials_type != DType::Float32 && k_parts_are_sums(node.kind)) {
+          plan.partials_type != DType::Float32 && k_parts_are_sums(node.kind) &&
+          out_bufs[n][0].meta.dtype != DType::Float32) {
         on_device(np.span.device, [&] { run_grid_k(n, ctx); });
       } else {
         cpu::run_kernel(node.kind, node.attrs, in_bufs[n], out_bufs[n], ctx);
@@ -624,7 +629,6 @@ IPUML_INLINE Executable::Executable(ir::Graph graph, Plan plan, ExecOptions exec
   }
   m.mem = cpu::plan_memory(m.graph);
   m.add_slot();
-  m.grid_scratch.resize(m.graph.nodes.size());
   m.in_bufs.resize(m.graph.nodes.size());
   m.out_bufs.resize(m.graph.nodes.size());
   for (size_t n = 0; n < m.graph.nodes.size(); ++n) {
@@ -634,6 +638,7 @@ IPUML_INLINE Executable::Executable(ir::Graph graph, Plan plan, ExecOptions exec
       m.out_bufs[n].push_back({nullptr, m.graph.values[static_cast<size_t>(v)].meta});
   }
   m.find_stages();
+  m.grid_scratch.resize(static_cast<size_t>(std::max(m.num_stages, 1)));
   for (int64_t i = 0; i < m.plan.machine.devices; ++i)
     m.devices.push_back(std::make_unique<tbb::task_arena>());
   m.last = m.plan.cycles;
