@@ -561,11 +561,11 @@ struct Executable::Impl {
       // when they are rounded to half (setPartialsType(half)): float partials differ from one
       // call's float accumulation in the order of additions alone, an order the emulator does not
       // model within a unit either, so they run as one call too (at MNIST's sizes the many small
-      // per-part calls cost more than the arithmetic). A float32 result (a 16-bit sum asked for
-      // in float32, as a batch norm's statistics are) keeps float partials whatever the type.
+      // per-part calls cost more than the arithmetic). A sum asked for in float32 (Sum's flag: a
+      // 16-bit mean or variance, as a batch norm's statistics) keeps float partials.
+      const bool float_sum = node.kind == ir::OpKind::Sum && node.attrs.flag;
       if (np.spec.kind == SplitKind::Grid && np.grid.k_slices() > 1 &&
-          plan.partials_type != DType::Float32 && k_parts_are_sums(node.kind) &&
-          out_bufs[n][0].meta.dtype != DType::Float32) {
+          plan.partials_type != DType::Float32 && k_parts_are_sums(node.kind) && !float_sum) {
         on_device(np.span.device, [&] { run_grid_k(n, ctx); });
       } else {
         cpu::run_kernel(node.kind, node.attrs, in_bufs[n], out_bufs[n], ctx);
