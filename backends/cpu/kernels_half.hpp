@@ -8,6 +8,7 @@
 #include <vector>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -21,7 +22,12 @@ namespace ipuml::cpu::kdetail {
 // subnormals kept) as half_bits_to_float / float_to_half_bits; NaNs keep their top payload bits
 // where the portable code writes the canonical quiet NaN. Used unless IPUML_CPU_ISA=generic.
 inline bool f16c_enabled() {
-  static const bool cpu = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  // CPUID leaf 1, ECX bit 29; the AVX state it needs is what detected_isa() checked for AVX2.
+  static const bool cpu = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & (1u << 29)) != 0 &&
+           detected_isa() != Isa::generic;
+  }();
   return cpu && active_isa() != Isa::generic;
 }
 
