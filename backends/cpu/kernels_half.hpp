@@ -54,7 +54,7 @@ inline void widen_f16c(const uint16_t*, float*, int64_t) {}
 inline void narrow_f16c(const float*, uint16_t*, int64_t) {}
 #endif
 
-inline bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+using ipuml::is_half;
 
 // Ops whose kernels move or create elements of any dtype without arithmetic.
 inline bool dtype_generic(ir::OpKind k) { return ir::op_has(k, ir::kRaw); }

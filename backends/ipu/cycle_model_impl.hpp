@@ -10,7 +10,7 @@ namespace ipuml::ipu {
 
 IPUML_INLINE double vertex_cycles(const Target& t, double flops, double bytes, DType dtype,
                                   bool matrix, int64_t parallel_items) {
-  const bool half = dtype == DType::Float16 || dtype == DType::BFloat16;
+  const bool half = is_half(dtype);
   double rate = matrix ? (half ? t.flops_per_cycle_fp16 : t.flops_per_cycle_fp32)
                        : (half ? t.vector_flops_per_cycle_fp16 : t.vector_flops_per_cycle_fp32);
   double mem = t.load_store_bytes_per_cycle;

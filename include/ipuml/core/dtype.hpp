@@ -63,6 +63,8 @@ inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_
 constexpr bool is_floating(DType t) {
   return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16;
 }
+// float16 and bfloat16: the 16-bit floats, computed in float32 and rounded once.
+constexpr bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
 constexpr bool is_integral(DType t) { return t == DType::Int32 || t == DType::Int64; }
 
 inline DType dtype_from_name(const std::string& s) {

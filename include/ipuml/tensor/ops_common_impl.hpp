@@ -8,9 +8,6 @@
 
 namespace ipuml::ops_detail {
 
-// fp16 and bf16: the types whose reductions accumulate in float32.
-inline bool is_16bit_float(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
-
 using autograd::attach;
 using ir::Attrs;
 using ir::OpKind;

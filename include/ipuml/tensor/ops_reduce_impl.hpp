@@ -67,7 +67,7 @@ IPUML_INLINE Tensor mean(const Tensor& x, std::vector<int64_t> dims, bool keepdi
       n > 0 ? 1.0 / static_cast<double>(n) : std::numeric_limits<double>::quiet_NaN();
   // A 16-bit mean sums and divides in float32, as PyTorch's does: the sum of a batch norm's
   // 225 000 activations a channel is far past fp16's 65504 even where their mean is not.
-  if (is_16bit_float(x.dtype())) return cast(mul(sum_f32(x, dims, keepdim), scale), x.dtype());
+  if (is_half(x.dtype())) return cast(mul(sum_f32(x, dims, keepdim), scale), x.dtype());
   return mul(sum(x, dims, keepdim), scale);
 }
 
@@ -131,8 +131,7 @@ IPUML_INLINE Tensor var(const Tensor& x, std::vector<int64_t> dims, int64_t corr
   const double denom = static_cast<double>(n - correction);
   const double scale = denom > 0 ? 1.0 / denom : std::numeric_limits<double>::quiet_NaN();
   // 16-bit deviations squared are summed and scaled in float32 (as mean).
-  if (is_16bit_float(x.dtype()))
-    return cast(mul(sum_f32(mul(d, d), dims, keepdim), scale), x.dtype());
+  if (is_half(x.dtype())) return cast(mul(sum_f32(mul(d, d), dims, keepdim), scale), x.dtype());
   return mul(sum(mul(d, d), dims, keepdim), scale);
 }
 
