@@ -96,6 +96,8 @@ struct Planner {
   std::vector<int64_t> held_until;
   std::vector<bool> placed;
   std::vector<int32_t> next_unit;
+  // Bytes streamed to and from off-chip memory at each step (account_liveness).
+  std::vector<double> streamed_per_node;
   std::unordered_map<std::string, MatrixGrid> grids;  // identical matrix ops plan once
 
   Planner(const ir::Graph& graph, const TargetModelPtr& target, const CompileOptions& opts)
@@ -768,7 +770,9 @@ struct Planner {
     // Per step: values whose bytes outlive their own last reader (a view of them is read
     // later), freed after the view's last reader.
     std::vector<std::vector<int64_t>> late;
-    std::vector<double> streamed;  // bytes streamed in and out per device
+    std::vector<double> streamed;       // bytes streamed in and out per device
+    std::vector<double> streamed_step;  // ... and per step
+    const bool per_read;                // each reading step streams its own copy of a state
 
     explicit Liveness(Planner& planner)
         : p(planner),
@@ -780,7 +784,9 @@ struct Planner {
           last_read(g.values.size(), -1),
           buffer_of(g.values.size(), -1),
           late(g.nodes.size()),
-          streamed(static_cast<size_t>(planner.mc.devices), 0.0) {
+          streamed(static_cast<size_t>(planner.mc.devices), 0.0),
+          streamed_step(g.nodes.size(), 0.0),
+          per_read(planner.t.streaming().per_read) {
       const auto N = static_cast<int64_t>(g.nodes.size());
       for (auto& u : g.updates) updates_state[static_cast<size_t>(u.value)] = u.state;
       for (auto& u : g.updates) updated[static_cast<size_t>(u.state)] = true;
@@ -839,9 +845,10 @@ struct Planner {
         if (offchip(v) && buffer_of[static_cast<size_t>(v)] < 0 &&
             p.last[static_cast<size_t>(v)] >= ni) {
           hold(v, new_buffer(v, false));
-          streamed[static_cast<size_t>(p.plan.values[static_cast<size_t>(v)].span.device)] +=
-              static_cast<double>(g.meta(v).nbytes()) /
-              static_cast<double>(p.shards_[static_cast<size_t>(v)]);
+          const double b = static_cast<double>(g.meta(v).nbytes()) /
+                           static_cast<double>(p.shards_[static_cast<size_t>(v)]);
+          streamed[static_cast<size_t>(p.plan.values[static_cast<size_t>(v)].span.device)] += b;
+          streamed_step[static_cast<size_t>(ni)] += b;
         }
     }
 
@@ -858,8 +865,10 @@ struct Planner {
         const int64_t st = updates_state[vu];
         int64_t b = -1;
         if (streams_out(v)) {
-          streamed[static_cast<size_t>(p.plan.values[vu].span.device)] +=
+          const double bytes =
               static_cast<double>(g.meta(v).nbytes()) / static_cast<double>(p.shards_[vu]);
+          streamed[static_cast<size_t>(p.plan.values[vu].span.device)] += bytes;
+          streamed_step[static_cast<size_t>(ni)] += bytes;
         } else if (st >= 0 && ends[static_cast<size_t>(st)] <= ni &&
                    g.meta(st).nbytes() == g.meta(v).nbytes()) {
           b = buffer_of[static_cast<size_t>(st)];
@@ -926,9 +935,13 @@ struct Planner {
       std::vector<int64_t> seen;
       for (auto v : n.inputs) {
         const auto vu = static_cast<size_t>(v);
+        // Streamed per read: an off-chip state leaves after each step that reads it, unless a
+        // view of it is read later.
         const bool dies =
             ((g.values[vu].kind == ir::ValueKind::Op || offchip(v)) && ends[vu] == ni) ||
-            (streams_out(v) && last_read[vu] == ni);
+            (streams_out(v) && last_read[vu] == ni) ||
+            (per_read && offchip(v) && g.values[vu].kind == ir::ValueKind::State &&
+             ends[vu] == p.last[vu]);
         if (dies && std::find(seen.begin(), seen.end(), v) == seen.end()) {
           seen.push_back(v);
           drop(v);
@@ -957,7 +970,34 @@ struct Planner {
       mem.not_always_live_per_step[static_cast<size_t>(ni)] = l.live_total + temp_total;
       l.release(ni, n);
     }
+    streamed_per_node = std::move(l.streamed_step);
     return std::move(l.streamed);
+  }
+
+  // The cycles streaming costs each device: all its traffic, or with prefetching what the
+  // compute of the step before does not hide (the first streamed step's in full: the boundary
+  // between iterations, where nothing computes ahead of it).
+  std::vector<double> streaming_cycles(const std::vector<double>& streamed) const {
+    std::vector<double> out(static_cast<size_t>(mc.devices), 0.0);
+    if (!t.streaming().prefetch) {
+      for (size_t i = 0; i < out.size(); ++i) out[i] = t.streaming_cycles(streamed[i]);
+      return out;
+    }
+    std::vector<double> busy(g.nodes.size(), 0.0);
+    for (auto& s : plan.supersteps)
+      if (s.node >= 0) busy[static_cast<size_t>(s.node)] += s.compute + s.exchange + s.sync;
+    std::vector<double> window(static_cast<size_t>(mc.devices), 0.0);
+    for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+      const auto d = static_cast<size_t>(plan.nodes[ni].span.device);
+      if (streamed_per_node[ni] > 0) {
+        const double s = t.streaming_cycles(streamed_per_node[ni]);
+        const double hidden = std::min(s, window[d]);
+        out[d] += s - hidden;
+        window[d] -= hidden;
+      }
+      if (busy[ni] > 0) window[d] = busy[ni];
+    }
+    return out;
   }
 
   // Host streams, state write-back and the replica all-reduce.
@@ -987,11 +1027,12 @@ struct Planner {
     }
     plan.cycles = RunCycles{};
     plan.cycles.per_device.assign(static_cast<size_t>(mc.devices), DeviceCycles{});
+    const std::vector<double> streaming = streaming_cycles(streamed);
     for (int32_t i = 0; i < mc.devices; ++i) {
       auto& c = plan.cycles.per_device[static_cast<size_t>(i)];
       const double in = host_in[static_cast<size_t>(i)], out = host_out[static_cast<size_t>(i)];
       c.host = t.host_cycles(in, o.replication_factor) + t.host_cycles(out, o.replication_factor) +
-               t.streaming_cycles(streamed[static_cast<size_t>(i)]);
+               streaming[static_cast<size_t>(i)];
       // Each direction's stream copy begins with the device syncing with the host.
       c.host += ((in > 0) + (out > 0)) * t.host_sync_cycles();
     }

@@ -87,6 +87,9 @@ class Executable {
   const MemoryReport& memory_report() const;
   // Replaces the report with a wider image (combine_memory: the step and its weight update).
   void set_memory_report(MemoryReport m);
+  // Replaces the modelled cycles of a run: a target whose steps overlap in a way the static
+  // schedule does not describe (the CS-2's pipelined layout) states its own.
+  void set_cycles(const RunCycles& c);
   bool loaded_from_cache() const;
   void set_exec_options(const ExecOptions& e);
 

@@ -902,6 +902,10 @@ IPUML_INLINE bool Executable::loaded_from_cache() const { return impl_->plan.fro
 IPUML_INLINE void Executable::set_memory_report(MemoryReport m) {
   impl_->plan.memory = std::move(m);
 }
+IPUML_INLINE void Executable::set_cycles(const RunCycles& c) {
+  impl_->plan.cycles = c;
+  impl_->last = c;
+}
 IPUML_INLINE void Executable::set_exec_options(const ExecOptions& e) { impl_->exec = e; }
 IPUML_INLINE const RunCycles& Executable::last_run_cycles() const { return impl_->last; }
 IPUML_INLINE double Executable::checked_inter_device_bytes() const {

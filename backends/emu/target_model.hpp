@@ -77,6 +77,17 @@ class TargetModel {
   virtual double host_sync_cycles() const { return device_sync_cycles(); }
   // Cycles to stream `bytes` to or from a device's off-chip memory.
   virtual double streaming_cycles(double bytes) const = 0;
+  // How states kept off chip (ir::Value::offchip) move. By default (the IPU's streaming memory)
+  // a state comes onto the units when a step first reads it and stays until its last reader,
+  // and the traffic adds to the step's time. A weight-streaming machine (the CS-2 with MemoryX)
+  // streams a state in again for every step that reads it and drops it after (per_read), and
+  // fetches a step's states while the step before it computes (prefetch): only what the
+  // previous step's compute does not cover costs time.
+  struct Streaming {
+    bool per_read = false;
+    bool prefetch = false;
+  };
+  virtual Streaming streaming() const { return {}; }
   // Memory terms besides tensor data.
   virtual MemoryTerms memory_terms() const = 0;
   // The target's name of memory category c (MemCategory) in reports and errors: its users'

@@ -346,18 +346,4 @@ IPUML_INLINE std::vector<CalibrationCase> run_calibration() {
   return v;
 }
 
-IPUML_INLINE std::string format_case(const CalibrationCase& c) {
-  char buf[160];
-  std::string s = c.name;
-  std::snprintf(buf, sizeof buf, " simulated=%.4g", c.simulated);
-  s += buf;
-  if (c.checked()) {
-    std::snprintf(buf, sizeof buf, " published=%.4g ratio=%.2f", c.published, c.ratio());
-    s += buf;
-  } else {
-    s += " published=- ratio=-";
-  }
-  return s + " unit=" + c.unit + " target=" + c.target + " source=" + c.source;
-}
-
 }  // namespace ipuml::ipu

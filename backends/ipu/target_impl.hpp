@@ -11,8 +11,7 @@
 #include <iomanip>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
+#include <ipuml/backends/emu/target_fields.hpp>
 #include <ipuml/backends/ipu/target.hpp>
 #include <ipuml/core/error.hpp>
 
@@ -21,72 +20,14 @@ namespace ipuml::ipu {
 namespace tdetail {
 
 // One table drives overrides, JSON and the field list, so a new field cannot be half-wired.
-struct Field {
-  const char* name;
-  std::function<void(Target&, const std::string&)> set;  // parses and assigns
-  std::function<nlohmann::json(const Target&)> get;
-};
-
-inline int64_t parse_int(const std::string& field, const std::string& v) {
-  errno = 0;
-  char* end = nullptr;
-  const double d = std::strtod(v.c_str(), &end);  // accepts 1e3 as well as 1000
-  IPUML_CHECK(!v.empty() && end && *end == '\0' && errno == 0 && std::isfinite(d) &&
-                  d == std::floor(d) && std::fabs(d) < 9.0e15,
-              "target override: ", field, " expects an integer, got '", v, "'");
-  return static_cast<int64_t>(d);
-}
-
-inline double parse_double(const std::string& field, const std::string& v) {
-  errno = 0;
-  char* end = nullptr;
-  const double d = std::strtod(v.c_str(), &end);
-  IPUML_CHECK(!v.empty() && end && *end == '\0' && errno == 0 && std::isfinite(d),
-              "target override: ", field, " expects a number, got '", v, "'");
-  return d;
-}
-
-// Target names appear in JSON, reports and file names: a short plain-ASCII word.
-inline bool valid_name(const std::string& s) {
-  return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-           c == '-' || c == '.';
-  });
-}
-
-// `s` with bytes outside printable ASCII as \xNN, for messages.
-inline std::string printable(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s.substr(0, 80)) {
-    if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
-  return s.size() > 80 ? out + "..." : out;
-}
+using Field = emu::fields::Field<Target>;
 
 inline const std::vector<Field>& fields() {
   static const std::vector<Field> f = [] {
     std::vector<Field> v;
-#define IPUML_TF_INT(n)                                                             \
-  v.push_back({#n, [](Target& t, const std::string& s) { t.n = parse_int(#n, s); }, \
-               [](const Target& t) { return nlohmann::json(t.n); }});
-#define IPUML_TF_DBL(n)                                                                \
-  v.push_back({#n, [](Target& t, const std::string& s) { t.n = parse_double(#n, s); }, \
-               [](const Target& t) { return nlohmann::json(t.n); }});
-    v.push_back({"name",
-                 [](Target& t, const std::string& s) {
-                   IPUML_CHECK(valid_name(s),
-                               "target override: name must be 1 to 64 letters, "
-                               "digits or '_', '-', '.', got '",
-                               printable(s), "'");
-                   t.name = s;
-                 },
-                 [](const Target& t) { return nlohmann::json(t.name); }});
+#define IPUML_TF_INT(n) v.push_back(IPUML_TARGET_FIELD_INT(Target, n));
+#define IPUML_TF_DBL(n) v.push_back(IPUML_TARGET_FIELD_DBL(Target, n));
+    v.push_back(emu::fields::name_field<Target>());
     IPUML_TF_INT(num_ipus)
     IPUML_TF_INT(tiles_per_ipu)
     IPUML_TF_INT(bytes_per_tile)
@@ -126,18 +67,10 @@ inline const std::vector<Field>& fields() {
   return f;
 }
 
-inline std::string join_names() {
-  std::string s;
-  for (auto& f : fields()) s += (s.empty() ? "" : ", ") + std::string(f.name);
-  return s;
-}
-
 }  // namespace tdetail
 
 IPUML_INLINE std::vector<std::string> target_field_names() {
-  std::vector<std::string> n;
-  for (auto& f : tdetail::fields()) n.push_back(f.name);
-  return n;
+  return emu::fields::names(tdetail::fields());
 }
 
 IPUML_INLINE std::vector<std::string> target_preset_names() {
@@ -209,42 +142,23 @@ IPUML_INLINE Target target_preset(const std::string& name) {
 }
 
 IPUML_INLINE void apply_override(Target& t, const std::string& assignment) {
-  const auto eq = assignment.find('=');
-  IPUML_CHECK(eq != std::string::npos && eq > 0, "target override '", assignment,
-              "' must have the form field=value; valid fields: ", tdetail::join_names());
-  auto trim = [](std::string s) {
-    const auto b = s.find_first_not_of(" \t");
-    const auto e = s.find_last_not_of(" \t");
-    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-  };
-  const std::string key = trim(assignment.substr(0, eq)), value = trim(assignment.substr(eq + 1));
-  for (auto& f : tdetail::fields()) {
-    if (key != f.name) continue;
-    Target copy = t;
-    f.set(copy, value);
-    validate(copy);
-    t = copy;
-    return;
-  }
-  fail("target override: unknown field '", key, "'; valid fields: ", tdetail::join_names());
+  emu::fields::apply_override(t, assignment, tdetail::fields(),
+                              [](const Target& x) { validate(x); });
 }
 
 IPUML_INLINE void validate(const Target& t) {
   // Each field within a range no real or plausible device leaves by orders of magnitude, so a
   // typo (clock_hz=1e-300) is an error, not an "inf us" report.
   auto in = [&](const char* n, double v, double lo, double hi, bool zero_ok) {
-    IPUML_CHECK(
-        std::isfinite(v) && (v > 0 || (zero_ok && v == 0)) && (v == 0 || v >= lo) && v <= hi,
-        "target ", t.name, ": ", n, " must be ", zero_ok ? "0 or " : "", "in [", lo, ", ", hi,
-        "], got ", v);
+    emu::fields::check_range(t.name, n, v, lo, hi, zero_ok);
   };
   auto pos = [&](const char* n, double v, double lo, double hi) { in(n, v, lo, hi, false); };
   auto nonneg = [&](const char* n, double v, double hi) { in(n, v, 1, hi, true); };
   const auto d = [](int64_t v) { return static_cast<double>(v); };
-  IPUML_CHECK(tdetail::valid_name(t.name),
+  IPUML_CHECK(emu::fields::valid_name(t.name),
               "target: name must be 1 to 64 letters, digits or "
               "'_', '-', '.', got '",
-              tdetail::printable(t.name), "'");
+              emu::fields::printable(t.name), "'");
   pos("num_ipus", d(t.num_ipus), 1, 4096);
   pos("tiles_per_ipu", d(t.tiles_per_ipu), 1, 1 << 24);
   pos("bytes_per_tile", d(t.bytes_per_tile), 64, 1LL << 34);
@@ -290,26 +204,12 @@ IPUML_INLINE std::string to_string(const Target& t) {
 }
 
 IPUML_INLINE std::string to_json(const Target& t) {
-  nlohmann::json j = nlohmann::json::object();
-  for (auto& f : tdetail::fields()) j[f.name] = f.get(t);
-  return j.dump();
+  return emu::fields::to_json(t, tdetail::fields());
 }
 
 IPUML_INLINE Target target_from_json(const std::string& text) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    fail("target: invalid JSON: ", e.what());
-  }
-  IPUML_CHECK(j.is_object(), "target: expected a JSON object");
-  Target t;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string v =
-        it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
-    apply_override(t, it.key() + "=" + v);
-  }
-  return t;
+  return emu::fields::from_json(text, Target{},
+                                [](Target& t, const std::string& a) { apply_override(t, a); });
 }
 
 }  // namespace ipuml::ipu
