@@ -1,6 +1,6 @@
 // ipuml::nn, everything at once: Module and the holder idiom, init, functional (with
-// interpolate), and every module (Linear, Conv, ConvTranspose, pooling, normalisation,
-// Embedding, Dropout, activations, containers, losses, MultiheadAttention).
+// interpolate and rotary_embedding), and every module (Linear, Conv, ConvTranspose, pooling,
+// normalisation, Embedding, Dropout, activations, containers, losses, MultiheadAttention).
 #pragma once
 
 #include <ipuml/nn/module.hpp>
@@ -22,3 +22,4 @@
 #include <ipuml/nn/modules/functional.hpp>
 #include <ipuml/nn/functional_options.hpp>
 #include <ipuml/nn/interpolate.hpp>
+#include <ipuml/nn/rotary_embedding.hpp>
