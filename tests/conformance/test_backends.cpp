@@ -43,6 +43,24 @@ const std::vector<Program>& programs() {
        [](const Ts& x) {
          return conv2d(x[0], x[1], Tensor(), {2, 2}, {1, 1}, {1, 1}, 2);
        }},
+      {"conv-transpose",
+       {{2, 4, 5, 4}, {4, 3, 2, 2}, {4, 3, 3, 3}, {6}},
+       [](const Ts& x) {
+         // UNet's up-convolution; strided with output_padding and groups; output_padding past
+         // the stride (below the dilation), cropped and zero-filled.
+         Tensor a = conv_transpose2d(x[0], x[1], x[3].slice(0, 0, 3), {2, 2});
+         Tensor b = conv_transpose2d(x[0], x[2], x[3], {2, 2}, {1, 1}, {1, 1}, 2);
+         Tensor c = conv_transpose2d(x[0], x[2], Tensor(), {1, 1}, {1, 0}, {1, 1}, 1, {2, 2});
+         return cat({a.reshape({-1}), b.reshape({-1}), c.reshape({-1})}, 0);
+       }},
+      {"rotary",
+       {{2, 5, 3, 8}},
+       [](const Ts& x) {
+         namespace F = nn::functional;
+         return F::rotary_embedding(x[0], F::RotaryEmbeddingFuncOptions().rotary_dim(4).offset(3)) +
+                F::rotary_embedding(
+                    x[0], F::RotaryEmbeddingFuncOptions().seq_dim(2).style(nn::RotaryStyle::Half));
+       }},
       {"pools",
        {{2, 3, 8, 8}},
        [](const Ts& x) {

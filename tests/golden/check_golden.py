@@ -60,6 +60,31 @@ def sdpa_ref(q, k, v, mask, is_causal, scale):
     return torch.softmax(q @ k.transpose(-2, -1) * sc + bias, dim=-1) @ v
 
 
+def rotary_tables(positions, dim, base, offset):
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=F64) / dim))
+    pos = torch.arange(offset, offset + positions, dtype=F64)
+    sinusoid = pos[:, None] * inv_freq[None, :]
+    return sinusoid.sin(), sinusoid.cos()
+
+
+def rotary_ref(x, a):
+    """GPT-J's rotate_every_two or GPT-NeoX's rotate_half on the first rotary_dim features, as
+    HF applies them (the tables in float64), along x's seq_dim."""
+    rd = x.shape[-1] if a["rotary_dim"] is None else a["rotary_dim"]
+    x_rot, x_pass = x[..., :rd], x[..., rd:]
+    sin, cos = rotary_tables(x.shape[a["seq_dim"]], rd, a["base"], a["offset"])
+    if a["style"] == "gptj":
+        sin, cos = sin.repeat_interleave(2, -1), cos.repeat_interleave(2, -1)
+        rot = torch.stack((-x_rot[..., 1::2], x_rot[..., ::2]), -1).flatten(-2)
+    else:
+        sin, cos = torch.cat((sin, sin), -1), torch.cat((cos, cos), -1)
+        rot = torch.cat((-x_rot[..., rd // 2:], x_rot[..., :rd // 2]), -1)
+    shape = [1] * x.dim()
+    shape[a["seq_dim"]], shape[-1] = sin.shape
+    sin, cos = sin.reshape(shape), cos.reshape(shape)
+    return torch.cat((x_rot * cos + rot * sin, x_pass), -1)
+
+
 OPS = {
     "add": lambda a, x, y: torch.add(x, y),
     "sub": lambda a, x, y: torch.sub(x, y),
@@ -92,6 +117,9 @@ OPS = {
     "linear": lambda a, x, w, b=None: F.linear(x, w, b),
     "conv1d": lambda a, x, w, b=None: F.conv1d(x, w, b, a["stride"], a["padding"], a["dilation"], a["groups"]),
     "conv2d": lambda a, x, w, b=None: F.conv2d(x, w, b, a["stride"], a["padding"], a["dilation"], a["groups"]),
+    "conv_transpose2d": lambda a, x, w, b=None: F.conv_transpose2d(
+        x, w, b, a["stride"], a["padding"], a["output_padding"], a["groups"], a["dilation"]),
+    "rotary_embedding": lambda a, x: rotary_ref(x, a),
     "max_pool1d": lambda a, x: F.max_pool1d(x, a["kernel_size"], a["stride"], a["padding"]),
     "max_pool2d": lambda a, x: F.max_pool2d(x, a["kernel_size"], a["stride"], a["padding"]),
     "avg_pool2d": lambda a, x: F.avg_pool2d(x, a["kernel_size"], a["stride"], a["padding"],

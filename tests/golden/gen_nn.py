@@ -76,6 +76,12 @@ def reprs():
         ("conv2d_groups", nn.Conv2d(4, 8, 3, padding=1, groups=2)),
         ("conv2d_same", nn.Conv2d(1, 2, 4, padding="same")),
         ("conv2d_valid", nn.Conv2d(1, 2, 3, padding="valid")),
+        ("convtranspose2d_unet", nn.ConvTranspose2d(64, 32, kernel_size=2, stride=2)),
+        ("convtranspose2d_outpad", nn.ConvTranspose2d(8, 4, 3, stride=2, padding=1,
+                                                      output_padding=1)),
+        ("convtranspose2d_opts", nn.ConvTranspose2d(4, 6, (3, 2), stride=(2, 1), padding=1,
+                                                    output_padding=(1, 0), groups=2, bias=False,
+                                                    dilation=2)),
         ("maxpool1d", nn.MaxPool1d(4)),
         ("maxpool1d_opts", nn.MaxPool1d(3, stride=2, padding=1)),
         ("maxpool2d", nn.MaxPool2d(2)),
@@ -243,6 +249,14 @@ def forward():
     run("groupnorm_affine", "GroupNorm", {"num_groups": 2, "num_channels": 6},
         nn.GroupNorm(2, 6), (3, 6, 4))
     run("layernorm_2d", "LayerNorm", {"normalized_shape": [3, 4]}, nn.LayerNorm([3, 4]), (2, 5, 3, 4))
+    run("convtranspose2d_unet", "ConvTranspose2d",
+        {"in": 4, "out": 3, "kernel": [2, 2], "stride": [2, 2]},
+        nn.ConvTranspose2d(4, 3, 2, stride=2), (2, 4, 3, 5))
+    run("convtranspose2d_unbatched_opts", "ConvTranspose2d",
+        {"in": 4, "out": 6, "kernel": [3, 2], "stride": [2, 1], "padding": [1, 0],
+         "output_padding": [1, 0], "groups": 2, "dilation": [1, 2], "bias": False},
+        nn.ConvTranspose2d(4, 6, (3, 2), stride=(2, 1), padding=(1, 0), output_padding=(1, 0),
+                           groups=2, dilation=(1, 2), bias=False), (4, 3, 4))
     return cases
 
 

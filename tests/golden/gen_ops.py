@@ -305,6 +305,38 @@ for nm, xs, ws, st, pd, dl, g, bias in CONV2D:
     case("conv2d_" + nm, "conv2d", attrs, mk,
          lambda x, w, b=None, st=st, pd=pd, dl=dl, g=g: F.conv2d(x, w, b, st, pd, dl, g))
 
+# F.conv_transpose2d(x, w, b, stride, padding, output_padding, groups, dilation); the weight is
+# [C_in, C_out / groups, kH, kW]. "dil*_op*" cases have output_padding >= stride (allowed below
+# the dilation), whose last rows or columns no kernel tap reaches.
+CONV_T2D = [
+    # name, x, w, stride, padding, output_padding, groups, dilation, bias
+    ("unet_k2s2", [2, 4, 5, 6], [4, 3, 2, 2], [2, 2], [0, 0], [0, 0], 1, [1, 1], True),
+    ("unet_k2s2_nobias", [2, 4, 5, 6], [4, 3, 2, 2], [2, 2], [0, 0], [0, 0], 1, [1, 1], False),
+    ("k3s2p1op1", [2, 4, 5, 4], [4, 3, 3, 3], [2, 2], [1, 1], [1, 1], 1, [1, 1], True),
+    ("k3s2p1op1_nobias", [1, 3, 4, 5], [3, 2, 3, 3], [2, 2], [1, 1], [1, 1], 1, [1, 1], False),
+    ("groups2", [2, 4, 5, 6], [4, 3, 3, 3], [1, 1], [0, 0], [0, 0], 2, [1, 1], True),
+    ("groups2_s2_nobias", [2, 6, 3, 4], [6, 2, 2, 3], [2, 2], [0, 1], [1, 0], 2, [1, 1], False),
+    ("dil2", [2, 3, 4, 5], [3, 4, 3, 3], [1, 1], [1, 1], [0, 0], 1, [2, 2], True),
+    ("dil2_nobias", [1, 3, 4, 5], [3, 2, 2, 3], [1, 1], [0, 0], [0, 0], 1, [2, 2], False),
+    ("asym", [1, 3, 4, 5], [3, 4, 3, 2], [2, 1], [1, 0], [1, 0], 1, [1, 1], True),
+    ("mixed", [2, 4, 4, 3], [4, 2, 3, 3], [2, 2], [1, 1], [1, 1], 2, [2, 2], True),
+    ("dil2_op1_s1", [1, 3, 4, 5], [3, 2, 3, 3], [1, 1], [0, 0], [1, 1], 1, [2, 2], True),
+    ("dil3_op2_p1", [2, 2, 3, 4], [2, 3, 2, 3], [1, 2], [1, 1], [2, 1], 1, [3, 3], True),
+    ("dil3_s2_op2_p2", [1, 4, 3, 3], [4, 1, 3, 2], [2, 2], [2, 0], [2, 0], 2, [3, 1], True),
+]
+for nm, xs, ws, st, pd, op, g, dl, bias in CONV_T2D:
+    attrs = {"stride": st, "padding": pd, "output_padding": op, "groups": g, "dilation": dl}
+
+    def mk(xs=xs, ws=ws, g=g, bias=bias):
+        r = [randn(*xs), randn(*ws) * 0.5]
+        if bias:
+            r.append(randn(ws[1] * g))
+        return r
+
+    case("conv_transpose2d_" + nm, "conv_transpose2d", attrs, mk,
+         lambda x, w, b=None, st=st, pd=pd, op=op, g=g, dl=dl:
+         F.conv_transpose2d(x, w, b, st, pd, op, g, dl))
+
 # ---------------------------------------------------------------- pooling
 for nm, xs, k, s, p in (("k2s2", [2, 3, 8], [2], [2], [0]),
                         ("k3s2p1", [2, 3, 9], [3], [2], [1]),
@@ -617,6 +649,79 @@ for nm, qs, ks, vs, mask, causal, scale in SDPA:
     case("sdpa_" + nm, "scaled_dot_product_attention",
          {"is_causal": causal, "scale": scale}, mk,
          lambda q, k, v, m=None, c=causal, sc=scale: sdpa_ref(q, k, v, m, c, sc))
+
+
+# ---------------------------------------------------------------- rotary position embedding
+# HF's GPT-J and GPT-NeoX code, in float64 like every case here: inv_freq = 1 / base **
+# (arange(0, dim, 2) / dim), the angles the outer product of the positions with it. (HF builds
+# the tables in float32, whose angles drift by up to position * 2**-24 rad from these; GPT-J's
+# own training code built them in float64 with numpy.)
+def rotary_tables(positions, dim, base, offset):
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=F64) / dim))
+    pos = torch.arange(offset, offset + positions, dtype=F64)
+    sinusoid = pos[:, None] * inv_freq[None, :]
+    return sinusoid.sin(), sinusoid.cos()
+
+
+def rotate_every_two(x):
+    """GPT-J: (x0, x1, x2, x3, ...) -> (-x1, x0, -x3, x2, ...)."""
+    return torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).flatten(-2)
+
+
+def rotate_half(x):
+    """GPT-NeoX: halves (a, b) -> (-b, a)."""
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+def gptj_rotary(x, rotary_dim, offset, base=10000.0):
+    """GPT-J on [batch, seq, heads, head_dim]: the first rotary_dim features rotate by pairs."""
+    x_rot, x_pass = x[..., :rotary_dim], x[..., rotary_dim:]
+    sin, cos = rotary_tables(x.shape[1], rotary_dim, base, offset)
+    sin = sin.repeat_interleave(2, dim=-1)[None, :, None, :]
+    cos = cos.repeat_interleave(2, dim=-1)[None, :, None, :]
+    return torch.cat((x_rot * cos + rotate_every_two(x_rot) * sin, x_pass), dim=-1)
+
+
+def neox_rotary(x, rotary_dim, offset, base=10000.0):
+    """GPT-NeoX on [batch, heads, seq, head_dim]: the first rotary_dim features rotate by halves."""
+    x_rot, x_pass = x[..., :rotary_dim], x[..., rotary_dim:]
+    sin, cos = rotary_tables(x.shape[2], rotary_dim, base, offset)
+    sin = torch.cat((sin, sin), dim=-1)[None, None, :, :]
+    cos = torch.cat((cos, cos), dim=-1)[None, None, :, :]
+    return torch.cat((x_rot * cos + rotate_half(x_rot) * sin, x_pass), dim=-1)
+
+
+def rotary_ref(x, a):
+    """The case's layout moved to the model's own ([b, s, h, d] for GPT-J, [b, h, s, d] for NeoX)."""
+    rd = x.shape[-1] if a["rotary_dim"] is None else a["rotary_dim"]
+    own = 1 if a["style"] == "gptj" else 2
+    fn = gptj_rotary if a["style"] == "gptj" else neox_rotary
+    if x.dim() == 3:  # [batch, seq, head_dim]: one head, at dim 2 for GPT-J and 1 for NeoX
+        heads = 2 if own == 1 else 1
+        return fn(x.unsqueeze(heads), rd, a["offset"], a["base"]).squeeze(heads)
+    if a["seq_dim"] != own:
+        return fn(x.transpose(1, 2), rd, a["offset"], a["base"]).transpose(1, 2)
+    return fn(x, rd, a["offset"], a["base"])
+
+
+ROTARY = [
+    # name, x, style, rotary_dim, offset, seq_dim, base
+    ("gptj_full", [2, 5, 3, 8], "gptj", None, 0, 1, 10000.0),
+    ("gptj_partial_offset3", [2, 4, 2, 16], "gptj", 8, 3, 1, 10000.0),
+    ("gptj_6b_ratio_offset7", [1, 3, 2, 32], "gptj", 8, 7, 1, 10000.0),
+    ("gptj_long_offset", [1, 6, 1, 12], "gptj", 12, 2041, 1, 10000.0),
+    ("gptj_bhsd", [2, 3, 4, 8], "gptj", 6, 1, 2, 10000.0),
+    ("gptj_3d", [2, 5, 6], "gptj", 4, 2, 1, 10000.0),
+    ("neox_full", [1, 2, 4, 6], "neox", None, 0, 2, 10000.0),
+    ("neox_partial_offset2", [2, 3, 5, 8], "neox", 4, 2, 2, 10000.0),
+    ("neox_bshd", [2, 4, 3, 10], "neox", 6, 5, 1, 10000.0),
+    ("neox_base500", [1, 2, 3, 8], "neox", 8, 1, 2, 500.0),
+]
+for nm, xs, style, rd, off, sd, base in ROTARY:
+    attrs = {"style": style, "rotary_dim": rd, "offset": off, "seq_dim": sd, "base": base}
+    case("rotary_embedding_" + nm, "rotary_embedding", attrs, lambda xs=xs: [randn(*xs)],
+         lambda x, a=attrs: rotary_ref(x, a))
 
 
 # ---------------------------------------------------------------- losses with weight / ignore_index

@@ -217,6 +217,31 @@ TEST_CASE("ipu executable matches the cpu executor for every op family", "[ipu]"
       true, target);
 
   check_case(
+      "conv transpose",
+      [](const Ts& p, const Ts& x) {
+        Tensor h = mul(x[0], p[0]);                          // [2, 4, 5, 4]
+        Tensor a = conv_transpose2d(h, p[1], p[2], {2, 2});  // UNet's up-convolution
+        Tensor b = conv_transpose2d(h, p[3], Tensor(), {2, 2}, {1, 1}, {1, 1}, 2);  // groups 2
+        // output_padding past the stride (below the dilation): cropped and zero-filled.
+        Tensor c = conv_transpose2d(h, p[3], p[2], {1, 1}, {1, 0}, {1, 1}, 1, {2, 2});
+        return Ts{add(sum(mul(a, a)), add(sum(mul(b, b)), sum(mul(c, c)))), a, b, c};
+      },
+      {param({5, 4}, g), param({4, 3, 2, 2}, g), param({3}, g), param({4, 3, 3, 3}, g)},
+      {randn({2, 4, 5, 4}, &g)}, true, target);
+
+  check_case(
+      "rotary embedding",
+      [](const Ts& p, const Ts& x) {
+        namespace F = nn::functional;
+        Tensor h = mul(x[0], p[0]);  // [2, 6, 3, 16]
+        Tensor a = F::rotary_embedding(h, F::RotaryEmbeddingFuncOptions().rotary_dim(8).offset(5));
+        Tensor b = F::rotary_embedding(
+            h, F::RotaryEmbeddingFuncOptions().seq_dim(2).offset(2).style(nn::RotaryStyle::Half));
+        return Ts{add(sum(mul(a, a)), sum(mul(b, p[0]))), a, b};
+      },
+      {param({16}, g)}, {randn({2, 6, 3, 16}, &g)}, true, target);
+
+  check_case(
       "pools",
       [](const Ts& p, const Ts& x) {
         Tensor h = mul(x[0], p[0]);

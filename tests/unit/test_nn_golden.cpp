@@ -104,6 +104,25 @@ std::shared_ptr<nn::Module> build_repr_case(const std::string& name) {
       {"conv2d_groups", [] { return Conv2d(Conv2dOptions(4, 8, 3).padding(1).groups(2)).ptr(); }},
       {"conv2d_same", [] { return Conv2d(Conv2dOptions(1, 2, 4).padding(kSame)).ptr(); }},
       {"conv2d_valid", [] { return Conv2d(Conv2dOptions(1, 2, 3).padding(kValid)).ptr(); }},
+      {"convtranspose2d_unet",
+       [] { return ConvTranspose2d(ConvTranspose2dOptions(64, 32, 2).stride(2)).ptr(); }},
+      {"convtranspose2d_outpad",
+       [] {
+         return ConvTranspose2d(
+                    ConvTranspose2dOptions(8, 4, 3).stride(2).padding(1).output_padding(1))
+             .ptr();
+       }},
+      {"convtranspose2d_opts",
+       [] {
+         return ConvTranspose2d(ConvTranspose2dOptions(4, 6, {3, 2})
+                                    .stride({2, 1})
+                                    .padding(1)
+                                    .output_padding({1, 0})
+                                    .groups(2)
+                                    .bias(false)
+                                    .dilation(2))
+             .ptr();
+       }},
       {"maxpool1d", [] { return MaxPool1d(4).ptr(); }},
       {"maxpool1d_opts", [] { return MaxPool1d(MaxPool1dOptions(3).stride(2).padding(1)).ptr(); }},
       {"maxpool2d", [] { return MaxPool2d(2).ptr(); }},
@@ -287,6 +306,16 @@ TEST_CASE("nn module forwards with their own logic match PyTorch", "[nn][golden]
         m = nn::Conv2d(set(nn::Conv2dOptions(in, out, kernel))).ptr();
       else
         m = nn::Conv1d(set(nn::Conv1dOptions(in, out, kernel))).ptr();
+    } else if (mod == "ConvTranspose2d") {
+      nn::ConvTranspose2dOptions opts(o.at("in").get<int64_t>(), o.at("out").get<int64_t>(),
+                                      ints(o.at("kernel")));
+      if (o.contains("stride")) opts.stride(ints(o["stride"]));
+      if (o.contains("padding")) opts.padding(ints(o["padding"]));
+      if (o.contains("output_padding")) opts.output_padding(ints(o["output_padding"]));
+      if (o.contains("groups")) opts.groups(o["groups"].get<int64_t>());
+      if (o.contains("dilation")) opts.dilation(ints(o["dilation"]));
+      if (o.contains("bias")) opts.bias(o["bias"].get<bool>());
+      m = nn::ConvTranspose2d(opts).ptr();
     } else if (mod == "AvgPool2d") {
       nn::AvgPool2dOptions opts(ints(o.at("kernel")));
       opts.stride(ints(o.at("stride"))).padding(ints(o.at("padding")));

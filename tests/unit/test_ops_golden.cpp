@@ -36,6 +36,17 @@ nn::functional::InterpolateFuncOptions interpolate_options(const json& a) {
   return o;
 }
 
+// F::RotaryEmbeddingFuncOptions from the case's attrs (rotary_dim null: all of head_dim).
+nn::functional::RotaryEmbeddingFuncOptions rotary_options(const json& a) {
+  auto o = nn::functional::RotaryEmbeddingFuncOptions()
+               .offset(a["offset"].get<int64_t>())
+               .seq_dim(a["seq_dim"].get<int64_t>())
+               .base(a["base"].get<double>())
+               .style(a["style"] == "gptj" ? nn::RotaryStyle::Interleaved : nn::RotaryStyle::Half);
+  if (!a["rotary_dim"].is_null()) o.rotary_dim(a["rotary_dim"].get<int64_t>());
+  return o;
+}
+
 using OpFn = std::function<Ts(const json&, const Ts&)>;
 
 const std::map<std::string, OpFn>& ops() {
@@ -114,6 +125,15 @@ const std::map<std::string, OpFn>& ops() {
                           ints(a["padding"]), ints(a["dilation"]),
                           a["groups"].template get<int64_t>())};
        }},
+      // PyTorch's argument order: groups before dilation.
+      {"conv_transpose2d",
+       [](auto& a, auto& x) {
+         return Ts{conv_transpose2d(x[0], x[1], x.size() > 2 ? x[2] : Tensor(), ints(a["stride"]),
+                                    ints(a["padding"]), ints(a["output_padding"]),
+                                    a["groups"].template get<int64_t>(), ints(a["dilation"]))};
+       }},
+      {"rotary_embedding",
+       [](auto& a, auto& x) { return Ts{nn::functional::rotary_embedding(x[0], rotary_options(a))}; }},
       {"conv1d",
        [](auto& a, auto& x) {
          return Ts{conv1d(x[0], x[1], x.size() > 2 ? x[2] : Tensor(), ints(a["stride"])[0],

@@ -11,6 +11,7 @@ using ipuml::Reduction;
 // Layers.
 using ipuml::conv1d;
 using ipuml::conv2d;
+using ipuml::conv_transpose2d;
 using ipuml::linear;
 // F::embedding(input, weight, options) is LibTorch's, indices first (functional_options.hpp);
 // ipuml::embedding(weight, indices) is ATen's torch::embedding.

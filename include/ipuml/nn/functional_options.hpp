@@ -43,6 +43,24 @@ inline Tensor conv1d(const Tensor& x, const Tensor& weight, const Conv1dFuncOpti
                        o.groups());
 }
 
+// LibTorch's F::ConvTranspose2dFuncOptions, in PyTorch's argument order.
+template <size_t D>
+struct ConvTransposeFuncOptions {
+  IPUML_ARG(Tensor, bias);
+  IPUML_ARG(ExpandingArray<D>, stride) = 1;
+  IPUML_ARG(ExpandingArray<D>, padding) = 0;
+  IPUML_ARG(ExpandingArray<D>, output_padding) = 0;
+  IPUML_ARG(int64_t, groups) = 1;
+  IPUML_ARG(ExpandingArray<D>, dilation) = 1;
+};
+using ConvTranspose2dFuncOptions = ConvTransposeFuncOptions<2>;
+
+inline Tensor conv_transpose2d(const Tensor& x, const Tensor& weight,
+                               const ConvTranspose2dFuncOptions& o) {
+  return ipuml::conv_transpose2d(x, weight, o.bias(), o.stride().vec(), o.padding().vec(),
+                                 o.output_padding().vec(), o.groups(), o.dilation().vec());
+}
+
 // The pooling modules' options serve the functions too, as in LibTorch.
 using MaxPool1dFuncOptions = MaxPool1dOptions;
 using MaxPool2dFuncOptions = MaxPool2dOptions;

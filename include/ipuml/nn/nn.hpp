@@ -1,6 +1,6 @@
 // ipuml::nn, everything at once: Module and the holder idiom, init, functional (with
-// interpolate), and every module (Linear, Conv, pooling, normalisation, Embedding, Dropout,
-// activations, containers, losses, MultiheadAttention).
+// interpolate and rotary_embedding), and every module (Linear, Conv, ConvTranspose, pooling,
+// normalisation, Embedding, Dropout, activations, containers, losses, MultiheadAttention).
 #pragma once
 
 #include <ipuml/nn/module.hpp>
@@ -9,6 +9,7 @@
 #include <ipuml/nn/modules/common.hpp>
 #include <ipuml/nn/modules/linear.hpp>
 #include <ipuml/nn/modules/conv.hpp>
+#include <ipuml/nn/modules/conv_transpose.hpp>
 #include <ipuml/nn/modules/pooling.hpp>
 #include <ipuml/nn/modules/normalization.hpp>
 #include <ipuml/nn/modules/embedding.hpp>
@@ -21,3 +22,4 @@
 #include <ipuml/nn/modules/functional.hpp>
 #include <ipuml/nn/functional_options.hpp>
 #include <ipuml/nn/interpolate.hpp>
+#include <ipuml/nn/rotary_embedding.hpp>

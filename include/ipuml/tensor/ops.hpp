@@ -152,6 +152,16 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
               std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1);
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               int64_t stride = 1, int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
+// torch.nn.functional.conv_transpose2d: the gradient of conv2d with respect to its input, as a
+// layer. weight is [C_in, C_out / groups, kH, kW]; the output is [N, C_out, H_out, W_out] with
+// H_out = (H - 1) * stride - 2 * padding + dilation * (kH - 1) + output_padding + 1. As in
+// PyTorch, groups comes before dilation (conv2d has them the other way round), and
+// output_padding (which only resolves which input size a strided conv2d came from) must be
+// smaller than stride or than dilation.
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                        std::vector<int64_t> stride = {1, 1}, std::vector<int64_t> padding = {0, 0},
+                        std::vector<int64_t> output_padding = {0, 0}, int64_t groups = 1,
+                        std::vector<int64_t> dilation = {1, 1});
 Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
                   std::vector<int64_t> padding = {0, 0});
 // LibTorch's max_pool2d(x, 2): one number for both dims.

@@ -1,6 +1,7 @@
 // Linear algebra, convolution, pooling, softmax, dropout, normalisation and losses.
 #pragma once
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -143,6 +144,125 @@ IPUML_INLINE Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& 
   Tensor y = conv2d(unsqueeze(x, 2), unsqueeze(weight, 2), bias, {1, stride}, {0, padding},
                     {1, dilation}, groups);
   return squeeze(y, 2);
+}
+
+namespace ops_detail {
+
+// A transposed convolution is the input gradient of the convolution that maps an image of shape
+// `a.shape` to one shaped like x, so it runs as that op (x in the output gradient's place). Its
+// own gradients are that convolution's other two passes: x's is the forward convolution of the
+// output gradient with the same weight, the weight's is the convolution's weight gradient with
+// the output gradient as the image and x as the gradient.
+inline Tensor conv_transpose_raw(const Tensor& x, const Tensor& w, const Attrs& a) {
+  Tensor out = run1(OpKind::ConvBackwardInput, a, {x, w});
+  attach({out}, "ConvolutionBackward", {x, w},
+         [x = saved(x), w = saved(w), a, rx = x.requires_grad(),
+          rw = w.requires_grad()](const std::vector<Tensor>& g) {
+           std::vector<Tensor> r(2);
+           Attrs b = a;
+           b.shape.clear();
+           if (rx) r[0] = run1(OpKind::Conv, b, {g[0], w});
+           if (rw) {
+             b.shape = w.shape();
+             r[1] = run1(OpKind::ConvBackwardWeight, b, {g[0], x});
+           }
+           return r;
+         });
+  return out;
+}
+
+}  // namespace ops_detail
+
+IPUML_INLINE Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                     std::vector<int64_t> stride, std::vector<int64_t> padding,
+                                     std::vector<int64_t> output_padding, int64_t groups,
+                                     std::vector<int64_t> dilation) {
+  const char* op = "conv_transpose2d";
+  IPUML_CHECK(x.defined() && weight.defined(), op, ": the input or the weight is undefined");
+  IPUML_CHECK(x.dim() == 4, op, ": expected a 4-d input [N, C_in, H, W], got shape ",
+              shape_str(x.shape()));
+  IPUML_CHECK(weight.dim() == 4, op,
+              ": expected a 4-d weight [C_in, C_out/groups, kH, kW], got shape ",
+              shape_str(weight.shape()));
+  IPUML_CHECK(is_floating(x.dtype()) && weight.dtype() == x.dtype(), op,
+              ": expected floating-point input and weight of one dtype, got ",
+              dtype_name(x.dtype()), " and ", dtype_name(weight.dtype()));
+  Attrs a;
+  a.stride = pair_of(stride, op, "stride");
+  a.padding = pair_of(padding, op, "padding");
+  a.dilation = pair_of(dilation, op, "dilation");
+  const std::vector<int64_t> out_pad = pair_of(output_padding, op, "output_padding");
+  a.groups = groups;
+  const Shape& xs = x.shape();
+  const Shape& ws = weight.shape();
+  IPUML_CHECK(groups > 0, op, ": groups must be positive, got ", groups);
+  IPUML_CHECK(xs[1] == ws[0], op, ": the input has ", xs[1], " channels but the weight of shape ",
+              shape_str(ws), " takes ", ws[0],
+              " (the weight of a transposed convolution is [C_in, C_out/groups, kH, kW])");
+  IPUML_CHECK(ws[0] % groups == 0, op, ": groups=", groups, " must divide the input channels ",
+              ws[0]);
+  IPUML_CHECK(ws[1] > 0 && ws[2] > 0 && ws[3] > 0, op,
+              ": the weight's sizes must be positive, got shape ", shape_str(ws));
+  IPUML_CHECK(xs[2] > 0 && xs[3] > 0, op,
+              ": the input's spatial sizes must be positive, got shape ", shape_str(xs));
+  for (size_t i = 0; i < 2; ++i) {
+    IPUML_CHECK(a.stride[i] > 0 && a.dilation[i] > 0, op,
+                ": stride and dilation must be positive, got stride=", detail::str(a.stride),
+                " dilation=", detail::str(a.dilation));
+    IPUML_CHECK(a.padding[i] >= 0 && out_pad[i] >= 0, op,
+                ": padding and output_padding must be non-negative, got padding=",
+                detail::str(a.padding), " output_padding=", detail::str(out_pad));
+    IPUML_CHECK(out_pad[i] < a.stride[i] || out_pad[i] < a.dilation[i], op,
+                ": output_padding must be smaller than either stride or dilation, got "
+                "output_padding=",
+                detail::str(out_pad), " stride=", detail::str(a.stride),
+                " dilation=", detail::str(a.dilation));
+  }
+  const int64_t c_out = ws[1] * groups;
+  Shape out{xs[0], c_out, 0, 0};
+  Shape full = out;  // every position the kernel reaches, before padding crops it
+  for (size_t i = 0; i < 2; ++i) {
+    full[2 + i] = (xs[2 + i] - 1) * a.stride[i] + a.dilation[i] * (ws[2 + i] - 1) + 1;
+    out[2 + i] = full[2 + i] - 2 * a.padding[i] + out_pad[i];
+  }
+  IPUML_CHECK(out[2] > 0 && out[3] > 0, op, ": the output would be ", out[2], "x", out[3],
+              " for an input of shape ", shape_str(xs), ", weight ", shape_str(ws),
+              ", padding=", detail::str(a.padding), " output_padding=", detail::str(out_pad),
+              " (padding too large)");
+  if (bias.defined())
+    IPUML_CHECK(bias.shape() == Shape{c_out} && bias.dtype() == x.dtype(), op, ": bias of shape ",
+                shape_str(bias.shape()), " and dtype ", dtype_name(bias.dtype()), ", expected [",
+                c_out, "] of ", dtype_name(x.dtype()));
+  a.kernel = {ws[2], ws[3]};
+  // output_padding below the stride names one of the input sizes a strided convolution maps
+  // onto x's size, so the op's own geometry holds it. Larger ones (allowed when below the
+  // dilation) reach past every such size: that dim is computed unpadded, then cropped and
+  // filled with zeros where no kernel tap lands.
+  bool crop[2] = {false, false};
+  const std::vector<int64_t> pad = a.padding;
+  a.shape = out;
+  for (size_t i = 0; i < 2; ++i) {
+    if (out_pad[i] < a.stride[i]) continue;
+    crop[i] = true;
+    a.padding[i] = 0;
+    a.shape[2 + i] = full[2 + i];
+  }
+  Tensor y = conv_transpose_raw(x, weight, a);
+  for (size_t i = 0; i < 2; ++i) {
+    if (!crop[i]) continue;
+    const int64_t dim = static_cast<int64_t>(2 + i), p = pad[i];
+    const int64_t kept = std::max<int64_t>(std::min(full[2 + i], p + out[2 + i]) - p, 0);
+    if (kept == out[2 + i]) {
+      y = slice(y, dim, p, p + kept);
+      continue;
+    }
+    Shape zs = y.shape();
+    zs[2 + i] = out[2 + i] - kept;
+    const Tensor fill = zeros(zs, TensorOptions(y.dtype()).device(y.device()));
+    y = kept > 0 ? cat({slice(y, dim, p, p + kept), fill}, dim) : fill;
+  }
+  if (bias.defined()) y = add(y, reshape(bias, {1, c_out, 1, 1}));
+  return y;
 }
 
 IPUML_INLINE Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel,
