@@ -15,9 +15,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <limits>
-#include <set>
 #include <string_view>
 #include <utility>
 
@@ -205,6 +203,26 @@ std::string hex(uint32_t v, int digits) {
   return buf;
 }
 
+// The length of the UTF-8 character at s[i] and its code point, or 0 when the bytes there are
+// not UTF-8 (a stray continuation byte, a truncated sequence, an overlong form, a surrogate, a
+// code point past U+10FFFF).
+size_t utf8_char(std::string_view s, size_t i, uint32_t* cp) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  const size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+  if (len == 0 || i + len > s.size()) return 0;
+  uint32_t v = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
+  for (size_t k = 1; k < len; ++k) {
+    const auto cc = static_cast<unsigned char>(s[i + k]);
+    if ((cc & 0xC0) != 0x80) return 0;
+    v = (v << 6) | (cc & 0x3f);
+  }
+  if ((len == 2 && v < 0x80) || (len == 3 && v < 0x800) || (len == 4 && v < 0x10000) ||
+      v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
+    return 0;
+  *cp = v;
+  return len;
+}
+
 std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
   std::string out;
   for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
@@ -319,8 +337,10 @@ std::string describe(const YAML::Node& n) {
   return "nothing";
 }
 
-// Plain scalars resolve as PyYAML's YAML 1.1 resolver would; a quoted one is always a string;
-// the core tags (!!int, !!float, !!bool, !!str) say what they are; any other tag is refused.
+// Plain scalars resolve close to PyYAML's YAML 1.1 resolver (yes/no/on/off are booleans, 010 is
+// refused as octal), except that 1e-3 reads as a number (PyYAML leaves it a string, a common
+// surprise); a quoted scalar is always a string; !!int, !!float, !!bool and !!str are read as
+// their plain or quoted form; any other tag is refused.
 enum class Style { Plain, Quoted };
 
 Style scalar_style(const Reader& r, const YAML::Node& n, const std::string& path) {
@@ -395,6 +415,7 @@ IntParse as_int(const std::string& s) {
 // UTF-8 (an escaped lone surrogate), bounded length.
 void check_string(const Reader& r, const YAML::Node& n, const std::string& path,
                   const std::string& s) {
+  if (s.empty()) r.fail(n.Mark(), path, "expected a non-empty string, got ''");
   if (s.size() > kMaxStringBytes)
     r.fail(n.Mark(), path,
            "a string of " + std::to_string(s.size()) + " bytes, expected at most " +
@@ -403,17 +424,9 @@ void check_string(const Reader& r, const YAML::Node& n, const std::string& path,
     const auto c = static_cast<unsigned char>(s[i]);
     if (c < 0x20 || c == 0x7f)
       r.fail(n.Mark(), path, "expected a string without control characters, got " + shown(s));
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    bool ok = len != 0 && i + len <= s.size();
-    uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
-    for (size_t k = 1; ok && k < len; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      ok = (cc & 0xC0) == 0x80;
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    ok = ok && !(len == 2 && cp < 0x80) && !(len == 3 && cp < 0x800) &&
-         !(len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) && !(cp >= 0xD800 && cp <= 0xDFFF);
-    if (!ok) r.fail(n.Mark(), path, "expected a string of UTF-8 characters, got " + shown(s));
+    uint32_t cp = 0;
+    const size_t len = utf8_char(s, i, &cp);
+    if (len == 0) r.fail(n.Mark(), path, "expected a string of UTF-8 characters, got " + shown(s));
     i += len;
   }
 }
@@ -735,29 +748,19 @@ RunConfig read_runconfig(const Reader& r, const YAML::Node& key, const YAML::Nod
 // leading FF FE as a UTF-16 byte order mark, so binary garbage would otherwise parse.
 void check_text(const std::string& file, const std::string& text) {
   int line = 1, column = 1;
-  size_t i = 0;
-  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) i = 3;
+  size_t i = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;  // a UTF-8 byte order mark
+  auto where = [&] { return file + ":" + std::to_string(line) + ":" + std::to_string(column); };
   while (i < text.size()) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    bool utf8 = len != 0 && i + len <= text.size();
-    uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
-    for (size_t k = 1; utf8 && k < len; ++k) {
-      const auto cc = static_cast<unsigned char>(text[i + k]);
-      utf8 = (cc & 0xC0) == 0x80;
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    utf8 = utf8 && !(len == 2 && cp < 0x80) && !(len == 3 && cp < 0x800) &&
-           !(len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) && !(cp >= 0xD800 && cp <= 0xDFFF);
-    const std::string where = file + ":" + std::to_string(line) + ":" + std::to_string(column);
-    if (!utf8)
-      fail(where, ": not a YAML text: byte 0x", hex(c, 2),
+    uint32_t cp = 0;
+    const size_t len = utf8_char(text, i, &cp);
+    if (len == 0)
+      fail(where(), ": not a YAML text: byte 0x", hex(static_cast<unsigned char>(text[i]), 2),
            " is not UTF-8 (is this a binary file, or text in another encoding?)");
     const bool printable = cp == 0x9 || cp == 0xA || cp == 0xD || (cp >= 0x20 && cp <= 0x7E) ||
                            cp == 0x85 || (cp >= 0xA0 && cp <= 0xD7FF) ||
                            (cp >= 0xE000 && cp <= 0xFFFD) || cp >= 0x10000;
     if (!printable)
-      fail(where, ": not a YAML text: character U+", hex(cp, 4),
+      fail(where(), ": not a YAML text: character U+", hex(cp, 4),
            " is not allowed in YAML (is this a binary file?)");
     if (cp == 0xA) {
       ++line;

@@ -310,6 +310,8 @@ TEST_CASE("cerebras params: hostile values name file, line, column and key path"
       {{{2, "  data_dir: \"./data\\x00/etc\""}},
        "params.yaml:2:13: train_input.data_dir: expected a string without control characters, "
        "got './data\\x00/etc'"},
+      {{{2, "  data_dir: ''"}},
+       "params.yaml:2:13: train_input.data_dir: expected a non-empty string, got ''"},
       {{{2, "  ? [a, b]\n  : 1"}}, "params.yaml:2:5: train_input: expected a key name, got a list"},
       // negative, zero, absurd sizes; NaN and infinities
       {{{3, "  batch_size: -64"}},
