@@ -1,5 +1,5 @@
-// The model zoo in one include: the MNIST CNN, ResNet, BERT, GPT-2 and the Neuron-Inverter,
-// each as in its reference implementation (see each header).
+// The model zoo in one include: the MNIST CNN, ResNet, BERT, GPT-2, the Neuron-Inverter and
+// Cerebras modelzoo's fc_mnist, each as in its reference implementation (see each header).
 #pragma once
 
 #include <ipuml/models/mnist_cnn.hpp>
@@ -7,3 +7,4 @@
 #include <ipuml/models/bert.hpp>
 #include <ipuml/models/gpt2.hpp>
 #include <ipuml/models/neuron_inverter.hpp>
+#include <ipuml/models/fc_mnist.hpp>

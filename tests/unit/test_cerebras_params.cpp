@@ -1,0 +1,423 @@
+// The Cerebras-modelzoo params yaml reader (examples/cerebras/params.hpp): the shipped fc_mnist
+// config and a file with every key read to the expected values, and hostile files (typos, wrong
+// types, absurd sizes, NaN, duplicates, binary garbage, directories) refused with an ipuml::Error
+// naming file:line:column and the key path.
+#include <catch2/catch.hpp>
+
+#include "../../examples/cerebras/params.hpp"
+#include "../support/error_of.hpp"
+#include "../support/temp_dir.hpp"
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+using namespace ipuml;
+using namespace ipuml::cerebras;
+using ipuml::testing::error_of;
+
+namespace {
+
+// A small valid file; each hostile case replaces some of its lines (numbered from 1).
+const std::vector<std::string> kBase = {
+    "train_input:",                    // 1
+    "  data_dir: ./data/mnist/train",  // 2
+    "  batch_size: 64",                // 3
+    "model:",                          // 4
+    "  name: fc_mnist",                // 5
+    "  depth: 3",                      // 6
+    "  hidden_size: 128",              // 7
+    "optimizer:",                      // 8
+    "  optimizer_type: Adam",          // 9
+    "  learning_rate: 0.001",          // 10
+    "runconfig:",                      // 11
+    "  max_steps: 100",                // 12
+};
+
+// kBase with line n replaced by `lines[n]` (which may hold several lines, or none: "").
+std::string with(const std::map<int, std::string>& lines) {
+  std::string out;
+  for (size_t i = 0; i < kBase.size(); ++i) {
+    const auto it = lines.find(static_cast<int>(i) + 1);
+    const std::string& line = it == lines.end() ? kBase[i] : it->second;
+    if (!line.empty()) out += line + "\n";
+  }
+  return out;
+}
+
+std::string parse_error(const std::string& text) {
+  return error_of([&] { parse_params(text, "params.yaml"); });
+}
+
+std::string source_file(const std::string& relative) {
+  return std::string(IPUML_SOURCE_DIR) + "/" + relative;
+}
+
+}  // namespace
+
+TEST_CASE("cerebras params: the shipped fc_mnist config", "[cerebras][params]") {
+  const Params p = read_params(source_file("examples/cerebras/configs/fc_mnist.yaml"));
+  CHECK(p.warnings.empty());
+  REQUIRE(p.train_input);
+  CHECK(p.train_input->data_dir == "./data/mnist/train");
+  CHECK(p.train_input->batch_size == 64);
+  CHECK(p.train_input->shuffle);
+  CHECK(p.train_input->drop_last_batch);
+  CHECK(p.train_input->to_float16);
+  CHECK(p.train_input->num_workers == 0);
+  CHECK_FALSE(p.train_input->shuffle_seed);
+  REQUIRE(p.eval_input);
+  CHECK(p.eval_input->data_dir == "./data/mnist/val");
+  CHECK_FALSE(p.eval_input->shuffle);
+  CHECK_FALSE(p.eval_input->to_float16);
+
+  CHECK(p.model.name == "fc_mnist");
+  CHECK(p.model.mixed_precision);
+  CHECK(p.model.dropout == 0.2);
+  CHECK(p.model.activation_fn == "relu");
+  CHECK_FALSE(p.model.to_float16);
+  CHECK(p.model.keys.get_int("depth") == 3);
+  CHECK(p.model.keys.get_int("hidden_size") == 128);
+  CHECK(p.model.keys.get_int_list("hidden_sizes") == std::vector<int64_t>{128, 128, 128});
+
+  CHECK(p.optimizer.optimizer_type == "Adam");
+  CHECK(p.optimizer.learning_rate == 0.001);
+  CHECK(p.optimizer.beta1 == 0.9);
+  CHECK(p.optimizer.beta2 == 0.999);
+  CHECK_FALSE(p.optimizer.dynamic_loss_scaling);
+  CHECK(p.optimizer.loss_scaling_factor == 1.0);
+  CHECK_FALSE(p.optimizer.max_gradient_norm);
+
+  CHECK(p.runconfig.max_steps == 10000);
+  CHECK_FALSE(p.runconfig.num_epochs);
+  CHECK(p.runconfig.log_steps == 100);
+  CHECK(p.runconfig.checkpoint_steps == 2000);
+  CHECK(p.runconfig.seed == 1);
+  CHECK(p.runconfig.save_losses);
+  // Each value remembers where it was written, for the program's later messages.
+  CHECK(p.model.keys.where("hidden_size").line == 26);
+  CHECK(p.model.keys.where("hidden_size").column == 18);
+  CHECK_THAT(error_of([&] { p.model.keys.fail("hidden_size", "not divisible by 3"); }),
+             Catch::Equals(source_file("examples/cerebras/configs/fc_mnist.yaml") +
+                           ":26:18: model.hidden_size: not divisible by 3"));
+}
+
+TEST_CASE("cerebras params: every key of a full file", "[cerebras][params]") {
+  const std::string text = R"(# a comment
+train_input:
+  data_dir: /data/mnist
+  batch_size: 1024
+  shuffle: false
+  drop_last_batch: no
+  to_float16: yes
+  num_workers: 4
+  shuffle_seed: 7
+  prefetch_factor: 2
+eval_input:
+  data_dir: "/data/mnist val"
+  batch_size: 256
+  shuffle: On
+model:
+  name: FC_MNIST
+  mixed_precision: false
+  hidden_sizes: [256, 64,
+                 32]
+  dropout: 0.0
+  activation_fn: Tanh
+optimizer:
+  optimizer_type: sgd
+  learning_rate: 1e-2
+  momentum: 0.9
+  weight_decay_rate: 0.0001
+  loss_scaling_factor: dynamic
+  max_gradient_norm: 1
+  beta1: 0.8
+  log_summaries: true
+runconfig:
+  num_epochs: 3
+  log_steps: 10
+  checkpoint_steps: 0
+  seed: 0
+  save_losses: False
+  eval_steps: 50
+  model_dir: ./model_dir
+  mode: train_and_eval
+  num_csx: 2
+  compile_only: false
+  validate_only: true
+  mount_dirs: [/a, /b]
+description: "FC-MNIST base model params"
+)";
+  const Params p = parse_params(text, "full.yaml");
+  CHECK(p.file == "full.yaml");
+  CHECK(p.description == "FC-MNIST base model params");
+  REQUIRE(p.train_input);
+  CHECK(p.train_input->data_dir == "/data/mnist");
+  CHECK(p.train_input->batch_size == 1024);
+  CHECK_FALSE(p.train_input->shuffle);
+  CHECK_FALSE(p.train_input->drop_last_batch);
+  CHECK(p.train_input->to_float16);
+  CHECK(p.train_input->num_workers == 4);
+  CHECK(p.train_input->shuffle_seed == 7);
+  REQUIRE(p.eval_input);
+  CHECK(p.eval_input->data_dir == "/data/mnist val");
+  CHECK(p.eval_input->batch_size == 256);
+  CHECK(p.eval_input->shuffle);
+  CHECK(p.eval_input->drop_last_batch);
+  CHECK_FALSE(p.eval_input->to_float16);
+
+  CHECK(p.model.name == "fc_mnist");  // the schema's spelling
+  CHECK_FALSE(p.model.mixed_precision);
+  CHECK(p.model.dropout == 0.0);
+  CHECK(p.model.activation_fn == "tanh");
+  CHECK(p.model.keys.get_int_list("hidden_sizes") == std::vector<int64_t>{256, 64, 32});
+  CHECK(p.model.keys.get_int("depth") == 3);
+  CHECK_FALSE(p.model.keys.has("hidden_size"));
+  CHECK(p.model.keys.get_int("hidden_size", 5) == 5);
+
+  CHECK(p.optimizer.optimizer_type == "SGD");
+  CHECK(p.optimizer.learning_rate == 0.01);
+  CHECK(p.optimizer.momentum == 0.9);
+  CHECK(p.optimizer.weight_decay_rate == 0.0001);
+  CHECK(p.optimizer.dynamic_loss_scaling);
+  CHECK(p.optimizer.max_gradient_norm == 1.0);
+  CHECK(p.optimizer.beta1 == 0.8);
+
+  CHECK_FALSE(p.runconfig.max_steps);
+  CHECK(p.runconfig.num_epochs == 3);
+  CHECK(p.runconfig.log_steps == 10);
+  CHECK(p.runconfig.checkpoint_steps == 0);
+  CHECK(p.runconfig.seed == 0);
+  CHECK_FALSE(p.runconfig.save_losses);
+  CHECK(p.runconfig.eval_steps == 50);
+  CHECK(p.runconfig.model_dir == "./model_dir");
+  CHECK(p.runconfig.mode == "train_and_eval");
+  CHECK(p.runconfig.num_csx == 2);
+  CHECK_FALSE(p.runconfig.compile_only);
+  CHECK(p.runconfig.validate_only);
+
+  // Accepted but unused keys are reported with their place (the optimizer's keys that its type
+  // does not use after the section's other warnings).
+  REQUIRE(p.warnings.size() == 4);
+  CHECK_THAT(p.warnings[0], Catch::StartsWith("full.yaml:10:3: train_input.prefetch_factor: "));
+  CHECK_THAT(p.warnings[1], Catch::StartsWith("full.yaml:30:3: optimizer.log_summaries: "));
+  CHECK_THAT(p.warnings[2], Catch::StartsWith("full.yaml:29:10: optimizer.beta1: not used by SGD"));
+  CHECK_THAT(p.warnings[3], Catch::StartsWith("full.yaml:43:3: runconfig.mount_dirs: "));
+
+  // The typed getters name the key when it is absent or of another type.
+  CHECK_THAT(error_of([&] { p.model.keys.get_int("num_heads"); }),
+             Catch::Equals("full.yaml:15:1: model.num_heads: missing; expected an integer"));
+  CHECK_THAT(error_of([&] { p.model.keys.get_string("dropout"); }),
+             Catch::Equals("full.yaml:20:12: model.dropout: is not a string here"));
+  CHECK(p.model.keys.get_float_list("hidden_sizes") == std::vector<double>{256, 64, 32});
+}
+
+TEST_CASE("cerebras params: defaults where the file says nothing", "[cerebras][params]") {
+  const Params p = parse_params(with({}), "params.yaml");
+  CHECK_FALSE(p.eval_input);
+  CHECK(p.train_input->shuffle);
+  CHECK(p.train_input->drop_last_batch);
+  CHECK_FALSE(p.train_input->to_float16);
+  CHECK_FALSE(p.model.mixed_precision);
+  CHECK(p.model.dropout == 0.0);
+  CHECK(p.model.activation_fn == "relu");
+  CHECK(p.optimizer.momentum == 0.0);
+  CHECK(p.optimizer.weight_decay_rate == 0.0);
+  CHECK(p.optimizer.eps == 1e-8);
+  CHECK(p.optimizer.loss_scaling_factor == 1.0);
+  CHECK(p.runconfig.log_steps == 1);
+  CHECK(p.runconfig.checkpoint_steps == 0);
+  CHECK_FALSE(p.runconfig.seed);
+  CHECK_FALSE(p.runconfig.save_losses);
+  // A key given as null is not set; a null section is empty.
+  const Params q = parse_params(with({{3, "  batch_size: 8\n  shuffle: ~\n  to_float16:"}}), "p");
+  CHECK(q.train_input->shuffle);
+  CHECK_FALSE(q.train_input->to_float16);
+  CHECK(known_models() == std::vector<std::string>{"fc_mnist"});
+}
+
+TEST_CASE("cerebras params: hostile values name file, line, column and key path",
+          "[cerebras][params][hostile]") {
+  struct Case {
+    std::map<int, std::string> lines;
+    std::string message;  // a part of the error
+  };
+  const std::vector<Case> cases = {
+      // typos in keys and sections
+      {{{7, "  hiden_size: 128"}},
+       "params.yaml:7:3: model.hiden_size: unknown key for model 'fc_mnist' (did you mean "
+       "'hidden_size'?); known keys: name, mixed_precision, dropout, activation_fn, to_float16, "
+       "depth, hidden_size, hidden_sizes, compute_eval_metrics"},
+      {{{8, "optimiser:"}},
+       "params.yaml:8:1: optimiser: unknown section (did you mean 'optimizer'?); known sections: "
+       "train_input, eval_input, model, optimizer, runconfig (and a description string)"},
+      {{{3, "  batch_size: 64\n  learning_rate: 0.1"}},
+       "params.yaml:4:3: train_input.learning_rate: unknown key; known keys: data_dir"},
+      // missing keys and sections
+      {{{5, ""}},
+       "params.yaml:4:1: model.name: missing (required); expected one of fc_mnist before the "
+       "model's keys"},
+      {{{9, ""}}, "params.yaml:8:1: optimizer.optimizer_type: missing (required)"},
+      {{{2, ""}}, "params.yaml:1:1: train_input.data_dir: missing (required); expected a string"},
+      {{{6, ""}}, "params.yaml:4:1: model.depth: missing; fc_mnist's hidden_size needs depth"},
+      {{{7, ""}}, "params.yaml:4:1: model.hidden_size: missing; fc_mnist's depth needs"},
+      {{{11, ""}, {12, ""}}, "params.yaml:1:1: runconfig: missing (required section)"},
+      {{{12, "  log_steps: 10"}},
+       "params.yaml:11:1: runconfig.max_steps: missing: training (train_input) needs max_steps "
+       "or num_epochs"},
+      {{{1, "eval_input:"}, {12, "  max_steps: 10\n  num_epochs: 2"}},
+       "params.yaml:13:15: runconfig.num_epochs: give max_steps or num_epochs, not both"},
+      {{{1, ""}, {2, ""}, {3, ""}},
+       "params.yaml:1:1: train_input: missing: expected train_input, eval_input or both"},
+      // wrong types
+      {{{10, "  learning_rate: fast"}},
+       "params.yaml:10:18: optimizer.learning_rate: expected a number > 0, got 'fast'"},
+      {{{10, "  learning_rate: [[0.1, 100], [0.01, 200]]"}},
+       "params.yaml:10:18: optimizer.learning_rate: learning-rate schedules (a list or mapping) "
+       "are not supported yet; expected a number > 0, got a list"},
+      {{{10, "  learning_rate: {scheduler: Linear}"}},
+       "params.yaml:10:18: optimizer.learning_rate: learning-rate schedules"},
+      {{{3, "  batch_size: \"64\""}},
+       "params.yaml:3:15: train_input.batch_size: expected an integer in [1, 1048576], got the "
+       "quoted string '64'"},
+      {{{3, "  batch_size: 64.0"}},
+       "params.yaml:3:15: train_input.batch_size: expected an integer in [1, 1048576], got "
+       "'64.0'"},
+      {{{3, "  batch_size: 064"}},
+       "params.yaml:3:15: train_input.batch_size: expected an "
+       "integer in [1, 1048576], got '064' (a leading 0 makes it"},
+      {{{3, "  batch_size: 64\n  shuffle: maybe"}},
+       "params.yaml:4:12: train_input.shuffle: expected true or false, got 'maybe'"},
+      {{{9, "  optimizer_type: RMSProp"}},
+       "params.yaml:9:19: optimizer.optimizer_type: expected one of SGD, Adam, AdamW (any case), "
+       "got 'RMSProp'"},
+      {{{5, "  name: [fc_mnist]"}},
+       "params.yaml:5:9: model.name: expected one of fc_mnist, got a list"},
+      {{{5, "  name: bert"}}, "params.yaml:5:9: model.name: expected one of fc_mnist, got 'bert'"},
+      {{{7, "  hidden_size: 128\n  activation_fn: softplus"}},
+       "params.yaml:8:18: model.activation_fn: expected one of relu, tanh, gelu, sigmoid, got "
+       "'softplus'"},
+      {{{4, "model: [1, 2]"}, {5, ""}, {6, ""}, {7, ""}},
+       "params.yaml:4:8: model: expected a mapping of keys (name, mixed_precision"},
+      {{{6, "  depth: !!python/object:os.system 3"}},
+       "params.yaml:6:10: model.depth: the tag 'tag:yaml.org,2002:python/object:os.syste...' is "
+       "not supported; expected a plain value"},
+      {{{2, "  data_dir: \"./data\\x00/etc\""}},
+       "params.yaml:2:13: train_input.data_dir: expected a string without control characters, "
+       "got './data\\x00/etc'"},
+      {{{2, "  data_dir: ''"}},
+       "params.yaml:2:13: train_input.data_dir: expected a non-empty string, got ''"},
+      {{{2, "  ? [a, b]\n  : 1"}}, "params.yaml:2:5: train_input: expected a key name, got a list"},
+      // negative, zero, absurd sizes; NaN and infinities
+      {{{3, "  batch_size: -64"}},
+       "params.yaml:3:15: train_input.batch_size: expected an integer in [1, 1048576], got '-64'"},
+      {{{3, "  batch_size: 0"}}, "train_input.batch_size: expected an integer in [1, 1048576]"},
+      {{{3, "  batch_size: 1073741824"}},
+       "params.yaml:3:15: train_input.batch_size: expected an integer in [1, 1048576], got "
+       "'1073741824' (a cap that keeps what is sized from it allocatable)"},
+      {{{12, "  max_steps: 99999999999999999999999"}},
+       "params.yaml:12:14: runconfig.max_steps: expected an integer in [1, 1099511627776], got "
+       "'99999999999999999999999', which is out of range"},
+      {{{7, "  hidden_size: 2000000"}}, "params.yaml:7:16: model.hidden_size: expected an integer"},
+      {{{6, "  depth: 5000"}}, "params.yaml:6:10: model.depth: expected an integer in [1, 4096]"},
+      {{{6, "  depth: 4096"}, {7, "  hidden_size: 1048576"}},
+       "params.yaml:7:16: model.hidden_size: FcMnistConfig: 4096 hidden layers (the widest "
+       "1048576) need 4502505243279370 parameters, expected at most 2^32"},
+      {{{6, ""}, {7, "  hidden_sizes: [128, x]"}},
+       "params.yaml:6:23: model.hidden_sizes[1]: expected a list of 1 to 4096 entries, each an "
+       "integer in [1, 1048576], got 'x'"},
+      {{{6, ""}, {7, "  hidden_sizes: []"}},
+       "params.yaml:6:17: model.hidden_sizes: expected a list of 1 to 4096 entries"},
+      {{{7, "  hidden_size: 128\n  hidden_sizes: [1, 2]"}},
+       "params.yaml:8:17: model.hidden_sizes: give depth and hidden_size, or hidden_sizes, not "
+       "both"},
+      {{{10, "  learning_rate: .nan"}},
+       "params.yaml:10:18: optimizer.learning_rate: expected a number > 0 (finite), got '.nan'"},
+      {{{10, "  learning_rate: .inf"}}, "optimizer.learning_rate: expected a number > 0 (finite)"},
+      {{{10, "  learning_rate: -1e-3"}},
+       "params.yaml:10:18: optimizer.learning_rate: expected a number > 0, got '-1e-3'"},
+      {{{10, "  learning_rate: 1e999"}}, "optimizer.learning_rate: expected a number > 0, got "},
+      {{{7, "  hidden_size: 128\n  dropout: 1.0"}},
+       "params.yaml:8:12: model.dropout: expected a number in [0, 1), got '1.0'"},
+      {{{10, "  learning_rate: 0.1\n  loss_scaling_factor: -2"}},
+       "params.yaml:11:24: optimizer.loss_scaling_factor: expected a number > 0 or 'dynamic'"},
+      // duplicates
+      {{{7, "  hidden_size: 128\n  depth: 4"}},
+       "params.yaml:8:3: model.depth: duplicate key (first given at line 6)"},
+      {{{12, "  max_steps: 100\nmodel:\n  name: fc_mnist"}},
+       "params.yaml:13:1: model: duplicate key (first given at line 4)"},
+      // structure
+      {{{12, "  max_steps: 100\n---\nmodel: {}"}}, "params.yaml:14:1: a second YAML document"},
+      {{{3, "  batch_size: [64"}},
+       "params.yaml:4:6: not valid YAML: end of sequence flow not found"},
+  };
+  for (const Case& c : cases) {
+    const std::string text = with(c.lines);
+    INFO(text);
+    CHECK_THAT(parse_error(text), Catch::Contains(c.message));
+  }
+}
+
+TEST_CASE("cerebras params: files that are not params files", "[cerebras][params][hostile]") {
+  CHECK_THAT(parse_error(""), Catch::Equals("params.yaml: empty (no YAML mapping); expected the "
+                                            "sections train_input, eval_input, model, optimizer, "
+                                            "runconfig"));
+  CHECK_THAT(parse_error("# only a comment\n\n"), Catch::StartsWith("params.yaml: empty"));
+  CHECK_THAT(parse_error("---\n...\n"), Catch::StartsWith("params.yaml: empty"));
+  CHECK_THAT(parse_error("fc_mnist\n"),
+             Catch::StartsWith("params.yaml:1:1: expected a mapping of the sections "
+                               "train_input, eval_input, model, optimizer, runconfig, got "
+                               "'fc_mnist'"));
+  CHECK_THAT(parse_error("- model\n- optimizer\n"),
+             Catch::StartsWith("params.yaml:1:1: expected a mapping of the sections"));
+  // Binary garbage, other encodings and YAML's forbidden characters, before yaml-cpp sees them.
+  CHECK_THAT(parse_error(with({}) + "\x89PNG\r\n\x1a\n"),
+             Catch::Equals("params.yaml:13:1: not a YAML text: byte 0x89 is not UTF-8 (is this a "
+                           "binary file, or text in another encoding?)"));
+  CHECK_THAT(parse_error(std::string("\xff\xfem\0o\0d\0", 8)),
+             Catch::StartsWith("params.yaml:1:1: not a YAML text: byte 0xff is not UTF-8"));
+  CHECK_THAT(parse_error(std::string("model:\n  name: a\0b\n", 19)),
+             Catch::Equals("params.yaml:2:10: not a YAML text: character U+0000 is not allowed in "
+                           "YAML (is this a binary file?)"));
+  CHECK_THAT(parse_error("model:\n  name: caf\xc3\n"),
+             Catch::StartsWith("params.yaml:2:12: not a YAML text: byte 0xc3 is not UTF-8"));
+  CHECK_THAT(parse_error("a: \xed\xa0\x80\n"),  // a UTF-16 surrogate written as UTF-8
+             Catch::StartsWith("params.yaml:1:4: not a YAML text: byte 0xed"));
+  // UTF-8 is read, with or without a byte order mark.
+  const Params bom = parse_params("\xEF\xBB\xBF" + with({{2, "  data_dir: ./données/ÿ"}}), "p");
+  CHECK(bom.train_input->data_dir == "./données/ÿ");
+  CHECK_THAT(parse_error(std::string(size_t{1} << 21, ' ')),
+             Catch::Contains("2097152 bytes, more than a params file's largest expected"));
+  // Deep nesting ends in yaml-cpp's depth guard, not a stack overflow.
+  CHECK_THAT(parse_error("model: " + std::string(100000, '[')),
+             Catch::Equals("params.yaml:1:1: not valid YAML: nested deeper than 500 levels "
+                           "(yaml-cpp's limit)"));
+  // Aliases share nodes (no expansion); values still checked where they are used.
+  const Params alias =
+      parse_params(with({{3, "  batch_size: &b 32"}, {12, "  max_steps: *b"}}), "alias.yaml");
+  CHECK(alias.runconfig.max_steps == 32);
+}
+
+TEST_CASE("cerebras params: paths that are not readable files", "[cerebras][params][hostile]") {
+  ipuml::testing::TempDir dir("ipuml_cerebras_params");
+  CHECK_THAT(error_of([&] { read_params(dir.path.string()); }),
+             Catch::Contains("params file '" + dir.path.string() +
+                             "': is a directory, expected a regular file"));
+  CHECK_THAT(error_of([&] { read_params(dir.file("missing.yaml")); }),
+             Catch::Contains("params file '" + dir.file("missing.yaml") + "': no such file"));
+  const std::string fifo = dir.file("fifo.yaml");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THAT(error_of([&] { read_params(fifo); }), Catch::Contains("FIFO"));
+  const std::string bad = dir.file("bad.yaml");
+  std::ofstream(bad) << with({{10, "  learning_rate: fast"}});
+  CHECK_THAT(error_of([&] { read_params(bad); }),
+             Catch::StartsWith(bad + ":10:18: optimizer.learning_rate: expected a number > 0"));
+  const std::string good = dir.file("good.yaml");
+  std::ofstream(good) << with({});
+  CHECK(read_params(good).file == good);
+}
