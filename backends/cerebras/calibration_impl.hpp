@@ -50,8 +50,11 @@ inline emu::CalibrationCase sram_bandwidth(const std::string& preset, double pub
   Tensor y = tr.input(ir::TensorMeta{{n}, kFloat16}, "y");
   const emu::Plan p = plan_of(tr.finish({add(x, y)}), t);
   const auto& np = busiest(p, [](const emu::NodePlan& q) { return q.compute_cycles; });
-  return {"sram_bw_add_fp16_" + preset, preset, "PB/s",
-          6.0 * static_cast<double>(n) / (np.compute_cycles / t.clock_hz) / 1e15, published,
+  return {"sram_bw_add_fp16_" + preset,
+          preset,
+          "PB/s",
+          6.0 * static_cast<double>(n) / (np.compute_cycles / t.clock_hz) / 1e15,
+          published,
           source};
 }
 
@@ -90,8 +93,8 @@ inline emu::CalibrationCase gemm(const std::string& preset, int64_t n) {
                 "informational: %.0f%% of the %.2f PFLOP/s fp16 peak; [OSDI25] measured over 70%% "
                 "for its MeshGEMM at 720 x 720 PEs (sizes not given)",
                 100.0 * achieved / peak, peak / 1e15);
-  return {"gemm_fp16_" + std::to_string(n) + "_" + preset, preset, "PFLOP/s", achieved / 1e15, 0,
-          src};
+  return {
+      "gemm_fp16_" + std::to_string(n) + "_" + preset, preset, "PFLOP/s", achieved / 1e15, 0, src};
 }
 
 // A sum of one value a PE over the whole wafer: a reduction across the mesh, whose cost is
@@ -122,10 +125,10 @@ IPUML_INLINE std::vector<emu::CalibrationCase> run_calibration() {
   v.push_back(sram_bandwidth("wse2", 20.0,
                              "[MJ21] 20 PB/s memory bandwidth (850,000 PEs; 16 B read + 8 B "
                              "write a PE a cycle [SC22])"));
-  v.push_back(gemv("wse2", 16384, 0.0012e3,
-                   "[OSDI25] Table 6, MeshGEMV [1,16K] x [16K,16K]: 0.0012 ms"));
-  v.push_back(gemv("wse2", 32768, 0.00203e3,
-                   "[OSDI25] Table 6, MeshGEMV [1,32K] x [32K,32K]: 0.00203 ms"));
+  v.push_back(
+      gemv("wse2", 16384, 0.0012e3, "[OSDI25] Table 6, MeshGEMV [1,16K] x [16K,16K]: 0.0012 ms"));
+  v.push_back(
+      gemv("wse2", 32768, 0.00203e3, "[OSDI25] Table 6, MeshGEMV [1,32K] x [32K,32K]: 0.00203 ms"));
   const Target t = target_preset("wse2");
   const double diameter = static_cast<double>(t.fabric_columns + t.fabric_rows - 2);
   v.push_back(wafer_reduce("wse2", 1.1 * diameter,

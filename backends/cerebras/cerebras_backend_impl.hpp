@@ -42,9 +42,8 @@ inline bool ends_with(const std::string& s, const std::string& tail) {
 
 }  // namespace cdetail
 
-IPUML_INLINE CsxExecutable::CsxExecutable(std::unique_ptr<emu::Executable> exe,
-                                          ExecutionMode mode, std::string why,
-                                          std::optional<PipelineLayout> layout)
+IPUML_INLINE CsxExecutable::CsxExecutable(std::unique_ptr<emu::Executable> exe, ExecutionMode mode,
+                                          std::string why, std::optional<PipelineLayout> layout)
     : emu::BackendExecutable(std::move(exe), false),
       mode_(mode),
       why_(std::move(why)),
@@ -143,12 +142,13 @@ IPUML_INLINE std::unique_ptr<backend::Executable> CerebrasBackend::compile(
     fail("cerebras backend: unknown compile option '", emu::fields::printable(k),
          "' (expected target, target_overrides or execution_strategy)");
   const int64_t replicas = program.replicas;
-  IPUML_CHECK(program.devices_per_replica == 1, "cerebras backend: a model runs on the whole "
+  IPUML_CHECK(program.devices_per_replica == 1,
+              "cerebras backend: a model runs on the whole "
               "wafer of each CS-2, but this one is placed on ",
               program.devices_per_replica,
               " devices per replica (BeginBlock / ipu placement is for IPUs)");
-  IPUML_CHECK(replicas >= 1 && replicas <= t.max_systems, "cerebras backend: num_csx (",
-              replicas, ") must be in [1, ", t.max_systems, "], the CS-2s one cluster joins");
+  IPUML_CHECK(replicas >= 1 && replicas <= t.max_systems, "cerebras backend: num_csx (", replicas,
+              ") must be in [1, ", t.max_systems, "], the CS-2s one cluster joins");
 
   emu::CompileOptions co;
   co.partials_type = program.partials_type;
@@ -173,8 +173,10 @@ IPUML_INLINE std::unique_ptr<backend::Executable> CerebrasBackend::compile(
   } else if (strategy == "weight_streaming") {
     why = "execution_strategy weight_streaming";
   } else if (strategy == "pipeline") {
-    IPUML_CHECK(replicas == 1, "cerebras backend: pipelined execution runs on one CS-2, but "
-                "num_csx is ", replicas,
+    IPUML_CHECK(replicas == 1,
+                "cerebras backend: pipelined execution runs on one CS-2, but "
+                "num_csx is ",
+                replicas,
                 "; only weight streaming (execution_strategy weight_streaming) runs data "
                 "parallel across CS-2s");
     layout = plan_layer_pipeline(graph, t, samples);

@@ -16,13 +16,13 @@ namespace ipuml::cerebras {
 struct PipelineKernel {
   std::string label;  // its first op and how many ops it holds
   int64_t first_node = 0, nodes = 0;
-  double flops = 0;            // per step, the optimizer's included
-  double work_cycles = 0;      // forward and backward, per sample, on one PE
-  double update_cycles = 0;    // the optimizer's, per step, on one PE
-  double state_bytes = 0;      // weights, optimizer state and gradients, resident
+  double flops = 0;             // per step, the optimizer's included
+  double work_cycles = 0;       // forward and backward, per sample, on one PE
+  double update_cycles = 0;     // the optimizer's, per step, on one PE
+  double state_bytes = 0;       // weights, optimizer state and gradients, resident
   double activation_bytes = 0;  // activations in flight until their backward reads them
-  double fabric_bytes = 0;     // per sample, arriving from other regions
-  int64_t min_pes = 0;         // PEs its bytes need
+  double fabric_bytes = 0;      // per sample, arriving from other regions
+  int64_t min_pes = 0;          // PEs its bytes need
   int64_t pes = 0, width = 0, height = 0;
   double cycles_per_sample = 0;
 };

@@ -42,8 +42,7 @@ inline std::string bytes_text(double b) {
 IPUML_INLINE PipelineLayout plan_layer_pipeline(const ir::Graph& g, const Target& t,
                                                 int64_t samples, double extra_state_bytes) {
   using namespace lpdetail;
-  IPUML_CHECK(samples >= 1, "cerebras: a pipelined step needs at least one sample, got ",
-              samples);
+  IPUML_CHECK(samples >= 1, "cerebras: a pipelined step needs at least one sample, got ", samples);
   PipelineLayout l;
   l.samples = samples;
   l.pes_total = t.pes();
@@ -172,8 +171,8 @@ IPUML_INLINE PipelineLayout plan_layer_pipeline(const ir::Graph& g, const Target
        << bytes_text(t.wafer_bytes()) << "); the largest:";
     for (size_t i = 0; i < std::min<size_t>(3, order.size()); ++i) {
       const auto& k = ks[order[i]];
-      os << (i ? "," : "") << " layer " << order[i] << " (" << k.label << ", node "
-         << k.first_node << ") " << k.min_pes << " PEs";
+      os << (i ? "," : "") << " layer " << order[i] << " (" << k.label << ", node " << k.first_node
+         << ") " << k.min_pes << " PEs";
     }
     os << ". Weight streaming (execution_strategy weight_streaming) keeps the weights in MemoryX"
        << (l.activation_bytes > l.state_bytes ? "; a smaller batch would hold fewer activations"
@@ -208,8 +207,8 @@ IPUML_INLINE PipelineLayout plan_layer_pipeline(const ir::Graph& g, const Target
     k.width = static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(k.pes))));
     k.height = (k.pes + k.width - 1) / k.width;
     const double p = static_cast<double>(k.pes);
-    k.cycles_per_sample = std::max(k.work_cycles / p,
-                                   k.fabric_bytes / (static_cast<double>(k.width) * 2.0 * link));
+    k.cycles_per_sample =
+        std::max(k.work_cycles / p, k.fabric_bytes / (static_cast<double>(k.width) * 2.0 * link));
     l.pes_used += k.pes;
     if (l.slowest < 0 || k.cycles_per_sample > ks[static_cast<size_t>(l.slowest)].cycles_per_sample)
       l.slowest = static_cast<int64_t>(i);
@@ -218,8 +217,8 @@ IPUML_INLINE PipelineLayout plan_layer_pipeline(const ir::Graph& g, const Target
     l.update_cycles = std::max(l.update_cycles, k.update_cycles / p);
   }
   l.sample_cycles = ks[static_cast<size_t>(l.slowest)].cycles_per_sample;
-  l.step_cycles = static_cast<double>(samples) * l.sample_cycles + l.fill_cycles +
-                  std::ceil(l.update_cycles);
+  l.step_cycles =
+      static_cast<double>(samples) * l.sample_cycles + l.fill_cycles + std::ceil(l.update_cycles);
   return l;
 }
 
@@ -227,8 +226,7 @@ IPUML_INLINE std::string describe(const PipelineLayout& l, const Target& t, size
   std::ostringstream os;
   if (!l.fits) return l.message;
   os << "Pipelined layout on " << t.name << ": " << l.kernels.size() << " layer regions on "
-     << l.pes_used << " of " << l.pes_total << " PEs ("
-     << std::fixed << std::setprecision(1)
+     << l.pes_used << " of " << l.pes_total << " PEs (" << std::fixed << std::setprecision(1)
      << 100.0 * static_cast<double>(l.pes_used) / static_cast<double>(l.pes_total) << " %), "
      << lpdetail::bytes_text(l.state_bytes) << " of weights and optimizer state, "
      << lpdetail::bytes_text(l.activation_bytes) << " of activations in flight\n";

@@ -130,9 +130,9 @@ IPUML_INLINE std::string to_string(const Target& t) {
   std::ostringstream os;
   os << t.name << ": " << t.fabric_columns << " x " << t.fabric_rows << " PEs x "
      << t.bytes_per_pe / 1024 << " KiB (" << std::fixed << std::setprecision(1)
-     << t.wafer_bytes() / 1e9 << " GB on the wafer), " << std::defaultfloat
-     << std::setprecision(4) << t.clock_hz / 1e9 << " GHz, planned in " << t.pe_block << " x "
-     << t.pe_block << " PE blocks";
+     << t.wafer_bytes() / 1e9 << " GB on the wafer), " << std::defaultfloat << std::setprecision(4)
+     << t.clock_hz / 1e9 << " GHz, planned in " << t.pe_block << " x " << t.pe_block
+     << " PE blocks";
   return os.str();
 }
 
@@ -141,9 +141,8 @@ IPUML_INLINE std::string to_json(const Target& t) {
 }
 
 IPUML_INLINE Target target_from_json(const std::string& text) {
-  return emu::fields::from_json(text, Target{}, [](Target& t, const std::string& a) {
-    apply_override(t, a);
-  });
+  return emu::fields::from_json(text, Target{},
+                                [](Target& t, const std::string& a) { apply_override(t, a); });
 }
 
 }  // namespace ipuml::cerebras

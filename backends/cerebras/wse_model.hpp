@@ -56,8 +56,9 @@ class WseModel final : public emu::TargetModel {
                         int64_t parallel_items) const override {
     const double pes = std::clamp<double>(static_cast<double>(parallel_items), 1.0, block_pes());
     const bool half = is_half(dtype);
-    const double rate = matrix ? (half ? t_.flops_per_cycle_fp16 : t_.flops_per_cycle_fp32)
-                               : (half ? t_.vector_ops_per_cycle_fp16 : t_.vector_ops_per_cycle_fp32);
+    const double rate = matrix
+                            ? (half ? t_.flops_per_cycle_fp16 : t_.flops_per_cycle_fp32)
+                            : (half ? t_.vector_ops_per_cycle_fp16 : t_.vector_ops_per_cycle_fp32);
     const double sram = t_.sram_read_bytes_per_cycle + t_.sram_write_bytes_per_cycle;
     const double busy = std::max(flops / (rate * pes), bytes / (sram * pes));
     return static_cast<double>(t_.kernel_launch_cycles) + std::ceil(busy);

@@ -68,11 +68,15 @@ inline std::string printable(const std::string& s) {
 
 // Table rows for an integer or a floating-point member `n` of target type T.
 #define IPUML_TARGET_FIELD_INT(T, n)                                                    \
-  {#n, [](T& t, const std::string& s) { t.n = ::ipuml::emu::fields::parse_int(#n, s); }, \
-   [](const T& t) { return nlohmann::json(t.n); }}
+  {                                                                                     \
+#n, [](T& t, const std::string& s) { t.n = ::ipuml::emu::fields::parse_int(#n, s); }, \
+   [](const T& t) { return nlohmann::json(t.n); } \
+  }
 #define IPUML_TARGET_FIELD_DBL(T, n)                                                       \
-  {#n, [](T& t, const std::string& s) { t.n = ::ipuml::emu::fields::parse_double(#n, s); }, \
-   [](const T& t) { return nlohmann::json(t.n); }}
+  {                                                                                        \
+#n, [](T& t, const std::string& s) { t.n = ::ipuml::emu::fields::parse_double(#n, s); }, \
+   [](const T& t) { return nlohmann::json(t.n); } \
+  }
 
 // The "name" field every target has.
 template <typename T>
@@ -156,8 +160,8 @@ T from_json(const std::string& text, T base, Apply apply) {
 inline void check_range(const std::string& target, const char* n, double v, double lo, double hi,
                         bool zero_ok) {
   IPUML_CHECK(std::isfinite(v) && (v > 0 || (zero_ok && v == 0)) && (v == 0 || v >= lo) && v <= hi,
-              "target ", target, ": ", n, " must be ", zero_ok ? "0 or " : "", "in [", lo, ", ",
-              hi, "], got ", v);
+              "target ", target, ": ", n, " must be ", zero_ok ? "0 or " : "", "in [", lo, ", ", hi,
+              "], got ", v);
 }
 
 }  // namespace ipuml::emu::fields

@@ -96,8 +96,7 @@ TEST_CASE("cerebras target: overrides and JSON round-trip and bad values are ref
   CHECK(contains(error_of([&] { cerebras::apply_override(t, "pe_block=0"); }), "pe_block"));
   CHECK(contains(error_of([&] { cerebras::apply_override(t, "pe_block=900"); }),
                  "must fit the fabric"));
-  CHECK(contains(error_of([&] { cerebras::apply_override(t, "pe_block=1"); }),
-                 "planning blocks"));
+  CHECK(contains(error_of([&] { cerebras::apply_override(t, "pe_block=1"); }), "planning blocks"));
   CHECK(contains(error_of([&] { cerebras::apply_override(t, "clock_hz=fast"); }),
                  "clock_hz expects a number, got 'fast'"));
   CHECK(cerebras::to_json(t) == before);  // unchanged by the refused overrides
@@ -135,9 +134,10 @@ TEST_CASE("cerebras target: a PE block's costs written out by hand", "[cerebras]
   CHECK(contains(lp.to_json(), "\"execution_mode\":\"pipeline\""));
 }
 
-TEST_CASE("cerebras target: weight streaming streams a weight for each read behind the layer "
-          "before",
-          "[cerebras]") {
+TEST_CASE(
+    "cerebras target: weight streaming streams a weight for each read behind the layer "
+    "before",
+    "[cerebras]") {
   const auto t = cerebras::target_preset("tiny");
   Generator gen(1);
   Tensor w = randn({64, 64}, &gen);
@@ -295,9 +295,10 @@ TEST_CASE("cerebras backend: several CS-2s run weight streaming and pipelining r
   CHECK(contains(error_of([&] { tp.estimate(x, y); }), "pipelined execution runs on one CS-2"));
 }
 
-TEST_CASE("cerebras backend: a step too large to pipeline streams its weights, and forcing the "
-          "pipeline says why",
-          "[cerebras]") {
+TEST_CASE(
+    "cerebras backend: a step too large to pipeline streams its weights, and forcing the "
+    "pipeline says why",
+    "[cerebras]") {
   // Three layers of 1.6 MB with SGD's momentum and gradients: 14.8 MB at once do not fit the
   // tiny wafer's 12.6 MB, but one layer's weights, momentum and gradient at a time do.
   Generator gen(10);
@@ -330,11 +331,17 @@ TEST_CASE("cerebras backend: bad options are refused by name", "[cerebras]") {
   ir::Tracer tracer;
   Tensor x = tracer.input(ir::TensorMeta{{2, 3}, DType::Float32});
   auto trace = tracer.finish({relu(x)});
-  CHECK(contains(error_of([&] { be->compile(trace.graph, {{"execution_strategy", "fast"}}); }),
+  CHECK(contains(error_of([&] {
+                   be->compile(trace.graph, {{"execution_strategy", "fast"}});
+                 }),
                  "execution_strategy must be auto, pipeline or weight_streaming, got 'fast'"));
-  CHECK(contains(error_of([&] { be->compile(trace.graph, {{"num_ipus", "2"}}); }),
+  CHECK(contains(error_of([&] {
+                   be->compile(trace.graph, {{"num_ipus", "2"}});
+                 }),
                  "unknown compile option 'num_ipus'"));
-  CHECK(contains(error_of([&] { be->compile(trace.graph, {{"target", "wse9"}}); }),
+  CHECK(contains(error_of([&] {
+                   be->compile(trace.graph, {{"target", "wse9"}});
+                 }),
                  "unknown Cerebras target 'wse9'"));
   backend::ProgramOptions many;
   many.replicas = 500;

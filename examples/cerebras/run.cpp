@@ -1,0 +1,380 @@
+// ipuml-cerebras-run: the Cerebras modelzoo's run.py on the emulated CS-2 (or the host CPU):
+//   ipuml-cerebras-run CSX --params configs/fc_mnist.yaml --num_csx=1 --mode train
+//       --model_dir model_dir [--compile_only | --validate_only]
+// reads a modelzoo params yaml, builds its model, chooses the execution mode (pipelined when every
+// layer fits the wafer, else weight streaming; weight streaming on several CS-2s), and trains and
+// evaluates with the original's log lines, simulated CS-2 rates beside wall-clock ones, and
+// integrity-checked checkpoints in model_dir.
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include <ipuml/datasets/mnist_dataset.hpp>
+#include <ipuml/io/checkpoint.hpp>
+#include <ipuml/ipuml.hpp>
+#include <ipuml/models/fc_mnist.hpp>
+
+#include "example_support.hpp"
+#include "params.hpp"
+
+using namespace ipuml;
+using examples::fixed;
+using examples::seconds_since;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr const char* kWho = "ipuml-cerebras-run";
+
+struct Cli {
+  std::string device = "CSX";
+  std::string params;
+  int64_t num_csx = 1;
+  std::string mode = "train";
+  std::string model_dir = "model_dir";
+  std::string checkpoint_path;
+  bool compile_only = false, validate_only = false;
+  std::string target = "wse2";
+  std::string execution_strategy = "auto";
+  std::vector<std::string> target_overrides;
+  std::vector<std::string> job_labels, mount_dirs, python_paths;
+  int64_t max_steps = 0;  // 0: the params' runconfig
+};
+
+// One model of the zoo as the program runs it: the module, its loss, and its batches' shapes.
+struct Task {
+  std::shared_ptr<nn::Module> model;
+  runtime::LossFn loss;
+  bool half = false;  // mixed precision: float16 weights and activations, float32 master weights
+};
+
+const cerebras::InputParams& train_input(const cerebras::Params& p) {
+  IPUML_CHECK(p.train_input.has_value(), p.file, ": training needs a train_input section");
+  return *p.train_input;
+}
+const cerebras::InputParams& eval_input(const cerebras::Params& p) {
+  IPUML_CHECK(p.eval_input.has_value(), p.file, ": evaluation needs an eval_input section");
+  return *p.eval_input;
+}
+
+Task make_task(const cerebras::Params& p) {
+  Task t;
+  t.half = p.model.mixed_precision;
+  if (p.model.name == "fc_mnist") {
+    models::FcMnistConfig c;
+    c.hidden_sizes(p.model.keys.get_int_list("hidden_sizes"))
+        .dropout(p.model.dropout)
+        .activation_fn(p.model.activation_fn);
+    t.model = models::FcMnist(c).ptr();
+    t.loss = [](const Tensor& out, const Tensor& y) { return models::fc_mnist_loss(out, y); };
+  } else {
+    fail(p.model.keys.where("name").str(), ": model.name '", p.model.name,
+         "' has no ipuml model yet (this program runs fc_mnist)");
+  }
+  if (t.half) t.model->half();
+  return t;
+}
+
+// A batch shaped as the model's input, for compiling (no data is read).
+std::pair<Tensor, Tensor> shaped_batch(const Task& t, int64_t batch) {
+  Shape one = {1, 1, 28, 28};
+  Tensor x = expand(zeros(one, t.half ? kFloat16 : kFloat32), {batch, 1, 28, 28});
+  Tensor y = expand(zeros({1}, kInt64), {batch});
+  return {x, y};
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const cerebras::Params& p, const Task& t) {
+  const auto& o = p.optimizer;
+  auto params = t.model->parameters();
+  std::unique_ptr<optim::Optimizer> opt;
+  if (o.optimizer_type == "SGD") {
+    opt = std::make_unique<optim::SGD>(
+        params,
+        optim::SGDOptions(o.learning_rate).momentum(o.momentum).weight_decay(o.weight_decay_rate));
+  } else if (o.optimizer_type == "Adam") {
+    opt = std::make_unique<optim::Adam>(params, optim::AdamOptions(o.learning_rate)
+                                                    .betas({o.beta1, o.beta2})
+                                                    .eps(o.eps)
+                                                    .weight_decay(o.weight_decay_rate));
+  } else {
+    opt = std::make_unique<optim::AdamW>(params, optim::AdamWOptions(o.learning_rate)
+                                                     .betas({o.beta1, o.beta2})
+                                                     .eps(o.eps)
+                                                     .weight_decay(o.weight_decay_rate));
+  }
+  if (t.half) opt->keep_master_weights();
+  opt->set_loss_scaling(o.loss_scaling_factor);
+  return opt;
+}
+
+Options make_options(const Cli& cli, const cerebras::Params& p) {
+  Options o;
+  o.showCompilationProgressBar(true).randomSeed(static_cast<uint64_t>(p.runconfig.seed.value_or(0)));
+  if (cli.device == "CPU") {
+    o.backend("cpu");
+    return o;
+  }
+  o.backend("cerebras").replicationFactor(cli.num_csx);
+  o.backendOption("cerebras", "target", cli.target);
+  o.backendOption("cerebras", "execution_strategy", cli.execution_strategy);
+  std::string overrides;
+  for (auto& s : cli.target_overrides) overrides += (overrides.empty() ? "" : ";") + s;
+  if (!overrides.empty()) o.backendOption("cerebras", "target_overrides", overrides);
+  return o;
+}
+
+// The newest checkpoint_<step>.h5 of model_dir, or "" when there is none.
+std::string latest_checkpoint(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return "";
+  const std::regex name("checkpoint_([0-9]{1,15})\\.h5");
+  int64_t best = -1;
+  std::string path;
+  for (auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    std::smatch m;
+    const std::string f = e.path().filename().string();
+    if (!std::regex_match(f, m, name)) continue;
+    const int64_t step = std::stoll(m[1].str());
+    if (step > best) best = step, path = e.path().string();
+  }
+  return path;
+}
+
+std::string checkpoint_name(const std::string& dir, int64_t step) {
+  return (std::filesystem::path(dir) / ("checkpoint_" + std::to_string(step) + ".h5")).string();
+}
+
+// The modelzoo's data_dir when it holds MNIST's IDX files (as given, relative to where the
+// program runs), else ipuml's MNIST cache (scripts/fetch-data.sh), whose error says how to fetch.
+std::string mnist_dir(const std::string& data_dir) {
+  std::error_code ec;
+  if (!data_dir.empty() &&
+      std::filesystem::exists(std::filesystem::path(data_dir) / "train-images-idx3-ubyte", ec))
+    return data_dir;
+  return datasets::find_mnist_dir();
+}
+
+// "| Train Device=CSX, Step=100, Loss=0.21875, Rate=5312.52 samples/sec, GlobalRate=5210.96
+// samples/sec", then the emulated machine's rates.
+void log_line(const char* phase, const Cli& cli, int64_t step, double loss, double rate,
+              double global_rate, double sim_rate, double sim_global) {
+  std::cout << "| " << phase << " Device=" << cli.device << ", Step=" << step
+            << ", Loss=" << fixed(loss, 5) << ", Rate=" << fixed(rate, 2)
+            << " samples/sec, GlobalRate=" << fixed(global_rate, 2) << " samples/sec";
+  if (sim_rate > 0)
+    std::cout << " (simulated CS-2: Rate=" << fixed(sim_rate, 2)
+              << " samples/sec, GlobalRate=" << fixed(sim_global, 2) << " samples/sec)";
+  std::cout << std::endl;
+}
+
+int compile_or_validate(const Cli& cli, const cerebras::Params& p, Task& task,
+                        optim::Optimizer& optimizer) {
+  Options o = make_options(cli, p);
+  o.compileOnly(true);
+  const auto t0 = Clock::now();
+  auto tm = trainingModel(task.model, o, optimizer, task.loss);
+  const auto [x, y] = shaped_batch(task, train_input(p).batch_size);
+  const runtime::Estimate e = tm.estimate(x, y);
+  if (cli.validate_only) {
+    std::cout << "Validated " << p.model.name << " on " << e.target << "\n";
+    std::cout << "Validation took " << fixed(seconds_since(t0), 2) << " seconds.\n";
+    return 0;
+  }
+  runtime::print_estimate(std::cout, e);
+  std::cout << "Projected: " << fixed(e.samples_per_second(), 2) << " samples/sec on "
+            << cli.num_csx << " x CS-2 (" << (e.memory.fits ? "fits" : "does not fit") << ")\n";
+  return e.memory.fits ? 0 : examples::kExitFailure;
+}
+
+int train(const Cli& cli, const cerebras::Params& p, Task& task, optim::Optimizer& optimizer,
+          int64_t max_steps) {
+  const int64_t batch = train_input(p).batch_size;
+  const int64_t log_steps = p.runconfig.log_steps, ckpt_steps = p.runconfig.checkpoint_steps;
+  std::filesystem::create_directories(cli.model_dir);
+  int64_t step = 0;
+  const std::string resume =
+      cli.checkpoint_path.empty() ? latest_checkpoint(cli.model_dir) : cli.checkpoint_path;
+  if (!resume.empty()) {
+    nn::StateDict opt_state;
+    step = io::load_checkpoint(resume, *task.model, &opt_state);
+    optimizer.load_state_dict(opt_state);
+    std::cout << "Loaded checkpoint " << resume << " at global step " << step << "\n";
+  }
+  if (step >= max_steps) {
+    std::cout << "Training Complete. Completed 0 sample(s) in 0.00 seconds.\n";
+    return 0;
+  }
+  auto train_set = datasets::normalized_mnist(mnist_dir(train_input(p).data_dir), true);
+  data::DataLoader loader(train_set, data::DataLoaderOptions()
+                                         .batch_size(batch)
+                                         .shuffle(train_input(p).shuffle)
+                                         .seed(static_cast<uint64_t>(p.runconfig.seed.value_or(0)))
+                                         .drop_last(true));
+  IPUML_CHECK(loader.size() > 0, kWho, ": train_input.batch_size ", batch, " exceeds the ",
+              train_set.size(), " training samples");
+  auto tm = trainingModel(task.model, make_options(cli, p), optimizer, task.loss);
+  const auto t0 = Clock::now();
+  auto t_log = t0;
+  double sim = 0, sim_log = 0, loss_log = 0;
+  int64_t samples = 0, samples_log = 0, steps_log = 0;
+  examples::Progress progress;
+  while (step < max_steps) {
+    for (auto& b : loader) {
+      if (step >= max_steps) break;
+      const Tensor loss = tm(task.half ? b.data.to(kFloat16) : b.data, b.target);
+      ++step;
+      samples += batch;
+      samples_log += batch;
+      ++steps_log;
+      loss_log = loss.to(kFloat32).mean().item<float>();
+      const auto& st = tm.last_stats();
+      if (st.simulated_seconds) sim += *st.simulated_seconds, sim_log += *st.simulated_seconds;
+      progress.update("Step ", step, "/", max_steps, " loss ", fixed(loss_log, 5));
+      if (step % log_steps == 0 || step == max_steps) {
+        progress.done();
+        const double wall = seconds_since(t_log), all = seconds_since(t0);
+        log_line("Train", cli, step, loss_log, double(samples_log) / std::max(wall, 1e-9),
+                 double(samples) / std::max(all, 1e-9),
+                 sim_log > 0 ? double(samples_log) / sim_log : 0, sim > 0 ? samples / sim : 0);
+        t_log = Clock::now();
+        sim_log = 0;
+        samples_log = steps_log = 0;
+      }
+      if (ckpt_steps > 0 && (step % ckpt_steps == 0 || step == max_steps)) {
+        progress.done();
+        std::cout << "Saving checkpoint at global step " << step << std::endl;
+        io::save_checkpoint(checkpoint_name(cli.model_dir, step), *task.model,
+                            optimizer.state_dict(), step);
+      }
+    }
+  }
+  progress.done();
+  const double wall = seconds_since(t0);
+  std::cout << "Training Complete. Completed " << samples << " sample(s) in " << fixed(wall, 2)
+            << " seconds.";
+  if (sim > 0) std::cout << " (simulated on the CS-2: " << fixed(sim, 4) << " seconds)";
+  std::cout << std::endl;
+  return 0;
+}
+
+int evaluate(const Cli& cli, const cerebras::Params& p, Task& task) {
+  const std::string ck =
+      cli.checkpoint_path.empty() ? latest_checkpoint(cli.model_dir) : cli.checkpoint_path;
+  IPUML_CHECK(!ck.empty(), kWho, ": --mode eval needs a checkpoint: none in --model_dir '",
+              cli.model_dir, "' (train first, or give --checkpoint_path)");
+  const int64_t step = io::load_checkpoint(ck, *task.model);
+  auto test_set = datasets::normalized_mnist(mnist_dir(eval_input(p).data_dir), false);
+  const int64_t batch = eval_input(p).batch_size;
+  data::DataLoader loader(
+      test_set, data::DataLoaderOptions().batch_size(batch).drop_last(eval_input(p).drop_last_batch));
+  Options o = make_options(cli, p);
+  o.modelName("evaluation");
+  task.model->eval();
+  auto im = inferenceModel(task.model, o);
+  double loss_sum = 0, sim = 0;
+  int64_t correct = 0, total = 0, steps = 0;
+  const auto t0 = Clock::now();
+  for (auto& b : loader) {
+    const Tensor out = im(task.half ? b.data.to(kFloat16) : b.data).to(kFloat32);
+    loss_sum += nll_loss(out, b.target).item<float>() * double(b.data.size(0));
+    correct += sum(eq(argmax(out, 1), b.target).to(kInt64)).item<int64_t>();
+    total += b.data.size(0);
+    ++steps;
+    if (im.last_stats().simulated_seconds) sim += *im.last_stats().simulated_seconds;
+  }
+  IPUML_CHECK(total > 0, kWho, ": the evaluation covered 0 samples (eval_input.batch_size ",
+              batch, " with drop_last_batch over ", test_set.size(), " samples)");
+  const double wall = seconds_since(t0);
+  log_line("Eval", cli, steps, loss_sum / double(total), double(total) / std::max(wall, 1e-9),
+           double(total) / std::max(wall, 1e-9), sim > 0 ? total / sim : 0,
+           sim > 0 ? total / sim : 0);
+  std::cout << "Avg Eval Loss: " << fixed(loss_sum / double(total), 6) << "\n";
+  std::cout << "Eval metrics at global step " << step
+            << ": eval/accuracy = " << fixed(double(correct) / double(total), 4) << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Cli cli;
+  CLI::App app{"ipuml-cerebras-run: the Cerebras modelzoo's run.py on an emulated CS-2"};
+  // Checked after parsing, so that an unknown option is the error CLI11 reports first.
+  app.add_option("device", cli.device, "Where to run: CSX (the emulated CS-2) or CPU");
+  app.add_option("-p,--params", cli.params, "The modelzoo params yaml (required)");
+  app.add_option("--num_csx", cli.num_csx, "CS-2 systems, data parallel (weight streaming)")
+      ->check(CLI::Range(int64_t{1}, int64_t{192}));
+  app.add_option("-m,--mode", cli.mode, "train, eval or train_and_eval")
+      ->check(CLI::IsMember({"train", "eval", "train_and_eval"}));
+  app.add_option("-o,--model_dir", cli.model_dir, "Where checkpoints go (and come from)");
+  app.add_option("--checkpoint_path", cli.checkpoint_path,
+                 "Start from this checkpoint instead of model_dir's newest");
+  app.add_flag("--compile_only", cli.compile_only,
+               "Compile the training step and print the execution mode, the fit and the "
+               "projected throughput, without reading data or training");
+  app.add_flag("--validate_only", cli.validate_only,
+               "Check that the model traces and every operation is supported, without placing it");
+  app.add_option("--max_steps", cli.max_steps, "Overrides runconfig.max_steps");
+  app.add_option("--target", cli.target, "The emulated wafer: wse2 (CS-2), wse1 (CS-1) or tiny");
+  app.add_option("--execution_strategy", cli.execution_strategy,
+                 "auto (pipeline when the model fits the wafer), pipeline or weight_streaming")
+      ->check(CLI::IsMember({"auto", "pipeline", "weight_streaming"}));
+  app.add_option("--set", cli.target_overrides, "Override a target field: --set clock_hz=0.85e9");
+  app.add_option("--job_labels", cli.job_labels, "Accepted as run.py takes them (printed)");
+  app.add_option("--mount_dirs", cli.mount_dirs, "Accepted; the emulator reads paths directly");
+  app.add_option("--python_paths", cli.python_paths,
+                 "Accepted; the emulator reads paths directly");
+  examples::add_version_flag(app, kWho);
+  if (auto rc = examples::parse_command_line(app, argc, argv, kWho)) return *rc;
+  if (cli.device != "CSX" && cli.device != "CPU")
+    return examples::usage_error(kWho, "the device must be CSX or CPU, got '" + cli.device + "'");
+  if (cli.params.empty()) return examples::usage_error(kWho, "--params is required");
+  if (cli.compile_only && cli.validate_only)
+    return examples::usage_error(kWho, "--compile_only and --validate_only exclude each other");
+  if (cli.device == "CPU" && (cli.compile_only || cli.validate_only || cli.num_csx > 1))
+    return examples::usage_error(kWho,
+                                 "--compile_only, --validate_only and --num_csx need device CSX");
+  cerebras::Params p;
+  try {
+    p = cerebras::read_params(cli.params);
+    if (p.train_input)
+      IPUML_CHECK(p.train_input->batch_size % cli.num_csx == 0, p.file,
+                  ": train_input.batch_size ", p.train_input->batch_size, " is the batch of all ",
+                  cli.num_csx, " CS-2s together and must divide by --num_csx");
+  } catch (const std::exception& e) {
+    return examples::usage_error(kWho, e.what());
+  }
+  try {
+    const auto t_start = Clock::now();
+    manual_seed(static_cast<uint64_t>(p.runconfig.seed.value_or(0)));
+    for (auto& w : p.warnings) std::cout << "Note: " << w << "\n";
+    if (!cli.job_labels.empty()) {
+      std::cout << "Job labels:";
+      for (auto& l : cli.job_labels) std::cout << " " << l;
+      std::cout << "\n";
+    }
+    Task task = make_task(p);
+    auto optimizer = make_optimizer(p, task);
+    if (cli.compile_only || cli.validate_only) return compile_or_validate(cli, p, task, *optimizer);
+    int64_t max_steps = cli.max_steps;
+    if (max_steps == 0 && p.runconfig.max_steps) max_steps = *p.runconfig.max_steps;
+    if (max_steps == 0 && p.runconfig.num_epochs && p.train_input)
+      max_steps = *p.runconfig.num_epochs * (60000 / p.train_input->batch_size);
+    IPUML_CHECK(max_steps > 0 || cli.mode == "eval", p.file,
+                ": runconfig needs max_steps or num_epochs (or give --max_steps)");
+    if (cli.mode != "eval") {
+      if (int rc = train(cli, p, task, *optimizer, max_steps)) return rc;
+    }
+    if (cli.mode != "train") evaluate(cli, p, task);
+    std::cout << "Wall time: " << fixed(seconds_since(t_start), 1) << " s" << std::endl;
+  } catch (const std::exception& e) {
+    return examples::run_error(kWho, e.what());
+  }
+  return 0;
+}
