@@ -661,9 +661,11 @@ ModelParams read_model(const Reader& r, const YAML::Node& key, const YAML::Node&
 void check_fc_mnist(ModelParams& m) {
   Section& k = m.keys;
   const bool list = k.has("hidden_sizes"), depth = k.has("depth"), width = k.has("hidden_size");
+  // modelzoo lets hidden_sizes win silently; a file giving both says two things, one unread.
   if (list && (depth || width))
     k.fail("hidden_sizes", std::string("give depth and hidden_size, or hidden_sizes, not both (") +
-                               (depth ? "depth" : "hidden_size") + " is also given)");
+                               (depth ? "depth" : "hidden_size") +
+                               " is also given; modelzoo would ignore it)");
   if (!list && !depth)
     k.fail("depth", width ? "missing; fc_mnist's hidden_size needs depth (or give hidden_sizes)"
                           : "missing; fc_mnist needs depth and hidden_size, or hidden_sizes");
