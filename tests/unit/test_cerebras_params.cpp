@@ -352,7 +352,7 @@ TEST_CASE("cerebras params: hostile values name file, line, column and key path"
       {{{12, "  max_steps: 100\nmodel:\n  name: fc_mnist"}},
        "params.yaml:13:1: model: duplicate key (first given at line 4)"},
       // structure
-      {{{12, "  max_steps: 100\n---\nmodel: {}"}}, "params.yaml:14:1: a second YAML document"},
+      {{{12, "  max_steps: 100\n---\nmodel: {}"}}, "params.yaml:13:1: a second YAML document"},
       {{{3, "  batch_size: [64"}},
        "params.yaml:4:6: not valid YAML: end of sequence flow not found"},
   };
@@ -393,6 +393,13 @@ TEST_CASE("cerebras params: files that are not params files", "[cerebras][params
   CHECK(bom.train_input->data_dir == "./données/ÿ");
   CHECK_THAT(parse_error(std::string(size_t{1} << 21, ' ')),
              Catch::Contains("2097152 bytes, more than a params file's largest expected"));
+  // yaml-cpp's LoadAll never returns on a document that starts with ',' (found by fuzzing).
+  CHECK_THAT(parse_error("\xef\xbb\xbf,model:\n  name: fc_mnist\n  dethp: 2\n  hbage\n"),
+             Catch::Equals("params.yaml:1:1: not valid YAML: a document cannot start with ','"));
+  CHECK_THAT(parse_error("\n  ,\n"),
+             Catch::Equals("params.yaml:2:3: not valid YAML: a document cannot start with ','"));
+  CHECK_THAT(parse_error("model: {}\n---\n,\n"),
+             Catch::StartsWith("params.yaml:2:1: a second YAML document ('---')"));
   // Deep nesting ends in yaml-cpp's depth guard, not a stack overflow.
   CHECK_THAT(parse_error("model: " + std::string(100000, '[')),
              Catch::Equals("params.yaml:1:1: not valid YAML: nested deeper than 500 levels "
@@ -420,4 +427,18 @@ TEST_CASE("cerebras params: paths that are not readable files", "[cerebras][para
   const std::string good = dir.file("good.yaml");
   std::ofstream(good) << with({});
   CHECK(read_params(good).file == good);
+}
+
+TEST_CASE("cerebras params: inputs fuzzing kept are refused", "[cerebras][params][hostile]") {
+  // tests/fuzz/regressions/cerebras_params-*: each an ipuml::Error, at once.
+  const std::filesystem::path dir = source_file("tests/fuzz/regressions");
+  int replayed = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().filename().string().rfind("cerebras_params-", 0) != 0) continue;
+    INFO(e.path().string());
+    CHECK_THAT(error_of([&] { read_params(e.path().string()); }),
+               Catch::StartsWith(e.path().string() + ":"));
+    ++replayed;
+  }
+  CHECK(replayed >= 1);
 }
