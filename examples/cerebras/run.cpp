@@ -115,7 +115,8 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const cerebras::Params& p, cons
 
 Options make_options(const Cli& cli, const cerebras::Params& p) {
   Options o;
-  o.showCompilationProgressBar(true).randomSeed(static_cast<uint64_t>(p.runconfig.seed.value_or(0)));
+  o.showCompilationProgressBar(true).randomSeed(
+      static_cast<uint64_t>(p.runconfig.seed.value_or(0)));
   if (cli.device == "CPU") {
     o.backend("cpu");
     return o;
@@ -271,8 +272,8 @@ int evaluate(const Cli& cli, const cerebras::Params& p, Task& task) {
   const int64_t step = io::load_checkpoint(ck, *task.model);
   auto test_set = datasets::normalized_mnist(mnist_dir(eval_input(p).data_dir), false);
   const int64_t batch = eval_input(p).batch_size;
-  data::DataLoader loader(
-      test_set, data::DataLoaderOptions().batch_size(batch).drop_last(eval_input(p).drop_last_batch));
+  data::DataLoader loader(test_set, data::DataLoaderOptions().batch_size(batch).drop_last(
+                                        eval_input(p).drop_last_batch));
   Options o = make_options(cli, p);
   o.modelName("evaluation");
   task.model->eval();
@@ -288,8 +289,8 @@ int evaluate(const Cli& cli, const cerebras::Params& p, Task& task) {
     ++steps;
     if (im.last_stats().simulated_seconds) sim += *im.last_stats().simulated_seconds;
   }
-  IPUML_CHECK(total > 0, kWho, ": the evaluation covered 0 samples (eval_input.batch_size ",
-              batch, " with drop_last_batch over ", test_set.size(), " samples)");
+  IPUML_CHECK(total > 0, kWho, ": the evaluation covered 0 samples (eval_input.batch_size ", batch,
+              " with drop_last_batch over ", test_set.size(), " samples)");
   const double wall = seconds_since(t0);
   log_line("Eval", cli, steps, loss_sum / double(total), double(total) / std::max(wall, 1e-9),
            double(total) / std::max(wall, 1e-9), sim > 0 ? total / sim : 0,
@@ -328,8 +329,7 @@ int main(int argc, char** argv) {
   app.add_option("--set", cli.target_overrides, "Override a target field: --set clock_hz=0.85e9");
   app.add_option("--job_labels", cli.job_labels, "Accepted as run.py takes them (printed)");
   app.add_option("--mount_dirs", cli.mount_dirs, "Accepted; the emulator reads paths directly");
-  app.add_option("--python_paths", cli.python_paths,
-                 "Accepted; the emulator reads paths directly");
+  app.add_option("--python_paths", cli.python_paths, "Accepted; the emulator reads paths directly");
   examples::add_version_flag(app, kWho);
   if (auto rc = examples::parse_command_line(app, argc, argv, kWho)) return *rc;
   if (cli.device != "CSX" && cli.device != "CPU")
@@ -344,9 +344,9 @@ int main(int argc, char** argv) {
   try {
     p = cerebras::read_params(cli.params);
     if (p.train_input)
-      IPUML_CHECK(p.train_input->batch_size % cli.num_csx == 0, p.file,
-                  ": train_input.batch_size ", p.train_input->batch_size, " is the batch of all ",
-                  cli.num_csx, " CS-2s together and must divide by --num_csx");
+      IPUML_CHECK(p.train_input->batch_size % cli.num_csx == 0, p.file, ": train_input.batch_size ",
+                  p.train_input->batch_size, " is the batch of all ", cli.num_csx,
+                  " CS-2s together and must divide by --num_csx");
   } catch (const std::exception& e) {
     return examples::usage_error(kWho, e.what());
   }

@@ -31,8 +31,8 @@ std::string small_params(const std::string& mnist, int64_t batch) {
 }
 
 int count(const std::string& s, const std::regex& re) {
-  return static_cast<int>(std::distance(std::sregex_iterator(s.begin(), s.end(), re),
-                                        std::sregex_iterator()));
+  return static_cast<int>(
+      std::distance(std::sregex_iterator(s.begin(), s.end(), re), std::sregex_iterator()));
 }
 
 }  // namespace
@@ -128,8 +128,8 @@ TEST_CASE("cerebras run example: a bad params file is a usage error naming the l
   const std::string none = ipuml::testing::run_command(kExe.string() + " CSX 2>&1", &status);
   CHECK(status == 2);
   CHECK(none.find("--params is required") != std::string::npos);
-  const std::string gpu = ipuml::testing::run_command(
-      kExe.string() + " GPU --params " + params + " 2>&1", &status);
+  const std::string gpu =
+      ipuml::testing::run_command(kExe.string() + " GPU --params " + params + " 2>&1", &status);
   CHECK(status == 2);
   CHECK(gpu.find("the device must be CSX or CPU, got 'GPU'") != std::string::npos);
 }
