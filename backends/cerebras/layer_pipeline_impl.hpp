@@ -37,6 +37,75 @@ inline std::string bytes_text(double b) {
   return os.str();
 }
 
+// The message of a layout that does not fit: how much, the largest regions, what would help.
+inline std::string not_fit_message(const PipelineLayout& l, const Target& t) {
+  const auto& ks = l.kernels;
+  const int64_t samples = l.samples;
+  std::vector<size_t> order(ks.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return ks[a].min_pes > ks[b].min_pes; });
+  std::ostringstream os;
+  os << "pipelined execution does not fit the " << t.name << " wafer: its " << ks.size()
+     << " layer regions need " << l.pes_needed << " PEs (" << bytes_text(l.state_bytes)
+     << " of weights, optimizer state and gradients, " << bytes_text(l.activation_bytes)
+     << " of activations in flight for a batch of " << samples << "), the wafer has " << l.pes_total
+     << " PEs of " << t.bytes_per_pe / 1024 << " KiB (" << bytes_text(t.wafer_bytes())
+     << "); the largest:";
+  for (size_t i = 0; i < std::min<size_t>(3, order.size()); ++i) {
+    const auto& k = ks[order[i]];
+    os << (i ? "," : "") << " layer " << order[i] << " (" << k.label << ", node " << k.first_node
+       << ") " << k.min_pes << " PEs";
+  }
+  os << ". Weight streaming (execution_strategy weight_streaming) keeps the weights in MemoryX"
+     << (l.activation_bytes > l.state_bytes ? "; a smaller batch would hold fewer activations"
+                                            : "");
+  return os.str();
+}
+
+// Sizes the regions of a layout that fits, and its time (see plan_layer_pipeline).
+inline void size_regions(PipelineLayout& l, const Target& t) {
+  auto& ks = l.kernels;
+  const int64_t samples = l.samples;
+  // Region sizes: the smallest per-sample time tau for which every region, given the PEs its
+  // work and its fabric traffic need at tau (and at least its memory's), fits on the wafer.
+  const double link = t.link_bytes_per_cycle;
+  auto pes_for = [&](const PipelineKernel& k, double tau) {
+    const double by_work = std::ceil(k.work_cycles / tau);
+    const double edge = k.fabric_bytes / (2.0 * link * tau);  // PEs on a side the data enters
+    return std::max({static_cast<double>(k.min_pes), by_work, std::ceil(edge * edge)});
+  };
+  auto total = [&](double tau) {
+    double s = 0;
+    for (auto& k : ks) s += pes_for(k, tau);
+    return s;
+  };
+  double lo = 1e-9, hi = 1.0;
+  while (total(hi) > static_cast<double>(l.pes_total)) hi *= 2;
+  for (int it = 0; it < 200 && hi - lo > 1e-9 * hi; ++it) {
+    const double mid = std::sqrt(lo * hi);
+    (total(mid) > static_cast<double>(l.pes_total) ? lo : hi) = mid;
+  }
+  for (size_t i = 0; i < ks.size(); ++i) {
+    auto& k = ks[i];
+    k.pes = static_cast<int64_t>(pes_for(k, hi));
+    k.width = static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(k.pes))));
+    k.height = (k.pes + k.width - 1) / k.width;
+    const double p = static_cast<double>(k.pes);
+    k.cycles_per_sample =
+        std::max(k.work_cycles / p, k.fabric_bytes / (static_cast<double>(k.width) * 2.0 * link));
+    l.pes_used += k.pes;
+    if (l.slowest < 0 || k.cycles_per_sample > ks[static_cast<size_t>(l.slowest)].cycles_per_sample)
+      l.slowest = static_cast<int64_t>(i);
+    l.fill_cycles += k.cycles_per_sample + static_cast<double>(k.width + k.height) * t.hop_cycles +
+                     2.0 * t.ramp_cycles + static_cast<double>(t.kernel_launch_cycles);
+    l.update_cycles = std::max(l.update_cycles, k.update_cycles / p);
+  }
+  l.sample_cycles = ks[static_cast<size_t>(l.slowest)].cycles_per_sample;
+  l.step_cycles =
+      static_cast<double>(samples) * l.sample_cycles + l.fill_cycles + std::ceil(l.update_cycles);
+}
+
 }  // namespace lpdetail
 
 IPUML_INLINE PipelineLayout plan_layer_pipeline(const ir::Graph& g, const Target& t,
@@ -158,67 +227,11 @@ IPUML_INLINE PipelineLayout plan_layer_pipeline(const ir::Graph& g, const Target
   }
 
   if (l.pes_needed > l.pes_total) {
-    std::vector<size_t> order(ks.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(),
-              [&](size_t a, size_t b) { return ks[a].min_pes > ks[b].min_pes; });
-    std::ostringstream os;
-    os << "pipelined execution does not fit the " << t.name << " wafer: its " << ks.size()
-       << " layer regions need " << l.pes_needed << " PEs (" << bytes_text(l.state_bytes)
-       << " of weights, optimizer state and gradients, " << bytes_text(l.activation_bytes)
-       << " of activations in flight for a batch of " << samples << "), the wafer has "
-       << l.pes_total << " PEs of " << t.bytes_per_pe / 1024 << " KiB ("
-       << bytes_text(t.wafer_bytes()) << "); the largest:";
-    for (size_t i = 0; i < std::min<size_t>(3, order.size()); ++i) {
-      const auto& k = ks[order[i]];
-      os << (i ? "," : "") << " layer " << order[i] << " (" << k.label << ", node " << k.first_node
-         << ") " << k.min_pes << " PEs";
-    }
-    os << ". Weight streaming (execution_strategy weight_streaming) keeps the weights in MemoryX"
-       << (l.activation_bytes > l.state_bytes ? "; a smaller batch would hold fewer activations"
-                                              : "");
-    l.message = os.str();
+    l.message = lpdetail::not_fit_message(l, t);
     return l;
   }
   l.fits = true;
-
-  // Region sizes: the smallest per-sample time tau for which every region, given the PEs its
-  // work and its fabric traffic need at tau (and at least its memory's), fits on the wafer.
-  const double link = t.link_bytes_per_cycle;
-  auto pes_for = [&](const PipelineKernel& k, double tau) {
-    const double by_work = std::ceil(k.work_cycles / tau);
-    const double edge = k.fabric_bytes / (2.0 * link * tau);  // PEs on a side the data enters
-    return std::max({static_cast<double>(k.min_pes), by_work, std::ceil(edge * edge)});
-  };
-  auto total = [&](double tau) {
-    double s = 0;
-    for (auto& k : ks) s += pes_for(k, tau);
-    return s;
-  };
-  double lo = 1e-9, hi = 1.0;
-  while (total(hi) > static_cast<double>(l.pes_total)) hi *= 2;
-  for (int it = 0; it < 200 && hi - lo > 1e-9 * hi; ++it) {
-    const double mid = std::sqrt(lo * hi);
-    (total(mid) > static_cast<double>(l.pes_total) ? lo : hi) = mid;
-  }
-  for (size_t i = 0; i < ks.size(); ++i) {
-    auto& k = ks[i];
-    k.pes = static_cast<int64_t>(pes_for(k, hi));
-    k.width = static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(k.pes))));
-    k.height = (k.pes + k.width - 1) / k.width;
-    const double p = static_cast<double>(k.pes);
-    k.cycles_per_sample =
-        std::max(k.work_cycles / p, k.fabric_bytes / (static_cast<double>(k.width) * 2.0 * link));
-    l.pes_used += k.pes;
-    if (l.slowest < 0 || k.cycles_per_sample > ks[static_cast<size_t>(l.slowest)].cycles_per_sample)
-      l.slowest = static_cast<int64_t>(i);
-    l.fill_cycles += k.cycles_per_sample + static_cast<double>(k.width + k.height) * t.hop_cycles +
-                     2.0 * t.ramp_cycles + static_cast<double>(t.kernel_launch_cycles);
-    l.update_cycles = std::max(l.update_cycles, k.update_cycles / p);
-  }
-  l.sample_cycles = ks[static_cast<size_t>(l.slowest)].cycles_per_sample;
-  l.step_cycles =
-      static_cast<double>(samples) * l.sample_cycles + l.fill_cycles + std::ceil(l.update_cycles);
+  lpdetail::size_regions(l, t);
   return l;
 }
 
