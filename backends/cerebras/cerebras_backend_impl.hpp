@@ -6,7 +6,9 @@
 #include <sstream>
 
 #include <ipuml/backends/cerebras/cerebras_backend.hpp>
+#include <ipuml/backends/cerebras/wafer_view.hpp>
 #include <ipuml/backends/emu/executor.hpp>
+#include <ipuml/backends/emu/profile.hpp>
 #include <ipuml/backends/emu/target_fields.hpp>
 
 namespace ipuml::cerebras {
@@ -40,6 +42,15 @@ inline bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
+// layout.json beside the program's profile.json when reports are on (wafer_view.hpp).
+inline void write_layout(const CsxExecutable& exe) {
+  const std::string& dir = exe.program().report_directory();
+  if (dir.empty()) return;
+  emu::write_report_file(
+      dir, "layout.json",
+      layout_json(wse_model_of(exe.program().model()).target(), exe.mode(), exe.why(), exe.layout()));
+}
+
 }  // namespace cdetail
 
 IPUML_INLINE CsxExecutable::CsxExecutable(std::unique_ptr<emu::Executable> exe, ExecutionMode mode,
@@ -51,7 +62,9 @@ IPUML_INLINE CsxExecutable::CsxExecutable(std::unique_ptr<emu::Executable> exe, 
   if (layout_ && layout_->fits)
     program().set_cycles(
         cdetail::layout_cycles(*layout_, program().plan().cycles, program().machine().clock_hz));
+  cdetail::write_layout(*this);
 }
+
 
 IPUML_INLINE backend::MemoryFit CsxExecutable::memory_fit() const {
   if (!layout_) return emu::BackendExecutable::memory_fit();
@@ -105,6 +118,7 @@ IPUML_INLINE void CsxExecutable::share_memory_image(backend::Executable& update,
   if (layout_->fits)
     program().set_cycles(
         cdetail::layout_cycles(*layout_, program().plan().cycles, program().machine().clock_hz));
+  cdetail::write_layout(*this);
   if (!layout_->fits && !allow_out_of_memory) fail(layout_->message);
 }
 

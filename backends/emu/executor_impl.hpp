@@ -628,7 +628,8 @@ IPUML_INLINE Executable::Executable(ir::Graph graph, Plan plan, ExecOptions exec
         "emulator executable: the plan of node ", n, " does not fit the graph");
   }
   m.mem = cpu::plan_memory(m.graph);
-  m.add_slot();
+  // The host memory of the values is allocated at the first run (add_slot), not here: a program
+  // compiled to be sized (a compile-only estimate of a model on the meta device) never has it.
   m.in_bufs.resize(m.graph.nodes.size());
   m.out_bufs.resize(m.graph.nodes.size());
   for (size_t n = 0; n < m.graph.nodes.size(); ++n) {
@@ -679,7 +680,14 @@ IPUML_INLINE std::unique_ptr<Executable> Executable::replica() const {
 
 IPUML_INLINE void Executable::Impl::add_slot() {
   Slot sl;
-  sl.arena = std::make_unique<Storage>(std::max<size_t>(mem.arena_bytes, 64));
+  try {
+    sl.arena = std::make_unique<Storage>(std::max<size_t>(mem.arena_bytes, 64));
+  } catch (const std::bad_alloc&) {
+    HostAllocator::instance().empty_cache();
+    fail("emulator: out of host memory: the program's values need ", mem.arena_bytes,
+         " bytes of this machine's memory to run (expected a smaller batch or model; a "
+         "compile-only estimate needs none)");
+  }
   sl.ptr.assign(graph.values.size(), nullptr);
   for (size_t v = 0; v < graph.values.size(); ++v)
     if (mem.offset[v] >= 0) sl.ptr[v] = static_cast<char*>(sl.arena->data()) + mem.offset[v];
@@ -799,6 +807,7 @@ IPUML_INLINE std::vector<Tensor> Executable::run(const std::vector<Tensor>& inpu
                                                  const std::vector<Tensor>& states, uint64_t step) {
   auto& m = *impl_;
   const auto t0 = std::chrono::steady_clock::now();
+  if (m.slots.empty()) m.add_slot();
   auto& sl = m.slots[0];
   m.bind(sl, inputs, states);
   cpu::KernelContext ctx;

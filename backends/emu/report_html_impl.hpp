@@ -35,6 +35,25 @@ inline ReportProgram load_one(const std::filesystem::path& profile, const std::s
   const auto trace = profile.parent_path() / "trace.json";
   std::error_code ec;
   if (std::filesystem::is_regular_file(trace, ec)) r.trace_json = read_text(trace);
+  // A target's placement of the program on its device (the CS-2's wafer: layout.json) joins the
+  // profile as its "layout"; a profile that is not JSON is left for digest() to refuse.
+  const auto layout = profile.parent_path() / "layout.json";
+  if (std::filesystem::is_regular_file(layout, ec)) {
+    json l;
+    try {
+      l = json::parse(read_text(layout));
+    } catch (const json::exception& e) {
+      fail("ipuml-report: '", layout.string(), "' is not valid JSON (", e.what(), ")");
+    }
+    IPUML_CHECK(l.is_object() && l.value("schema", std::string()) == "ipuml.layout/1",
+                "ipuml-report: '", layout.string(),
+                "' is not an ipuml layout (expected \"schema\": \"ipuml.layout/1\")");
+    json prof = json::parse(r.profile_json, nullptr, false);
+    if (prof.is_object()) {
+      prof["layout"] = std::move(l);
+      r.profile_json = prof.dump();
+    }
+  }
   return r;
 }
 
@@ -109,6 +128,59 @@ inline json digest_trace(const std::string& text, const std::string& program,
   return out;
 }
 
+// layout.json's fields the wafer section draws, checked so that a damaged file is refused by
+// name rather than drawn wrong.
+inline json digest_layout(const json& l, const std::string& program) {
+  const auto bad = [&](const std::string& what) {
+    fail("ipuml-report: the layout of program '", program, "' ", what);
+  };
+  if (!l.is_object() || l.value("schema", std::string()) != "ipuml.layout/1")
+    bad("is not an ipuml layout (expected \"schema\": \"ipuml.layout/1\")");
+  json d = {{"mode", l.value("mode", std::string())},
+            {"why", l.value("why", std::string())},
+            {"device", l.value("device", std::string("device"))},
+            {"note", l.value("note", std::string())},
+            {"regions", json::array()}};
+  const json& regions = l.contains("regions") ? l.at("regions") : json::array();
+  if (!regions.is_array()) bad("has \"regions\" that is not a list");
+  if (regions.empty()) return d;
+  try {
+    const auto& g = l.at("grid");
+    const int64_t cols = g.at("columns").get<int64_t>(), rows = g.at("rows").get<int64_t>();
+    const auto& cells = g.at("cells");
+    if (cols <= 0 || rows <= 0 || cols * rows > (int64_t{1} << 22) || !cells.is_array() ||
+        static_cast<int64_t>(cells.size()) != cols * rows)
+      bad("has a grid whose cells are not columns x rows");
+    const auto n = static_cast<int64_t>(regions.size());
+    for (const auto& c : cells)
+      if (!c.is_number_integer() || c.get<int64_t>() < -1 || c.get<int64_t>() >= n)
+        bad("has a cell naming no region");
+    json rs = json::array();
+    for (const auto& r : regions)
+      rs.push_back({{"name", r.at("name").get<std::string>()},
+                    {"pes", r.at("pes").get<double>()},
+                    {"bytes", r.at("state_bytes").get<double>() +
+                                  r.at("activation_bytes").get<double>()},
+                    {"cycles", r.at("cycles_per_sample").get<double>()},
+                    {"utilisation", r.at("utilisation").get<double>()}});
+    d["regions"] = rs;
+    d["grid"] = {{"columns", cols},
+                 {"rows", rows},
+                 {"pes_per_cell", g.at("pes_per_cell")},
+                 {"cells", cells}};
+    d["slowest"] = l.at("slowest");
+    d["samples"] = l.at("samples");
+    d["pes_used"] = l.at("pes_used");
+    d["pes"] = l.at("fabric").at("pes");
+    d["sample_cycles"] = l.at("sample_cycles");
+    d["step_cycles"] = l.at("step_cycles");
+    d["utilisation"] = l.at("utilisation");
+  } catch (const json::exception& e) {
+    bad(std::string("lacks a field the wafer section needs (") + e.what() + ")");
+  }
+  return d;
+}
+
 inline json digest(const ReportProgram& p) {
   json prof;
   try {
@@ -178,6 +250,7 @@ inline json digest(const ReportProgram& p) {
     const auto& ex = prof.at("execution");
     d["execution"] = {{"per_step", ex.at("per_step")}};
     d["trace"] = digest_trace(p.trace_json, p.name, d["machine"]["device"].get<std::string>());
+    if (prof.contains("layout")) d["layout"] = digest_layout(prof.at("layout"), p.name);
     return d;
   } catch (const nlohmann::json::exception& e) {
     fail("ipuml-report: the profile of program '", p.name, "' lacks a field the page needs (",
@@ -483,7 +556,92 @@ function timeline(p, box) {
   box.appendChild(k);
 }
 
+// The device as the target placed the program (a CS-2's wafer: a region of PEs per layer's
+// kernel), coloured by region or by how busy each region is at the pipeline's rate.
+let byBusy = false;
+function wafer(p, box) {
+  const L = p.layout;
+  box.appendChild(el("p", {}, "Execution mode: " + L.mode + (L.why ? " (" + L.why + ")" : "")));
+  if (!L.regions.length) { box.appendChild(el("p", {}, L.note)); return; }
+  const G = L.grid, R = L.regions, slow = R[L.slowest];
+  box.appendChild(el("p", {}, R.length + " regions on " + Math.round(L.pes_used) + " of " +
+      L.pes + " PEs; the slowest, " + slow.name + ", sets the rate at " +
+      slow.cycles.toFixed(1) + " cycles a sample (" + L.samples + " samples, " +
+      Math.round(L.step_cycles) + " cycles a step); PEs busy in the steady state: " +
+      (100 * L.utilisation).toFixed(1) + " %"));
+  const cell = Math.max(2, Math.min(8, Math.floor(720 / G.columns)));
+  const cv = el("canvas", {id: "wafer"});
+  cv.width = G.columns * cell; cv.height = G.rows * cell;
+  const g = cv.getContext("2d");
+  g.fillStyle = "#ddd"; g.fillRect(0, 0, cv.width, cv.height);
+  const hue = k => "hsl(" + Math.round((k * 137.508) % 360) + ",60%," + (k % 2 ? 45 : 60) + "%)";
+  G.cells.forEach((k, i) => {
+    if (k < 0) return;
+    g.fillStyle = byBusy ? rgb(ramp(R[k].utilisation)) : hue(k);
+    g.fillRect((i % G.columns) * cell, Math.floor(i / G.columns) * cell, cell, cell);
+  });
+  // The slowest region outlined: every edge of its cells that borders another region.
+  g.strokeStyle = "rgb(220,20,60)"; g.lineWidth = 2;
+  G.cells.forEach((k, i) => {
+    if (k !== L.slowest) return;
+    const x = i % G.columns, y = Math.floor(i / G.columns);
+    const at = (xx, yy) => xx < 0 || yy < 0 || xx >= G.columns || yy >= G.rows ? -2 :
+                           G.cells[yy * G.columns + xx];
+    g.beginPath();
+    if (at(x, y - 1) !== k) { g.moveTo(x * cell, y * cell); g.lineTo((x + 1) * cell, y * cell); }
+    if (at(x, y + 1) !== k) { g.moveTo(x * cell, (y + 1) * cell); g.lineTo((x + 1) * cell, (y + 1) * cell); }
+    if (at(x - 1, y) !== k) { g.moveTo(x * cell, y * cell); g.lineTo(x * cell, (y + 1) * cell); }
+    if (at(x + 1, y) !== k) { g.moveTo((x + 1) * cell, y * cell); g.lineTo((x + 1) * cell, (y + 1) * cell); }
+    g.stroke();
+  });
+  cv.addEventListener("mousemove", ev => {
+    const r = cv.getBoundingClientRect();
+    const x = Math.floor((ev.clientX - r.left) / cell), y = Math.floor((ev.clientY - r.top) / cell);
+    const k = x >= 0 && y >= 0 && x < G.columns && y < G.rows ? G.cells[y * G.columns + x] : -1;
+    if (k < 0) return hideTip();
+    const q = R[k];
+    showTip(ev, "region " + k + ": " + q.name + ", " + Math.round(q.pes) + " PEs, " +
+                bytes(q.bytes) + ", " + q.cycles.toFixed(1) + " cycles a sample, busy " +
+                (100 * q.utilisation).toFixed(1) + " %" + (k === L.slowest ? " (slowest)" : ""));
+  });
+  cv.addEventListener("mouseleave", hideTip);
+  box.appendChild(cv);
+  const row = el("div", {"class": "legendrow"});
+  const lab = el("label", {});
+  const cb = el("input", {type: "checkbox"});
+  cb.checked = byBusy;
+  cb.addEventListener("change", () => {
+    byBusy = cb.checked;
+    box.textContent = "";
+    box.appendChild(el("h2", {}, "The wafer: a region per kernel"));
+    wafer(p, box);
+  });
+  lab.appendChild(cb);
+  lab.appendChild(document.createTextNode(" colour by busy time (viridis, 1 = the slowest); " +
+      "outlined in red: the slowest region; one cell = " + G.pes_per_cell + " PEs"));
+  row.appendChild(lab);
+  box.appendChild(row);
+  const t = el("table");
+  const head = el("tr");
+  for (const h of ["#", "PEs", "memory", "cycles/sample", "busy", "kernel"])
+    head.appendChild(el("th", {}, h));
+  t.appendChild(head);
+  const order = R.map((q, k) => k).sort((a, b) => R[b].cycles - R[a].cycles).slice(0, 20);
+  for (const k of order) {
+    const q = R[k], tr = el("tr");
+    for (const v of [String(k), String(Math.round(q.pes)), bytes(q.bytes), q.cycles.toFixed(1),
+                     (100 * q.utilisation).toFixed(1) + " %", q.name + (k === L.slowest ?
+                     " (slowest)" : "")])
+      tr.appendChild(el("td", {}, v));
+    t.appendChild(tr);
+  }
+  box.appendChild(el("p", {}, "Regions by cycles a sample" +
+      (R.length > 20 ? " (the 20 slowest of " + R.length + ")" : "") + ":"));
+  box.appendChild(t);
+}
+
 const SECTIONS = [["summary", "Summary", summary],
+                  ["wafer", "The wafer: a region per kernel", wafer, p => !!p.layout],
                   ["heat", p => "Memory per " + p.machine.unit, heatmap],
                   ["cats", "Memory by category", categories],
                   ["live", "Liveness over program steps", liveness],
@@ -496,7 +654,8 @@ function show(index) {
   document.querySelectorAll("#tabs button").forEach((b, i) =>
       b.className = i === index ? "on" : "");
   const p = DATA.programs[index];
-  for (const [id, title, draw] of SECTIONS) {
+  for (const [id, title, draw, when] of SECTIONS) {
+    if (when && !when(p)) continue;
     const sec = el("section", {id: id});
     sec.appendChild(el("h2", {}, typeof title === "function" ? title(p) : title));
     draw(p, sec);

@@ -102,7 +102,12 @@ struct Schema {
 const Schema& input_schema() {
   static const Schema s{{text("data_dir").req(), integer("batch_size", 1, kMaxSize).req(),
                          boolean("shuffle"), boolean("drop_last_batch"), boolean("to_float16"),
-                         integer("num_workers", 0, 1024), integer("shuffle_seed", 0)},
+                         integer("num_workers", 0, 1024), integer("shuffle_seed", 0),
+                         // The language models' inputs: tokens per sample, masked tokens per
+                         // sample (BERT's MLM), and the data reader and vocabulary modelzoo names.
+                         integer("max_sequence_length", 1, kMaxSize),
+                         integer("max_predictions_per_seq", 0, kMaxSize), text("data_processor"),
+                         text("vocab_file")},
                         // PyTorch DataLoader tuning: how fast batches arrive, not what they hold.
                         {"prefetch_factor", "persistent_workers"},
                         "data-loader tuning that ipuml's loader does not have; ignored"};
@@ -145,6 +150,7 @@ const std::vector<Spec>& model_common_keys() {
 }
 
 void check_fc_mnist(ModelParams& m);
+void check_bert(ModelParams& m);
 
 struct ModelSchema {
   const char* name;
@@ -161,6 +167,20 @@ const std::vector<ModelSchema>& model_schemas() {
         // modelzoo also takes a list of metric names here; only its true/false form is read.
         boolean("compute_eval_metrics")},
        check_fc_mnist},
+      // modelzoo's bert (params_bert_large_msl128.yaml spells these keys).
+      {"bert",
+       {integer("vocab_size", 1, kMaxSize).req(), integer("hidden_size", 1, kMaxSize).req(),
+        integer("num_hidden_layers", 1, kMaxDepth).req(), integer("num_heads", 1, kMaxSize).req(),
+        integer("filter_size", 1, kMaxSize).req(),
+        integer("max_position_embeddings", 1, kMaxSize),
+        text("encoder_nonlinearity", {"gelu", "relu"}), number("dropout_rate", 0, false, 1, true),
+        number("attention_dropout_rate", 0, false, 1, true),
+        number("layer_norm_epsilon", 0, true), integer("num_segments", 1, 1024),
+        // What ipuml's BertForPreTraining is and cannot be otherwise: refused when set to the
+        // other value, so that a file never trains a model it did not describe.
+        boolean("disable_nsp"), boolean("share_embedding_weights"),
+        text("position_embedding_type", {"learned"})},
+       check_bert},
   };
   return s;
 }
@@ -663,6 +683,19 @@ ModelParams read_model(const Reader& r, const YAML::Node& key, const YAML::Node&
 
 // fc_mnist: `depth` x `hidden_size`, or `hidden_sizes`; afterwards `keys` holds both depth and
 // hidden_sizes, and the network the config describes is known to be buildable.
+void check_bert(ModelParams& m) {
+  Section& k = m.keys;
+  if (k.get_bool("disable_nsp", false))
+    k.fail("disable_nsp", "true is not supported: ipuml's BertForPreTraining always has the NSP "
+                          "head (give false or leave the key out)");
+  if (!k.get_bool("share_embedding_weights", true))
+    k.fail("share_embedding_weights",
+           "false is not supported: the MLM decoder shares the word embeddings (give true)");
+  if (k.get_int("hidden_size") % k.get_int("num_heads") != 0)
+    k.fail("num_heads", "hidden_size " + std::to_string(k.get_int("hidden_size")) +
+                            " must divide by num_heads " + std::to_string(k.get_int("num_heads")));
+}
+
 void check_fc_mnist(ModelParams& m) {
   Section& k = m.keys;
   const bool list = k.has("hidden_sizes"), depth = k.has("depth"), width = k.has("hidden_size");

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <regex>
 #include <string>
 #include <vector>
@@ -18,13 +19,16 @@
 #include <ipuml/datasets/mnist_dataset.hpp>
 #include <ipuml/io/checkpoint.hpp>
 #include <ipuml/ipuml.hpp>
+#include <ipuml/models/bert.hpp>
 #include <ipuml/models/fc_mnist.hpp>
 
+#include "compile_only.hpp"
 #include "example_support.hpp"
 #include "params.hpp"
 
 using namespace ipuml;
 using examples::fixed;
+using runtime::Tensors;
 using examples::seconds_since;
 using Clock = std::chrono::steady_clock;
 
@@ -48,10 +52,16 @@ struct Cli {
 };
 
 // One model of the zoo as the program runs it: the module, its loss, and its batches' shapes.
+// fc_mnist trains and evaluates on MNIST (single input, `loss`); every model compiles through
+// the multi-tensor form (`forward`, `multi_loss`) on batches of the shapes `shaped` gives.
 struct Task {
   std::shared_ptr<nn::Module> model;
   runtime::LossFn loss;
-  bool half = false;  // mixed precision: float16 weights and activations, float32 master weights
+  runtime::ForwardFn forward;
+  runtime::MultiLossFn multi_loss;
+  std::function<std::pair<Tensors, Tensors>(int64_t batch)> shaped;
+  bool trains = false;  // reads data and trains here; otherwise --compile_only / --validate_only
+  bool half = false;    // mixed precision: float16 weights and activations, float32 master weights
 };
 
 const cerebras::InputParams& train_input(const cerebras::Params& p) {
@@ -63,30 +73,87 @@ const cerebras::InputParams& eval_input(const cerebras::Params& p) {
   return *p.eval_input;
 }
 
-Task make_task(const cerebras::Params& p) {
+Task fc_mnist_task(const cerebras::Params& p) {
   Task t;
-  t.half = p.model.mixed_precision;
-  if (p.model.name == "fc_mnist") {
-    models::FcMnistConfig c;
-    c.hidden_sizes(p.model.keys.get_int_list("hidden_sizes"))
-        .dropout(p.model.dropout)
-        .activation_fn(p.model.activation_fn);
-    t.model = models::FcMnist(c).ptr();
-    t.loss = [](const Tensor& out, const Tensor& y) { return models::fc_mnist_loss(out, y); };
-  } else {
-    fail(p.model.keys.where("name").str(), ": model.name '", p.model.name,
-         "' has no ipuml model yet (this program runs fc_mnist)");
-  }
-  if (t.half) t.model->half();
+  models::FcMnistConfig c;
+  c.hidden_sizes(p.model.keys.get_int_list("hidden_sizes"))
+      .dropout(p.model.dropout)
+      .activation_fn(p.model.activation_fn);
+  models::FcMnist m(c);
+  t.model = m.ptr();
+  t.loss = [](const Tensor& out, const Tensor& y) { return models::fc_mnist_loss(out, y); };
+  t.forward = [m](const Tensors& in) { return Tensors{m->forward(in[0])}; };
+  t.multi_loss = [](const Tensors& out, const Tensors& y) {
+    return models::fc_mnist_loss(out[0], y[0]);
+  };
+  const bool half = p.model.mixed_precision;
+  t.shaped = [half](int64_t batch) {
+    return std::pair{Tensors{examples::batch_shaped({batch, 1, 28, 28}, half ? kFloat16 : kFloat32)},
+                     Tensors{examples::batch_shaped({batch}, kInt64)}};
+  };
+  t.trains = true;
   return t;
 }
 
-// A batch shaped as the model's input, for compiling (no data is read).
-std::pair<Tensor, Tensor> shaped_batch(const Task& t, int64_t batch) {
-  Shape one = {1, 1, 28, 28};
-  Tensor x = expand(zeros(one, t.half ? kFloat16 : kFloat32), {batch, 1, 28, 28});
-  Tensor y = expand(zeros({1}, kInt64), {batch});
-  return {x, y};
+// modelzoo's bert pre-training: MLM at train_input.max_predictions_per_seq masked positions
+// (gathered before the head, as the CS-2 runs it) plus NSP, on max_sequence_length tokens.
+Task bert_task(const cerebras::Params& p) {
+  const cerebras::Section& k = p.model.keys;
+  const cerebras::Section& in = train_input(p).keys;
+  IPUML_CHECK(in.has("max_sequence_length"), in.where("batch_size").str(),
+              ": bert needs train_input.max_sequence_length (128 for MSL128)");
+  const int64_t seq = in.get_int("max_sequence_length");
+  const int64_t masked = in.get_int("max_predictions_per_seq", 20);
+  IPUML_CHECK(masked >= 1 && masked <= seq, in.where("batch_size").str(),
+              ": train_input.max_predictions_per_seq ", masked, " must be in [1, ", seq,
+              "] (max_sequence_length)");
+  models::BertConfig c;
+  c.vocab_size(k.get_int("vocab_size"))
+      .hidden_size(k.get_int("hidden_size"))
+      .num_hidden_layers(k.get_int("num_hidden_layers"))
+      .num_attention_heads(k.get_int("num_heads"))
+      .intermediate_size(k.get_int("filter_size"))
+      .max_position_embeddings(k.get_int("max_position_embeddings", 512))
+      .type_vocab_size(k.get_int("num_segments", 2))
+      .hidden_act(k.get_string("encoder_nonlinearity", "gelu"))
+      .hidden_dropout_prob(k.get_float("dropout_rate", 0.1))
+      .attention_probs_dropout_prob(k.get_float("attention_dropout_rate", 0.1))
+      .layer_norm_eps(k.get_float("layer_norm_epsilon", 1e-5));
+  IPUML_CHECK(seq <= c.max_position_embeddings(), in.where("max_sequence_length").str(),
+              ": train_input.max_sequence_length ", seq, " exceeds model.max_position_embeddings ",
+              c.max_position_embeddings());
+  c.validate();
+  models::BertForPreTraining m(c);
+  Task t;
+  t.model = m.ptr();
+  t.forward = [m](const Tensors& x) {
+    auto [mlm, nsp] = m->forward_masked(x[0], x[1], x[2], x[3]);
+    return Tensors{mlm, nsp};
+  };
+  t.multi_loss = [](const Tensors& out, const Tensors& y) {
+    return models::bert_pretraining_loss(out[0], out[1], y[0], y[1]);
+  };
+  t.shaped = [seq, masked](int64_t batch) {
+    const Tensor tokens = examples::batch_shaped({batch, seq}, kInt64);
+    const Tensor slots = examples::batch_shaped({batch, masked}, kInt64);
+    const Tensor rows = examples::batch_shaped({batch}, kInt64);
+    return std::pair{Tensors{tokens, tokens, tokens, slots}, Tensors{slots, rows}};
+  };
+  return t;
+}
+
+Task make_task(const cerebras::Params& p) {
+  Task t;
+  if (p.model.name == "fc_mnist")
+    t = fc_mnist_task(p);
+  else if (p.model.name == "bert")
+    t = bert_task(p);
+  else
+    fail(p.model.keys.where("name").str(), ": model.name '", p.model.name,
+         "' has no ipuml model yet (this program runs fc_mnist and bert)");
+  t.half = p.model.mixed_precision;
+  if (t.half) t.model->half();
+  return t;
 }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const cerebras::Params& p, const Task& t) {
@@ -179,8 +246,8 @@ int compile_or_validate(const Cli& cli, const cerebras::Params& p, Task& task,
   Options o = make_options(cli, p);
   o.compileOnly(true);
   const auto t0 = Clock::now();
-  auto tm = trainingModel(task.model, o, optimizer, task.loss);
-  const auto [x, y] = shaped_batch(task, train_input(p).batch_size);
+  auto tm = trainingModel(task.model, o, optimizer, task.forward, task.multi_loss);
+  const auto [x, y] = task.shaped(train_input(p).batch_size);
   const runtime::Estimate e = tm.estimate(x, y);
   if (cli.validate_only) {
     std::cout << "Validated " << p.model.name << " on " << e.target << "\n";
@@ -359,9 +426,20 @@ int main(int argc, char** argv) {
       for (auto& l : cli.job_labels) std::cout << " " << l;
       std::cout << "\n";
     }
+    if (cli.compile_only || cli.validate_only) {
+      // Sizing needs shapes only: the model and its optimizer state are made on the meta device,
+      // so GPT-J 6B (24 GB of float32 weights) is sized in the memory of a laptop.
+      std::optional<DefaultDeviceGuard> meta(std::in_place, kMeta);
+      Task task = make_task(p);
+      auto optimizer = make_optimizer(p, task);
+      meta.reset();
+      return compile_or_validate(cli, p, task, *optimizer);
+    }
     Task task = make_task(p);
+    IPUML_CHECK(task.trains, p.model.keys.where("name").str(), ": model '", p.model.name,
+                "' is sized here, not trained: its data sets are not read by ipuml; run it with "
+                "--compile_only (fit, execution mode, projected samples/sec) or --validate_only");
     auto optimizer = make_optimizer(p, task);
-    if (cli.compile_only || cli.validate_only) return compile_or_validate(cli, p, task, *optimizer);
     int64_t max_steps = cli.max_steps;
     if (max_steps == 0 && p.runconfig.max_steps) max_steps = *p.runconfig.max_steps;
     if (max_steps == 0 && p.runconfig.num_epochs && p.train_input)

@@ -2,3 +2,4 @@
 #include <ipuml/backends/cerebras/cerebras_backend.hpp>
 #include <ipuml/backends/cerebras/cerebras_backend_impl.hpp>
 #include <ipuml/backends/cerebras/layer_pipeline_impl.hpp>
+#include <ipuml/backends/cerebras/wafer_view_impl.hpp>

@@ -107,6 +107,54 @@ TEST_CASE("cerebras params: the shipped fc_mnist config", "[cerebras][params]") 
                            ":26:18: model.hidden_size: not divisible by 3"));
 }
 
+TEST_CASE("cerebras params: the shipped bert_large_msl128 config", "[cerebras][params]") {
+  const Params p = read_params(source_file("examples/cerebras/configs/bert_large_msl128.yaml"));
+  CHECK(p.warnings.empty());
+  REQUIRE(p.train_input);
+  CHECK(p.train_input->batch_size == 1024);
+  CHECK(p.train_input->keys.get_int("max_sequence_length") == 128);
+  CHECK(p.train_input->keys.get_int("max_predictions_per_seq") == 20);
+  CHECK(p.train_input->keys.get_string("data_processor") == "BertCSVDataProcessor");
+  CHECK(p.model.name == "bert");
+  CHECK(p.model.mixed_precision);
+  const Section& k = p.model.keys;
+  CHECK(k.get_int("vocab_size") == 30522);
+  CHECK(k.get_int("hidden_size") == 1024);
+  CHECK(k.get_int("num_hidden_layers") == 24);
+  CHECK(k.get_int("num_heads") == 16);
+  CHECK(k.get_int("filter_size") == 4096);
+  CHECK(k.get_string("encoder_nonlinearity") == "gelu");
+  CHECK(k.get_float("layer_norm_epsilon") == 1e-5);
+  CHECK(p.optimizer.optimizer_type == "AdamW");
+  CHECK(p.optimizer.dynamic_loss_scaling);
+  CHECK(p.optimizer.max_gradient_norm == 1.0);
+}
+
+TEST_CASE("cerebras params: bert keys ipuml cannot honour are refused by name",
+          "[cerebras][params][hostile]") {
+  const std::string head =
+      "train_input:\n  data_dir: d\n  batch_size: 8\n  max_sequence_length: 16\nmodel:\n"
+      "  name: bert\n  vocab_size: 100\n  hidden_size: 30\n  num_hidden_layers: 2\n"
+      "  filter_size: 64\n";
+  const std::string tail =
+      "optimizer:\n  optimizer_type: AdamW\n  learning_rate: 0.001\nrunconfig:\n"
+      "  max_steps: 1\n";
+  auto refused = [&](const std::string& extra) {
+    return error_of([&] { parse_params(head + extra + tail, "bert.yaml"); });
+  };
+  CHECK_THAT(refused("  num_heads: 4\n"),
+             Catch::Contains("bert.yaml:") &&
+                 Catch::Contains("model.num_heads: hidden_size 30 must divide by num_heads 4"));
+  CHECK_THAT(refused("  num_heads: 3\n  disable_nsp: True\n"),
+             Catch::Contains("model.disable_nsp: true is not supported"));
+  CHECK_THAT(refused("  num_heads: 3\n  share_embedding_weights: False\n"),
+             Catch::Contains("model.share_embedding_weights: false is not supported"));
+  CHECK_THAT(refused("  num_heads: 3\n  position_embedding_type: rotary\n"),
+             Catch::Contains("model.position_embedding_type"));
+  CHECK_THAT(refused(""), Catch::Contains("model.num_heads"));
+  CHECK_NOTHROW(parse_params(head + "  num_heads: 3\n" + tail, "bert.yaml"));
+}
+
 TEST_CASE("cerebras params: every key of a full file", "[cerebras][params]") {
   const std::string text = R"(# a comment
 train_input:

@@ -18,16 +18,21 @@ namespace ipuml {
 // value from register_device_type("name") (LibTorch's PrivateUse1, without a fixed slot).
 // CUDA is a name only, so that LibTorch code choosing its device with cuda::is_available()
 // compiles: no backend serves it, and a tensor moved there is refused with an ipuml::Error.
-enum class DeviceType : int8_t { CPU = 0, IPU = 1, CUDA = 2 };
+// Meta is PyTorch's meta device: a tensor there has a shape and a dtype but no values and no
+// memory, and ops on it only infer their results' shapes. A model built on it can be traced,
+// compiled and sized (a compile-only estimate) at any parameter count; reading its values is
+// refused.
+enum class DeviceType : int8_t { CPU = 0, IPU = 1, CUDA = 2, Meta = 3 };
 inline constexpr DeviceType kCPU = DeviceType::CPU;
 inline constexpr DeviceType kIPU = DeviceType::IPU;
 inline constexpr DeviceType kCUDA = DeviceType::CUDA;
+inline constexpr DeviceType kMeta = DeviceType::Meta;
 inline constexpr int kMaxDeviceTypes = 16;
 
 namespace detail {
 struct DeviceTypeNames {
   std::mutex mu;
-  std::vector<std::string> names{"cpu", "ipu", "cuda"};
+  std::vector<std::string> names{"cpu", "ipu", "cuda", "meta"};
 };
 inline DeviceTypeNames& device_type_names() {
   static DeviceTypeNames* n = new DeviceTypeNames();  // never destroyed: used by static dtors
@@ -82,6 +87,8 @@ class Device {
                 device_type_name(type));
     IPUML_CHECK(type != kCPU || index == 0, "Device: the cpu has one device (index 0), got ",
                 index);
+    IPUML_CHECK(type != kMeta || index == 0, "Device: the meta device has one index (0), got ",
+                index);
   }
   // Parses "cpu", "ipu", "ipu:1", or a registered type's name with an optional index.
   Device(const std::string& s) : Device(parse(s)) {}  // NOLINT: implicit, as in LibTorch
@@ -91,8 +98,10 @@ class Device {
   int index() const { return index_; }
   bool is_cpu() const { return type_ == kCPU; }
   bool is_ipu() const { return type_ == kIPU; }
+  bool is_meta() const { return type_ == kMeta; }
   std::string str() const {
-    return is_cpu() ? "cpu" : device_type_name(type_) + ":" + std::to_string(index_);
+    return is_cpu() || is_meta() ? device_type_name(type_)
+                                 : device_type_name(type_) + ":" + std::to_string(index_);
   }
   bool operator==(const Device& o) const { return type_ == o.type_ && index_ == o.index_; }
   bool operator!=(const Device& o) const { return !(*this == o); }
@@ -121,6 +130,34 @@ class Device {
 };
 
 inline std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
+
+namespace detail {
+inline Device& default_device_slot() {
+  thread_local Device d;
+  return d;
+}
+}  // namespace detail
+
+// The device that factories without a device of their own (zeros(shape), randn(shape),
+// empty(shape), and so the parameters a module makes) create tensors on, on this thread: the
+// CPU unless a DefaultDeviceGuard says otherwise (PyTorch's `with torch.device("meta"):`).
+inline Device default_device() { return detail::default_device_slot(); }
+
+// Makes `device` the default device on this thread for the guard's lifetime, e.g.
+//   { ipuml::DefaultDeviceGuard meta(ipuml::kMeta); auto model = GPTJ(GPTJConfig::gptj_6b()); }
+// builds a 6-billion-parameter model without allocating its parameters.
+class DefaultDeviceGuard {
+ public:
+  explicit DefaultDeviceGuard(Device device) : previous_(detail::default_device_slot()) {
+    detail::default_device_slot() = device;
+  }
+  ~DefaultDeviceGuard() { detail::default_device_slot() = previous_; }
+  DefaultDeviceGuard(const DefaultDeviceGuard&) = delete;
+  DefaultDeviceGuard& operator=(const DefaultDeviceGuard&) = delete;
+
+ private:
+  Device previous_;
+};
 
 // LibTorch's torch::cuda::is_available() / device_count(): ipuml has no CUDA backend.
 namespace cuda {

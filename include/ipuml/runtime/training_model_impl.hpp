@@ -443,7 +443,9 @@ IPUML_INLINE void TrainingModel::compile_impl(const Tensors& inputs, const Tenso
   {
     NoGradGuard ng;
     for (auto& acc : accumulators_)
-      for (auto& p : params) acc.push_back(zeros(p.shape(), p.dtype()));
+      for (auto& p : params)  // a model made on the meta device (for sizing) gets meta ones
+        acc.push_back(zeros(p.shape(), TensorOptions(p.dtype()).device(
+                                           p.is_meta() ? p.device() : default_device())));
   }
 
   // The micro-step: forward, loss, backward, then either the optimizer step (fused) or the

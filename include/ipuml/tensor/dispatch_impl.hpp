@@ -14,7 +14,7 @@
 namespace ipuml {
 
 IPUML_INLINE Tensor empty(const Shape& shape, DType dtype) {
-  return detail::empty_on(shape, dtype, Device());
+  return detail::empty_on(shape, dtype, default_device());
 }
 
 IPUML_INLINE Tensor empty(const Shape& shape, const TensorOptions& options) {
@@ -29,7 +29,7 @@ IPUML_INLINE Tensor empty_on(const Shape& shape, DType dtype, Device device) {
   // Every tensor on a device is made here (factories, .to(device), Module::to), so a device no
   // backend serves (kCUDA, or a type registered without kernels) is refused once, up front,
   // rather than at the first op.
-  if (!device.is_cpu() && backend::eager_backend(device.type()) == nullptr) {
+  if (!device.is_cpu() && !device.is_meta() && backend::eager_backend(device.type()) == nullptr) {
     std::string served;
     for (const Device& d : backend::eager_devices())
       served += (served.empty() ? "" : ", ") + d.str();
@@ -155,7 +155,16 @@ IPUML_INLINE std::vector<Tensor> dispatch(ir::OpKind kind, const ir::Attrs& attr
                                           const std::vector<Tensor>& inputs) {
   const auto metas = ir::infer(kind, attrs, metas_of(inputs));
   if (auto* tracer = ir::Tracer::current()) return tracer->record(kind, attrs, inputs, metas);
-  const std::optional<Device> device = inputs_device(kind, inputs);
+  std::optional<Device> device = inputs_device(kind, inputs);
+  // A factory (no inputs) makes its tensor on the thread's default device.
+  if (inputs.empty() && !default_device().is_cpu()) device = default_device();
+  if (device && device->is_meta()) {
+    // Shapes only: the results are made, no kernel runs.
+    std::vector<Tensor> outputs;
+    outputs.reserve(metas.size());
+    for (auto& m : metas) outputs.push_back(empty_on(m.shape, m.dtype, *device));
+    return outputs;
+  }
   if (device && !device->is_cpu()) return dispatch_on_device(*device, kind, attrs, inputs, metas);
 
   std::vector<Tensor> contiguous;
@@ -196,6 +205,10 @@ IPUML_INLINE void dispatch_into(Tensor& target, ir::OpKind kind, const ir::Attrs
   if (auto* tracer = ir::Tracer::current()) {
     auto out = tracer->record(kind, attrs, inputs, metas);
     tracer->rebind(target, out[0]);
+    return;
+  }
+  if (target.is_meta()) {  // no values to write (copy_ from any device included, as PyTorch)
+    target.impl()->version++;
     return;
   }
   const std::optional<Device> device = inputs_device(kind, inputs);
@@ -253,6 +266,12 @@ IPUML_INLINE void dispatch_update(const std::vector<Tensor*>& targets, ir::OpKin
   if (auto* tracer = ir::Tracer::current()) {
     auto out = tracer->record(kind, attrs, inputs, metas);
     for (size_t k = 0; k < targets.size(); ++k) tracer->rebind(*targets[k], out[k]);
+    return;
+  }
+  bool all_meta = true;
+  for (auto* t : targets) all_meta = all_meta && t->is_meta();
+  if (all_meta) {  // an optimizer step on a model made for sizing: nothing to compute
+    for (auto* t : targets) t->impl()->version++;
     return;
   }
   const std::optional<Device> device = inputs_device(kind, inputs);

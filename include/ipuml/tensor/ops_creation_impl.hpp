@@ -25,8 +25,15 @@ IPUML_INLINE Tensor full_like(const Tensor& t, double v) {
 }
 
 namespace ops_detail {
-// A factory's CPU result moved to the options' device, with requires_grad set.
-inline Tensor with_options(Tensor t, const TensorOptions& o) {
+// A factory's result (`make()`) on the options' device, with requires_grad set: made on the
+// meta device directly (nothing allocated), otherwise made on the CPU and moved.
+template <typename Make>
+Tensor with_options(const TensorOptions& o, Make make) {
+  Tensor t;
+  {
+    DefaultDeviceGuard made_on(o.device().is_meta() ? o.device() : Device());
+    t = make();
+  }
   if (!t.is_symbolic() && o.device() != t.device()) t = detail::copy_to_device(t, o.device());
   if (o.requires_grad()) t.requires_grad_(true);
   return t;
@@ -38,16 +45,16 @@ IPUML_INLINE Tensor zeros(const Shape& shape, const TensorOptions& o) {
 }
 IPUML_INLINE Tensor ones(const Shape& shape, const TensorOptions& o) { return full(shape, 1.0, o); }
 IPUML_INLINE Tensor full(const Shape& shape, double value, const TensorOptions& o) {
-  return ops_detail::with_options(full(shape, value, o.dtype()), o);
+  return ops_detail::with_options(o, [&] { return full(shape, value, o.dtype()); });
 }
 IPUML_INLINE Tensor arange(int64_t end, const TensorOptions& o) {
-  return ops_detail::with_options(arange(end, o.dtype_or(kInt64)), o);
+  return ops_detail::with_options(o, [&] { return arange(end, o.dtype_or(kInt64)); });
 }
 IPUML_INLINE Tensor arange(double start, double end, const TensorOptions& o) {
   return arange(start, end, 1.0, o);
 }
 IPUML_INLINE Tensor arange(double start, double end, double step, const TensorOptions& o) {
-  return ops_detail::with_options(arange(start, end, step, o.dtype()), o);
+  return ops_detail::with_options(o, [&] { return arange(start, end, step, o.dtype()); });
 }
 
 IPUML_INLINE Tensor arange(int64_t end, DType dtype) {
@@ -102,20 +109,16 @@ IPUML_INLINE Tensor randint(int64_t low, int64_t high, const Shape& shape, Gener
 }
 
 IPUML_INLINE Tensor rand(const Shape& shape, const TensorOptions& o, Generator* gen) {
-  return ops_detail::with_options(
-      ops_detail::random(OpKind::RandUniform, shape, 0.0, 1.0, o.dtype(), gen), o);
+  return ops_detail::with_options(o, [&] { return ops_detail::random(OpKind::RandUniform, shape, 0.0, 1.0, o.dtype(), gen); });
 }
 IPUML_INLINE Tensor randn(const Shape& shape, const TensorOptions& o, Generator* gen) {
-  return ops_detail::with_options(
-      ops_detail::random(OpKind::RandNormal, shape, 0.0, 1.0, o.dtype(), gen), o);
+  return ops_detail::with_options(o, [&] { return ops_detail::random(OpKind::RandNormal, shape, 0.0, 1.0, o.dtype(), gen); });
 }
 IPUML_INLINE Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOptions& o,
                             Generator* gen) {
   IPUML_CHECK(high > low, "randint: expected low < high, got [", low, ", ", high, ")");
-  return ops_detail::with_options(
-      ops_detail::random(OpKind::RandInt, shape, static_cast<double>(low),
-                         static_cast<double>(high), o.dtype_or(kInt64), gen),
-      o);
+  return ops_detail::with_options(o, [&] { return ops_detail::random(OpKind::RandInt, shape, static_cast<double>(low),
+                         static_cast<double>(high), o.dtype_or(kInt64), gen); });
 }
 
 IPUML_INLINE Tensor from_vector(const std::vector<float>& values, const Shape& shape,

@@ -81,6 +81,9 @@ inline Shape resolve_shape(const Shape& shape, int64_t n, const Shape& from) {
 namespace detail {
 IPUML_INLINE Tensor copy_to_device(const Tensor& t, Device device) {
   Tensor out = empty_on(t.shape(), t.dtype(), device);
+  if (device.is_meta()) return out;  // shapes only: nothing to copy
+  IPUML_CHECK(!t.is_meta(), "to(", device, "): a tensor of shape ", shape_str(t.shape()),
+              " on the meta device has no values to copy (it was made for sizing only)");
   if (t.is_contiguous())
     std::memcpy(out.raw_data(), t.raw_data(),
                 static_cast<size_t>(t.numel()) * dtype_size(t.dtype()));
@@ -93,7 +96,7 @@ IPUML_INLINE Tensor copy_to_device(const Tensor& t, Device device) {
 IPUML_INLINE Tensor contiguous(const Tensor& x) {
   if (x.is_symbolic() || x.is_contiguous()) return x;
   Tensor out = detail::empty_on(x.shape(), x.dtype(), x.device());
-  strided_copy(x, out.raw_data());
+  if (!x.is_meta()) strided_copy(x, out.raw_data());
   attach({out}, "CloneBackward", {x}, [](const std::vector<Tensor>& g) { return g; });
   return out;
 }

@@ -85,8 +85,12 @@ class HostAllocator {
 // as it would for a device with memory of its own.
 class Storage {
  public:
+  // On the meta device nothing is allocated: data() is null and the bytes are only counted.
   explicit Storage(size_t nbytes, Device device = Device())
-      : nbytes_(nbytes), data_(HostAllocator::instance().allocate(nbytes)), device_(device) {}
+      : nbytes_(nbytes),
+        data_(device.is_meta() ? nullptr : HostAllocator::instance().allocate(nbytes)),
+        borrowed_(device.is_meta()),
+        device_(device) {}
   // Memory owned elsewhere (ipuml::from_xtensor): never freed here; `owner` (may be null) is
   // kept alive as long as the storage is, for callers that hand their container over. On the
   // CPU: the memory is the host's.

@@ -105,6 +105,11 @@ class Tensor {
   }
   // A traced tensor stands for a graph value and holds no data.
   bool is_symbolic() const { return checked().storage == nullptr; }
+  // A tensor on the meta device has a shape and a dtype but no values.
+  bool is_meta() const {
+    const auto& st = checked().storage;
+    return st && st->device().is_meta();
+  }
 
   // Raw element access (eager tensors only).
   void* raw_data() const {
@@ -254,6 +259,10 @@ class Tensor {
   void require_data(const char* what) const {
     IPUML_CHECK(checked().storage != nullptr, what,
                 ": tensor is symbolic (recorded while tracing a graph) and holds no values");
+    IPUML_CHECK(!impl_->storage->device().is_meta(), what, ": tensor of shape ",
+                shape_str(impl_->shape),
+                " is on the meta device, which holds shapes but no values (build the model "
+                "without a meta DefaultDeviceGuard, or load values into a real-device model)");
   }
   std::shared_ptr<TensorImpl> impl_;
 };

@@ -27,7 +27,9 @@ IPUML_INLINE Tensor Tensor::contiguous() const { return ipuml::contiguous(*this)
 IPUML_INLINE Tensor Tensor::clone() const {
   if (is_symbolic()) return ops_detail::run1(ir::OpKind::Copy, {}, {*this});
   Tensor out = detail::empty_on(shape(), dtype(), device());
-  if (is_contiguous())
+  if (is_meta())
+    ;  // shapes only
+  else if (is_contiguous())
     std::memcpy(out.raw_data(), raw_data(), static_cast<size_t>(numel()) * dtype_size(dtype()));
   else
     ops_detail::strided_copy(*this, out.raw_data());
@@ -228,6 +230,9 @@ IPUML_INLINE std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (t.is_symbolic())
     return os << "tensor(<symbolic>, shape=" << shape_str(t.shape()) << ", dtype=" << t.dtype()
               << ")";
+  if (t.is_meta())  // as PyTorch prints it
+    return os << "tensor(..., device='meta', size=" << shape_str(t.shape())
+              << ", dtype=" << t.dtype() << ")";
   const auto v = t.to_vector<double>();
   const Shape& s = t.shape();
   std::ostringstream out;

@@ -15,7 +15,7 @@ class TensorOptions {
   // Implicit, as in LibTorch, so that a dtype or a device alone can stand for the options.
   TensorOptions(DType d) : dtype_(d) {}        // NOLINT
   TensorOptions(Device d) : device_(d) {}      // NOLINT
-  TensorOptions(DeviceType t) : device_(t) {}  // NOLINT
+  TensorOptions(DeviceType t) : device_(Device(t)) {}  // NOLINT
 
   TensorOptions dtype(DType d) const {
     TensorOptions o = *this;
@@ -37,12 +37,14 @@ class TensorOptions {
   // The factory's own default where no dtype was set (int64 for randint and arange(end)).
   DType dtype_or(DType fallback) const { return dtype_.value_or(fallback); }
   bool has_dtype() const { return dtype_.has_value(); }
-  Device device() const { return device_; }
+  // The thread's default device (the CPU unless a DefaultDeviceGuard is active) where none was set.
+  Device device() const { return device_.value_or(default_device()); }
+  bool has_device() const { return device_.has_value(); }
   bool requires_grad() const { return requires_grad_; }
 
  private:
   std::optional<DType> dtype_;
-  Device device_;
+  std::optional<Device> device_;
   bool requires_grad_ = false;
 };
 
