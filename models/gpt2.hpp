@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +14,8 @@
 #include <ipuml/core/rng.hpp>
 #include <ipuml/ir/trace.hpp>
 #include <ipuml/nn/nn.hpp>
+
+#include <ipuml/models/causal_lm.hpp>
 
 namespace ipuml::models {
 
@@ -109,21 +110,6 @@ inline std::vector<int> layer_ipus(const std::vector<int64_t>& layers_per_ipu) {
   return out;
 }
 
-// True where key j lies after query i: those scores are masked. Made from arange in forward
-// rather than kept as a [n_positions, n_positions] buffer, so it is neither model state nor a
-// checkpoint entry, and each attention layer makes its own on its own IPU.
-inline Tensor causal_mask(int64_t s) {
-  Tensor i = arange(s);
-  return gt(reshape(i, {1, s}), reshape(i, {s, 1}));
-}
-// For s new queries after `past` cached positions: [s, past + s], key j masked after query i's
-// own position past + i.
-inline Tensor causal_mask(int64_t s, int64_t past) {
-  Tensor keys = arange(past + s);
-  Tensor queries = arange(static_cast<double>(past), static_cast<double>(past + s), 1.0, kInt64);
-  return gt(reshape(keys, {1, past + s}), reshape(queries, {s, 1}));
-}
-
 }  // namespace gpt2_detail
 
 // Keys and values of the positions seen so far, per layer ([B, n_head, T, head_dim] each), so
@@ -195,22 +181,16 @@ class GPT2AttentionImpl : public nn::Module {
       return permute(reshape(t, {b, s, n_head_, d}), {0, 2, 1, 3});
     };
     Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-    int64_t past = 0;
     if (k_cache) {
       if (k_cache->defined()) {
-        past = k_cache->size(2);
         k = cat({*k_cache, k}, 2);
         v = cat({*v_cache, v}, 2);
       }
       *k_cache = contiguous(k);
       *v_cache = contiguous(v);
     }
-    Tensor scores = div(matmul(q, transpose(k, 2, 3)), std::sqrt(static_cast<double>(d)));
-    // HF fills with the dtype's lowest value: exp() of it is exactly 0 after the max shift.
-    Tensor mask = past == 0 ? gpt2_detail::causal_mask(s) : gpt2_detail::causal_mask(s, past);
-    scores = masked_fill(scores, mask, static_cast<double>(std::numeric_limits<float>::lowest()));
-    Tensor probs = attn_dropout(softmax(scores, 3));
-    Tensor ctx = reshape(permute(matmul(probs, v), {0, 2, 1, 3}), {b, s, n_embd_});
+    Tensor ctx =
+        reshape(permute(causal_attention(q, k, v, attn_dropout), {0, 2, 1, 3}), {b, s, n_embd_});
     return resid_dropout(c_proj(ctx));
   }
 
@@ -535,24 +515,6 @@ inline std::vector<int64_t> generate(GPT2LMHeadModel& model, const std::vector<i
   }
   model->train(was_training);
   return out;
-}
-
-// train_gpt2.py's batch split: inputs batch[:, :-1] and labels batch[:, 1:] (next tokens).
-inline std::pair<Tensor, Tensor> shift_tokens(const Tensor& batch) {
-  IPUML_CHECK(batch.dim() == 2 && batch.size(1) >= 2,
-              "shift_tokens: expected a [batch, seq] token batch with seq >= 2, got shape ",
-              shape_str(batch.shape()));
-  const int64_t s = batch.size(1);
-  return {contiguous(slice(batch, 1, 0, s - 1)), contiguous(slice(batch, 1, 1, s))};
-}
-
-// Mean next-token cross-entropy: logits [B, S, V] against already shifted labels [B, S].
-inline Tensor causal_lm_loss(const Tensor& logits, const Tensor& labels) {
-  IPUML_CHECK(logits.dim() == 3 && labels.dim() == 2 && labels.size(0) == logits.size(0) &&
-                  labels.size(1) == logits.size(1),
-              "causal_lm_loss: expected logits [B, S, V] and labels [B, S], got shapes ",
-              shape_str(logits.shape()), " and ", shape_str(labels.shape()));
-  return cross_entropy(reshape(logits, {-1, logits.size(2)}), reshape(labels, {-1}));
 }
 
 }  // namespace ipuml::models

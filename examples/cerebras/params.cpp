@@ -7,6 +7,7 @@
 #include <ipuml/core/error.hpp>
 #include <ipuml/io/file.hpp>
 #include <ipuml/models/fc_mnist.hpp>
+#include <ipuml/models/gptj.hpp>
 
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
@@ -100,17 +101,18 @@ struct Schema {
 };
 
 const Schema& input_schema() {
-  static const Schema s{{text("data_dir").req(), integer("batch_size", 1, kMaxSize).req(),
-                         boolean("shuffle"), boolean("drop_last_batch"), boolean("to_float16"),
-                         integer("num_workers", 0, 1024), integer("shuffle_seed", 0),
-                         // The language models' inputs: tokens per sample, masked tokens per
-                         // sample (BERT's MLM), and the data reader and vocabulary modelzoo names.
-                         integer("max_sequence_length", 1, kMaxSize),
-                         integer("max_predictions_per_seq", 0, kMaxSize), text("data_processor"),
-                         text("vocab_file")},
-                        // PyTorch DataLoader tuning: how fast batches arrive, not what they hold.
-                        {"prefetch_factor", "persistent_workers"},
-                        "data-loader tuning that ipuml's loader does not have; ignored"};
+  static const Schema s{
+      {text("data_dir").req(), integer("batch_size", 1, kMaxSize).req(), boolean("shuffle"),
+       boolean("drop_last_batch"), boolean("to_float16"), integer("num_workers", 0, 1024),
+       integer("shuffle_seed", 0),
+       // Language models' inputs: tokens per sample, masked tokens per sample (bert's MLM), the
+       // vocabulary the data was tokenized with (gptj checks it against the model's), and the
+       // data reader and vocabulary file modelzoo names.
+       integer("max_sequence_length", 1, kMaxSize), integer("max_predictions_per_seq", 0, kMaxSize),
+       integer("vocab_size", 1, kMaxSize), text("data_processor"), text("vocab_file")},
+      // PyTorch DataLoader tuning: how fast batches arrive, not what they hold.
+      {"prefetch_factor", "persistent_workers"},
+      "data-loader tuning that ipuml's loader does not have; ignored"};
   return s;
 }
 
@@ -151,6 +153,7 @@ const std::vector<Spec>& model_common_keys() {
 
 void check_fc_mnist(ModelParams& m);
 void check_bert(ModelParams& m);
+void check_gptj(ModelParams& m);
 
 struct ModelSchema {
   const char* name;
@@ -158,7 +161,7 @@ struct ModelSchema {
   void (*check)(ModelParams&);
 };
 
-// Adding bert, gptj or unet: a row here (its keys with their ranges) and its check.
+// Adding bert or unet: a row here (its keys with their ranges) and its check.
 const std::vector<ModelSchema>& model_schemas() {
   static const std::vector<ModelSchema> s{
       {"fc_mnist",
@@ -181,6 +184,19 @@ const std::vector<ModelSchema>& model_schemas() {
         boolean("disable_nsp"), boolean("share_embedding_weights"),
         text("position_embedding_type", {"learned"})},
        check_bert},
+      // modelzoo's gptj (GPT-J-6B's params_gptj_6B.yaml names); ipuml's models::GPTJ.
+      {"gptj",
+       {integer("vocab_size", 1, kMaxSize).req(), integer("hidden_size", 1, kMaxSize).req(),
+        integer("num_hidden_layers", 1, kMaxDepth).req(), integer("num_heads", 1, kMaxSize).req(),
+        integer("rotary_dim", 1, kMaxSize).req(), integer("filter_size", 1, kMaxSize),
+        integer("max_position_embeddings", 1, kMaxSize).req(),
+        number("layer_norm_epsilon", 0, true, 1, true),
+        number("embedding_dropout_rate", 0, false, 1, true),
+        number("attention_dropout_rate", 0, false, 1, true),
+        number("residual_dropout_rate", 0, false, 1, true), boolean("use_bias_in_output"),
+        boolean("share_embedding_weights"), text("position_embedding_type", {"rotary"}),
+        text("nonlinearity", {"gelu_new", "gelu"}), number("initializer_range", 0, false, 1, true)},
+       check_gptj},
   };
   return s;
 }
@@ -729,6 +745,43 @@ void check_fc_mnist(ModelParams& m) {
   }
 }
 
+// gptj: the sizes make a GPT-J (heads divide hidden_size, rotary_dim fits a head) that ipuml
+// builds (lm_head with its bias); gptj's dropouts and activation have their own keys.
+void check_gptj(ModelParams& m) {
+  const Section& k = m.keys;
+  for (const char* common : {"dropout", "activation_fn"})
+    if (k.has(common))
+      k.fail(common, std::string("not read for gptj; its keys are ") +
+                         (std::string(common) == "dropout"
+                              ? "embedding_dropout_rate, attention_dropout_rate and "
+                                "residual_dropout_rate"
+                              : "nonlinearity"));
+  const int64_t hidden = k.get_int("hidden_size"), heads = k.get_int("num_heads");
+  if (hidden % heads != 0)
+    k.fail("num_heads", "hidden_size=" + std::to_string(hidden) +
+                            " is not divisible by num_heads=" + std::to_string(heads));
+  const int64_t head = hidden / heads, rotary = k.get_int("rotary_dim");
+  if (rotary % 2 != 0 || rotary > head)
+    k.fail("rotary_dim", "must be even and at most the head size hidden_size / num_heads = " +
+                             std::to_string(head) + ", got " + std::to_string(rotary));
+  if (!k.get_bool("use_bias_in_output", true))
+    k.fail("use_bias_in_output",
+           "false is not supported: GPT-J's lm_head has a bias, and ipuml's GPT-J builds it");
+  models::GPTJConfig c;
+  try {
+    c = gptj_config(m);
+    c.validate();
+  } catch (const Error& e) {
+    k.fail("hidden_size", e.what());
+  }
+  // The sizes are capped one by one; the product is capped so that what is counted from it
+  // (bytes of weights, gradients and optimizer state) stays an int64.
+  constexpr int64_t kMaxGptjParameters = int64_t{1} << 40;
+  if (c.num_parameters() > kMaxGptjParameters)
+    k.fail("hidden_size", "these sizes make " + std::to_string(c.num_parameters()) +
+                              " parameters, expected at most 2^40");
+}
+
 OptimizerParams read_optimizer(const Reader& r, const YAML::Node& key, const YAML::Node& node) {
   OptimizerParams o;
   o.keys = read_section(r, key, node, "optimizer", optimizer_schema().keys, &optimizer_schema());
@@ -906,6 +959,23 @@ Params parse(const std::string& source, const std::string& file) {
     r.fail(top, "runconfig", "missing (required section); expected max_steps, log_steps, ...");
   if (!p.train_input && !p.eval_input)
     r.fail(top, "train_input", "missing: expected train_input, eval_input or both");
+  if (p.model.name == "gptj") {
+    const Section& mk = p.model.keys;
+    for (const auto* in : {&p.train_input, &p.eval_input}) {
+      if (!*in) continue;
+      const Section& ik = (*in)->keys;
+      if (ik.has("max_sequence_length") &&
+          ik.get_int("max_sequence_length") > mk.get_int("max_position_embeddings"))
+        ik.fail("max_sequence_length",
+                std::to_string(ik.get_int("max_sequence_length")) +
+                    " tokens per sample, more than model.max_position_embeddings=" +
+                    std::to_string(mk.get_int("max_position_embeddings")));
+      if (ik.has("vocab_size") && ik.get_int("vocab_size") != mk.get_int("vocab_size"))
+        ik.fail("vocab_size", std::to_string(ik.get_int("vocab_size")) +
+                                  ", but model.vocab_size is " +
+                                  std::to_string(mk.get_int("vocab_size")));
+    }
+  }
   if (p.train_input && !p.runconfig.max_steps && !p.runconfig.num_epochs)
     p.runconfig.keys.fail("max_steps",
                           "missing: training (train_input) needs max_steps or "
@@ -994,6 +1064,27 @@ std::vector<std::string> known_models() {
   std::vector<std::string> out;
   for (const auto& s : model_schemas()) out.emplace_back(s.name);
   return out;
+}
+
+models::GPTJConfig gptj_config(const ModelParams& m) {
+  IPUML_CHECK(m.name == "gptj", "gptj_config: model.name is '", m.name, "', not gptj");
+  const Section& k = m.keys;
+  const int64_t hidden = k.get_int("hidden_size");
+  return models::GPTJConfig()
+      .vocab_size(k.get_int("vocab_size"))
+      .n_positions(k.get_int("max_position_embeddings"))
+      .n_embd(hidden)
+      .n_layer(k.get_int("num_hidden_layers"))
+      .n_head(k.get_int("num_heads"))
+      .rotary_dim(k.get_int("rotary_dim"))
+      .n_inner(k.get_int("filter_size", 4 * hidden))
+      .activation_function(k.get_string("nonlinearity", "gelu_new"))
+      .layer_norm_epsilon(k.get_float("layer_norm_epsilon", 1e-5))
+      .embd_pdrop(k.get_float("embedding_dropout_rate", 0.0))
+      .attn_pdrop(k.get_float("attention_dropout_rate", 0.0))
+      .resid_pdrop(k.get_float("residual_dropout_rate", 0.0))
+      .initializer_range(k.get_float("initializer_range", 0.02))
+      .tie_word_embeddings(k.get_bool("share_embedding_weights", false));
 }
 
 Params parse_params(const std::string& text, const std::string& name_for_messages) {

@@ -9,6 +9,10 @@
 #include <variant>
 #include <vector>
 
+namespace ipuml::models {
+struct GPTJConfig;  // <ipuml/models/gptj.hpp>, for gptj_config()
+}  // namespace ipuml::models
+
 namespace ipuml::cerebras {
 
 // Where a key or value stands in its file, for messages raised long after parsing (a model that
@@ -85,8 +89,9 @@ struct InputParams {
   Section keys;
 };
 
-// model: what every model has; the rest (fc_mnist's depth/hidden_size/hidden_sizes, and later
-// bert's vocab_size, unet's encoder_filters, ...) is in `keys`, checked by the model's schema.
+// model: what every model has; the rest (fc_mnist's depth/hidden_size/hidden_sizes, gptj's
+// hidden_size/num_heads/rotary_dim/..., later unet's encoder_filters, ...) is in `keys`, checked
+// by the model's schema.
 // For fc_mnist, `keys` always holds `hidden_sizes` and `depth` (from either spelling).
 struct ModelParams {
   std::string name;
@@ -146,6 +151,13 @@ struct Params {
 
 // The models whose keys the reader knows (model.name must be one of them).
 std::vector<std::string> known_models();
+
+// The GPT-J of a checked `model:` section whose name is gptj (include <ipuml/models/gptj.hpp>
+// to call it): hidden_size -> n_embd, num_hidden_layers -> n_layer, num_heads -> n_head,
+// max_position_embeddings -> n_positions, filter_size -> n_inner (4 x hidden_size when absent),
+// nonlinearity -> activation_function, the three dropout rates -> embd/attn/resid_pdrop,
+// share_embedding_weights -> tie_word_embeddings.
+models::GPTJConfig gptj_config(const ModelParams& m);
 
 // Reads and checks a params file. Throws ipuml::Error naming the file, the key path, what was
 // wrong and what was expected, with line and column where the file gives them.

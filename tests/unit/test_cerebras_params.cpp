@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include "../../examples/cerebras/params.hpp"
+#include <ipuml/models/gptj.hpp>
+
 #include "../support/error_of.hpp"
 #include "../support/temp_dir.hpp"
 
@@ -45,6 +47,37 @@ std::string with(const std::map<int, std::string>& lines) {
   for (size_t i = 0; i < kBase.size(); ++i) {
     const auto it = lines.find(static_cast<int>(i) + 1);
     const std::string& line = it == lines.end() ? kBase[i] : it->second;
+    if (!line.empty()) out += line + "\n";
+  }
+  return out;
+}
+
+// A small valid gptj file (the tiny GPT-J), for gptj_with.
+const std::vector<std::string> kGptj = {
+    "train_input:",                   // 1
+    "  data_dir: ./data/tokens",      // 2
+    "  batch_size: 8",                // 3
+    "  max_sequence_length: 32",      // 4
+    "model:",                         // 5
+    "  name: gptj",                   // 6
+    "  vocab_size: 64",               // 7
+    "  hidden_size: 32",              // 8
+    "  num_heads: 4",                 // 9
+    "  num_hidden_layers: 2",         // 10
+    "  rotary_dim: 4",                // 11
+    "  max_position_embeddings: 32",  // 12
+    "optimizer:",                     // 13
+    "  optimizer_type: AdamW",        // 14
+    "  learning_rate: 0.001",         // 15
+    "runconfig:",                     // 16
+    "  max_steps: 100",               // 17
+};
+
+std::string gptj_with(const std::map<int, std::string>& lines) {
+  std::string out;
+  for (size_t i = 0; i < kGptj.size(); ++i) {
+    const auto it = lines.find(static_cast<int>(i) + 1);
+    const std::string& line = it == lines.end() ? kGptj[i] : it->second;
     if (!line.empty()) out += line + "\n";
   }
   return out;
@@ -286,7 +319,7 @@ TEST_CASE("cerebras params: defaults where the file says nothing", "[cerebras][p
   const Params q = parse_params(with({{3, "  batch_size: 8\n  shuffle: ~\n  to_float16:"}}), "p");
   CHECK(q.train_input->shuffle);
   CHECK_FALSE(q.train_input->to_float16);
-  CHECK(known_models() == std::vector<std::string>{"fc_mnist"});
+  CHECK(known_models() == std::vector<std::string>{"fc_mnist", "gptj"});
 }
 
 TEST_CASE("cerebras params: hostile values name file, line, column and key path",
@@ -308,8 +341,8 @@ TEST_CASE("cerebras params: hostile values name file, line, column and key path"
        "params.yaml:4:3: train_input.learning_rate: unknown key; known keys: data_dir"},
       // missing keys and sections
       {{{5, ""}},
-       "params.yaml:4:1: model.name: missing (required); expected one of fc_mnist before the "
-       "model's keys"},
+       "params.yaml:4:1: model.name: missing (required); expected one of fc_mnist, gptj before "
+       "the model's keys"},
       {{{9, ""}}, "params.yaml:8:1: optimizer.optimizer_type: missing (required)"},
       {{{2, ""}}, "params.yaml:1:1: train_input.data_dir: missing (required); expected a string"},
       {{{6, ""}}, "params.yaml:4:1: model.depth: missing; fc_mnist's hidden_size needs depth"},
@@ -345,8 +378,9 @@ TEST_CASE("cerebras params: hostile values name file, line, column and key path"
        "params.yaml:9:19: optimizer.optimizer_type: expected one of SGD, Adam, AdamW (any case), "
        "got 'RMSProp'"},
       {{{5, "  name: [fc_mnist]"}},
-       "params.yaml:5:9: model.name: expected one of fc_mnist, got a list"},
-      {{{5, "  name: bert"}}, "params.yaml:5:9: model.name: expected one of fc_mnist, got 'bert'"},
+       "params.yaml:5:9: model.name: expected one of fc_mnist, gptj, got a list"},
+      {{{5, "  name: bert"}},
+       "params.yaml:5:9: model.name: expected one of fc_mnist, gptj, got 'bert'"},
       {{{7, "  hidden_size: 128\n  activation_fn: softplus"}},
        "params.yaml:8:18: model.activation_fn: expected one of relu, tanh, gelu, sigmoid, got "
        "'softplus'"},
@@ -489,4 +523,108 @@ TEST_CASE("cerebras params: inputs fuzzing kept are refused", "[cerebras][params
     ++replayed;
   }
   CHECK(replayed >= 1);
+}
+
+TEST_CASE("cerebras params: the shipped gptj configs", "[cerebras][params][gptj]") {
+  const Params p = read_params(source_file("examples/cerebras/configs/gptj_6b.yaml"));
+  CHECK(p.warnings.empty());
+  REQUIRE(p.train_input);
+  CHECK(p.train_input->batch_size == 64);
+  CHECK(p.train_input->keys.get_int("max_sequence_length") == 2048);
+  CHECK(p.train_input->keys.get_int("vocab_size") == 50400);
+  CHECK(p.model.name == "gptj");
+  CHECK(p.model.mixed_precision);
+  CHECK(p.model.keys.get_int("hidden_size") == 4096);
+  CHECK(p.model.keys.get_int("filter_size") == 16384);
+  CHECK(p.optimizer.optimizer_type == "AdamW");
+  CHECK(p.optimizer.learning_rate == 1.2e-4);
+  CHECK(p.optimizer.weight_decay_rate == 0.1);
+  CHECK(p.optimizer.dynamic_loss_scaling);
+  CHECK(p.runconfig.max_steps == 350000);
+  const models::GPTJConfig c = gptj_config(p.model), ref = models::GPTJConfig::gptj_6b();
+  CHECK(c.vocab_size() == ref.vocab_size());
+  CHECK(c.n_positions() == ref.n_positions());
+  CHECK(c.n_embd() == ref.n_embd());
+  CHECK(c.n_layer() == ref.n_layer());
+  CHECK(c.n_head() == ref.n_head());
+  CHECK(c.rotary_dim() == ref.rotary_dim());
+  CHECK(c.inner_dim() == ref.inner_dim());
+  CHECK(c.activation_function() == "gelu_new");
+  CHECK(c.layer_norm_epsilon() == 1e-5);
+  CHECK_FALSE(c.tie_word_embeddings());
+  CHECK(c.num_parameters() == 6'050'882'784);
+
+  const Params t = read_params(source_file("examples/cerebras/configs/gptj_tiny.yaml"));
+  CHECK(t.warnings.empty());
+  const models::GPTJConfig tc = gptj_config(t.model), tiny = models::GPTJConfig::tiny();
+  CHECK(tc.num_parameters() == tiny.num_parameters());
+  CHECK(tc.rotary_features() == 4);
+  CHECK(tc.head_dim() == 8);
+  models::GPTJForCausalLM net(tc);
+  CHECK(net(zeros({2, 32}, kInt64)).shape() == Shape{2, 32, 64});
+
+  // The defaults of the keys a file may leave out: GPT-J's.
+  const models::GPTJConfig d = gptj_config(parse_params(gptj_with({}), "p").model);
+  CHECK(d.inner_dim() == 128);
+  CHECK(d.activation_function() == "gelu_new");
+  CHECK(d.resid_pdrop() == 0.0);
+  CHECK_FALSE(d.tie_word_embeddings());
+  CHECK(gptj_config(parse_params(gptj_with({{12,
+                                             "  max_position_embeddings: 32\n"
+                                             "  share_embedding_weights: true\n"
+                                             "  embedding_dropout_rate: 0.1"}}),
+                                 "p")
+                        .model)
+            .tie_word_embeddings());
+  CHECK_THAT(error_of([] { gptj_config(parse_params(with({}), "p").model); }),
+             Catch::Contains("gptj_config: model.name is 'fc_mnist', not gptj"));
+}
+
+TEST_CASE("cerebras params: gptj sizes that make no GPT-J name the key",
+          "[cerebras][params][gptj][hostile]") {
+  struct Case {
+    std::map<int, std::string> lines;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{{8, "  hidden_size: 30"}},
+       "params.yaml:9:14: model.num_heads: hidden_size=30 is not divisible by num_heads=4"},
+      {{{11, "  rotary_dim: 16"}},
+       "params.yaml:11:15: model.rotary_dim: must be even and at most the head size hidden_size "
+       "/ num_heads = 8, got 16"},
+      {{{11, "  rotary_dim: 3"}}, "params.yaml:11:15: model.rotary_dim: must be even"},
+      {{{11, ""}}, "params.yaml:5:1: model.rotary_dim: missing (required); expected an integer"},
+      {{{9, "  num_head: 4"}},
+       "params.yaml:9:3: model.num_head: unknown key for model 'gptj' (did you mean "
+       "'num_heads'?)"},
+      {{{12, "  max_position_embeddings: 32\n  use_bias_in_output: false"}},
+       "params.yaml:13:23: model.use_bias_in_output: false is not supported: GPT-J's lm_head has "
+       "a bias"},
+      {{{12, "  max_position_embeddings: 32\n  dropout: 0.1"}},
+       "params.yaml:13:12: model.dropout: not read for gptj; its keys are "
+       "embedding_dropout_rate, attention_dropout_rate and residual_dropout_rate"},
+      {{{12, "  max_position_embeddings: 32\n  nonlinearity: relu"}},
+       "params.yaml:13:17: model.nonlinearity: expected one of gelu_new, gelu, got 'relu'"},
+      {{{12, "  max_position_embeddings: 32\n  position_embedding_type: learned"}},
+       "model.position_embedding_type: expected one of rotary, got 'learned'"},
+      {{{12, "  max_position_embeddings: 32\n  attention_dropout_rate: 1.0"}},
+       "params.yaml:13:27: model.attention_dropout_rate: expected a number in [0, 1), got '1.0'"},
+      {{{12, "  max_position_embeddings: 32\n  layer_norm_epsilon: 0"}},
+       "model.layer_norm_epsilon: expected a number in (0, 1), got '0'"},
+      {{{4, "  max_sequence_length: 64"}},
+       "params.yaml:4:24: train_input.max_sequence_length: 64 tokens per sample, more than "
+       "model.max_position_embeddings=32"},
+      {{{4, "  max_sequence_length: 32\n  vocab_size: 50257"}},
+       "params.yaml:5:15: train_input.vocab_size: 50257, but model.vocab_size is 64"},
+      {{{8, "  hidden_size: 1048576"}, {9, "  num_heads: 1"}, {10, "  num_hidden_layers: 4096"}},
+       "params.yaml:8:16: model.hidden_size: these sizes make 54043225729531968 parameters, "
+       "expected at most 2^40"},
+      {{{10, "  num_hidden_layers: 0"}},
+       "model.num_hidden_layers: expected an integer in [1, 4096], got '0'"},
+  };
+  for (const Case& c : cases) {
+    const std::string text = gptj_with(c.lines);
+    INFO(text);
+    CHECK_THAT(parse_error(text), Catch::Contains(c.message));
+  }
 }
