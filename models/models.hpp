@@ -8,3 +8,4 @@
 #include <ipuml/models/gpt2.hpp>
 #include <ipuml/models/neuron_inverter.hpp>
 #include <ipuml/models/fc_mnist.hpp>
+#include <ipuml/models/unet.hpp>
