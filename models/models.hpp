@@ -9,3 +9,4 @@
 #include <ipuml/models/gptj.hpp>
 #include <ipuml/models/neuron_inverter.hpp>
 #include <ipuml/models/fc_mnist.hpp>
+#include <ipuml/models/unet.hpp>

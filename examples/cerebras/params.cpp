@@ -8,6 +8,7 @@
 #include <ipuml/io/file.hpp>
 #include <ipuml/models/fc_mnist.hpp>
 #include <ipuml/models/gptj.hpp>
+#include <ipuml/models/unet.hpp>
 
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
@@ -44,7 +45,19 @@ const char* const kSections[] = {"train_input", "eval_input", "model", "optimize
 
 // ---- how a key may look -------------------------------------------------------------------
 
-enum class Kind { Bool, Int, Float, String, IntList, FloatList, LearningRate, NumberOrDynamic };
+// WordList: a list of words each one of `choices` (any case), stored as their indices in
+// `choices` (a list of ints), as unet's convs_per_block ["3x3_conv", "3x3_conv"].
+enum class Kind {
+  Bool,
+  Int,
+  Float,
+  String,
+  IntList,
+  FloatList,
+  LearningRate,
+  NumberOrDynamic,
+  WordList
+};
 
 struct Spec {
   const char* key;
@@ -81,6 +94,13 @@ Spec number(const char* key, double lo, bool lo_open, double hi = kInf, bool hi_
 Spec text(const char* key, std::vector<const char*> choices = {}) {
   Spec s{key, Kind::String};
   s.choices = std::move(choices);
+  return s;
+}
+Spec word_list(const char* key, std::vector<const char*> choices, size_t min_len, size_t max_len) {
+  Spec s = text(key, std::move(choices));
+  s.kind = Kind::WordList;
+  s.min_len = min_len;
+  s.max_len = max_len;
   return s;
 }
 Spec int_list(const char* key, int64_t min, int64_t max, size_t min_len, size_t max_len) {
@@ -154,6 +174,7 @@ const std::vector<Spec>& model_common_keys() {
 void check_fc_mnist(ModelParams& m);
 void check_bert(ModelParams& m);
 void check_gptj(ModelParams& m);
+void check_unet(ModelParams& m);
 
 struct ModelSchema {
   const char* name;
@@ -161,7 +182,7 @@ struct ModelSchema {
   void (*check)(ModelParams&);
 };
 
-// Adding bert or unet: a row here (its keys with their ranges) and its check.
+// Adding a model: a row here (its keys with their ranges) and its check.
 const std::vector<ModelSchema>& model_schemas() {
   static const std::vector<ModelSchema> s{
       {"fc_mnist",
@@ -197,6 +218,20 @@ const std::vector<ModelSchema>& model_schemas() {
         boolean("share_embedding_weights"), text("position_embedding_type", {"rotary"}),
         text("nonlinearity", {"gelu_new", "gelu"}), number("initializer_range", 0, false, 1, true)},
        check_gptj},
+      // modelzoo's vision/pytorch/unet: image_shape and num_classes as its train_input gives them
+      // (its run copies them into the model's params); encoder_filters ends with the bottleneck.
+      {"unet",
+       {int_list("image_shape", 1, kMaxSize, 3, 3).req(), integer("input_channels", 1, 4096),
+        integer("num_classes", 2, 4096).req(),
+        int_list("encoder_filters", 1, kMaxSize, 2, 13).req(),
+        int_list("decoder_filters", 1, kMaxSize, 1, 12).req(),
+        word_list("convs_per_block", {"3x3_conv", "3x3_dw_conv", "1x1_conv"}, 1, 16),
+        boolean("skip_connect"), text("downscale_method", {"max_pool", "strided_conv"}),
+        boolean("residual_blocks"), boolean("enable_bias"), text("nonlinearity"),
+        text("norm_layer"), text("initializer"), text("bias_initializer"),
+        text("loss", {"bce", "ssce", "multilabel_bce", "ssce_dice"}), boolean("use_conv3d"),
+        number("dropout_rate", 0, false, 1, true), boolean("use_bfloat16")},
+       check_unet},
   };
   return s;
 }
@@ -328,6 +363,10 @@ std::string expected(const Spec& s) {
         r = "a number " + std::string(s.lo_open ? "> " : ">= ") + num(s.lo);
       if (s.kind == Kind::NumberOrDynamic) r += " or 'dynamic'";
       if (s.kind == Kind::FloatList) r = "a list of numbers, each " + r;
+      if (s.kind == Kind::WordList)
+        r = "a list of " + std::to_string(s.min_len) + " to " + std::to_string(s.max_len) +
+            " entries, each one of " +
+            join(std::vector<std::string>(s.choices.begin(), s.choices.end()));
       return r;
     }
   }
@@ -557,6 +596,29 @@ void read_value(const Reader& r, const YAML::Node& n, const std::string& path, c
       v.data = std::move(str);
       break;
     }
+    case Kind::WordList: {
+      if (!n.IsSequence()) r.fail(n.Mark(), path, want + ", got " + describe(n));
+      if (n.size() < s.min_len || n.size() > s.max_len)
+        r.fail(n.Mark(), path, want + ", got " + std::to_string(n.size()) + " entries");
+      std::vector<int64_t> picks;
+      for (const YAML::Node& e : n) {
+        const std::string at = path + "[" + std::to_string(picks.size()) + "]";
+        if (!e.IsScalar() || is_null(e)) r.fail(e.Mark(), at, want + ", got " + describe(e));
+        scalar_style(r, e, at);
+        const std::string word = e.Scalar();
+        check_string(r, e, at, word);
+        const auto it = std::find_if(s.choices.begin(), s.choices.end(),
+                                     [&](const char* c) { return lower(c) == lower(word); });
+        if (it == s.choices.end())
+          r.fail(e.Mark(), at,
+                 "expected one of " +
+                     join(std::vector<std::string>(s.choices.begin(), s.choices.end())) + ", got " +
+                     describe(e));
+        picks.push_back(it - s.choices.begin());
+      }
+      v.data = std::move(picks);
+      break;
+    }
     case Kind::IntList:
     case Kind::FloatList: {
       if (!n.IsSequence()) r.fail(n.Mark(), path, want + ", got " + describe(n));
@@ -780,6 +842,101 @@ void check_gptj(ModelParams& m) {
   if (c.num_parameters() > kMaxGptjParameters)
     k.fail("hidden_size", "these sizes make " + std::to_string(c.num_parameters()) +
                               " parameters, expected at most 2^40");
+}
+
+// unet: modelzoo's keys mapped onto models::UNetConfig, what ipuml's UNet does not build refused
+// at the key that asks for it; afterwards `keys` holds input_channels (from image_shape when not
+// given), and the network the config describes is known to be buildable.
+void check_unet(ModelParams& m) {
+  Section& k = m.keys;
+  auto refuse_if = [&](bool bad, const char* key, const std::string& why) {
+    if (bad) k.fail(key, why);
+  };
+  refuse_if(!k.get_bool("skip_connect", true), "skip_connect",
+            "false is not supported: ipuml's UNet always concatenates the encoder's outputs");
+  refuse_if(k.get_bool("residual_blocks", false), "residual_blocks",
+            "true is not supported: ipuml's UNet blocks have no residual connection");
+  refuse_if(k.get_bool("use_conv3d", false), "use_conv3d",
+            "true is not supported: ipuml's UNet is 2-D");
+  refuse_if(k.get_bool("use_bfloat16", false), "use_bfloat16",
+            "true is not supported for unet (bfloat16 is not emulated); use mixed_precision");
+  refuse_if(k.get_float("dropout_rate", 0.0) != 0.0, "dropout_rate",
+            "only 0 is supported: ipuml's UNet has no dropout layers");
+  refuse_if(k.get_string("downscale_method", "max_pool") != "max_pool", "downscale_method",
+            "'strided_conv' is not supported: ipuml's UNet downscales with 2x2 max-pools");
+  refuse_if(
+      lower(k.get_string("nonlinearity", "relu")) != "relu", "nonlinearity",
+      "'" + k.get_string("nonlinearity", "") + "' is not supported: ipuml's UNet builds ReLU only");
+  refuse_if(k.has("norm_layer") && lower(k.get_string("norm_layer")) != "batchnorm2d", "norm_layer",
+            "'" + k.get_string("norm_layer", "") +
+                "' is not supported; expected batchnorm2d (or null for none)");
+  refuse_if(k.has("bias_initializer") && k.get_string("bias_initializer") != "zeros",
+            "bias_initializer", "only 'zeros' is supported");
+  // modelzoo's create_initializer also takes a mapping ({name: ..., gain: ...}); the name alone
+  // is read here (a mapping is refused as not a string).
+  std::string init = "pytorch";
+  if (k.has("initializer")) {
+    init = k.get_string("initializer");
+    refuse_if(!models::UNetConfig::known_initializer(init) || init == "pytorch", "initializer",
+              "'" + init +
+                  "' is not supported; expected glorot_uniform, glorot_normal, kaiming_uniform "
+                  "or kaiming_normal");
+  }
+  int64_t convs = 2;
+  if (k.has("convs_per_block")) {
+    const auto& picks = k.get_int_list("convs_per_block");
+    for (size_t i = 0; i < picks.size(); ++i)
+      refuse_if(picks[i] != 0, "convs_per_block",
+                std::string("entry ") + std::to_string(i) + " is " +
+                    (picks[i] == 1 ? "3x3_dw_conv" : "1x1_conv") +
+                    ": ipuml's UNet builds 3x3_conv only");
+    convs = static_cast<int64_t>(picks.size());
+  }
+  const std::string loss = k.get_string("loss", k.get_int("num_classes") <= 2 ? "bce" : "ssce");
+  refuse_if(loss != "bce" && loss != "ssce", "loss",
+            "'" + loss + "' is not supported; expected bce (binary) or ssce");
+  const int64_t classes = k.get_int("num_classes");
+  refuse_if(loss == "bce" && classes != 2, "num_classes",
+            "loss bce needs num_classes: 2 (one logit channel), got " + std::to_string(classes));
+
+  const auto& shape = k.get_int_list("image_shape");  // [H, W, C]
+  if (!k.has("input_channels")) k.set("input_channels", Value{shape[2], k.where("image_shape")});
+  refuse_if(k.get_int("input_channels") != shape[2], "input_channels",
+            std::to_string(k.get_int("input_channels")) + " differs from image_shape's " +
+                std::to_string(shape[2]) + " channels");
+  auto enc = k.get_int_list("encoder_filters");
+  const auto& dec = k.get_int_list("decoder_filters");
+  refuse_if(dec.size() + 1 != enc.size(), "decoder_filters",
+            "expected " + std::to_string(enc.size() - 1) +
+                " entries (one fewer than encoder_filters, whose last is the bottleneck), got " +
+                std::to_string(dec.size()));
+  const int64_t bottleneck = enc.back();
+  enc.pop_back();
+  const std::string norm = lower(k.get_string("norm_layer", ""));
+  models::UNetConfig c;
+  c.in_channels(shape[2])
+      .num_classes(loss == "bce" ? 1 : classes)
+      .encoder_filters(enc)
+      .bottleneck(bottleneck)
+      .decoder_filters(dec)
+      .convs_per_block(convs)
+      .norm(norm == "batchnorm2d")
+      .initializer(init)
+      .height(shape[0])
+      .width(shape[1]);
+  if (k.has("enable_bias")) c.enable_bias(k.get_bool("enable_bias"));
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    // At the key the failed check is about (the parameter count: encoder_filters).
+    const std::string msg = e.what();
+    auto about = [&](const char* word) { return msg.find(word) != std::string::npos; };
+    k.fail(about("image of") || about("in_channels") ? "image_shape"
+           : about("num_classes")                    ? "num_classes"
+           : about("decoder_filters")                ? "decoder_filters"
+                                                     : "encoder_filters",
+           msg);
+  }
 }
 
 OptimizerParams read_optimizer(const Reader& r, const YAML::Node& key, const YAML::Node& node) {

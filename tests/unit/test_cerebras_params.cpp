@@ -186,6 +186,79 @@ TEST_CASE("cerebras params: bert keys ipuml cannot honour are refused by name",
              Catch::Contains("model.position_embedding_type"));
   CHECK_THAT(refused(""), Catch::Contains("model.num_heads"));
   CHECK_NOTHROW(parse_params(head + "  num_heads: 3\n" + tail, "bert.yaml"));
+TEST_CASE("cerebras params: the shipped unet config and what unet refuses",
+          "[cerebras][params][unet]") {
+  const Params p = read_params(source_file("examples/cerebras/configs/unet.yaml"));
+  CHECK(p.warnings.empty());
+  REQUIRE(p.train_input);
+  CHECK(p.train_input->batch_size == 32);
+  CHECK(p.model.name == "unet");
+  const Section& k = p.model.keys;
+  CHECK(k.get_int_list("image_shape") == std::vector<int64_t>{256, 256, 1});
+  CHECK(k.get_int("input_channels") == 1);  // from image_shape
+  CHECK(k.get_int("num_classes") == 2);
+  CHECK(k.get_int_list("encoder_filters") == std::vector<int64_t>{64, 128, 256, 512, 1024});
+  CHECK(k.get_int_list("decoder_filters") == std::vector<int64_t>{512, 256, 128, 64});
+  CHECK(k.get_int_list("convs_per_block") == std::vector<int64_t>{0, 0});  // 3x3_conv twice
+  CHECK(k.get_string("loss") == "bce");
+  CHECK(k.get_string("norm_layer") == "batchnorm2d");
+  CHECK_FALSE(k.get_bool("enable_bias"));
+  CHECK(p.optimizer.learning_rate == 1e-4);
+
+  // A unet file: the base with its model section replaced.
+  auto unet = [](const std::string& extra, const std::string& drop = "") {
+    std::string model =
+        "  name: unet\n  image_shape: [64, 64, 3]\n  num_classes: 2\n"
+        "  encoder_filters: [8, 16, 32]\n  decoder_filters: [16, 8]\n";
+    if (!drop.empty()) {
+      const size_t at = model.find("  " + drop + ":");
+      model.erase(at, model.find('\n', at) - at + 1);
+    }
+    return with({{5, model + extra}, {6, ""}, {7, ""}});
+  };
+  const Params small = parse_params(unet(""), "params.yaml");
+  CHECK(small.model.keys.get_int("input_channels") == 3);
+  // Each refusal names the line of the key that asks for what the model does not build.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"  skip_connect: false", "params.yaml:10:17: model.skip_connect: false is not supported"},
+      {"  residual_blocks: true", "model.residual_blocks: true is not supported"},
+      {"  downscale_method: strided_conv",
+       "model.downscale_method: 'strided_conv' is not supported"},
+      {"  nonlinearity: GELU", "model.nonlinearity: 'GELU' is not supported"},
+      {"  norm_layer: group", "model.norm_layer: 'group' is not supported; expected batchnorm2d"},
+      {"  loss: ssce_dice", "model.loss: 'ssce_dice' is not supported"},
+      {"  loss: dice", "model.loss: expected one of bce, ssce, multilabel_bce, ssce_dice, got"},
+      {"  initializer: orthogonal", "model.initializer: 'orthogonal' is not supported"},
+      {"  initializer: {name: glorot_uniform, gain: 1.0}",
+       "model.initializer: expected a string, got a mapping"},
+      {"  bias_initializer: ones", "model.bias_initializer: only 'zeros' is supported"},
+      {"  convs_per_block: [3x3_conv, 1x1_conv]",
+       "model.convs_per_block: entry 1 is 1x1_conv: ipuml's UNet builds 3x3_conv only"},
+      {"  convs_per_block: [3x3_conv, 5x5_conv]",
+       "params.yaml:10:31: model.convs_per_block[1]: expected one of 3x3_conv, 3x3_dw_conv, "
+       "1x1_conv, got '5x5_conv'"},
+      {"  convs_per_block: []", "model.convs_per_block: expected a list of 1 to 16 entries"},
+      {"  input_channels: 1", "model.input_channels: 1 differs from image_shape's 3 channels"},
+      {"  dropout_rate: 0.1", "model.dropout_rate: only 0 is supported"},
+      {"  use_conv3d: true", "model.use_conv3d: true is not supported"},
+      {"  norm_kwargs: {num_groups: 4}", "model.norm_kwargs: unknown key for model 'unet'"},
+  };
+  for (const auto& [line, message] : cases) {
+    INFO(line);
+    CHECK_THAT(parse_error(unet(line)), Catch::Contains(message));
+  }
+  CHECK_THAT(parse_error(unet("  loss: bce", "num_classes") + ""),
+             Catch::Contains("model.num_classes: missing (required)"));
+  CHECK_THAT(parse_error(unet("  num_classes: 3\n  loss: bce", "num_classes")),
+             Catch::Contains("model.num_classes: loss bce needs num_classes: 2"));
+  CHECK(parse_params(unet("  num_classes: 3\n  loss: ssce", "num_classes"), "params.yaml")
+            .model.keys.get_int("num_classes") == 3);
+  CHECK_THAT(parse_error(unet("  decoder_filters: [16]", "decoder_filters")),
+             Catch::Contains("model.decoder_filters: expected 2 entries (one fewer than "
+                             "encoder_filters, whose last is the bottleneck), got 1"));
+  CHECK_THAT(parse_error(unet("  image_shape: [62, 64, 3]", "image_shape")),
+             Catch::Contains("model.image_shape: UNetConfig: an image of 62x64 cannot go through "
+                             "2 2x2 max-pools"));
 }
 
 TEST_CASE("cerebras params: every key of a full file", "[cerebras][params]") {
@@ -319,7 +392,7 @@ TEST_CASE("cerebras params: defaults where the file says nothing", "[cerebras][p
   const Params q = parse_params(with({{3, "  batch_size: 8\n  shuffle: ~\n  to_float16:"}}), "p");
   CHECK(q.train_input->shuffle);
   CHECK_FALSE(q.train_input->to_float16);
-  CHECK(known_models() == std::vector<std::string>{"fc_mnist", "gptj"});
+  CHECK(known_models() == std::vector<std::string>{"fc_mnist", "bert", "gptj", "unet"});
 }
 
 TEST_CASE("cerebras params: hostile values name file, line, column and key path",
@@ -341,8 +414,8 @@ TEST_CASE("cerebras params: hostile values name file, line, column and key path"
        "params.yaml:4:3: train_input.learning_rate: unknown key; known keys: data_dir"},
       // missing keys and sections
       {{{5, ""}},
-       "params.yaml:4:1: model.name: missing (required); expected one of fc_mnist, gptj before "
-       "the model's keys"},
+       "params.yaml:4:1: model.name: missing (required); expected one of fc_mnist, bert, gptj, "
+       "unet before the model's keys"},
       {{{9, ""}}, "params.yaml:8:1: optimizer.optimizer_type: missing (required)"},
       {{{2, ""}}, "params.yaml:1:1: train_input.data_dir: missing (required); expected a string"},
       {{{6, ""}}, "params.yaml:4:1: model.depth: missing; fc_mnist's hidden_size needs depth"},
@@ -378,9 +451,9 @@ TEST_CASE("cerebras params: hostile values name file, line, column and key path"
        "params.yaml:9:19: optimizer.optimizer_type: expected one of SGD, Adam, AdamW (any case), "
        "got 'RMSProp'"},
       {{{5, "  name: [fc_mnist]"}},
-       "params.yaml:5:9: model.name: expected one of fc_mnist, gptj, got a list"},
-      {{{5, "  name: bert"}},
-       "params.yaml:5:9: model.name: expected one of fc_mnist, gptj, got 'bert'"},
+       "params.yaml:5:9: model.name: expected one of fc_mnist, bert, gptj, unet, got a list"},
+      {{{5, "  name: resnet"}},
+       "params.yaml:5:9: model.name: expected one of fc_mnist, bert, gptj, unet, got 'resnet'"},
       {{{7, "  hidden_size: 128\n  activation_fn: softplus"}},
        "params.yaml:8:18: model.activation_fn: expected one of relu, tanh, gelu, sigmoid, got "
        "'softplus'"},
