@@ -329,7 +329,7 @@ class BertModelImpl : public nn::Module {
     // Computed after the embeddings so that, when placed, it is made on IPU 0 with them.
     Tensor mask_bias;
     if (attention_mask.defined()) {
-      Tensor keep = cast(attention_mask, kFloat32);
+      Tensor keep = cast(attention_mask, x.dtype());  // the scores' dtype (half or float)
       mask_bias = reshape(mul(sub(ones_like(keep), keep), bert_detail::kMaskBias), {b, 1, 1, s});
     }
     Tensor seq = encoder(x, mask_bias);

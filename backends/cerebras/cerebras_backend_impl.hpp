@@ -46,9 +46,9 @@ inline bool ends_with(const std::string& s, const std::string& tail) {
 inline void write_layout(const CsxExecutable& exe) {
   const std::string& dir = exe.program().report_directory();
   if (dir.empty()) return;
-  emu::write_report_file(
-      dir, "layout.json",
-      layout_json(wse_model_of(exe.program().model()).target(), exe.mode(), exe.why(), exe.layout()));
+  emu::write_report_file(dir, "layout.json",
+                         layout_json(wse_model_of(exe.program().model()).target(), exe.mode(),
+                                     exe.why(), exe.layout()));
 }
 
 }  // namespace cdetail
@@ -64,7 +64,6 @@ IPUML_INLINE CsxExecutable::CsxExecutable(std::unique_ptr<emu::Executable> exe, 
         cdetail::layout_cycles(*layout_, program().plan().cycles, program().machine().clock_hz));
   cdetail::write_layout(*this);
 }
-
 
 IPUML_INLINE backend::MemoryFit CsxExecutable::memory_fit() const {
   if (!layout_) return emu::BackendExecutable::memory_fit();

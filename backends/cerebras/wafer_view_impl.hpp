@@ -41,12 +41,13 @@ IPUML_INLINE WaferCells place_regions(const PipelineLayout& l, const Target& t) 
   double before = 0;
   for (size_t k = 0; k < l.kernels.size(); ++k) {
     const double after = before + static_cast<double>(l.kernels[k].pes);
-    const int64_t c0 = std::min<int64_t>(cells, static_cast<int64_t>(std::llround(before / per_cell)));
+    const int64_t c0 =
+        std::min<int64_t>(cells, static_cast<int64_t>(std::llround(before / per_cell)));
     const int64_t c1 = std::min<int64_t>(
         cells, std::max<int64_t>(c0 + 1, static_cast<int64_t>(std::llround(after / per_cell))));
     for (int64_t i = c0; i < c1; ++i)
-      w.region[static_cast<size_t>(
-          wvdetail::serpentine_cell(i, w.columns, w.rows, w.band_rows))] = static_cast<int32_t>(k);
+      w.region[static_cast<size_t>(wvdetail::serpentine_cell(i, w.columns, w.rows, w.band_rows))] =
+          static_cast<int32_t>(k);
     before = after;
   }
   return w;

@@ -157,12 +157,12 @@ inline json digest_layout(const json& l, const std::string& program) {
         bad("has a cell naming no region");
     json rs = json::array();
     for (const auto& r : regions)
-      rs.push_back({{"name", r.at("name").get<std::string>()},
-                    {"pes", r.at("pes").get<double>()},
-                    {"bytes", r.at("state_bytes").get<double>() +
-                                  r.at("activation_bytes").get<double>()},
-                    {"cycles", r.at("cycles_per_sample").get<double>()},
-                    {"utilisation", r.at("utilisation").get<double>()}});
+      rs.push_back(
+          {{"name", r.at("name").get<std::string>()},
+           {"pes", r.at("pes").get<double>()},
+           {"bytes", r.at("state_bytes").get<double>() + r.at("activation_bytes").get<double>()},
+           {"cycles", r.at("cycles_per_sample").get<double>()},
+           {"utilisation", r.at("utilisation").get<double>()}});
     d["regions"] = rs;
     d["grid"] = {{"columns", cols},
                  {"rows", rows},

@@ -195,11 +195,10 @@ const std::vector<ModelSchema>& model_schemas() {
       {"bert",
        {integer("vocab_size", 1, kMaxSize).req(), integer("hidden_size", 1, kMaxSize).req(),
         integer("num_hidden_layers", 1, kMaxDepth).req(), integer("num_heads", 1, kMaxSize).req(),
-        integer("filter_size", 1, kMaxSize).req(),
-        integer("max_position_embeddings", 1, kMaxSize),
+        integer("filter_size", 1, kMaxSize).req(), integer("max_position_embeddings", 1, kMaxSize),
         text("encoder_nonlinearity", {"gelu", "relu"}), number("dropout_rate", 0, false, 1, true),
-        number("attention_dropout_rate", 0, false, 1, true),
-        number("layer_norm_epsilon", 0, true), integer("num_segments", 1, 1024),
+        number("attention_dropout_rate", 0, false, 1, true), number("layer_norm_epsilon", 0, true),
+        integer("num_segments", 1, 1024),
         // What ipuml's BertForPreTraining is and cannot be otherwise: refused when set to the
         // other value, so that a file never trains a model it did not describe.
         boolean("disable_nsp"), boolean("share_embedding_weights"),
@@ -764,8 +763,9 @@ ModelParams read_model(const Reader& r, const YAML::Node& key, const YAML::Node&
 void check_bert(ModelParams& m) {
   Section& k = m.keys;
   if (k.get_bool("disable_nsp", false))
-    k.fail("disable_nsp", "true is not supported: ipuml's BertForPreTraining always has the NSP "
-                          "head (give false or leave the key out)");
+    k.fail("disable_nsp",
+           "true is not supported: ipuml's BertForPreTraining always has the NSP "
+           "head (give false or leave the key out)");
   if (!k.get_bool("share_embedding_weights", true))
     k.fail("share_embedding_weights",
            "false is not supported: the MLM decoder shares the word embeddings (give true)");
@@ -882,7 +882,6 @@ void check_unet(ModelParams& m) {
                   "' is not supported; expected glorot_uniform, glorot_normal, kaiming_uniform "
                   "or kaiming_normal");
   }
-  int64_t convs = 2;
   if (k.has("convs_per_block")) {
     const auto& picks = k.get_int_list("convs_per_block");
     for (size_t i = 0; i < picks.size(); ++i)
@@ -890,7 +889,6 @@ void check_unet(ModelParams& m) {
                 std::string("entry ") + std::to_string(i) + " is " +
                     (picks[i] == 1 ? "3x3_dw_conv" : "1x1_conv") +
                     ": ipuml's UNet builds 3x3_conv only");
-    convs = static_cast<int64_t>(picks.size());
   }
   const std::string loss = k.get_string("loss", k.get_int("num_classes") <= 2 ? "bce" : "ssce");
   refuse_if(loss != "bce" && loss != "ssce", "loss",
@@ -904,27 +902,13 @@ void check_unet(ModelParams& m) {
   refuse_if(k.get_int("input_channels") != shape[2], "input_channels",
             std::to_string(k.get_int("input_channels")) + " differs from image_shape's " +
                 std::to_string(shape[2]) + " channels");
-  auto enc = k.get_int_list("encoder_filters");
+  const auto& enc = k.get_int_list("encoder_filters");
   const auto& dec = k.get_int_list("decoder_filters");
   refuse_if(dec.size() + 1 != enc.size(), "decoder_filters",
             "expected " + std::to_string(enc.size() - 1) +
                 " entries (one fewer than encoder_filters, whose last is the bottleneck), got " +
                 std::to_string(dec.size()));
-  const int64_t bottleneck = enc.back();
-  enc.pop_back();
-  const std::string norm = lower(k.get_string("norm_layer", ""));
-  models::UNetConfig c;
-  c.in_channels(shape[2])
-      .num_classes(loss == "bce" ? 1 : classes)
-      .encoder_filters(enc)
-      .bottleneck(bottleneck)
-      .decoder_filters(dec)
-      .convs_per_block(convs)
-      .norm(norm == "batchnorm2d")
-      .initializer(init)
-      .height(shape[0])
-      .width(shape[1]);
-  if (k.has("enable_bias")) c.enable_bias(k.get_bool("enable_bias"));
+  models::UNetConfig c = unet_config(m);
   try {
     c.validate();
   } catch (const Error& e) {
@@ -1242,6 +1226,32 @@ models::GPTJConfig gptj_config(const ModelParams& m) {
       .resid_pdrop(k.get_float("residual_dropout_rate", 0.0))
       .initializer_range(k.get_float("initializer_range", 0.02))
       .tie_word_embeddings(k.get_bool("share_embedding_weights", false));
+}
+
+models::UNetConfig unet_config(const ModelParams& m) {
+  IPUML_CHECK(m.name == "unet", "unet_config: model.name is '", m.name, "', not unet");
+  const Section& k = m.keys;
+  const auto& shape = k.get_int_list("image_shape");  // [H, W, C]
+  std::vector<int64_t> enc = k.get_int_list("encoder_filters");
+  const int64_t bottleneck = enc.back();  // the last is the bottleneck
+  enc.pop_back();
+  const int64_t classes = k.get_int("num_classes");
+  const std::string loss = k.get_string("loss", classes <= 2 ? "bce" : "ssce");
+  models::UNetConfig c;
+  c.in_channels(shape[2])
+      .num_classes(loss == "bce" ? 1 : classes)
+      .encoder_filters(enc)
+      .bottleneck(bottleneck)
+      .decoder_filters(k.get_int_list("decoder_filters"))
+      .convs_per_block(k.has("convs_per_block")
+                           ? static_cast<int64_t>(k.get_int_list("convs_per_block").size())
+                           : 2)
+      .norm(lower(k.get_string("norm_layer", "")) == "batchnorm2d")
+      .initializer(k.get_string("initializer", "pytorch"))
+      .height(shape[0])
+      .width(shape[1]);
+  if (k.has("enable_bias")) c.enable_bias(k.get_bool("enable_bias"));
+  return c;
 }
 
 Params parse_params(const std::string& text, const std::string& name_for_messages) {

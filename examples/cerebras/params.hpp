@@ -11,6 +11,7 @@
 
 namespace ipuml::models {
 struct GPTJConfig;  // <ipuml/models/gptj.hpp>, for gptj_config()
+struct UNetConfig;  // <ipuml/models/unet.hpp>, for unet_config()
 }  // namespace ipuml::models
 
 namespace ipuml::cerebras {
@@ -158,6 +159,10 @@ std::vector<std::string> known_models();
 // nonlinearity -> activation_function, the three dropout rates -> embd/attn/resid_pdrop,
 // share_embedding_weights -> tie_word_embeddings.
 models::GPTJConfig gptj_config(const ModelParams& m);
+// The UNet of a checked `model:` section whose name is unet (include <ipuml/models/unet.hpp>):
+// image_shape [H, W, C] -> height, width, in_channels; encoder_filters' last entry -> the
+// bottleneck; num_classes 2 with loss bce -> one logit channel; norm_layer batchnorm2d -> norm.
+models::UNetConfig unet_config(const ModelParams& m);
 
 // Reads and checks a params file. Throws ipuml::Error naming the file, the key path, what was
 // wrong and what was expected, with line and column where the file gives them.

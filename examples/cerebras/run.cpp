@@ -19,8 +19,11 @@
 #include <ipuml/datasets/mnist_dataset.hpp>
 #include <ipuml/io/checkpoint.hpp>
 #include <ipuml/ipuml.hpp>
+#include <ipuml/datasets/generated_masks.hpp>
 #include <ipuml/models/bert.hpp>
 #include <ipuml/models/fc_mnist.hpp>
+#include <ipuml/models/gptj.hpp>
+#include <ipuml/models/unet.hpp>
 
 #include "compile_only.hpp"
 #include "example_support.hpp"
@@ -28,8 +31,8 @@
 
 using namespace ipuml;
 using examples::fixed;
-using runtime::Tensors;
 using examples::seconds_since;
+using runtime::Tensors;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -60,8 +63,12 @@ struct Task {
   runtime::ForwardFn forward;
   runtime::MultiLossFn multi_loss;
   std::function<std::pair<Tensors, Tensors>(int64_t batch)> shaped;
-  bool trains = false;  // reads data and trains here; otherwise --compile_only / --validate_only
-  bool half = false;    // mixed precision: float16 weights and activations, float32 master weights
+  // What it trains and evaluates on: MNIST (fc_mnist), generated images and defect masks
+  // (unet, as datasets::GeneratedMasks makes them), or nothing ipuml reads (bert and gptj are
+  // sized with --compile_only / --validate_only).
+  enum class Data { None, Mnist, Masks } data = Data::None;
+  std::optional<models::UNetConfig> unet;  // the segmentation model's config (Data::Masks)
+  bool half = false;  // mixed precision: float16 weights and activations, float32 master weights
 };
 
 const cerebras::InputParams& train_input(const cerebras::Params& p) {
@@ -88,10 +95,11 @@ Task fc_mnist_task(const cerebras::Params& p) {
   };
   const bool half = p.model.mixed_precision;
   t.shaped = [half](int64_t batch) {
-    return std::pair{Tensors{examples::batch_shaped({batch, 1, 28, 28}, half ? kFloat16 : kFloat32)},
-                     Tensors{examples::batch_shaped({batch}, kInt64)}};
+    return std::pair{
+        Tensors{examples::batch_shaped({batch, 1, 28, 28}, half ? kFloat16 : kFloat32)},
+        Tensors{examples::batch_shaped({batch}, kInt64)}};
   };
-  t.trains = true;
+  t.data = Task::Data::Mnist;
   return t;
 }
 
@@ -142,15 +150,63 @@ Task bert_task(const cerebras::Params& p) {
   return t;
 }
 
+// modelzoo's gptj: next-token prediction over train_input.max_sequence_length tokens (HF's
+// GPTJForCausalLM with its shifted loss).
+Task gptj_task(const cerebras::Params& p) {
+  const cerebras::Section& in = train_input(p).keys;
+  const models::GPTJConfig c = cerebras::gptj_config(p.model);
+  const int64_t seq = in.get_int("max_sequence_length", c.n_positions());
+  models::GPTJForCausalLM m(c);
+  Task t;
+  t.model = m.ptr();
+  t.forward = [m](const Tensors& x) { return Tensors{m->forward(x[0])}; };
+  t.multi_loss = [](const Tensors& out, const Tensors& y) {
+    return models::shifted_causal_lm_loss(out[0], y[0]);
+  };
+  t.shaped = [seq](int64_t batch) {
+    const Tensor tokens = examples::batch_shaped({batch, seq}, kInt64);
+    return std::pair{Tensors{tokens}, Tensors{tokens}};
+  };
+  return t;
+}
+
+// modelzoo's unet for binary segmentation: images [B, C, H, W], masks [B, 1, H, W] of 0/1.
+Task unet_task(const cerebras::Params& p) {
+  const models::UNetConfig c = cerebras::unet_config(p.model);
+  IPUML_CHECK(c.num_classes() == 1, p.model.keys.where("num_classes").str(),
+              ": ipuml-cerebras-run trains unet for binary segmentation (num_classes: 2 with "
+              "loss: bce)");
+  models::UNet m(c);
+  Task t;
+  t.model = m.ptr();
+  t.loss = [m](const Tensor& out, const Tensor& y) { return m->loss(out, y); };
+  t.forward = [m](const Tensors& x) { return Tensors{m->forward(x[0])}; };
+  t.multi_loss = [m](const Tensors& out, const Tensors& y) { return m->loss(out[0], y[0]); };
+  const bool half = p.model.mixed_precision;
+  t.shaped = [c, half](int64_t batch) {
+    const DType dt = half ? kFloat16 : kFloat32;
+    return std::pair{
+        Tensors{examples::batch_shaped({batch, c.in_channels(), c.height(), c.width()}, dt)},
+        Tensors{examples::batch_shaped({batch, 1, c.height(), c.width()}, dt)}};
+  };
+  t.data = Task::Data::Masks;
+  t.unet = c;
+  return t;
+}
+
 Task make_task(const cerebras::Params& p) {
   Task t;
   if (p.model.name == "fc_mnist")
     t = fc_mnist_task(p);
   else if (p.model.name == "bert")
     t = bert_task(p);
+  else if (p.model.name == "gptj")
+    t = gptj_task(p);
+  else if (p.model.name == "unet")
+    t = unet_task(p);
   else
     fail(p.model.keys.where("name").str(), ": model.name '", p.model.name,
-         "' has no ipuml model yet (this program runs fc_mnist and bert)");
+         "' has no ipuml model yet (this program runs fc_mnist, bert, gptj and unet)");
   t.half = p.model.mixed_precision;
   if (t.half) t.model->half();
   return t;
@@ -260,6 +316,27 @@ int compile_or_validate(const Cli& cli, const cerebras::Params& p, Task& task,
   return e.memory.fits ? 0 : examples::kExitFailure;
 }
 
+// Generated images and defect masks for unet (datasets::GeneratedMasks): the training set and a
+// held-out set of other samples (another seed), as the model's config shapes them.
+datasets::GeneratedMasks masks(const Task& t, const cerebras::Params& p, bool train) {
+  datasets::GeneratedMasksOptions o;
+  o.channels = t.unet->in_channels();
+  o.height = t.unet->height();
+  o.width = t.unet->width();
+  const auto seed = static_cast<uint64_t>(p.runconfig.seed.value_or(0));
+  o.seed = train ? seed : seed + 0x5eed;
+  o.size = train ? 8192 : 512;  // an epoch of num_epochs
+  return datasets::GeneratedMasks(o);
+}
+
+// What the data sets are: MNIST from data_dir or ipuml's cache, or generated masks.
+template <typename Fn>
+auto with_data(const Task& t, const cerebras::Params& p, bool train, Fn fn) {
+  if (t.data == Task::Data::Masks) return fn(masks(t, p, train));
+  const auto& in = train ? train_input(p) : eval_input(p);
+  return fn(datasets::normalized_mnist(mnist_dir(in.data_dir), train));
+}
+
 int train(const Cli& cli, const cerebras::Params& p, Task& task, optim::Optimizer& optimizer,
           int64_t max_steps) {
   const int64_t batch = train_input(p).batch_size;
@@ -278,57 +355,61 @@ int train(const Cli& cli, const cerebras::Params& p, Task& task, optim::Optimize
     std::cout << "Training Complete. Completed 0 sample(s) in 0.00 seconds.\n";
     return 0;
   }
-  auto train_set = datasets::normalized_mnist(mnist_dir(train_input(p).data_dir), true);
-  data::DataLoader loader(train_set, data::DataLoaderOptions()
-                                         .batch_size(batch)
-                                         .shuffle(train_input(p).shuffle)
-                                         .seed(static_cast<uint64_t>(p.runconfig.seed.value_or(0)))
-                                         .drop_last(true));
-  IPUML_CHECK(loader.size() > 0, kWho, ": train_input.batch_size ", batch, " exceeds the ",
-              train_set.size(), " training samples");
-  auto tm = trainingModel(task.model, make_options(cli, p), optimizer, task.loss);
-  const auto t0 = Clock::now();
-  auto t_log = t0;
-  double sim = 0, sim_log = 0, loss_log = 0;
-  int64_t samples = 0, samples_log = 0, steps_log = 0;
-  examples::Progress progress;
-  while (step < max_steps) {
-    for (auto& b : loader) {
-      if (step >= max_steps) break;
-      const Tensor loss = tm(task.half ? b.data.to(kFloat16) : b.data, b.target);
-      ++step;
-      samples += batch;
-      samples_log += batch;
-      ++steps_log;
-      loss_log = loss.to(kFloat32).mean().item<float>();
-      const auto& st = tm.last_stats();
-      if (st.simulated_seconds) sim += *st.simulated_seconds, sim_log += *st.simulated_seconds;
-      progress.update("Step ", step, "/", max_steps, " loss ", fixed(loss_log, 5));
-      if (step % log_steps == 0 || step == max_steps) {
-        progress.done();
-        const double wall = seconds_since(t_log), all = seconds_since(t0);
-        log_line("Train", cli, step, loss_log, double(samples_log) / std::max(wall, 1e-9),
-                 double(samples) / std::max(all, 1e-9),
-                 sim_log > 0 ? double(samples_log) / sim_log : 0, sim > 0 ? samples / sim : 0);
-        t_log = Clock::now();
-        sim_log = 0;
-        samples_log = steps_log = 0;
-      }
-      if (ckpt_steps > 0 && (step % ckpt_steps == 0 || step == max_steps)) {
-        progress.done();
-        std::cout << "Saving checkpoint at global step " << step << std::endl;
-        io::save_checkpoint(checkpoint_name(cli.model_dir, step), *task.model,
-                            optimizer.state_dict(), step);
+  return with_data(task, p, true, [&](const auto& train_set) {
+    data::DataLoader loader(train_set,
+                            data::DataLoaderOptions()
+                                .batch_size(batch)
+                                .shuffle(train_input(p).shuffle)
+                                .seed(static_cast<uint64_t>(p.runconfig.seed.value_or(0)))
+                                .drop_last(true));
+    IPUML_CHECK(loader.size() > 0, kWho, ": train_input.batch_size ", batch, " exceeds the ",
+                train_set.size(), " training samples");
+    auto tm = trainingModel(task.model, make_options(cli, p), optimizer, task.loss);
+    const auto t0 = Clock::now();
+    auto t_log = t0;
+    double sim = 0, sim_log = 0, loss_log = 0;
+    int64_t samples = 0, samples_log = 0;
+    examples::Progress progress;
+    while (step < max_steps) {
+      for (auto& b : loader) {
+        if (step >= max_steps) break;
+        const Tensor loss =
+            task.half ? tm(b.data.to(kFloat16),
+                           b.target.dtype() == kFloat32 ? b.target.to(kFloat16) : b.target)
+                      : tm(b.data, b.target);
+        ++step;
+        samples += batch;
+        samples_log += batch;
+        loss_log = loss.to(kFloat32).mean().template item<float>();
+        const auto& st = tm.last_stats();
+        if (st.simulated_seconds) sim += *st.simulated_seconds, sim_log += *st.simulated_seconds;
+        progress.update("Step ", step, "/", max_steps, " loss ", fixed(loss_log, 5));
+        if (step % log_steps == 0 || step == max_steps) {
+          progress.done();
+          const double wall = seconds_since(t_log), all = seconds_since(t0);
+          log_line("Train", cli, step, loss_log, double(samples_log) / std::max(wall, 1e-9),
+                   double(samples) / std::max(all, 1e-9),
+                   sim_log > 0 ? double(samples_log) / sim_log : 0, sim > 0 ? samples / sim : 0);
+          t_log = Clock::now();
+          sim_log = 0;
+          samples_log = 0;
+        }
+        if (ckpt_steps > 0 && (step % ckpt_steps == 0 || step == max_steps)) {
+          progress.done();
+          std::cout << "Saving checkpoint at global step " << step << std::endl;
+          io::save_checkpoint(checkpoint_name(cli.model_dir, step), *task.model,
+                              optimizer.state_dict(), step);
+        }
       }
     }
-  }
-  progress.done();
-  const double wall = seconds_since(t0);
-  std::cout << "Training Complete. Completed " << samples << " sample(s) in " << fixed(wall, 2)
-            << " seconds.";
-  if (sim > 0) std::cout << " (simulated on the CS-2: " << fixed(sim, 4) << " seconds)";
-  std::cout << std::endl;
-  return 0;
+    progress.done();
+    const double wall = seconds_since(t0);
+    std::cout << "Training Complete. Completed " << samples << " sample(s) in " << fixed(wall, 2)
+              << " seconds.";
+    if (sim > 0) std::cout << " (simulated on the CS-2: " << fixed(sim, 4) << " seconds)";
+    std::cout << std::endl;
+    return 0;
+  });
 }
 
 int evaluate(const Cli& cli, const cerebras::Params& p, Task& task) {
@@ -337,35 +418,52 @@ int evaluate(const Cli& cli, const cerebras::Params& p, Task& task) {
   IPUML_CHECK(!ck.empty(), kWho, ": --mode eval needs a checkpoint: none in --model_dir '",
               cli.model_dir, "' (train first, or give --checkpoint_path)");
   const int64_t step = io::load_checkpoint(ck, *task.model);
-  auto test_set = datasets::normalized_mnist(mnist_dir(eval_input(p).data_dir), false);
   const int64_t batch = eval_input(p).batch_size;
-  data::DataLoader loader(test_set, data::DataLoaderOptions().batch_size(batch).drop_last(
-                                        eval_input(p).drop_last_batch));
   Options o = make_options(cli, p);
   o.modelName("evaluation");
   task.model->eval();
   auto im = inferenceModel(task.model, o);
-  double loss_sum = 0, sim = 0;
-  int64_t correct = 0, total = 0, steps = 0;
-  const auto t0 = Clock::now();
-  for (auto& b : loader) {
-    const Tensor out = im(task.half ? b.data.to(kFloat16) : b.data).to(kFloat32);
-    loss_sum += nll_loss(out, b.target).item<float>() * double(b.data.size(0));
-    correct += sum(eq(argmax(out, 1), b.target).to(kInt64)).item<int64_t>();
-    total += b.data.size(0);
-    ++steps;
-    if (im.last_stats().simulated_seconds) sim += *im.last_stats().simulated_seconds;
-  }
-  IPUML_CHECK(total > 0, kWho, ": the evaluation covered 0 samples (eval_input.batch_size ", batch,
-              " with drop_last_batch over ", test_set.size(), " samples)");
-  const double wall = seconds_since(t0);
-  log_line("Eval", cli, steps, loss_sum / double(total), double(total) / std::max(wall, 1e-9),
-           double(total) / std::max(wall, 1e-9), sim > 0 ? total / sim : 0,
-           sim > 0 ? total / sim : 0);
-  std::cout << "Avg Eval Loss: " << fixed(loss_sum / double(total), 6) << "\n";
-  std::cout << "Eval metrics at global step " << step
-            << ": eval/accuracy = " << fixed(double(correct) / double(total), 4) << "\n";
-  return 0;
+  return with_data(task, p, false, [&](const auto& test_set) {
+    data::DataLoader loader(test_set, data::DataLoaderOptions().batch_size(batch).drop_last(
+                                          eval_input(p).drop_last_batch));
+    double loss_sum = 0, sim = 0;
+    int64_t correct = 0, total = 0, steps = 0;
+    models::SegmentationCounts counts;
+    const auto t0 = Clock::now();
+    for (auto& b : loader) {
+      const Tensor out = im(task.half ? b.data.to(kFloat16) : b.data).to(kFloat32);
+      const double rows = double(b.data.size(0));
+      if (task.data == Task::Data::Masks) {
+        loss_sum += task.loss(out, b.target).template item<float>() * rows;
+        const auto c = models::segmentation_counts(out, b.target);
+        counts.intersection += c.intersection;
+        counts.predicted += c.predicted;
+        counts.actual += c.actual;
+      } else {
+        loss_sum += nll_loss(out, b.target).template item<float>() * rows;
+        correct += sum(eq(argmax(out, 1), b.target).to(kInt64)).template item<int64_t>();
+      }
+      total += b.data.size(0);
+      ++steps;
+      if (im.last_stats().simulated_seconds) sim += *im.last_stats().simulated_seconds;
+    }
+    IPUML_CHECK(total > 0, kWho, ": the evaluation covered 0 samples (eval_input.batch_size ",
+                batch, " with drop_last_batch over ", test_set.size(), " samples)");
+    const double wall = seconds_since(t0);
+    log_line("Eval", cli, steps, loss_sum / double(total), double(total) / std::max(wall, 1e-9),
+             double(total) / std::max(wall, 1e-9), sim > 0 ? total / sim : 0,
+             sim > 0 ? total / sim : 0);
+    std::cout << "Avg Eval Loss: " << fixed(loss_sum / double(total), 6) << "\n";
+    // modelzoo's metric names: unet's DiceCoefficient and MeanIOU, fc_mnist's accuracy.
+    if (task.data == Task::Data::Masks)
+      std::cout << "Eval metrics at global step " << step
+                << ": eval/dice_coefficient = " << fixed(counts.dice(), 4)
+                << ", eval/mean_iou = " << fixed(counts.iou(), 4) << "\n";
+    else
+      std::cout << "Eval metrics at global step " << step
+                << ": eval/accuracy = " << fixed(double(correct) / double(total), 4) << "\n";
+    return 0;
+  });
 }
 
 }  // namespace
@@ -436,14 +534,16 @@ int main(int argc, char** argv) {
       return compile_or_validate(cli, p, task, *optimizer);
     }
     Task task = make_task(p);
-    IPUML_CHECK(task.trains, p.model.keys.where("name").str(), ": model '", p.model.name,
-                "' is sized here, not trained: its data sets are not read by ipuml; run it with "
+    IPUML_CHECK(task.data != Task::Data::None, p.model.keys.where("name").str(), ": model '",
+                p.model.name,
+                "' is sized here, not trained: ipuml does not read its data sets; run it with "
                 "--compile_only (fit, execution mode, projected samples/sec) or --validate_only");
     auto optimizer = make_optimizer(p, task);
     int64_t max_steps = cli.max_steps;
     if (max_steps == 0 && p.runconfig.max_steps) max_steps = *p.runconfig.max_steps;
     if (max_steps == 0 && p.runconfig.num_epochs && p.train_input)
-      max_steps = *p.runconfig.num_epochs * (60000 / p.train_input->batch_size);
+      max_steps = *p.runconfig.num_epochs *
+                  ((task.data == Task::Data::Masks ? 8192 : 60000) / p.train_input->batch_size);
     IPUML_CHECK(max_steps > 0 || cli.mode == "eval", p.file,
                 ": runconfig needs max_steps or num_epochs (or give --max_steps)");
     if (cli.mode != "eval") {

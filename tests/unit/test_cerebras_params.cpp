@@ -186,6 +186,8 @@ TEST_CASE("cerebras params: bert keys ipuml cannot honour are refused by name",
              Catch::Contains("model.position_embedding_type"));
   CHECK_THAT(refused(""), Catch::Contains("model.num_heads"));
   CHECK_NOTHROW(parse_params(head + "  num_heads: 3\n" + tail, "bert.yaml"));
+}
+
 TEST_CASE("cerebras params: the shipped unet config and what unet refuses",
           "[cerebras][params][unet]") {
   const Params p = read_params(source_file("examples/cerebras/configs/unet.yaml"));

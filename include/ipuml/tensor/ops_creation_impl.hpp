@@ -109,16 +109,20 @@ IPUML_INLINE Tensor randint(int64_t low, int64_t high, const Shape& shape, Gener
 }
 
 IPUML_INLINE Tensor rand(const Shape& shape, const TensorOptions& o, Generator* gen) {
-  return ops_detail::with_options(o, [&] { return ops_detail::random(OpKind::RandUniform, shape, 0.0, 1.0, o.dtype(), gen); });
+  return ops_detail::with_options(
+      o, [&] { return ops_detail::random(OpKind::RandUniform, shape, 0.0, 1.0, o.dtype(), gen); });
 }
 IPUML_INLINE Tensor randn(const Shape& shape, const TensorOptions& o, Generator* gen) {
-  return ops_detail::with_options(o, [&] { return ops_detail::random(OpKind::RandNormal, shape, 0.0, 1.0, o.dtype(), gen); });
+  return ops_detail::with_options(
+      o, [&] { return ops_detail::random(OpKind::RandNormal, shape, 0.0, 1.0, o.dtype(), gen); });
 }
 IPUML_INLINE Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOptions& o,
                             Generator* gen) {
   IPUML_CHECK(high > low, "randint: expected low < high, got [", low, ", ", high, ")");
-  return ops_detail::with_options(o, [&] { return ops_detail::random(OpKind::RandInt, shape, static_cast<double>(low),
-                         static_cast<double>(high), o.dtype_or(kInt64), gen); });
+  return ops_detail::with_options(o, [&] {
+    return ops_detail::random(OpKind::RandInt, shape, static_cast<double>(low),
+                              static_cast<double>(high), o.dtype_or(kInt64), gen);
+  });
 }
 
 IPUML_INLINE Tensor from_vector(const std::vector<float>& values, const Shape& shape,

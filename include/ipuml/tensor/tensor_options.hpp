@@ -13,8 +13,8 @@ class TensorOptions {
  public:
   TensorOptions() = default;
   // Implicit, as in LibTorch, so that a dtype or a device alone can stand for the options.
-  TensorOptions(DType d) : dtype_(d) {}        // NOLINT
-  TensorOptions(Device d) : device_(d) {}      // NOLINT
+  TensorOptions(DType d) : dtype_(d) {}                // NOLINT
+  TensorOptions(Device d) : device_(d) {}              // NOLINT
   TensorOptions(DeviceType t) : device_(Device(t)) {}  // NOLINT
 
   TensorOptions dtype(DType d) const {
