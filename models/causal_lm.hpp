@@ -72,8 +72,12 @@ inline Tensor shifted_causal_lm_loss(const Tensor& logits, const Tensor& labels)
               "shifted_causal_lm_loss: expected logits [B, S, V] and labels [B, S] with S >= 2, "
               "got shapes ",
               shape_str(logits.shape()), " and ", shape_str(labels.shape()));
-  const int64_t s = labels.size(1);
-  return causal_lm_loss(contiguous(slice(logits, 1, 0, s - 1)), contiguous(slice(labels, 1, 1, s)));
+  // The labels move one place left and the last position is ignored (-100), rather than the
+  // logits being cut: the same mean over B x (S - 1) positions, without a [B, S - 1, V] copy of
+  // the logits and its scatter back in the backward pass.
+  const int64_t b = labels.size(0), s = labels.size(1);
+  const Tensor next = cat({slice(labels, 1, 1, s), full({b, 1}, -100.0, labels.dtype())}, 1);
+  return causal_lm_loss(logits, next);
 }
 
 }  // namespace ipuml::models

@@ -40,6 +40,9 @@ struct Target {
   // A CS-2's I/O (12 x 100 GbE): input samples from the worker nodes, and in weight streaming the
   // weights from MemoryX and the gradients back.
   double io_bytes_per_second = 150e9;
+  // MemoryX runs the optimizer on the weights it keeps (weight streaming): the bytes a second
+  // its servers read and write doing so (assumed: capacity is published, bandwidth is not).
+  double memoryx_bytes_per_second = 1e12;
   // SwarmX: one level of its broadcast/reduce tree between the CS-2s and MemoryX (assumed).
   double swarmx_level_seconds = 2e-6;
   int64_t max_systems = 192;  // CS-2s one cluster joins

@@ -34,6 +34,7 @@ inline const std::vector<Field>& fields() {
       IPUML_TARGET_FIELD_DBL(Target, ramp_cycles),
       IPUML_TARGET_FIELD_INT(Target, kernel_launch_cycles),
       IPUML_TARGET_FIELD_DBL(Target, io_bytes_per_second),
+      IPUML_TARGET_FIELD_DBL(Target, memoryx_bytes_per_second),
       IPUML_TARGET_FIELD_DBL(Target, swarmx_level_seconds),
       IPUML_TARGET_FIELD_INT(Target, max_systems),
       IPUML_TARGET_FIELD_INT(Target, code_bytes_matrix),
@@ -118,6 +119,7 @@ IPUML_INLINE void validate(const Target& t) {
   nonneg("ramp_cycles", t.ramp_cycles, 1e6);
   nonneg("kernel_launch_cycles", d(t.kernel_launch_cycles), 1e9);
   pos("io_bytes_per_second", t.io_bytes_per_second, 1, 1e15);
+  pos("memoryx_bytes_per_second", t.memoryx_bytes_per_second, 1, 1e16);
   nonneg("swarmx_level_seconds", t.swarmx_level_seconds, 1);
   pos("max_systems", d(t.max_systems), 1, 1 << 20);
   nonneg("code_bytes_matrix", d(t.code_bytes_matrix), 1LL << 30);

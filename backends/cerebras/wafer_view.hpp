@@ -18,8 +18,9 @@ namespace ipuml::cerebras {
 // cell belongs to, or -1 where no kernel is placed. Regions are laid out in the step's order as
 // contiguous runs of a serpentine over bands of `band_rows` cell rows (left to right in even
 // bands, right to left in odd ones, each band's columns walked down then up), so consecutive
-// layers are neighbours and every region's area is its PEs to the nearest cell. The cost model
-// sizes regions by PE count; these positions draw them, they do not change their time.
+// layers are neighbours and every region's area is its share of the wafer's PEs to the nearest
+// cell. The cost model sizes regions by PE count; these positions draw them, they do not change
+// their time.
 struct WaferCells {
   int64_t columns = 0, rows = 0, band_rows = 0;
   std::vector<int32_t> region;  // columns x rows

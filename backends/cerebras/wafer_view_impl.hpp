@@ -36,7 +36,9 @@ IPUML_INLINE WaferCells place_regions(const PipelineLayout& l, const Target& t) 
   const int64_t cells = w.columns * w.rows;
   w.region.assign(static_cast<size_t>(cells), -1);
   if (!l.fits || l.kernels.empty()) return w;
-  const double per_cell = static_cast<double>(t.pes_per_block());
+  // The grid's whole blocks leave out the fabric's ragged edge: a cell stands for its share of
+  // every PE, so that a region's cells are its share of the wafer.
+  const double per_cell = static_cast<double>(t.pes()) / static_cast<double>(cells);
   // Cells by cumulative PEs, so rounding never adds up past the wafer.
   double before = 0;
   for (size_t k = 0; k < l.kernels.size(); ++k) {
@@ -83,11 +85,12 @@ IPUML_INLINE std::string layout_json(const Target& t, ExecutionMode mode, const 
   }
   const PipelineLayout& l = *layout;
   const WaferCells w = place_regions(l, t);
-  j["grid"] = {{"columns", w.columns},
-               {"rows", w.rows},
-               {"band_rows", w.band_rows},
-               {"pes_per_cell", t.pes_per_block()},
-               {"cells", w.region}};
+  j["grid"] = {
+      {"columns", w.columns},
+      {"rows", w.rows},
+      {"band_rows", w.band_rows},
+      {"pes_per_cell", static_cast<double>(t.pes()) / static_cast<double>(w.region.size())},
+      {"cells", w.region}};
   json regions = json::array();
   for (size_t k = 0; k < l.kernels.size(); ++k) {
     const PipelineKernel& r = l.kernels[k];

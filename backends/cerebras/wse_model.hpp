@@ -102,6 +102,13 @@ class WseModel final : public emu::TargetModel {
     const bool ws = mode_ == ExecutionMode::WeightStreaming;
     return {ws, ws};
   }
+  // In weight streaming MemoryX updates the weights it keeps (and sums the gradients of a
+  // micro-batch into its accumulators): the optimizer's ops leave the wafer, the gradients
+  // stream out to them, and MemoryX's memory bounds their time.
+  bool computes_offchip() const override { return mode_ == ExecutionMode::WeightStreaming; }
+  double offchip_op_cycles(double bytes) const override {
+    return bytes <= 0 ? 0.0 : std::ceil(bytes / t_.memoryx_bytes_per_second * t_.clock_hz);
+  }
   emu::MemoryTerms memory_terms() const override {
     const int64_t p = t_.pes_per_block();
     emu::MemoryTerms m;

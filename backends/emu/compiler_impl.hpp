@@ -98,6 +98,9 @@ struct Planner {
   std::vector<int32_t> next_unit;
   // Bytes streamed to and from off-chip memory at each step (account_liveness).
   std::vector<double> streamed_per_node;
+  // Per step: whether it runs beside the off-chip memory (TargetModel::computes_offchip), set
+  // by account().
+  std::vector<char> offchip_node;
   std::unordered_map<std::string, MatrixGrid> grids;  // identical matrix ops plan once
 
   Planner(const ir::Graph& graph, const TargetModelPtr& target, const CompileOptions& opts)
@@ -626,6 +629,7 @@ struct Planner {
     auto& mem = plan.memory;
     mem.bytes_per_unit = mc.bytes_per_unit;
     mem.units.assign(static_cast<size_t>(mc.total_units()), UnitMemory{});
+    find_offchip_nodes();
     find_replica_shards();
     account_state_and_streams();
     find_views();
@@ -635,6 +639,38 @@ struct Planner {
     const std::vector<double> streamed = account_liveness();
     account_cycles(streamed);
     account_verdict();
+  }
+
+  // The steps that run beside the off-chip memory where the target computes there: fills,
+  // elementwise ops and reductions each of whose results is the new value of an off-chip state
+  // (the optimizer's update of a streamed weight, a gradient added into a streamed accumulator,
+  // an accumulator cleared) or is read only by such steps (the gradients' scaling and norm
+  // before the update). Decided last step first, so that every reader of a step's results is
+  // decided before it.
+  void find_offchip_nodes() {
+    offchip_node.assign(g.nodes.size(), 0);
+    if (!t.computes_offchip()) return;
+    std::vector<char> updates_offchip(g.values.size(), 0), read_on_chip(g.values.size(), 0),
+        read(g.values.size(), 0);
+    for (auto& u : g.updates)
+      if (g.values[static_cast<size_t>(u.state)].offchip)
+        updates_offchip[static_cast<size_t>(u.value)] = 1;
+    for (auto v : g.outputs) read_on_chip[static_cast<size_t>(v)] = 1;  // the host reads it
+    using C = ir::OpCategory;
+    for (size_t ni = g.nodes.size(); ni-- > 0;) {
+      const auto& n = g.nodes[ni];
+      bool off = !n.outputs.empty() &&
+                 ir::op_in(n.kind, C::Creation, C::Unary, C::Broadcast, C::Reduce, C::Update);
+      for (auto v : n.outputs) {
+        const auto vu = static_cast<size_t>(v);
+        off = off && (updates_offchip[vu] || (read[vu] && !read_on_chip[vu]));
+      }
+      offchip_node[ni] = off ? 1 : 0;
+      for (auto v : n.inputs) {
+        read[static_cast<size_t>(v)] = 1;
+        if (!off) read_on_chip[static_cast<size_t>(v)] = 1;
+      }
+    }
   }
 
   // On-chip state (less what replica sharding saves) and the host input streams' buffers.
@@ -676,8 +712,11 @@ struct Planner {
       // that brings its elements where its readers' units want them, done in their exchange
       // phase (Poplar rearranges a view when an op needs another layout, a copy with no compute).
       // A small constant is written with the program at load time: nothing at run time at all.
-      const bool views_only = is_view_node(n) || is_constant_node(n);
+      const bool offchip_op = offchip_node[static_cast<size_t>(ni)] != 0;
+      const bool views_only = is_view_node(n) || is_constant_node(n) || offchip_op;
       if (views_only) c.compute = c.sync = 0, c.serial = 1, c.temp = 0;
+      // Off the units altogether: its time is the off-chip memory's (account_cycles).
+      if (offchip_op) c.exchange = c.inter = c.exchange_total = c.inter_bytes = 0, c.transfers = 0;
       // An op on replica-sharded values (the optimizer's update) computes its replica's share.
       int64_t shards = 1;
       for (auto v : n.outputs) shards = std::max(shards, shards_[static_cast<size_t>(v)]);
@@ -724,9 +763,10 @@ struct Planner {
       if (!views_only) plan.compute_sets += np.serial;
       plan.vertices += np.vertices;
       plan.edges += np.vertices * fields;
-      plan.supersteps.push_back(Superstep{ni, np.span.device, np.compute_cycles,
-                                          np.exchange_cycles + np.inter_device_cycles,
-                                          np.sync_cycles});
+      if (!offchip_op)
+        plan.supersteps.push_back(Superstep{ni, np.span.device, np.compute_cycles,
+                                            np.exchange_cycles + np.inter_device_cycles,
+                                            np.sync_cycles});
     }
   }
 
@@ -839,8 +879,24 @@ struct Planner {
       if (--buf.refs == 0 && !buf.state) add_live(buf.owner, -1);
     }
 
-    // Streamed inputs of step ni come onto its units.
+    // Streamed inputs of step ni come onto its units; a step run beside the off-chip memory
+    // instead streams its on-chip inputs out to it and leaves its off-chip ones there.
     void stream_in(int64_t ni, const ir::Node& n) {
+      if (p.offchip_node[static_cast<size_t>(ni)]) {
+        std::vector<int64_t> seen;
+        for (auto v : n.inputs) {
+          const auto& val = g.values[static_cast<size_t>(v)];
+          const bool there = offchip(v) || (val.kind == ir::ValueKind::Op && val.node >= 0 &&
+                                            p.offchip_node[static_cast<size_t>(val.node)]);
+          if (there || std::find(seen.begin(), seen.end(), v) != seen.end()) continue;
+          seen.push_back(v);
+          const double b = static_cast<double>(g.meta(v).nbytes()) /
+                           static_cast<double>(p.shards_[static_cast<size_t>(v)]);
+          streamed[static_cast<size_t>(p.plan.values[static_cast<size_t>(v)].span.device)] += b;
+          streamed_step[static_cast<size_t>(ni)] += b;
+        }
+        return;
+      }
       for (auto v : n.inputs)
         if (offchip(v) && buffer_of[static_cast<size_t>(v)] < 0 &&
             p.last[static_cast<size_t>(v)] >= ni) {
@@ -857,6 +913,7 @@ struct Planner {
     std::vector<size_t> place_results(int64_t ni, const ir::Node& n) {
       const auto& ends = p.held_until;
       std::vector<size_t> touched;
+      if (p.offchip_node[static_cast<size_t>(ni)]) return touched;  // written where they live
       std::vector<int64_t> taken;  // inputs whose buffer a result took over
       for (size_t k = 0; k < n.outputs.size(); ++k) {
         const int64_t v = n.outputs[k];
@@ -1000,6 +1057,36 @@ struct Planner {
     return out;
   }
 
+  // The off-chip memory's own work (offchip_node steps) on each device: each step starts when
+  // the units have made its operands and the off-chip step before it is done; only what runs
+  // past the units' last step costs time (the rest overlaps their work).
+  std::vector<double> offchip_cycles() const {
+    std::vector<double> out(static_cast<size_t>(mc.devices), 0.0);
+    if (!t.computes_offchip()) return out;
+    std::vector<double> busy(g.nodes.size(), 0.0), done_at(g.nodes.size(), 0.0);
+    for (auto& s : plan.supersteps)
+      if (s.node >= 0) busy[static_cast<size_t>(s.node)] += s.compute + s.exchange + s.sync;
+    std::vector<double> units(out.size(), 0.0), memory(out.size(), 0.0);
+    for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+      const auto d = static_cast<size_t>(plan.nodes[ni].span.device);
+      units[d] += busy[ni];
+      done_at[ni] = units[d];
+      if (!offchip_node[ni]) continue;
+      const auto& n = g.nodes[ni];
+      double ready = 0, bytes = 0;
+      for (auto v : n.inputs) {
+        const auto& val = g.values[static_cast<size_t>(v)];
+        if (val.kind == ir::ValueKind::Op && val.node >= 0)
+          ready = std::max(ready, done_at[static_cast<size_t>(val.node)]);
+        bytes += static_cast<double>(g.meta(v).nbytes());
+      }
+      for (auto v : n.outputs) bytes += static_cast<double>(g.meta(v).nbytes());
+      memory[d] = std::max(memory[d], ready) + t.offchip_op_cycles(bytes);
+    }
+    for (size_t d = 0; d < out.size(); ++d) out[d] = std::max(0.0, memory[d] - units[d]);
+    return out;
+  }
+
   // Host streams, state write-back and the replica all-reduce.
   void account_cycles(const std::vector<double>& streamed) {
     std::vector<double> host_in(static_cast<size_t>(mc.devices), 0),
@@ -1017,6 +1104,10 @@ struct Planner {
     }
     double writeback = 0;
     for (auto& u : g.updates) {
+      const auto& nv = g.values[static_cast<size_t>(u.value)];
+      if (nv.kind == ir::ValueKind::Op && nv.node >= 0 &&
+          offchip_node[static_cast<size_t>(nv.node)])
+        continue;  // written where the state lives, off chip
       const auto& ls = plan.values[static_cast<size_t>(u.state)];
       const auto& lv = plan.values[static_cast<size_t>(u.value)];
       if (!(ls.axis == lv.axis && ls.span == lv.span)) {
@@ -1028,11 +1119,12 @@ struct Planner {
     plan.cycles = RunCycles{};
     plan.cycles.per_device.assign(static_cast<size_t>(mc.devices), DeviceCycles{});
     const std::vector<double> streaming = streaming_cycles(streamed);
+    const std::vector<double> offchip = offchip_cycles();
     for (int32_t i = 0; i < mc.devices; ++i) {
       auto& c = plan.cycles.per_device[static_cast<size_t>(i)];
       const double in = host_in[static_cast<size_t>(i)], out = host_out[static_cast<size_t>(i)];
       c.host = t.host_cycles(in, o.replication_factor) + t.host_cycles(out, o.replication_factor) +
-               streaming[static_cast<size_t>(i)];
+               streaming[static_cast<size_t>(i)] + offchip[static_cast<size_t>(i)];
       // Each direction's stream copy begins with the device syncing with the host.
       c.host += ((in > 0) + (out > 0)) * t.host_sync_cycles();
     }

@@ -618,7 +618,7 @@ function wafer(p, box) {
   });
   lab.appendChild(cb);
   lab.appendChild(document.createTextNode(" colour by busy time (viridis, 1 = the slowest); " +
-      "outlined in red: the slowest region; one cell = " + G.pes_per_cell + " PEs"));
+      "outlined in red: the slowest region; one cell: " + G.pes_per_cell.toFixed(1) + " PEs"));
   row.appendChild(lab);
   box.appendChild(row);
   const t = el("table");

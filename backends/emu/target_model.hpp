@@ -88,6 +88,18 @@ class TargetModel {
     bool prefetch = false;
   };
   virtual Streaming streaming() const { return {}; }
+  // Whether the off-chip memory computes too (the CS-2's MemoryX runs the optimizer on the
+  // weights it keeps). Then an elementwise op whose every result is the new value of an
+  // off-chip state runs there, not on the units: it takes no unit memory or unit time, its
+  // on-chip operands (the gradients) stream out to it, its off-chip operands stay where they
+  // are, and offchip_op_cycles(bytes it reads and writes) is its time there, overlapping the
+  // units' work from when its operands are ready. No by default (the IPU's streaming memory
+  // only stores).
+  virtual bool computes_offchip() const { return false; }
+  virtual double offchip_op_cycles(double bytes) const {
+    (void)bytes;
+    return 0;
+  }
   // Memory terms besides tensor data.
   virtual MemoryTerms memory_terms() const = 0;
   // The target's name of memory category c (MemCategory) in reports and errors: its users'

@@ -348,3 +348,45 @@ TEST_CASE("cerebras backend: bad options are refused by name", "[cerebras]") {
   CHECK(contains(error_of([&] { be->compile(trace.graph, many, {}); }),
                  "num_csx (500) must be in [1, 192]"));
 }
+
+TEST_CASE("cerebras target: in weight streaming MemoryX runs the optimizer off the wafer",
+          "[cerebras]") {
+  manual_seed(4);
+  Mlp model(256, 128);
+  optim::Adam adam(model->parameters(), optim::AdamOptions(1e-3));
+  auto step = runtime::trace_training_step(
+      *model, adam,
+      [&](const std::vector<Tensor>& in) { return cross_entropy(model(in[0]), in[1]); },
+      {ir::TensorMeta{{32, 256}, DType::Float32}, ir::TensorMeta{{32}, DType::Int64}});
+  ir::Graph g = step.graph;
+  for (auto v : g.states) g.values[static_cast<size_t>(v)].offchip = true;
+  auto t = cerebras::target_preset("wse2");
+  const auto fast = std::make_shared<const cerebras::WseModel>(t, ExecutionMode::WeightStreaming);
+  const emu::Plan p = emu::plan_graph(g, fast, quiet());
+  // No optimizer update runs on the wafer, and none takes its memory.
+  int updates = 0;
+  for (auto& n : g.nodes) updates += ir::is_elementwise_update(n.kind);
+  REQUIRE(updates == 4);  // two weights and two biases
+  for (auto& s : p.supersteps)
+    if (s.node >= 0)
+      CHECK_FALSE(ir::is_elementwise_update(g.nodes[static_cast<size_t>(s.node)].kind));
+  // Its time is MemoryX's: Adam reads a weight, its gradient and two moments and writes the
+  // weight and the moments back, 7 x 4 bytes a parameter; with MemoryX made slow that is the
+  // step's tail, beyond everything the wafer does.
+  double params = 0;
+  for (auto& q : model->parameters()) params += static_cast<double>(q.numel());
+  t.memoryx_bytes_per_second = 1e6;
+  const auto slow = std::make_shared<const cerebras::WseModel>(t, ExecutionMode::WeightStreaming);
+  const emu::Plan ps = emu::plan_graph(g, slow, quiet());
+  const double exposed = ps.cycles.per_device[0].host - p.cycles.per_device[0].host;
+  const double expect = 28 * params / t.memoryx_bytes_per_second * t.clock_hz;
+  CHECK(exposed >= expect * 0.99);
+  CHECK(exposed <= expect * 1.01);
+  // Pipelined, the same step updates its weights in their regions: nothing runs off the wafer.
+  const auto lp = std::make_shared<const cerebras::WseModel>(t, ExecutionMode::Pipelined);
+  const emu::Plan on_chip = emu::plan_graph(step.graph, lp, quiet());
+  int on_wafer = 0;
+  for (auto& s : on_chip.supersteps)
+    on_wafer += s.node >= 0 && ir::is_elementwise_update(g.nodes[static_cast<size_t>(s.node)].kind);
+  CHECK(on_wafer == 4);
+}
