@@ -2,6 +2,7 @@
 // runs of a serpentine, each its PEs to the cell, their utilisation at the pipeline's rate, the
 // layout.json a compiled program writes beside its profile, and ipuml-report's wafer section,
 // which refuses a damaged layout by name.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -16,6 +17,8 @@
 #include <ipuml/ipuml.hpp>
 
 #include "../support/error_of.hpp"
+#include "../support/png.hpp"
+#include "../support/run_command.hpp"
 #include "../support/temp_dir.hpp"
 
 using namespace ipuml;
@@ -166,4 +169,53 @@ TEST_CASE("wafer view: a compiled program's layout.json and ipuml-report's wafer
   const std::string e = error_of([&] { emu::make_report_html(emu::load_report_programs(report)); });
   CHECK(e.find("the layout of program 'training' has a cell naming no region") !=
         std::string::npos);
+}
+
+TEST_CASE("wafer view: the page draws the wafer in headless Chromium",
+          "[cerebras][wafer][browser]") {
+  int status = -1;
+  std::string browser = testing::run_command(
+      "command -v chromium || command -v chromium-browser || command -v chromium-headless-shell",
+      &status);
+  browser.erase(std::remove(browser.begin(), browser.end(), '\n'), browser.end());
+  if (status != 0 || browser.empty()) {
+    WARN("skipped: no Chromium on PATH (scripts/install-deps.sh --browser installs it)");
+    return;
+  }
+  testing::TempDir dir("ipuml_wafer_png");
+  const std::string report = dir.file("report");
+  manual_seed(3);
+  Three model;
+  optim::SGD sgd(model->parameters(), optim::SGDOptions(0.1));
+  Options o;
+  o.showCompilationProgressBar(false)
+      .backend("cerebras")
+      .autoReportDirectory(report)
+      .compileOnly(true);
+  auto tm = trainingModel(model.ptr(), o, sgd,
+                          [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); });
+  (void)tm.estimate(zeros({64, 784}), zeros({64}, kInt64));
+  std::ofstream(dir.file("page.html")) << emu::make_report_html(emu::load_report_programs(report));
+  const std::string shot = dir.file("page.png");
+  const std::string log = testing::run_command(
+      "timeout 60 '" + browser +
+          "' --headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir='" +
+          dir.file("profile") + "' --window-size=1000,1400 --screenshot='" + shot + "' 'file://" +
+          dir.file("page.html") + "' 2>&1",
+      &status);
+  INFO(log);
+  REQUIRE(fs::exists(shot));
+  const testing::Image img = testing::read_png(shot);
+  // The wafer's 93 x 124 cells of 6 pixels, each region its own colour: a large block of
+  // saturated pixels in many colours below the summary.
+  std::set<uint32_t> colours;
+  size_t saturated = 0;
+  for (auto& p : img.rgb) {
+    const int hi = std::max({p[0], p[1], p[2]}), lo = std::min({p[0], p[1], p[2]});
+    if (hi - lo < 60) continue;
+    ++saturated;
+    colours.insert((uint32_t{p[0]} << 16) | (uint32_t{p[1]} << 8) | p[2]);
+  }
+  CHECK(saturated > 93 * 124 * 30);
+  CHECK(colours.size() >= 6);
 }
