@@ -1,0 +1,102 @@
+// The CS-2 zoo's new models (GPT-J, UNet 2-D) train alike eagerly and compiled for the CPU, the
+// emulated IPU and the emulated CS-2 (both execution modes): the same losses step by step and
+// the same weights after, as a user moving a model between the testbed's machines expects.
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include <ipuml/datasets/generated_masks.hpp>
+#include <ipuml/ipuml.hpp>
+#include <ipuml/models/gptj.hpp>
+#include <ipuml/models/unet.hpp>
+
+using namespace ipuml;
+
+namespace {
+
+Options backend_options(const std::string& name) {
+  Options o;
+  o.showCompilationProgressBar(false);
+  if (name == "cerebras-ws") {
+    o.backend("cerebras");
+    o.backendOption("cerebras", "execution_strategy", "weight_streaming");
+  } else {
+    o.backend(name);
+  }
+  return o;
+}
+
+// Losses of `steps` SGD steps of a freshly seeded model, eagerly ("eager") or compiled for a
+// backend, and its weights after.
+template <typename Make, typename Loss>
+std::pair<std::vector<float>, std::vector<std::vector<float>>> train(const std::string& where,
+                                                                     Make make, Loss loss,
+                                                                     const Tensor& x,
+                                                                     const Tensor& y, int steps) {
+  manual_seed(11);
+  auto model = make();
+  optim::SGD sgd(model->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  std::vector<float> losses;
+  if (where == "eager") {
+    for (int i = 0; i < steps; ++i) {
+      sgd.zero_grad();
+      Tensor l = loss(model->forward(x), y);
+      l.backward();
+      sgd.step();
+      losses.push_back(l.item<float>());
+    }
+  } else {
+    auto tm = trainingModel(model.ptr(), backend_options(where), sgd,
+                            [&](const Tensor& out, const Tensor& t) { return loss(out, t); });
+    for (int i = 0; i < steps; ++i) losses.push_back(tm(x, y).template item<float>());
+  }
+  std::vector<std::vector<float>> weights;
+  for (auto& p : model->parameters()) weights.push_back(p.template to_vector<float>());
+  return {losses, weights};
+}
+
+template <typename Make, typename Loss>
+void same_everywhere(Make make, Loss loss, const Tensor& x, const Tensor& y) {
+  const auto ref = train("eager", make, loss, x, y, 3);
+  CHECK(ref.first.back() < ref.first.front());  // it learns
+  for (const std::string where : {"cpu", "ipu", "cerebras", "cerebras-ws"}) {
+    INFO(where);
+    const auto got = train(where, make, loss, x, y, 3);
+    for (size_t i = 0; i < ref.first.size(); ++i)
+      CHECK(got.first[i] == Approx(ref.first[i]).epsilon(1e-4));
+    for (size_t k = 0; k < ref.second.size(); ++k)
+      for (size_t i = 0; i < ref.second[k].size(); ++i)
+        CHECK(got.second[k][i] == Approx(ref.second[k][i]).margin(1e-4));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("zoo on every backend: GPT-J trains alike eagerly and on cpu ipu and the CS-2",
+          "[gptj][cerebras][ipu]") {
+  Generator gen(3);
+  const Tensor ids = randint(0, 64, {4, 16}, &gen);
+  same_everywhere([] { return models::GPTJForCausalLM(models::GPTJConfig::tiny()); },
+                  [](const Tensor& logits, const Tensor& labels) {
+                    return models::shifted_causal_lm_loss(logits, labels);
+                  },
+                  ids, ids);
+}
+
+TEST_CASE("zoo on every backend: UNet trains alike eagerly and on cpu ipu and the CS-2",
+          "[unet][cerebras][ipu]") {
+  datasets::GeneratedMasksOptions o;
+  o.size = 8;
+  o.height = o.width = 16;
+  o.seed = 5;
+  const datasets::GeneratedMasks set(o);
+  const std::vector<int64_t> idx{0, 1, 2, 3, 4, 5, 6, 7};
+  const auto batch = set.get_batch(idx);
+  const models::UNetConfig c = models::UNetConfig::tiny();
+  same_everywhere([c] { return models::UNet(c); },
+                  [](const Tensor& logits, const Tensor& mask) {
+                    return models::binary_cross_entropy_with_logits(logits, mask);
+                  },
+                  batch.data, batch.target);
+}
