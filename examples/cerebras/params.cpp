@@ -47,6 +47,8 @@ const char* const kSections[] = {"train_input", "eval_input", "model", "optimize
 
 // WordList: a list of words each one of `choices` (any case), stored as their indices in
 // `choices` (a list of ints), as unet's convs_per_block ["3x3_conv", "3x3_conv"].
+// IntOrWord: an integer in [int_min, int_max] or one of `choices` (any case, stored as spelled
+// in `choices`), as train_input.micro_batch_size: 64 or auto.
 enum class Kind {
   Bool,
   Int,
@@ -56,7 +58,8 @@ enum class Kind {
   FloatList,
   LearningRate,
   NumberOrDynamic,
-  WordList
+  WordList,
+  IntOrWord
 };
 
 struct Spec {
@@ -103,6 +106,12 @@ Spec word_list(const char* key, std::vector<const char*> choices, size_t min_len
   s.max_len = max_len;
   return s;
 }
+Spec int_or_word(const char* key, int64_t min, int64_t max, std::vector<const char*> words) {
+  Spec s = integer(key, min, max);
+  s.kind = Kind::IntOrWord;
+  s.choices = std::move(words);
+  return s;
+}
 Spec int_list(const char* key, int64_t min, int64_t max, size_t min_len, size_t max_len) {
   Spec s = integer(key, min, max);
   s.kind = Kind::IntList;
@@ -129,7 +138,11 @@ const Schema& input_schema() {
        // vocabulary the data was tokenized with (gptj checks it against the model's), and the
        // data reader and vocabulary file modelzoo names.
        integer("max_sequence_length", 1, kMaxSize), integer("max_predictions_per_seq", 0, kMaxSize),
-       integer("vocab_size", 1, kMaxSize), text("data_processor"), text("vocab_file")},
+       integer("vocab_size", 1, kMaxSize), text("data_processor"), text("vocab_file"),
+       // Weight streaming's split of the batch one CS-X runs into micro-batches (gradient
+       // accumulation): a size dividing batch_size / num_csx (checked by the program, which
+       // knows num_csx), or auto, explore or none.
+       int_or_word("micro_batch_size", 1, kMaxSize, {"auto", "explore", "none"})},
       // PyTorch DataLoader tuning: how fast batches arrive, not what they hold.
       {"prefetch_factor", "persistent_workers"},
       "data-loader tuning that ipuml's loader does not have; ignored"};
@@ -341,7 +354,8 @@ std::string expected(const Spec& s) {
       return "one of " + join(std::vector<std::string>(s.choices.begin(), s.choices.end())) +
              (lower(s.choices[0]) != s.choices[0] ? " (any case)" : "");
     case Kind::Int:
-    case Kind::IntList: {
+    case Kind::IntList:
+    case Kind::IntOrWord: {
       std::string r;
       if (s.int_max != kNoCap)
         r = "an integer in [" + std::to_string(s.int_min) + ", " + std::to_string(s.int_max) + "]";
@@ -349,6 +363,9 @@ std::string expected(const Spec& s) {
         r = "an integer > 0";
       else
         r = "an integer >= " + std::to_string(s.int_min);
+      if (s.kind == Kind::IntOrWord)
+        return r + " or one of " +
+               join(std::vector<std::string>(s.choices.begin(), s.choices.end()));
       return s.kind == Kind::IntList ? "a list of " + std::to_string(s.min_len) + " to " +
                                            std::to_string(s.max_len) + " entries, each " + r
                                      : r;
@@ -581,6 +598,20 @@ void read_value(const Reader& r, const YAML::Node& n, const std::string& path, c
       }
       v.data = read_float(r, n, path, s);
       break;
+    case Kind::IntOrWord: {
+      if (n.IsScalar()) {
+        const std::string& word = n.Scalar();
+        const auto it = std::find_if(s.choices.begin(), s.choices.end(),
+                                     [&](const char* c) { return lower(c) == lower(word); });
+        if (it != s.choices.end()) {
+          scalar_style(r, n, path);  // refuses an unsupported tag
+          v.data = std::string(*it);
+          break;
+        }
+      }
+      v.data = read_int(r, n, path, s);  // names the words too when the value is neither
+      break;
+    }
     case Kind::String: {
       if (!n.IsScalar()) r.fail(n.Mark(), path, want + ", got " + describe(n));
       scalar_style(r, n, path);
@@ -719,6 +750,12 @@ InputParams read_input(const Reader& r, const YAML::Node& key, const YAML::Node&
   in.to_float16 = k.get_bool("to_float16", false);
   in.num_workers = k.get_int("num_workers", 0);
   if (k.has("shuffle_seed")) in.shuffle_seed = k.get_int("shuffle_seed");
+  if (const Value* v = k.find("micro_batch_size")) {
+    if (const auto* word = std::get_if<std::string>(&v->data))
+      in.micro_batch_mode = *word;
+    else
+      in.micro_batch_size = std::get<int64_t>(v->data);
+  }
   return in;
 }
 

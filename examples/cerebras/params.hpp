@@ -87,6 +87,12 @@ struct InputParams {
   bool to_float16 = false;
   int64_t num_workers = 0;
   std::optional<int64_t> shuffle_seed;
+  // micro_batch_size (weight streaming's micro-batches of the batch one CS-X runs, with gradient
+  // accumulation): a fixed size in micro_batch_size (mode "" then), or micro_batch_mode "auto"
+  // (the largest that fits), "explore" (every candidate tried, the fastest that fits) or "none"
+  // (no split). Neither set: the key was absent (the program's default is auto).
+  std::optional<int64_t> micro_batch_size;
+  std::string micro_batch_mode;
   Section keys;
 };
 

@@ -2,13 +2,17 @@
 //   ipuml-cerebras-run CSX --params configs/fc_mnist.yaml --num_csx=1 --mode train
 //       --model_dir model_dir [--compile_only | --validate_only]
 // reads a modelzoo params yaml, builds its model, chooses the execution mode (pipelined when every
-// layer fits the wafer, else weight streaming; weight streaming on several CS-2s), and trains and
+// layer fits the wafer, else weight streaming; weight streaming on several CS-2s), splits each
+// CS-2's batch into train_input.micro_batch_size micro-batches in weight streaming (auto: the
+// largest that fits; explore: the fastest that fits; none; or a size), and trains and
 // evaluates with the original's log lines, simulated CS-2 rates beside wall-clock ones, and
 // integrity-checked checkpoints in model_dir.
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <regex>
 #include <string>
@@ -236,7 +240,11 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const cerebras::Params& p, cons
   return opt;
 }
 
-Options make_options(const Cli& cli, const cerebras::Params& p) {
+// The runtime's options for a run of `accumulation` micro-batches per weight update on each CS-2
+// (gradient accumulation: the combined batch stays train_input.batch_size), under `strategy`
+// (the command line's unless the micro-batch search has settled the mode).
+Options make_options(const Cli& cli, const cerebras::Params& p, int64_t accumulation = 1,
+                     const std::string& strategy = "") {
   Options o;
   o.showCompilationProgressBar(true).randomSeed(
       static_cast<uint64_t>(p.runconfig.seed.value_or(0)));
@@ -244,9 +252,10 @@ Options make_options(const Cli& cli, const cerebras::Params& p) {
     o.backend("cpu");
     return o;
   }
-  o.backend("cerebras").replicationFactor(cli.num_csx);
+  o.backend("cerebras").replicationFactor(cli.num_csx).gradientAccumulation(accumulation);
   o.backendOption("cerebras", "target", cli.target);
-  o.backendOption("cerebras", "execution_strategy", cli.execution_strategy);
+  o.backendOption("cerebras", "execution_strategy",
+                  strategy.empty() ? cli.execution_strategy : strategy);
   std::string overrides;
   for (auto& s : cli.target_overrides) overrides += (overrides.empty() ? "" : ";") + s;
   if (!overrides.empty()) o.backendOption("cerebras", "target_overrides", overrides);
@@ -297,19 +306,150 @@ void log_line(const char* phase, const Cli& cli, int64_t step, double loss, doub
   std::cout << std::endl;
 }
 
+// ---- micro-batches (train_input.micro_batch_size) -------------------------------------------
+// Weight streaming splits the batch one CS-2 runs (batch_size / num_csx) into micro-batches run
+// one after another, their gradients accumulated before the weight update, so that the
+// activations fit the wafer. Pipelined execution streams the samples through its layers and has
+// no micro-batches.
+
+// The estimate's target line names the mode after the wafer, then says why in parentheses, where
+// the other mode may be named too ("weight streaming (pipelined execution would need ...)").
+size_t pipelined_at(const runtime::Estimate& e) {
+  const size_t p = e.target.find(", pipelined execution"), w = e.target.find(", weight streaming");
+  return p != std::string::npos && (w == std::string::npos || p < w) ? p + 2 : std::string::npos;
+}
+bool pipelined(const runtime::Estimate& e) { return pipelined_at(e) != std::string::npos; }
+
+int64_t per_csx_batch(const Cli& cli, const cerebras::Params& p) {
+  return train_input(p).batch_size / cli.num_csx;
+}
+
+// What the params ask: "auto" (also when the key is absent), "explore", "none", or "" with a
+// fixed size.
+std::string micro_batch_mode(const cerebras::Params& p) {
+  const auto& in = train_input(p);
+  if (in.micro_batch_size) return "";
+  return in.micro_batch_mode.empty() ? "auto" : in.micro_batch_mode;
+}
+
+// The micro-batch sizes auto and explore try: the per-CS-2 batch, then its power-of-two divisors
+// below it, largest first, at most 12 (each is a compile).
+std::vector<int64_t> micro_batch_candidates(int64_t per_csx) {
+  std::vector<int64_t> c{per_csx};
+  for (int64_t m = per_csx & -per_csx; m >= 1 && c.size() < 12; m /= 2)
+    if (m < per_csx) c.push_back(m);
+  return c;
+}
+
+// An estimate of the training step at micro-batch `micro` (`force_ws`: under
+// execution_strategy weight_streaming, once the full batch has settled the mode).
+using EstimateAt = std::function<runtime::Estimate(int64_t micro, bool force_ws)>;
+
+struct MicroBatchChoice {
+  int64_t micro = 0;
+  runtime::Estimate estimate;  // at `micro`
+};
+
+// Chooses the micro-batch as the params ask and prints the one line that says which (and
+// explore's table). Throws for a fixed size the mode cannot take.
+MicroBatchChoice choose_micro_batch(const Cli& cli, const cerebras::Params& p,
+                                    const EstimateAt& estimate_at) {
+  const int64_t per = per_csx_batch(cli, p);
+  const std::string mode = micro_batch_mode(p);
+  const cerebras::Section& in = train_input(p).keys;
+  if (mode.empty()) {
+    const int64_t micro = *train_input(p).micro_batch_size;
+    runtime::Estimate e = estimate_at(micro, false);
+    if (pipelined(e))
+      in.fail("micro_batch_size",
+              std::to_string(micro) +
+                  " is a weight-streaming setting, but the wafer runs this model in " +
+                  e.target.substr(pipelined_at(e)) +
+                  ", which streams the samples through the wafer without micro-batches; remove "
+                  "the key, or run with --execution_strategy weight_streaming");
+    std::cout << "micro_batch_size: " << micro << " (the per-CS-X batch " << per << " in "
+              << per / micro << " micro-batch" << (per / micro == 1 ? "" : "es") << ")\n";
+    return {micro, e};
+  }
+  const runtime::Estimate whole = estimate_at(per, false);
+  if (pipelined(whole)) {
+    std::cout << "micro_batch_size " << mode << ": " << per
+              << " (pipelined execution streams the per-CS-X batch through the wafer; "
+                 "micro-batches are a weight-streaming setting)\n";
+    return {per, whole};
+  }
+  if (mode == "none") {
+    std::cout << "micro_batch_size none: " << per << " (the per-CS-X batch in one pass)\n";
+    return {per, whole};
+  }
+  // Weight streaming: the full batch settled the mode, the smaller micro-batches keep it (on one
+  // CS-2 a small enough micro-batch could fit a pipelined layout, which has no micro-batches).
+  const std::vector<int64_t> candidates = micro_batch_candidates(per);
+  auto at = [&](int64_t micro) {
+    if (micro == per) return whole;
+    runtime::Estimate e = estimate_at(micro, true);
+    e.target = whole.target;  // the mode and why, as the full batch chose it
+    return e;
+  };
+  if (mode == "auto") {
+    runtime::Estimate e;
+    for (const int64_t micro : candidates) {
+      e = at(micro);
+      if (!e.memory.fits) continue;
+      std::cout << "micro_batch_size auto: " << micro << " (the largest of the per-CS-X batch "
+                << per << "'s divisors that fits the wafer)\n";
+      return {micro, e};
+    }
+    std::cout << "micro_batch_size auto: none fits the wafer (tried the per-CS-X batch " << per
+              << "'s divisors " << candidates.front() << " down to " << candidates.back() << ")\n";
+    return {candidates.back(), e};
+  }
+  // explore: every candidate, then the fastest that fits.
+  std::cout << "micro_batch_size explore: the per-CS-X batch " << per << "'s divisors\n"
+            << "  micro-batch  fits  projected samples/sec\n";
+  std::optional<MicroBatchChoice> best;
+  MicroBatchChoice last;
+  for (const int64_t micro : candidates) {
+    runtime::Estimate e = at(micro);
+    const std::string rate = fixed(e.samples_per_second(), 2);
+    std::cout << "  " << std::string(11 - std::min<size_t>(11, std::to_string(micro).size()), ' ')
+              << micro << "  " << (e.memory.fits ? " yes" : "  no") << "  "
+              << std::string(21 - std::min<size_t>(21, rate.size()), ' ') << rate << "\n";
+    if (e.memory.fits && (!best || e.samples_per_second() > best->estimate.samples_per_second()))
+      best = MicroBatchChoice{micro, e};
+    last = {micro, std::move(e)};
+  }
+  if (!best) {
+    std::cout << "micro_batch_size explore: none fits the wafer\n";
+    return last;
+  }
+  std::cout << "micro_batch_size explore: " << best->micro
+            << " (the fastest that fits: " << fixed(best->estimate.samples_per_second(), 2)
+            << " samples/sec)\n";
+  return *best;
+}
+
 int compile_or_validate(const Cli& cli, const cerebras::Params& p, Task& task,
                         optim::Optimizer& optimizer) {
-  Options o = make_options(cli, p);
-  o.compileOnly(true);
   const auto t0 = Clock::now();
-  auto tm = trainingModel(task.model, o, optimizer, task.forward, task.multi_loss);
   const auto [x, y] = task.shaped(train_input(p).batch_size);
-  const runtime::Estimate e = tm.estimate(x, y);
+  const int64_t per = per_csx_batch(cli, p);
+  // Each estimate compiles a fresh training model at its micro-batch.
+  EstimateAt estimate_at = [&](int64_t micro, bool force_ws) {
+    Options o = make_options(cli, p, per / micro, force_ws ? "weight_streaming" : "");
+    o.compileOnly(true);
+    auto tm = trainingModel(task.model, o, optimizer, task.forward, task.multi_loss);
+    return tm.estimate(x, y);
+  };
   if (cli.validate_only) {
+    // Tracing and support do not depend on the micro-batch: the given one, else none.
+    const runtime::Estimate e = estimate_at(train_input(p).micro_batch_size.value_or(per), false);
     std::cout << "Validated " << p.model.name << " on " << e.target << "\n";
     std::cout << "Validation took " << fixed(seconds_since(t0), 2) << " seconds.\n";
     return 0;
   }
+  const MicroBatchChoice c = choose_micro_batch(cli, p, estimate_at);
+  const runtime::Estimate& e = c.estimate;
   runtime::print_estimate(std::cout, e);
   std::cout << "Projected: " << fixed(e.samples_per_second(), 2) << " samples/sec on "
             << cli.num_csx << " x CS-2 (" << (e.memory.fits ? "fits" : "does not fit") << ")\n";
@@ -364,7 +504,30 @@ int train(const Cli& cli, const cerebras::Params& p, Task& task, optim::Optimize
                                 .drop_last(true));
     IPUML_CHECK(loader.size() > 0, kWho, ": train_input.batch_size ", batch, " exceeds the ",
                 train_set.size(), " training samples");
-    auto tm = trainingModel(task.model, make_options(cli, p), optimizer, task.loss);
+    // The micro-batch as the params ask, chosen on the estimates of training models that then
+    // run: the one chosen is kept (auto stops at it), else made again (explore).
+    std::unique_ptr<runtime::TrainingModel> built;
+    int64_t built_micro = 0;
+    auto build = [&](int64_t micro, bool force_ws) {
+      built = std::make_unique<runtime::TrainingModel>(
+          task.model,
+          make_options(cli, p, batch / cli.num_csx / micro, force_ws ? "weight_streaming" : ""),
+          optimizer, task.loss);
+      built_micro = micro;
+    };
+    const auto [x, y] = task.shaped(batch);
+    if (cli.device == "CSX") {
+      const MicroBatchChoice c = choose_micro_batch(cli, p, [&](int64_t micro, bool force_ws) {
+        build(micro, force_ws);
+        return built->estimate(x[0], y[0]);
+      });
+      // Only explore ends on another than the last built: a weight-streaming candidate, made as
+      // it was estimated (below the per-CS-2 batch, under execution_strategy weight_streaming).
+      if (built_micro != c.micro) build(c.micro, c.micro != per_csx_batch(cli, p));
+    } else {
+      build(batch, false);
+    }
+    runtime::TrainingModel& tm = *built;
     const auto t0 = Clock::now();
     auto t_log = t0;
     double sim = 0, sim_log = 0, loss_log = 0;
@@ -512,6 +675,23 @@ int main(int argc, char** argv) {
       IPUML_CHECK(p.train_input->batch_size % cli.num_csx == 0, p.file, ": train_input.batch_size ",
                   p.train_input->batch_size, " is the batch of all ", cli.num_csx,
                   " CS-2s together and must divide by --num_csx");
+    if (p.train_input && p.train_input->micro_batch_size) {
+      const int64_t micro = *p.train_input->micro_batch_size,
+                    per = p.train_input->batch_size / cli.num_csx;
+      if (per % micro != 0)
+        p.train_input->keys.fail("micro_batch_size",
+                                 std::to_string(micro) + " must divide the per-CS-X batch " +
+                                     std::to_string(per) + " (train_input.batch_size " +
+                                     std::to_string(p.train_input->batch_size) + " / num_csx " +
+                                     std::to_string(cli.num_csx) + ")");
+      if (cli.execution_strategy == "pipeline")
+        p.train_input->keys.fail(
+            "micro_batch_size",
+            std::to_string(micro) +
+                " is a weight-streaming setting; --execution_strategy pipeline streams the "
+                "samples through the wafer without micro-batches (remove the key, or run with "
+                "--execution_strategy weight_streaming)");
+    }
   } catch (const std::exception& e) {
     return examples::usage_error(kWho, e.what());
   }
@@ -519,6 +699,10 @@ int main(int argc, char** argv) {
     const auto t_start = Clock::now();
     manual_seed(static_cast<uint64_t>(p.runconfig.seed.value_or(0)));
     for (auto& w : p.warnings) std::cout << "Note: " << w << "\n";
+    if (p.eval_input && p.eval_input->keys.has("micro_batch_size") && cli.mode != "train")
+      std::cout << "Note: " << p.eval_input->keys.where("micro_batch_size").str()
+                << ": eval_input.micro_batch_size: evaluation runs each batch whole (ipuml's "
+                   "inference has no micro-batches); ignored\n";
     if (!cli.job_labels.empty()) {
       std::cout << "Job labels:";
       for (auto& l : cli.job_labels) std::cout << " " << l;

@@ -397,6 +397,52 @@ TEST_CASE("cerebras params: defaults where the file says nothing", "[cerebras][p
   CHECK(known_models() == std::vector<std::string>{"fc_mnist", "bert", "gptj", "unet"});
 }
 
+TEST_CASE("cerebras params: micro_batch_size as a size or auto or explore or none",
+          "[cerebras][params]") {
+  // Absent: neither set (the program's default is auto in weight streaming).
+  const Params none_given = parse_params(with({}), "params.yaml");
+  CHECK_FALSE(none_given.train_input->micro_batch_size);
+  CHECK(none_given.train_input->micro_batch_mode.empty());
+  const Params fixed = parse_params(with({{3, "  batch_size: 64\n  micro_batch_size: 16"}}), "p");
+  CHECK(fixed.train_input->micro_batch_size == 16);
+  CHECK(fixed.train_input->micro_batch_mode.empty());
+  for (const std::string word : {"auto", "explore", "none"}) {
+    const Params p =
+        parse_params(with({{3, "  batch_size: 64\n  micro_batch_size: " + word}}), "p");
+    CHECK_FALSE(p.train_input->micro_batch_size);
+    CHECK(p.train_input->micro_batch_mode == word);
+  }
+  // Any case, quoted or not, as the other words; stored as spelled in the schema.
+  const Params upper =
+      parse_params(with({{3, "  batch_size: 64\n  micro_batch_size: 'AUTO'"}}), "p");
+  CHECK(upper.train_input->micro_batch_mode == "auto");
+  // eval_input takes it too.
+  const Params eval = parse_params(
+      "eval_input:\n  data_dir: d\n  batch_size: 32\n  micro_batch_size: 8\n" + with({}), "p");
+  CHECK(eval.eval_input->micro_batch_size == 8);
+  CHECK(eval.train_input->micro_batch_size == std::nullopt);
+
+  const std::string want =
+      "train_input.micro_batch_size: expected an integer in [1, 1048576] or one of auto, "
+      "explore, none, got ";
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"0", "'0'"},
+      {"-1", "'-1'"},
+      {"sometimes", "'sometimes'"},
+      {"[8, 16]", "a list"},
+      {"\"16\"", "the quoted string '16'"},
+      {"2097152", "'2097152' (a cap"},
+  };
+  for (const auto& [value, got] : refused) {
+    INFO(value);
+    CHECK_THAT(error_of([&] {
+                 parse_params(with({{3, "  batch_size: 64\n  micro_batch_size: " + value}}),
+                              "params.yaml");
+               }),
+               Catch::Matchers::StartsWith("params.yaml:4:21: " + want + got));
+  }
+}
+
 TEST_CASE("cerebras params: hostile values name file, line, column and key path",
           "[cerebras][params][hostile]") {
   struct Case {

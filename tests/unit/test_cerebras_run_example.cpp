@@ -4,6 +4,7 @@
 // and a corrupt checkpoint.
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <string>
 
@@ -29,6 +30,22 @@ std::string small_params(const std::string& mnist, int64_t batch) {
          "  optimizer_type: \"Adam\"\n  learning_rate: 0.002\nrunconfig:\n  max_steps: 40\n"
          "  log_steps: 20\n  checkpoint_steps: 20\n  seed: 3\n";
 }
+
+// A BERT small enough to compile in a fraction of a second, with `extra` lines in train_input
+// (micro_batch_size).
+std::string tiny_bert_params(int64_t batch, const std::string& extra = "") {
+  return "train_input:\n  data_dir: unused\n  batch_size: " + std::to_string(batch) +
+         "\n  max_sequence_length: 16\n  max_predictions_per_seq: 4\n" + extra +
+         "model:\n  name: bert\n  vocab_size: 100\n  hidden_size: 32\n  num_hidden_layers: 2\n"
+         "  num_heads: 2\n  filter_size: 64\n  max_position_embeddings: 16\noptimizer:\n"
+         "  optimizer_type: AdamW\n  learning_rate: 0.0001\nrunconfig:\n  max_steps: 10\n";
+}
+
+// The tiny 16 x 16 PE wafer in weight streaming, with 40 KiB a PE: the batch of 64 of
+// tiny_bert_params does not fit in one pass (its activations fill 85 % of 48 KiB PEs).
+const char* const kSmallWafer =
+    " --compile_only --target tiny --execution_strategy weight_streaming --set "
+    "bytes_per_pe=40960";
 
 int count(const std::string& s, const std::regex& re) {
   return static_cast<int>(
@@ -102,6 +119,9 @@ TEST_CASE("cerebras run example: compile_only and validate_only say the mode and
   CHECK(status == 0);
   CHECK(out.find("pipelined execution (every layer fits the wafer at once") != std::string::npos);
   CHECK(out.find("Projected: ") != std::string::npos);
+  // Micro-batches are weight streaming's: a pipelined layout takes the whole batch.
+  CHECK(out.find("micro_batch_size auto: 64 (pipelined execution streams the per-CS-X batch") !=
+        std::string::npos);
   const std::string two =
       ipuml::testing::run_command(base + " --compile_only --num_csx 2 2>&1", &status);
   CHECK(status == 0);
@@ -109,6 +129,129 @@ TEST_CASE("cerebras run example: compile_only and validate_only say the mode and
   const std::string val = ipuml::testing::run_command(base + " --validate_only 2>&1", &status);
   CHECK(status == 0);
   CHECK(val.find("Validated fc_mnist") != std::string::npos);
+}
+
+TEST_CASE("cerebras run example: micro_batch_size auto splits a batch the wafer cannot hold",
+          "[cerebras][example][micro_batch]") {
+  if (!IPUML_EXAMPLES_BUILT || !fs::exists(kExe)) return;
+  ipuml::testing::TempDir dir("ipuml_test_cerebras_micro_auto");
+  const std::string params = dir.file("params.yaml");
+  std::ofstream(params) << tiny_bert_params(64);  // no micro_batch_size: auto
+  int status = -1;
+  const std::string base = kExe.string() + " CSX --params " + params;
+  const std::string out = ipuml::testing::run_command(base + kSmallWafer + " 2>&1", &status);
+  INFO(out);
+  CHECK(status == 0);
+  std::smatch m;
+  REQUIRE(std::regex_search(
+      out, m,
+      std::regex(R"(micro_batch_size auto: ([0-9]+) \(the largest of the per-CS-X batch 64's )"
+                 R"(divisors that fits the wafer\))")));
+  const int64_t micro = std::stoll(m[1]);
+  CHECK(micro < 64);
+  CHECK(64 % micro == 0);
+  CHECK(out.find("configuration: micro-batch " + std::to_string(micro) +
+                 " x gradient accumulation " + std::to_string(64 / micro) + " x 1 replica") !=
+        std::string::npos);
+  CHECK(out.find("= 64 samples per host call") != std::string::npos);
+  CHECK(out.find("Projected: ") != std::string::npos);
+  CHECK(out.find("(fits)") != std::string::npos);
+
+  // On the full tiny wafer the whole batch fits, and auto keeps it.
+  const std::string whole = ipuml::testing::run_command(
+      base + " --compile_only --target tiny --execution_strategy weight_streaming 2>&1", &status);
+  INFO(whole);
+  CHECK(status == 0);
+  CHECK(whole.find("micro_batch_size auto: 64 (the largest") != std::string::npos);
+
+  // none: the batch in one pass, which does not fit the smaller wafer.
+  std::ofstream(params) << tiny_bert_params(64, "  micro_batch_size: none\n");
+  const std::string none = ipuml::testing::run_command(base + kSmallWafer + " 2>&1", &status);
+  INFO(none);
+  CHECK(status == 1);
+  CHECK(none.find("micro_batch_size none: 64 (the per-CS-X batch in one pass)") !=
+        std::string::npos);
+  CHECK(none.find("(does not fit)") != std::string::npos);
+}
+
+TEST_CASE("cerebras run example: micro_batch_size explore tabulates and takes the fastest fit",
+          "[cerebras][example][micro_batch]") {
+  if (!IPUML_EXAMPLES_BUILT || !fs::exists(kExe)) return;
+  ipuml::testing::TempDir dir("ipuml_test_cerebras_micro_explore");
+  const std::string params = dir.file("params.yaml");
+  std::ofstream(params) << tiny_bert_params(64, "  micro_batch_size: explore\n");
+  int status = -1;
+  const std::string out = ipuml::testing::run_command(
+      kExe.string() + " CSX --params " + params + kSmallWafer + " 2>&1", &status);
+  INFO(out);
+  CHECK(status == 0);
+  CHECK(out.find("micro_batch_size explore: the per-CS-X batch 64's divisors\n"
+                 "  micro-batch  fits  projected samples/sec\n") != std::string::npos);
+  // One row a candidate: 64, 32, ..., 1; the whole batch does not fit.
+  const std::regex row(R"(\n +([0-9]+) +(yes|no) +([0-9]+\.[0-9]{2})(?=\n))");
+  std::map<int64_t, std::pair<bool, double>> rows;
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), row); it != std::sregex_iterator();
+       ++it)
+    rows[std::stoll((*it)[1])] = {(*it)[2] == "yes", std::stod((*it)[3])};
+  CHECK(rows.size() == 7);
+  REQUIRE(rows.count(64));
+  CHECK_FALSE(rows[64].first);
+  std::smatch m;
+  REQUIRE(std::regex_search(
+      out, m, std::regex(R"(micro_batch_size explore: ([0-9]+) \(the fastest that fits: )")));
+  const int64_t chosen = std::stoll(m[1]);
+  REQUIRE(rows.count(chosen));
+  CHECK(rows[chosen].first);
+  for (const auto& [micro, r] : rows)
+    if (r.first) CHECK(r.second <= rows[chosen].second);
+  CHECK(out.find("configuration: micro-batch " + std::to_string(chosen) + " x") !=
+        std::string::npos);
+  CHECK(out.find("Projected: ") != std::string::npos);
+}
+
+TEST_CASE("cerebras run example: a fixed micro_batch_size must divide the per-CS-X batch",
+          "[cerebras][example][micro_batch]") {
+  if (!IPUML_EXAMPLES_BUILT || !fs::exists(kExe)) return;
+  ipuml::testing::TempDir dir("ipuml_test_cerebras_micro_fixed");
+  const std::string params = dir.file("params.yaml");
+  const std::string base = kExe.string() + " CSX --params " + params;
+  int status = -1;
+  std::ofstream(params) << tiny_bert_params(64, "  micro_batch_size: 24\n");
+  const std::string bad = ipuml::testing::run_command(base + kSmallWafer + " 2>&1", &status);
+  CHECK(status == 2);
+  CHECK(bad.find("params.yaml:6:21: train_input.micro_batch_size: 24 must divide the per-CS-X "
+                 "batch 64 (train_input.batch_size 64 / num_csx 1)") != std::string::npos);
+
+  // On 2 CS-2s each runs 32 of the 64: 16 makes 2 micro-batches on each, 64 divides nothing.
+  std::ofstream(params) << tiny_bert_params(64, "  micro_batch_size: 16\n");
+  const std::string two =
+      ipuml::testing::run_command(base + kSmallWafer + " --num_csx 2 2>&1", &status);
+  INFO(two);
+  CHECK(status == 0);
+  CHECK(two.find("micro_batch_size: 16 (the per-CS-X batch 32 in 2 micro-batches)") !=
+        std::string::npos);
+  CHECK(two.find("configuration: micro-batch 16 x gradient accumulation 2 x 2 replicas") !=
+        std::string::npos);
+  std::ofstream(params) << tiny_bert_params(64, "  micro_batch_size: 64\n");
+  const std::string big =
+      ipuml::testing::run_command(base + kSmallWafer + " --num_csx 2 2>&1", &status);
+  CHECK(status == 2);
+  CHECK(big.find("micro_batch_size: 64 must divide the per-CS-X batch 32") != std::string::npos);
+
+  // A weight-streaming setting: refused in pipelined execution, asked for or chosen.
+  std::ofstream(params) << tiny_bert_params(64, "  micro_batch_size: 16\n");
+  const std::string pipe = ipuml::testing::run_command(
+      base + " --compile_only --target tiny --execution_strategy pipeline 2>&1", &status);
+  CHECK(status == 2);
+  CHECK(pipe.find("train_input.micro_batch_size: 16 is a weight-streaming setting") !=
+        std::string::npos);
+  const std::string chosen =
+      ipuml::testing::run_command(base + " --compile_only --target tiny 2>&1", &status);
+  INFO(chosen);
+  CHECK(status == 1);
+  CHECK(chosen.find("train_input.micro_batch_size: 16 is a weight-streaming setting, but the "
+                    "wafer runs this model in pipelined execution (every layer fits") !=
+        std::string::npos);
 }
 
 TEST_CASE("cerebras run example: a bad params file is a usage error naming the line and key",
