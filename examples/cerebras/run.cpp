@@ -557,7 +557,8 @@ int train(const Cli& cli, const cerebras::Params& p, Task& task, optim::Optimize
           sim_log = 0;
           samples_log = 0;
         }
-        if (ckpt_steps > 0 && (step % ckpt_steps == 0 || step == max_steps)) {
+        // Every checkpoint_steps steps, and always at the end (checkpoint_steps 0: only then).
+        if ((ckpt_steps > 0 && step % ckpt_steps == 0) || step == max_steps) {
           progress.done();
           std::cout << "Saving checkpoint at global step " << step << std::endl;
           io::save_checkpoint(checkpoint_name(cli.model_dir, step), *task.model,
