@@ -433,7 +433,9 @@ TEST_CASE("cerebras params: micro_batch_size as a size or auto or explore or non
       {"\"16\"", "the quoted string '16'"},
       {"2097152", "'2097152' (a cap"},
   };
-  for (const auto& [value, got] : refused) {
+  for (const auto& r : refused) {
+    const std::string& value = r.first;
+    const std::string& got = r.second;
     INFO(value);
     CHECK_THAT(error_of([&] {
                  parse_params(with({{3, "  batch_size: 64\n  micro_batch_size: " + value}}),
