@@ -16,9 +16,9 @@
 #include <ipuml/backends/emu/report_html.hpp>
 #include <ipuml/ipuml.hpp>
 
+#include "../support/chromium.hpp"
 #include "../support/error_of.hpp"
 #include "../support/png.hpp"
-#include "../support/run_command.hpp"
 #include "../support/temp_dir.hpp"
 
 using namespace ipuml;
@@ -47,6 +47,24 @@ cerebras::PipelineLayout mlp_layout(const cerebras::Target& t) {
       [&](const std::vector<Tensor>& in) { return cross_entropy(model(in[0]), in[1]); },
       {ir::TensorMeta{{64, 784}, DType::Float32}, ir::TensorMeta{{64}, DType::Int64}});
   return cerebras::plan_layer_pipeline(step.graph, t, 64);
+}
+
+// Compiles (or only estimates) a training step of Three on the CS-2 with reports in `report`.
+void compile_with_reports(const std::string& report, bool compile_only) {
+  manual_seed(3);
+  Three model;
+  optim::SGD sgd(model->parameters(), optim::SGDOptions(0.1));
+  Options o;
+  o.showCompilationProgressBar(false)
+      .backend("cerebras")
+      .autoReportDirectory(report)
+      .compileOnly(compile_only);
+  auto tm = trainingModel(model.ptr(), o, sgd,
+                          [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); });
+  if (compile_only)
+    (void)tm.estimate(zeros({64, 784}), zeros({64}, kInt64));
+  else
+    tm(zeros({64, 784}), zeros({64}, kInt64));
 }
 
 }  // namespace
@@ -136,14 +154,7 @@ TEST_CASE("wafer view: a compiled program's layout.json and ipuml-report's wafer
           "[cerebras][wafer][profile]") {
   testing::TempDir dir("ipuml_wafer_view");
   const std::string report = dir.file("report");
-  manual_seed(3);
-  Three model;
-  optim::SGD sgd(model->parameters(), optim::SGDOptions(0.1));
-  Options o;
-  o.showCompilationProgressBar(false).backend("cerebras").autoReportDirectory(report);
-  auto tm = trainingModel(model.ptr(), o, sgd,
-                          [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); });
-  tm(zeros({64, 784}), zeros({64}, kInt64));
+  compile_with_reports(report, false);
   const fs::path layout = fs::path(report) / "training" / "layout.json";
   REQUIRE(fs::exists(layout));
   const auto j = nlohmann::json::parse(std::ifstream(layout));
@@ -173,36 +184,18 @@ TEST_CASE("wafer view: a compiled program's layout.json and ipuml-report's wafer
 
 TEST_CASE("wafer view: the page draws the wafer in headless Chromium",
           "[cerebras][wafer][browser]") {
-  int status = -1;
-  std::string browser = testing::run_command(
-      "command -v chromium || command -v chromium-browser || command -v chromium-headless-shell",
-      &status);
-  browser.erase(std::remove(browser.begin(), browser.end(), '\n'), browser.end());
-  if (status != 0 || browser.empty()) {
+  const std::string browser = testing::find_chromium();
+  if (browser.empty()) {
     WARN("skipped: no Chromium on PATH (scripts/install-deps.sh --browser installs it)");
     return;
   }
   testing::TempDir dir("ipuml_wafer_png");
   const std::string report = dir.file("report");
-  manual_seed(3);
-  Three model;
-  optim::SGD sgd(model->parameters(), optim::SGDOptions(0.1));
-  Options o;
-  o.showCompilationProgressBar(false)
-      .backend("cerebras")
-      .autoReportDirectory(report)
-      .compileOnly(true);
-  auto tm = trainingModel(model.ptr(), o, sgd,
-                          [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); });
-  (void)tm.estimate(zeros({64, 784}), zeros({64}, kInt64));
+  compile_with_reports(report, true);
   std::ofstream(dir.file("page.html")) << emu::make_report_html(emu::load_report_programs(report));
   const std::string shot = dir.file("page.png");
-  const std::string log = testing::run_command(
-      "timeout 60 '" + browser +
-          "' --headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir='" +
-          dir.file("profile") + "' --window-size=1000,1400 --screenshot='" + shot + "' 'file://" +
-          dir.file("page.html") + "' 2>&1",
-      &status);
+  const std::string log =
+      testing::screenshot(browser, dir.file("page.html"), shot, dir.file("profile"), 1000, 1400);
   INFO(log);
   REQUIRE(fs::exists(shot));
   const testing::Image img = testing::read_png(shot);

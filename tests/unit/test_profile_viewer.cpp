@@ -20,6 +20,7 @@
 #include <ipuml/ir/stages.hpp>
 #include <ipuml/runtime/block.hpp>
 
+#include "../support/chromium.hpp"
 #include "../support/png.hpp"
 #include "../support/run_command.hpp"
 #include "../support/temp_dir.hpp"
@@ -387,32 +388,23 @@ TEST_CASE("ipuml-report: one self-contained page of every program", "[profile][c
 TEST_CASE("ipuml-report: the page renders in headless Chromium, heat map and all",
           "[profile][cli][browser]") {
   const std::string exe = tool("ipuml-report");
-  int status = -1;
-  std::string browser = testing::run_command(
-      "command -v chromium || command -v chromium-browser || command -v chromium-headless-shell",
-      &status);
-  browser.erase(std::remove(browser.begin(), browser.end(), '\n'), browser.end());
-  if (status != 0 || browser.empty() || !fs::exists(exe)) {
+  const std::string browser = testing::find_chromium();
+  if (browser.empty() || !fs::exists(exe)) {
     WARN(
         "skipped: no Chromium on PATH (scripts/install-deps.sh --browser installs Debian's "
         "chromium) or ipuml-report not built");
     return;
   }
+  int status = -1;
   TempDir dir("ipuml_report_png");
   make_reports(dir.path / "report");
   testing::run_command(
       "'" + exe + "' '" + (dir.path / "report").string() + "' -o '" + dir.file("page.html") + "'",
       &status);
   REQUIRE(status == 0);
-  // --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
   const std::string shot = dir.file("page.png");
   const std::string log =
-      testing::run_command("timeout 60 '" + browser +
-                               "' --headless --no-sandbox --disable-gpu --hide-scrollbars "
-                               "--user-data-dir='" +
-                               dir.file("profile") + "' --window-size=1200,1400 --screenshot='" +
-                               shot + "' 'file://" + dir.file("page.html") + "'",
-                           &status);
+      testing::screenshot(browser, dir.file("page.html"), shot, dir.file("profile"), 1200, 1400);
   INFO(log);
   REQUIRE(fs::exists(shot));
   const testing::Image img = testing::read_png(shot);
