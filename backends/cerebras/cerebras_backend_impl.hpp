@@ -7,6 +7,7 @@
 
 #include <ipuml/backends/cerebras/cerebras_backend.hpp>
 #include <ipuml/backends/cerebras/wafer_view.hpp>
+#include <ipuml/backends/emu/backend_options.hpp>
 #include <ipuml/backends/emu/executor.hpp>
 #include <ipuml/backends/emu/profile.hpp>
 #include <ipuml/backends/emu/target_fields.hpp>
@@ -134,24 +135,16 @@ IPUML_INLINE std::vector<backend::DeviceInfo> CerebrasBackend::devices() const {
 IPUML_INLINE std::unique_ptr<backend::Executable> CerebrasBackend::compile(
     const ir::Graph& graph, const backend::ProgramOptions& program,
     const backend::CompileOptions& options) const {
-  backend::CompileOptions o = options;
-  auto take = [&](const char* key, const std::string& def) {
-    auto it = o.find(key);
-    if (it == o.end()) return def;
-    std::string v = it->second;
-    o.erase(it);
-    return v;
-  };
-  Target t = target_preset(take("target", "wse2"));
-  std::stringstream overrides(take("target_overrides", ""));
-  for (std::string item; std::getline(overrides, item, ';');)
-    if (!item.empty()) apply_override(t, item);
-  const std::string strategy = take("execution_strategy", "auto");
+  emu::OptionTaker o(options);
+  Target t = target_preset(o.take("target", "wse2"));
+  emu::for_each_override(o.take("target_overrides", ""),
+                         [&](const std::string& item) { apply_override(t, item); });
+  const std::string strategy = o.take("execution_strategy", "auto");
   IPUML_CHECK(strategy == "auto" || strategy == "pipeline" || strategy == "weight_streaming",
               "cerebras backend: execution_strategy must be auto, pipeline or weight_streaming, "
               "got '",
               emu::fields::printable(strategy), "'");
-  for (auto& [k, v] : o)
+  for (auto& [k, v] : o.rest())
     fail("cerebras backend: unknown compile option '", emu::fields::printable(k),
          "' (expected target, target_overrides or execution_strategy)");
   const int64_t replicas = program.replicas;
@@ -163,16 +156,7 @@ IPUML_INLINE std::unique_ptr<backend::Executable> CerebrasBackend::compile(
   IPUML_CHECK(replicas >= 1 && replicas <= t.max_systems, "cerebras backend: num_csx (", replicas,
               ") must be in [1, ", t.max_systems, "], the CS-2s one cluster joins");
 
-  emu::CompileOptions co;
-  co.partials_type = program.partials_type;
-  co.stochastic_rounding = program.stochastic_rounding;
-  co.rounding_seed = program.seed;
-  co.allow_out_of_memory = program.allow_out_of_memory;
-  co.replication_factor = replicas;
-  co.cache_dir = program.cache_dir;
-  co.progress = program.progress;
-  co.report_dir = program.report_dir;
-  co.program_name = program.name;
+  emu::CompileOptions co = emu::compile_options_for(program, replicas);
 
   const bool update_program = cdetail::ends_with(program.name, "weight_update");
   const int64_t samples = cdetail::samples_of(graph);

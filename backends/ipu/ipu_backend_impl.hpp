@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include <ipuml/backends/emu/backend_options.hpp>
 #include <ipuml/backends/ipu/ipu_backend.hpp>
 
 namespace ipuml::ipu {
@@ -34,22 +35,13 @@ IPUML_INLINE void IpuBackend::run_eager(Device device, ir::OpKind kind, const ir
 IPUML_INLINE std::unique_ptr<backend::Executable> IpuBackend::compile(
     const ir::Graph& graph, const backend::ProgramOptions& program,
     const backend::CompileOptions& options) const {
-  backend::CompileOptions o = options;
-  auto take = [&](const char* key, const std::string& def) {
-    auto it = o.find(key);
-    if (it == o.end()) return def;
-    std::string v = it->second;
-    o.erase(it);
-    return v;
-  };
-  Target t = target_preset(take("target", "ipu2"));
+  emu::OptionTaker o(options);
+  Target t = target_preset(o.take("target", "ipu2"));
   bool system_set = false;
-  std::stringstream overrides(take("target_overrides", ""));
-  for (std::string item; std::getline(overrides, item, ';');) {
-    if (item.empty()) continue;
+  emu::for_each_override(o.take("target_overrides", ""), [&](const std::string& item) {
     apply_override(t, item);
     system_set |= item.rfind("num_ipus=", 0) == 0;
-  }
+  });
   const int64_t system_ipus = system_set ? t.num_ipus : kDefaultSystemIpus;
   const int64_t replicas = program.replicas, per_replica = program.devices_per_replica;
   IPUML_CHECK(replicas >= 1 && per_replica >= 1, "ipu backend: replicas (", replicas,
@@ -61,13 +53,13 @@ IPUML_INLINE std::unique_ptr<backend::Executable> IpuBackend::compile(
       "; raise it with Options.setTargetOption(\"num_ipus\", \"", replicas * per_replica, "\")");
   t.num_ipus = per_replica;
 
-  CompileOptions co;
+  CompileOptions co = emu::compile_options_for(program, replicas);
   co.available_memory_proportion =
-      parse_double(take("available_memory_proportion", "0.6"), "available_memory_proportion");
+      parse_double(o.take("available_memory_proportion", "0.6"), "available_memory_proportion");
   IPUML_CHECK(co.available_memory_proportion > 0 && co.available_memory_proportion <= 1,
               "ipu backend: available_memory_proportion must be in (0, 1], got ",
               co.available_memory_proportion);
-  std::stringstream per_ipu(take("available_memory_proportion_per_ipu", ""));
+  std::stringstream per_ipu(o.take("available_memory_proportion_per_ipu", ""));
   for (std::string item; std::getline(per_ipu, item, ',');) {
     const double p = parse_double(item, "available_memory_proportion_per_ipu");
     IPUML_CHECK(p >= 0 && p <= 1,
@@ -76,20 +68,11 @@ IPUML_INLINE std::unique_ptr<backend::Executable> IpuBackend::compile(
                 p);
     co.available_memory_proportion_per_device.push_back(p);
   }
-  co.check_exchange = parse_flag(take("check_exchange", "0"), "check_exchange");
-  for (auto& [k, v] : o)
+  co.check_exchange = parse_flag(o.take("check_exchange", "0"), "check_exchange");
+  for (auto& [k, v] : o.rest())
     fail("ipu backend: unknown compile option '", k,
          "' (expected target, target_overrides, available_memory_proportion, "
          "available_memory_proportion_per_ipu or check_exchange)");
-  co.partials_type = program.partials_type;
-  co.stochastic_rounding = program.stochastic_rounding;
-  co.rounding_seed = program.seed;
-  co.allow_out_of_memory = program.allow_out_of_memory;
-  co.replication_factor = replicas;
-  co.cache_dir = program.cache_dir;
-  co.progress = program.progress;
-  co.report_dir = program.report_dir;
-  co.program_name = program.name;
   // Pipelined: the stages of a model-parallel program overlap (backends/emu/schedule.hpp);
   // sharded, its IPUs run one after another.
   const bool pipelined = program.pipelined && per_replica > 1;

@@ -19,6 +19,7 @@
 
 #include <ipuml/backends/emu/backend_executable.hpp>
 #include <ipuml/backends/emu/executor.hpp>
+#include <ipuml/backends/emu/backend_options.hpp>
 #include <ipuml/backends/emu/report_html.hpp>
 #include <ipuml/backends/emu/target_model.hpp>
 #include <ipuml/backends/ipu/ipu.hpp>
@@ -158,13 +159,8 @@ class MeshToyBackend : public backend::Backend {
       const backend::CompileOptions& options) const override {
     for (auto& [k, v] : options) fail("mesh-toy backend: unknown compile option '", k, "'");
     IPUML_CHECK(program.devices_per_replica == 1, "mesh-toy backend: one device per replica");
-    emu::CompileOptions co;
+    emu::CompileOptions co = emu::compile_options_for(program, program.replicas);
     co.progress = false;
-    co.partials_type = program.partials_type;
-    co.allow_out_of_memory = program.allow_out_of_memory;
-    co.replication_factor = program.replicas;
-    co.program_name = program.name;
-    co.report_dir = program.report_dir;
     return std::make_unique<emu::BackendExecutable>(
         emu::compile(graph, std::make_shared<const MeshModel>(), co), false);
   }
