@@ -323,3 +323,43 @@ TEST_CASE("nn ConvTranspose2d rejects bad options and inputs naming them",
   CHECK_THROWS_WITH(m(randn({4, 4})),
                     Contains("expected a 3-d (unbatched) or 4-d (batched) input"));
 }
+
+TEST_CASE("nn ConvTranspose2d forward with output_size picks the output_padding",
+          "[nn][conv_transpose]") {
+  // Stride 3: an input of 5 x 4 can give 13..15 rows and 10..12 columns (kernel 3, padding 1).
+  manual_seed(4);
+  nn::ConvTranspose2d up(nn::ConvTranspose2dOptions(2, 3, 3).stride(3).padding(1));
+  Generator gen(5);
+  const Tensor x = randn({1, 2, 5, 4}, &gen);
+  for (int64_t ph : {0, 1, 2})
+    for (int64_t pw : {0, 2}) {
+      INFO("output_padding " << ph << " " << pw);
+      nn::ConvTranspose2d fixed(
+          nn::ConvTranspose2dOptions(2, 3, 3).stride(3).padding(1).output_padding({ph, pw}));
+      {
+        NoGradGuard ng;
+        fixed->weight.copy_(up->weight);
+        fixed->bias.copy_(up->bias);
+      }
+      const Tensor want = fixed(x);
+      CHECK(want.sizes() == Shape{1, 3, 13 + ph, 10 + pw});
+      CHECK(up->forward(x, {13 + ph, 10 + pw}).to_vector<float>() == want.to_vector<float>());
+      // A full shape is read by its last two entries, as PyTorch reads it.
+      CHECK(up->forward(x, {1, 3, 13 + ph, 10 + pw}).sizes() == want.sizes());
+    }
+  // Unbatched input.
+  CHECK(up->forward(squeeze(x, 0), {14, 11}).sizes() == Shape{3, 14, 11});
+  auto refused = [&](const std::vector<int64_t>& size) {
+    try {
+      up->forward(x, size);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(refused({16, 10}),
+             Contains("requested an output size of [16, 10], but valid sizes range from "
+                      "[13, 10] to [15, 12] (for an input of shape [1, 2, 5, 4])"));
+  CHECK_THAT(refused({12, 10}), Contains("valid sizes range from [13, 10] to [15, 12]"));
+  CHECK_THAT(refused({13}), Contains("output_size must have 2 entries"));
+}

@@ -80,6 +80,36 @@ class ConvTranspose2dImpl : public Module {
 
   // [N, C_in, H, W], or [C_in, H, W] unbatched.
   Tensor forward(const Tensor& input) override {
+    return forward_padded(input, options.output_padding().vec());
+  }
+
+  // PyTorch's forward(input, output_size): the output_padding that makes the spatial size
+  // `output_size` ([H, W], or a full shape whose last two entries are read), which must lie
+  // between the smallest size the input gives and that plus stride - 1.
+  Tensor forward(const Tensor& input, const std::vector<int64_t>& output_size) {
+    IPUML_CHECK(input.dim() == 4 || input.dim() == 3, type_name(),
+                ": expected a 3-d (unbatched) or 4-d (batched) input, got shape ",
+                shape_str(input.shape()));
+    IPUML_CHECK(output_size.size() >= 2 && output_size.size() <= 4, type_name(),
+                ": output_size must have 2 entries (or a full shape of 3 or 4), got ", output_size);
+    const auto& o = options;
+    std::vector<int64_t> want(output_size.end() - 2, output_size.end()), lo(2), hi(2), pad(2);
+    for (size_t d = 0; d < 2; ++d) {
+      const int64_t in = input.size(input.dim() - 2 + static_cast<int64_t>(d));
+      lo[d] = (in - 1) * o.stride()[d] - 2 * o.padding()[d] +
+              o.dilation()[d] * (o.kernel_size()[d] - 1) + 1;
+      hi[d] = lo[d] + o.stride()[d] - 1;
+      pad[d] = want[d] - lo[d];
+    }
+    IPUML_CHECK(want[0] >= lo[0] && want[0] <= hi[0] && want[1] >= lo[1] && want[1] <= hi[1],
+                type_name(), ": requested an output size of ", want,
+                ", but valid sizes range from ", lo, " to ", hi, " (for an input of shape ",
+                shape_str(input.shape()), ")");
+    return forward_padded(input, pad);
+  }
+
+ private:
+  Tensor forward_padded(const Tensor& input, const std::vector<int64_t>& output_padding) {
     IPUML_CHECK(input.dim() == 4 || input.dim() == 3, type_name(),
                 ": expected a 3-d (unbatched) or 4-d (batched) input, got shape ",
                 shape_str(input.shape()));
@@ -89,12 +119,13 @@ class ConvTranspose2dImpl : public Module {
                 options.in_channels(), " channel(s) (in_channels), got ", c,
                 " channel(s) in an input of shape ", shape_str(input.shape()));
     const auto& o = options;
-    Tensor y = conv_transpose2d(unbatched ? unsqueeze(input, 0) : input, weight, bias,
-                                o.stride().vec(), o.padding().vec(), o.output_padding().vec(),
-                                o.groups(), o.dilation().vec());
+    Tensor y =
+        conv_transpose2d(unbatched ? unsqueeze(input, 0) : input, weight, bias, o.stride().vec(),
+                         o.padding().vec(), output_padding, o.groups(), o.dilation().vec());
     return unbatched ? squeeze(y, 0) : y;
   }
 
+ public:
   std::string extra_repr() const override {
     const auto& o = options;
     std::string s = std::to_string(o.in_channels()) + ", " + std::to_string(o.out_channels()) +
