@@ -190,3 +190,46 @@ TEST_CASE("rotary_embedding rejects bad options naming them", "[ops][rotary][err
   CHECK_THROWS_WITH(F::rotary_embedding(randint(0, 4, {2, 4})),
                     Contains("expected a floating-point input, got int64"));
 }
+
+TEST_CASE("rotary_embedding with position_ids rotates each row by its own position",
+          "[ops][rotary]") {
+  Generator g(43);
+  for (const int64_t seq_dim : {1, 2}) {
+    INFO("seq_dim " << seq_dim);
+    // [2, 5, 3, 8] with the sequence on dim 1, or [2, 3, 5, 8] on dim 2.
+    const Tensor x = seq_dim == 1 ? randn({2, 5, 3, 8}, &g) : randn({2, 3, 5, 8}, &g);
+    auto with = [&](int64_t offset, const Tensor& ids) {
+      auto o = opts(4, offset, seq_dim, nn::RotaryStyle::Interleaved);
+      if (ids.defined()) o.position_ids(ids);
+      return F::rotary_embedding(x, o);
+    };
+    // [seq] positions equal the offset form exactly.
+    CHECK(with(0, from_vector(std::vector<int64_t>{6, 7, 8, 9, 10}, {5})).to_vector<float>() ==
+          with(6, Tensor()).to_vector<float>());
+    // [batch, seq]: row b of the batch as if rotated alone from its own first position.
+    std::vector<int64_t> ids;
+    for (int64_t b : {0, 1})
+      for (int64_t p = 0; p < 5; ++p) ids.push_back((b == 0 ? 3 : 40) + p);
+    const Tensor both = with(0, from_vector(ids, {2, 5}));
+    for (int64_t b : {0, 1}) {
+      const Tensor alone = F::rotary_embedding(
+          x.slice(0, b, b + 1), opts(4, b == 0 ? 3 : 40, seq_dim, nn::RotaryStyle::Interleaved));
+      CHECK(both.slice(0, b, b + 1).to_vector<float>() == alone.to_vector<float>());
+    }
+  }
+  const Tensor x = randn({2, 5, 3, 8}, &g);
+  auto refused = [&](int64_t offset, const Tensor& ids) {
+    try {
+      F::rotary_embedding(x, opts(4, offset, 1, nn::RotaryStyle::Interleaved).position_ids(ids));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(refused(2, arange(5)), Catch::Contains("give position_ids or offset, not both"));
+  CHECK_THAT(refused(0, arange(4)), Catch::Contains("position_ids must be [seq] or [batch, seq]"));
+  CHECK_THAT(refused(0, zeros({3, 5}, kInt64)), Catch::Contains("[batch, seq] = [2, 5]"));
+  CHECK_THAT(refused(0, zeros({5})), Catch::Contains("position_ids must be int64"));
+  CHECK_THAT(refused(0, from_vector(std::vector<int64_t>{0, 1, -2, 3, 4}, {5})),
+             Catch::Contains("must be non-negative, got -2"));
+}

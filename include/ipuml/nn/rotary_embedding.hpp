@@ -28,9 +28,12 @@ namespace ipuml::nn::functional {
 // [batch, heads, seq, head_dim] (GPT-NeoX's). rotary_dim, even, is how many leading features of
 // head_dim rotate (GPT-J 6B: 64 of 256); unset, all of them. offset is the position of the first
 // row along seq_dim: the length of the cache when generating one token at a time.
+// position_ids (HF's), when given, are the positions themselves: int64 [seq] or [batch, seq]
+// (batch the input's dim 0), non-negative, holding values (not traced); offset must then be 0.
 struct RotaryEmbeddingFuncOptions {
   IPUML_ARG(std::optional<int64_t>, rotary_dim);
   IPUML_ARG(int64_t, offset) = 0;
+  IPUML_ARG(Tensor, position_ids);
   IPUML_ARG(int64_t, seq_dim) = 1;
   IPUML_ARG(double, base) = 10000.0;
   IPUML_ARG(RotaryStyle, style) = RotaryStyle::Interleaved;

@@ -19,17 +19,19 @@ struct Tables {
 // The angles in double (as GPT-J's own numpy code; HF's float32 tables drift by up to
 // position * 2^-24 rad), each cos and sin rounded once to float32. Column c of the table holds
 // angle c / 2 (interleaved pairs) or angle c mod r/2 (halves).
-inline Tables tables(int64_t positions, int64_t offset, int64_t r, double base, RotaryStyle style) {
+inline Tables tables(const std::vector<int64_t>& positions, int64_t r, double base,
+                     RotaryStyle style) {
   const int64_t half = r / 2;
   std::vector<double> inv(static_cast<size_t>(half));
   for (int64_t j = 0; j < half; ++j)
     inv[static_cast<size_t>(j)] =
         1.0 / std::pow(base, static_cast<double>(2 * j) / static_cast<double>(r));
   Tables t;
-  t.cos.resize(static_cast<size_t>(positions * r));
+  const auto n = static_cast<int64_t>(positions.size());
+  t.cos.resize(static_cast<size_t>(n * r));
   t.sin.resize(t.cos.size());
-  for (int64_t p = 0; p < positions; ++p) {
-    const double pos = static_cast<double>(offset + p);
+  for (int64_t p = 0; p < n; ++p) {
+    const double pos = static_cast<double>(positions[static_cast<size_t>(p)]);
     for (int64_t c = 0; c < r; ++c) {
       const int64_t j = style == RotaryStyle::Interleaved ? c / 2 : c % half;
       const double angle = pos * inv[static_cast<size_t>(j)];
@@ -68,12 +70,33 @@ IPUML_INLINE Tensor rotary_embedding(const Tensor& x, const RotaryEmbeddingFuncO
   IPUML_CHECK(std::isfinite(o.base()) && o.base() > 0, op, ": base must be positive, got ",
               o.base());
   const int64_t positions = x.size(seq);
-  if (x.numel() == 0) return x;
-
-  const auto t = rotary_detail::tables(positions, o.offset(), r, o.base(), o.style());
   Shape table_shape(static_cast<size_t>(rank), 1);
   table_shape[static_cast<size_t>(seq)] = positions;
   table_shape[static_cast<size_t>(last)] = r;
+  std::vector<int64_t> pos;
+  if (const Tensor& ids = o.position_ids(); ids.defined()) {
+    IPUML_CHECK(o.offset() == 0, op, ": give position_ids or offset, not both (offset=", o.offset(),
+                ")");
+    IPUML_CHECK(!ids.is_symbolic() && !ids.is_meta(), op,
+                ": position_ids must hold values (the tables are made on the host); a traced "
+                "program takes its positions through offset");
+    IPUML_CHECK(ids.dtype() == kInt64, op, ": position_ids must be int64, got ",
+                dtype_name(ids.dtype()));
+    const bool batched = ids.dim() == 2;
+    IPUML_CHECK((ids.dim() == 1 || (batched && seq != 0 && ids.size(0) == x.size(0))) &&
+                    ids.size(ids.dim() - 1) == positions,
+                op, ": position_ids must be [seq] or [batch, seq] = [", x.size(0), ", ", positions,
+                "] for an input of shape ", shape_str(x.shape()), ", got shape ",
+                shape_str(ids.shape()));
+    pos = ids.to_vector<int64_t>();
+    for (int64_t p : pos) IPUML_CHECK(p >= 0, op, ": position_ids must be non-negative, got ", p);
+    if (batched) table_shape[0] = x.size(0);
+  } else {
+    for (int64_t p = 0; p < positions; ++p) pos.push_back(o.offset() + p);
+  }
+  if (x.numel() == 0) return x;
+
+  const auto t = rotary_detail::tables(pos, r, o.base(), o.style());
   // Rounded to x's dtype once, as constants; they go where x is (a traced x captures them).
   Tensor cos = from_vector(t.cos, table_shape, x.dtype());
   Tensor sin = from_vector(t.sin, table_shape, x.dtype());
