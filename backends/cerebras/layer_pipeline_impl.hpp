@@ -106,6 +106,65 @@ inline void size_regions(PipelineLayout& l, const Target& t) {
       static_cast<double>(samples) * l.sample_cycles + l.fill_cycles + std::ceil(l.update_cycles);
 }
 
+// What each region keeps: an activation read by a later region waits there for as many
+// samples as regions lie between (each holds one sample), at most the batch; a value read by an
+// earlier region (a weight's gradient, summed over the batch, going back to the region that
+// updates the weight) is kept whole; what arrives from another region crosses the fabric.
+inline void region_bytes(PipelineLayout& l, const ir::Graph& g,
+                         const std::vector<int64_t>& kernel_of_node,
+                         const std::vector<int64_t>& kernel_of_value) {
+  auto& ks = l.kernels;
+  const size_t V = g.values.size();
+  const double per_sample = 1.0 / static_cast<double>(l.samples);
+  std::vector<int64_t> last_reader(V, -1);
+  for (size_t ni = 0; ni < g.nodes.size(); ++ni)
+    for (auto v : g.nodes[ni].inputs) {
+      const int64_t k = kernel_of_node[ni];
+      if (k < 0) continue;
+      const auto vu = static_cast<size_t>(v);
+      last_reader[vu] = std::max(last_reader[vu], k);
+      const int64_t from = kernel_of_value[vu];
+      if (g.values[vu].kind == ir::ValueKind::Op && from >= 0 && from < k)
+        ks[static_cast<size_t>(k)].fabric_bytes +=
+            static_cast<double>(g.values[vu].meta.nbytes()) * per_sample;
+      if (g.values[vu].kind == ir::ValueKind::Op && from > k)
+        ks[static_cast<size_t>(k)].state_bytes += static_cast<double>(g.values[vu].meta.nbytes());
+    }
+  for (size_t v = 0; v < V; ++v) {
+    if (g.values[v].kind != ir::ValueKind::Op || kernel_of_value[v] < 0) continue;
+    const double b = static_cast<double>(g.values[v].meta.nbytes()) * per_sample;
+    const int64_t span = std::max<int64_t>(1, last_reader[v] - kernel_of_value[v]);
+    ks[static_cast<size_t>(kernel_of_value[v])].activation_bytes +=
+        b * static_cast<double>(std::min(l.samples, span));
+  }
+}
+
+// Each region's fewest PEs: its bytes (and its share of `extra_state_bytes`, spread as the
+// weights are) over what a PE holds beside its code and stack; the layout's totals, and each
+// region's label with the count of ops it holds.
+inline void region_memory(PipelineLayout& l, const ir::Graph& g, const Target& t,
+                          double extra_state_bytes) {
+  auto& ks = l.kernels;
+  double weights = 0;
+  for (auto& k : ks) weights += k.state_bytes;
+  const double usable = static_cast<double>(t.bytes_per_pe - t.stack_bytes_per_pe);
+  for (auto& k : ks) {
+    if (extra_state_bytes > 0 && weights > 0)
+      k.state_bytes += extra_state_bytes * k.state_bytes / weights;
+    const double code = static_cast<double>(
+        matrix_like(g.nodes[static_cast<size_t>(k.first_node)].kind) ? t.code_bytes_matrix
+                                                                     : t.code_bytes_vector);
+    IPUML_CHECK(usable > code, "target ", t.name, ": a PE's ", t.bytes_per_pe,
+                " B hold no data beside its code and stack");
+    k.min_pes = std::max<int64_t>(
+        1, static_cast<int64_t>(std::ceil((k.state_bytes + k.activation_bytes) / (usable - code))));
+    l.pes_needed += k.min_pes;
+    l.state_bytes += k.state_bytes;
+    l.activation_bytes += k.activation_bytes;
+    if (k.nodes > 1) k.label += " +" + std::to_string(k.nodes - 1);
+  }
+}
+
 }  // namespace lpdetail
 
 IPUML_INLINE PipelineLayout plan_layer_pipeline(const ir::Graph& g, const Target& t,
@@ -182,50 +241,8 @@ IPUML_INLINE PipelineLayout plan_layer_pipeline(const ir::Graph& g, const Target
     return l;
   }
 
-  // What each region keeps: an activation read by a later region waits there for as many
-  // samples as regions lie between (each holds one sample), at most the batch; a value read by
-  // an earlier region (a weight's gradient, summed over the batch, going back to the region that
-  // updates the weight) is kept whole; what arrives from another region crosses the fabric.
-  std::vector<int64_t> last_reader(V, -1);
-  for (size_t ni = 0; ni < g.nodes.size(); ++ni)
-    for (auto v : g.nodes[ni].inputs) {
-      const int64_t k = kernel_of_node[ni];
-      if (k < 0) continue;
-      const auto vu = static_cast<size_t>(v);
-      last_reader[vu] = std::max(last_reader[vu], k);
-      const int64_t from = kernel_of_value[vu];
-      if (g.values[vu].kind == ir::ValueKind::Op && from >= 0 && from < k)
-        ks[static_cast<size_t>(k)].fabric_bytes +=
-            static_cast<double>(g.values[vu].meta.nbytes()) * per_sample;
-      if (g.values[vu].kind == ir::ValueKind::Op && from > k)
-        ks[static_cast<size_t>(k)].state_bytes += static_cast<double>(g.values[vu].meta.nbytes());
-    }
-  for (size_t v = 0; v < V; ++v) {
-    if (g.values[v].kind != ir::ValueKind::Op || kernel_of_value[v] < 0) continue;
-    const double b = static_cast<double>(g.values[v].meta.nbytes()) * per_sample;
-    const int64_t span = std::max<int64_t>(1, last_reader[v] - kernel_of_value[v]);
-    ks[static_cast<size_t>(kernel_of_value[v])].activation_bytes +=
-        b * static_cast<double>(std::min(samples, span));
-  }
-  double weights = 0;
-  for (auto& k : ks) weights += k.state_bytes;
-  const double usable = static_cast<double>(t.bytes_per_pe - t.stack_bytes_per_pe);
-  for (auto& k : ks) {
-    if (extra_state_bytes > 0 && weights > 0)
-      k.state_bytes += extra_state_bytes * k.state_bytes / weights;
-    const double code = static_cast<double>(
-        matrix_like(g.nodes[static_cast<size_t>(k.first_node)].kind) ? t.code_bytes_matrix
-                                                                     : t.code_bytes_vector);
-    IPUML_CHECK(usable > code, "target ", t.name, ": a PE's ", t.bytes_per_pe,
-                " B hold no data beside its code and stack");
-    k.min_pes = std::max<int64_t>(
-        1, static_cast<int64_t>(std::ceil((k.state_bytes + k.activation_bytes) / (usable - code))));
-    l.pes_needed += k.min_pes;
-    l.state_bytes += k.state_bytes;
-    l.activation_bytes += k.activation_bytes;
-    if (k.nodes > 1) k.label += " +" + std::to_string(k.nodes - 1);
-  }
-
+  region_bytes(l, g, kernel_of_node, kernel_of_value);
+  region_memory(l, g, t, extra_state_bytes);
   if (l.pes_needed > l.pes_total) {
     l.message = lpdetail::not_fit_message(l, t);
     return l;

@@ -1031,6 +1031,14 @@ struct Planner {
     return std::move(l.streamed);
   }
 
+  // Each step's cycles on the units (compute, exchange, sync), from its supersteps.
+  std::vector<double> busy_per_node() const {
+    std::vector<double> busy(g.nodes.size(), 0.0);
+    for (auto& s : plan.supersteps)
+      if (s.node >= 0) busy[static_cast<size_t>(s.node)] += s.compute + s.exchange + s.sync;
+    return busy;
+  }
+
   // The cycles streaming costs each device: all its traffic, or with prefetching what the
   // compute of the step before does not hide (the first streamed step's in full: the boundary
   // between iterations, where nothing computes ahead of it).
@@ -1040,9 +1048,7 @@ struct Planner {
       for (size_t i = 0; i < out.size(); ++i) out[i] = t.streaming_cycles(streamed[i]);
       return out;
     }
-    std::vector<double> busy(g.nodes.size(), 0.0);
-    for (auto& s : plan.supersteps)
-      if (s.node >= 0) busy[static_cast<size_t>(s.node)] += s.compute + s.exchange + s.sync;
+    const std::vector<double> busy = busy_per_node();
     std::vector<double> window(static_cast<size_t>(mc.devices), 0.0);
     for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
       const auto d = static_cast<size_t>(plan.nodes[ni].span.device);
@@ -1063,9 +1069,8 @@ struct Planner {
   std::vector<double> offchip_cycles() const {
     std::vector<double> out(static_cast<size_t>(mc.devices), 0.0);
     if (!t.computes_offchip()) return out;
-    std::vector<double> busy(g.nodes.size(), 0.0), done_at(g.nodes.size(), 0.0);
-    for (auto& s : plan.supersteps)
-      if (s.node >= 0) busy[static_cast<size_t>(s.node)] += s.compute + s.exchange + s.sync;
+    const std::vector<double> busy = busy_per_node();
+    std::vector<double> done_at(g.nodes.size(), 0.0);
     std::vector<double> units(out.size(), 0.0), memory(out.size(), 0.0);
     for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
       const auto d = static_cast<size_t>(plan.nodes[ni].span.device);

@@ -259,8 +259,8 @@ inline json digest(const ReportProgram& p) {
 }
 
 // The page's script, in parts joined by page_script(): the data and drawing helpers, the
-// memory sections, liveness and busiest units, then the operations and timeline sections and
-// the tabs.
+// memory sections, liveness and busiest units, the device's layout (a target's placement), then
+// the operations and timeline sections and the tabs.
 inline const char* page_script_helpers() {
   return R"JS(
 "use strict";
@@ -469,6 +469,95 @@ function busiest(p, box) {
 )JS";
 }
 
+// The device as a target placed the program (layout.json; the CS-2's wafer).
+inline const char* page_script_layout() {
+  return R"JS(
+// The device as the target placed the program (a CS-2's wafer: a region of PEs per layer's
+// kernel), coloured by region or by how busy each region is at the pipeline's rate.
+let byBusy = false;
+function wafer(p, box) {
+  const L = p.layout;
+  box.appendChild(el("p", {}, "Execution mode: " + L.mode + (L.why ? " (" + L.why + ")" : "")));
+  if (!L.regions.length) { box.appendChild(el("p", {}, L.note)); return; }
+  const G = L.grid, R = L.regions, slow = R[L.slowest];
+  box.appendChild(el("p", {}, R.length + " regions on " + Math.round(L.pes_used) + " of " +
+      L.pes + " PEs; the slowest, " + slow.name + ", sets the rate at " +
+      slow.cycles.toFixed(1) + " cycles a sample (" + L.samples + " samples, " +
+      Math.round(L.step_cycles) + " cycles a step); PEs busy in the steady state: " +
+      (100 * L.utilisation).toFixed(1) + " %"));
+  const cell = Math.max(2, Math.min(8, Math.floor(720 / G.columns)));
+  const cv = el("canvas", {id: "wafer"});
+  cv.width = G.columns * cell; cv.height = G.rows * cell;
+  const g = cv.getContext("2d");
+  g.fillStyle = "#ddd"; g.fillRect(0, 0, cv.width, cv.height);
+  const hue = k => "hsl(" + Math.round((k * 137.508) % 360) + ",60%," + (k % 2 ? 45 : 60) + "%)";
+  G.cells.forEach((k, i) => {
+    if (k < 0) return;
+    g.fillStyle = byBusy ? rgb(ramp(R[k].utilisation)) : hue(k);
+    g.fillRect((i % G.columns) * cell, Math.floor(i / G.columns) * cell, cell, cell);
+  });
+  // The slowest region outlined: every edge of its cells that borders another region.
+  g.strokeStyle = "rgb(220,20,60)"; g.lineWidth = 2;
+  G.cells.forEach((k, i) => {
+    if (k !== L.slowest) return;
+    const x = i % G.columns, y = Math.floor(i / G.columns);
+    const at = (xx, yy) => xx < 0 || yy < 0 || xx >= G.columns || yy >= G.rows ? -2 :
+                           G.cells[yy * G.columns + xx];
+    g.beginPath();
+    if (at(x, y - 1) !== k) { g.moveTo(x * cell, y * cell); g.lineTo((x + 1) * cell, y * cell); }
+    if (at(x, y + 1) !== k) { g.moveTo(x * cell, (y + 1) * cell); g.lineTo((x + 1) * cell, (y + 1) * cell); }
+    if (at(x - 1, y) !== k) { g.moveTo(x * cell, y * cell); g.lineTo(x * cell, (y + 1) * cell); }
+    if (at(x + 1, y) !== k) { g.moveTo((x + 1) * cell, y * cell); g.lineTo((x + 1) * cell, (y + 1) * cell); }
+    g.stroke();
+  });
+  cv.addEventListener("mousemove", ev => {
+    const r = cv.getBoundingClientRect();
+    const x = Math.floor((ev.clientX - r.left) / cell), y = Math.floor((ev.clientY - r.top) / cell);
+    const k = x >= 0 && y >= 0 && x < G.columns && y < G.rows ? G.cells[y * G.columns + x] : -1;
+    if (k < 0) return hideTip();
+    const q = R[k];
+    showTip(ev, "region " + k + ": " + q.name + ", " + Math.round(q.pes) + " PEs, " +
+                bytes(q.bytes) + ", " + q.cycles.toFixed(1) + " cycles a sample, busy " +
+                (100 * q.utilisation).toFixed(1) + " %" + (k === L.slowest ? " (slowest)" : ""));
+  });
+  cv.addEventListener("mouseleave", hideTip);
+  box.appendChild(cv);
+  const row = el("div", {"class": "legendrow"});
+  const lab = el("label", {});
+  const cb = el("input", {type: "checkbox"});
+  cb.checked = byBusy;
+  cb.addEventListener("change", () => {
+    byBusy = cb.checked;
+    box.textContent = "";
+    box.appendChild(el("h2", {}, "The wafer: a region per kernel"));
+    wafer(p, box);
+  });
+  lab.appendChild(cb);
+  lab.appendChild(document.createTextNode(" colour by busy time (viridis, 1 = the slowest); " +
+      "outlined in red: the slowest region; one cell: " + G.pes_per_cell.toFixed(1) + " PEs"));
+  row.appendChild(lab);
+  box.appendChild(row);
+  const t = el("table");
+  const head = el("tr");
+  for (const h of ["#", "PEs", "memory", "cycles/sample", "busy", "kernel"])
+    head.appendChild(el("th", {}, h));
+  t.appendChild(head);
+  const order = R.map((q, k) => k).sort((a, b) => R[b].cycles - R[a].cycles).slice(0, 20);
+  for (const k of order) {
+    const q = R[k], tr = el("tr");
+    for (const v of [String(k), String(Math.round(q.pes)), bytes(q.bytes), q.cycles.toFixed(1),
+                     (100 * q.utilisation).toFixed(1) + " %", q.name + (k === L.slowest ?
+                     " (slowest)" : "")])
+      tr.appendChild(el("td", {}, v));
+    t.appendChild(tr);
+  }
+  box.appendChild(el("p", {}, "Regions by cycles a sample" +
+      (R.length > 20 ? " (the 20 slowest of " + R.length + ")" : "") + ":"));
+  box.appendChild(t);
+}
+)JS";
+}
+
 // The operations summary, the execution timeline, and the tabs that show one program.
 inline const char* page_script_operations() {
   return R"JS(
@@ -556,90 +645,6 @@ function timeline(p, box) {
   box.appendChild(k);
 }
 
-// The device as the target placed the program (a CS-2's wafer: a region of PEs per layer's
-// kernel), coloured by region or by how busy each region is at the pipeline's rate.
-let byBusy = false;
-function wafer(p, box) {
-  const L = p.layout;
-  box.appendChild(el("p", {}, "Execution mode: " + L.mode + (L.why ? " (" + L.why + ")" : "")));
-  if (!L.regions.length) { box.appendChild(el("p", {}, L.note)); return; }
-  const G = L.grid, R = L.regions, slow = R[L.slowest];
-  box.appendChild(el("p", {}, R.length + " regions on " + Math.round(L.pes_used) + " of " +
-      L.pes + " PEs; the slowest, " + slow.name + ", sets the rate at " +
-      slow.cycles.toFixed(1) + " cycles a sample (" + L.samples + " samples, " +
-      Math.round(L.step_cycles) + " cycles a step); PEs busy in the steady state: " +
-      (100 * L.utilisation).toFixed(1) + " %"));
-  const cell = Math.max(2, Math.min(8, Math.floor(720 / G.columns)));
-  const cv = el("canvas", {id: "wafer"});
-  cv.width = G.columns * cell; cv.height = G.rows * cell;
-  const g = cv.getContext("2d");
-  g.fillStyle = "#ddd"; g.fillRect(0, 0, cv.width, cv.height);
-  const hue = k => "hsl(" + Math.round((k * 137.508) % 360) + ",60%," + (k % 2 ? 45 : 60) + "%)";
-  G.cells.forEach((k, i) => {
-    if (k < 0) return;
-    g.fillStyle = byBusy ? rgb(ramp(R[k].utilisation)) : hue(k);
-    g.fillRect((i % G.columns) * cell, Math.floor(i / G.columns) * cell, cell, cell);
-  });
-  // The slowest region outlined: every edge of its cells that borders another region.
-  g.strokeStyle = "rgb(220,20,60)"; g.lineWidth = 2;
-  G.cells.forEach((k, i) => {
-    if (k !== L.slowest) return;
-    const x = i % G.columns, y = Math.floor(i / G.columns);
-    const at = (xx, yy) => xx < 0 || yy < 0 || xx >= G.columns || yy >= G.rows ? -2 :
-                           G.cells[yy * G.columns + xx];
-    g.beginPath();
-    if (at(x, y - 1) !== k) { g.moveTo(x * cell, y * cell); g.lineTo((x + 1) * cell, y * cell); }
-    if (at(x, y + 1) !== k) { g.moveTo(x * cell, (y + 1) * cell); g.lineTo((x + 1) * cell, (y + 1) * cell); }
-    if (at(x - 1, y) !== k) { g.moveTo(x * cell, y * cell); g.lineTo(x * cell, (y + 1) * cell); }
-    if (at(x + 1, y) !== k) { g.moveTo((x + 1) * cell, y * cell); g.lineTo((x + 1) * cell, (y + 1) * cell); }
-    g.stroke();
-  });
-  cv.addEventListener("mousemove", ev => {
-    const r = cv.getBoundingClientRect();
-    const x = Math.floor((ev.clientX - r.left) / cell), y = Math.floor((ev.clientY - r.top) / cell);
-    const k = x >= 0 && y >= 0 && x < G.columns && y < G.rows ? G.cells[y * G.columns + x] : -1;
-    if (k < 0) return hideTip();
-    const q = R[k];
-    showTip(ev, "region " + k + ": " + q.name + ", " + Math.round(q.pes) + " PEs, " +
-                bytes(q.bytes) + ", " + q.cycles.toFixed(1) + " cycles a sample, busy " +
-                (100 * q.utilisation).toFixed(1) + " %" + (k === L.slowest ? " (slowest)" : ""));
-  });
-  cv.addEventListener("mouseleave", hideTip);
-  box.appendChild(cv);
-  const row = el("div", {"class": "legendrow"});
-  const lab = el("label", {});
-  const cb = el("input", {type: "checkbox"});
-  cb.checked = byBusy;
-  cb.addEventListener("change", () => {
-    byBusy = cb.checked;
-    box.textContent = "";
-    box.appendChild(el("h2", {}, "The wafer: a region per kernel"));
-    wafer(p, box);
-  });
-  lab.appendChild(cb);
-  lab.appendChild(document.createTextNode(" colour by busy time (viridis, 1 = the slowest); " +
-      "outlined in red: the slowest region; one cell: " + G.pes_per_cell.toFixed(1) + " PEs"));
-  row.appendChild(lab);
-  box.appendChild(row);
-  const t = el("table");
-  const head = el("tr");
-  for (const h of ["#", "PEs", "memory", "cycles/sample", "busy", "kernel"])
-    head.appendChild(el("th", {}, h));
-  t.appendChild(head);
-  const order = R.map((q, k) => k).sort((a, b) => R[b].cycles - R[a].cycles).slice(0, 20);
-  for (const k of order) {
-    const q = R[k], tr = el("tr");
-    for (const v of [String(k), String(Math.round(q.pes)), bytes(q.bytes), q.cycles.toFixed(1),
-                     (100 * q.utilisation).toFixed(1) + " %", q.name + (k === L.slowest ?
-                     " (slowest)" : "")])
-      tr.appendChild(el("td", {}, v));
-    t.appendChild(tr);
-  }
-  box.appendChild(el("p", {}, "Regions by cycles a sample" +
-      (R.length > 20 ? " (the 20 slowest of " + R.length + ")" : "") + ":"));
-  box.appendChild(t);
-}
-
 const SECTIONS = [["summary", "Summary", summary],
                   ["wafer", "The wafer: a region per kernel", wafer, p => !!p.layout],
                   ["heat", p => "Memory per " + p.machine.unit, heatmap],
@@ -677,7 +682,7 @@ show(wanted >= 0 ? wanted : 0);
 // The page's script: draws one program at a time into the page's sections.
 inline std::string page_script() {
   return std::string(page_script_helpers()) + page_script_memory() + page_script_liveness() +
-         page_script_operations();
+         page_script_layout() + page_script_operations();
 }
 
 inline const char* page_style() {

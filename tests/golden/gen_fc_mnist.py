@@ -32,7 +32,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-F64 = torch.float64
+from goldenlib import F64, T, f32, num, formula  # noqa: E402 (beside this script)
 
 
 class MNIST(nn.Module):
@@ -54,29 +54,6 @@ class MNIST(nn.Module):
         for layer in self.fc_layers:
             x = self.dropout(self.nonlin(layer(x)))
         return F.log_softmax(self.last_layer(x), dim=1)
-
-
-def f32(t):
-    return t.to(torch.float32).to(F64)
-
-
-def num(v):
-    return float("%.9g" % v)
-
-
-def T(t):
-    t = t.detach()
-    return {"shape": list(t.shape), "dtype": "float32",
-            "data": [num(v) for v in t.reshape(-1).tolist()]}
-
-
-def formula(k, shape):
-    n = 1
-    for s in shape:
-        n *= s
-    fan_in = n // shape[0] if len(shape) > 1 else shape[0]
-    i = torch.arange(n, dtype=F64)
-    return f32(torch.sin(0.37 * i + 1.3 * k) / fan_in ** 0.5).reshape(shape)
 
 
 def case(activation, hidden_sizes, lr=0.1):

@@ -35,7 +35,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-F64 = torch.float64
+from goldenlib import F64, T, f32, num  # noqa: E402 (beside this script)
 
 TINY = {"vocab_size": 64, "n_positions": 32, "n_embd": 32, "n_layer": 2, "n_head": 4,
         "rotary_dim": 4, "n_inner": None, "layer_norm_epsilon": 1e-5}
@@ -153,22 +153,6 @@ class GPTJForCausalLM(nn.Module):
         loss = F.cross_entropy(logits[:, :-1, :].reshape(-1, logits.size(-1)),
                                labels[:, 1:].reshape(-1))
         return logits, loss
-
-
-def f32(t):
-    return t.to(torch.float32).to(F64)
-
-
-def num(v):
-    return float("%.9g" % v)
-
-
-def T(t):
-    t = t.detach()
-    if t.dtype == torch.int64:
-        return {"shape": list(t.shape), "dtype": "int64", "data": t.reshape(-1).tolist()}
-    return {"shape": list(t.shape), "dtype": "float32",
-            "data": [num(v) for v in t.reshape(-1).tolist()]}
 
 
 def formula(k, name, shape):

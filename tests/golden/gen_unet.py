@@ -30,14 +30,13 @@ Computations run in float64 from float32-representable values; floats are stored
 significant digits. The output is deterministic.
 """
 import json
-import math
 import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-F64 = torch.float64
+from goldenlib import F64, T, f32, num, formula  # noqa: E402 (beside this script)
 
 
 def conv_norm_act(cin, cout, norm, bias):
@@ -106,29 +105,6 @@ class UNet(nn.Module):
     def forward(self, x):
         x, skips = self.encoder(x)
         return self.final_conv(self.decoder(self.bottleneck(x), skips))
-
-
-def f32(t):
-    return t.to(torch.float32).to(F64)
-
-
-def num(v):
-    return float("%.9g" % v)
-
-
-def T(t):
-    t = t.detach()
-    return {"shape": list(t.shape), "dtype": "float32",
-            "data": [num(v) for v in t.reshape(-1).tolist()]}
-
-
-def formula(k, shape):
-    n = 1
-    for s in shape:
-        n *= s
-    fan_in = n // shape[0] if len(shape) > 1 else shape[0]
-    i = torch.arange(n, dtype=F64)
-    return f32(torch.sin(0.37 * i + 1.3 * k) / math.sqrt(fan_in)).reshape(shape)
 
 
 def case(name, cin, filters, bottleneck, norm, bias):

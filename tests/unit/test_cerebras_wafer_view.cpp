@@ -93,23 +93,25 @@ TEST_CASE("wafer view: regions are contiguous runs of cells sized by their PEs",
       CHECK(static_cast<double>(cells[k]) >= std::floor(want) - 1);
       CHECK(static_cast<double>(cells[k]) <= std::ceil(want) + 1);
     }
-    // Each region is one 4-connected piece of the grid, and regions follow the step's order.
+    // Each region is one 4-connected piece of the grid.
     for (size_t k = 0; k < l.kernels.size(); ++k) {
       std::vector<int64_t> mine;
       for (size_t i = 0; i < w.region.size(); ++i)
         if (w.region[i] == static_cast<int32_t>(k)) mine.push_back(static_cast<int64_t>(i));
       if (mine.empty()) continue;
-      std::set<int64_t> seen{mine[0]}, todo{mine[0]};
+      // Flood fill from its first cell over its own cells.
       const std::set<int64_t> all(mine.begin(), mine.end());
-      while (!todo.empty()) {
-        const int64_t c = *todo.begin();
-        todo.erase(todo.begin());
+      std::set<int64_t> seen{mine[0]};
+      std::vector<int64_t> stack{mine[0]};
+      while (!stack.empty()) {
+        const int64_t c = stack.back();
+        stack.pop_back();
         const int64_t x = c % w.columns, y = c / w.columns;
         for (auto [dx, dy] : {std::pair{1, 0}, {-1, 0}, {0, 1}, {0, -1}}) {
-          const int64_t nx = x + dx, ny = y + dy;
-          if (nx < 0 || ny < 0 || nx >= w.columns || ny >= w.rows) continue;
-          const int64_t nc = ny * w.columns + nx;
-          if (all.count(nc) && !seen.count(nc)) seen.insert(nc), todo.insert(nc);
+          const int64_t nx = x + dx, ny = y + dy, nc = ny * w.columns + nx;
+          if (nx >= 0 && ny >= 0 && nx < w.columns && ny < w.rows && all.count(nc) &&
+              seen.insert(nc).second)
+            stack.push_back(nc);
         }
       }
       CHECK(seen.size() == mine.size());

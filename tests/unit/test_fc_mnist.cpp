@@ -18,23 +18,13 @@
 using namespace ipuml;
 using namespace ipuml::models;
 using ipuml::testing::error_of;
+using ipuml::testing::formula_weights;
 using ipuml::testing::require_close;
 using nlohmann::json;
 
 namespace {
 
-// gen_fc_mnist.py's formulas: parameter k, element i = sin(0.37 i + 1.3 k) / sqrt(fan_in); the
-// input 0.5 + 0.5 cos(0.011 i + 0.3).
-Tensor formula(int k, const Shape& shape) {
-  const int64_t n = numel(shape);
-  const int64_t fan_in = shape.size() > 1 ? n / shape[0] : shape[0];
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    v[static_cast<size_t>(i)] = static_cast<float>(
-        std::sin(0.37 * static_cast<double>(i) + 1.3 * k) / std::sqrt(static_cast<double>(fan_in)));
-  return from_vector(v, shape);
-}
-
+// gen_fc_mnist.py's input: 0.5 + 0.5 cos(0.011 i + 0.3).
 Tensor formula_input() {
   std::vector<float> v(4 * 784);
   for (size_t i = 0; i < v.size(); ++i)
@@ -45,7 +35,8 @@ Tensor formula_input() {
 void load_formula_weights(FcMnist& net) {
   nn::StateDict d;
   int k = 0;
-  for (auto& [name, p] : net->named_parameters()) d.emplace_back(name, formula(k++, p.shape()));
+  for (auto& [name, p] : net->named_parameters())
+    d.emplace_back(name, formula_weights(k++, p.shape()));
   net->load_state_dict(d);
 }
 

@@ -138,13 +138,14 @@ TEST_CASE("meta device: a model built on it estimates exactly as the same model 
   }
 }
 
-TEST_CASE("meta device: a model of 17 GB of fp32 weights is sized without allocating them",
+TEST_CASE("meta device: a model of 8.6 GB of fp32 weights is sized without allocating them",
           "[meta][estimate]") {
   const size_t before = resident_bytes();
-  // 2 x 32768^2 weights: 2.1 billion parameters, 8.6 GB; Adam's two moments double it twice.
+  // 2 x 32768^2 weights: 2.1 billion parameters, 8.6 GB; Adam's two moments make it 26 GB.
   const runtime::Estimate e = estimate_on("cerebras", true, 32768, 8);
   const size_t after = resident_bytes();
-  if (before > 0) CHECK(after < before + (size_t{1} << 30));  // well under one of the 17 GB
+  if (before > 0)
+    CHECK(after < before + (size_t{1} << 30));  // well under one of its 26 GB with Adam
   CHECK(e.samples_per_second() > 0);
   INFO(e.target);
   CHECK(e.target.find("weight streaming (pipelined execution would need") != std::string::npos);

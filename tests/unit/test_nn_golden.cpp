@@ -10,6 +10,7 @@
 #include "../support/golden.hpp"
 
 using namespace ipuml;
+using ipuml::testing::formula_weights;
 using ipuml::testing::load_golden;
 using ipuml::testing::require_close;
 using ipuml::testing::tensor_from_json;
@@ -60,17 +61,6 @@ struct NetworkImpl : nn::Module {
   nn::Softmax softmax{nullptr};
 };
 IPUML_MODULE(Network);
-
-// gen_nn.py's formula(k, shape): deterministic weights both sides compute.
-Tensor formula(int k, const Shape& shape) {
-  const int64_t n = numel(shape);
-  const int64_t fan_in = shape.size() > 1 ? n / shape[0] : shape[0];
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    v[static_cast<size_t>(i)] = static_cast<float>(
-        std::sin(0.37 * static_cast<double>(i) + 1.3 * k) / std::sqrt(static_cast<double>(fan_in)));
-  return from_vector(v, shape);
-}
 
 nn::StateDict state_from_json(const json& j) {
   nn::StateDict d;
@@ -231,7 +221,8 @@ TEST_CASE("nn MNIST tutorial network: repr, state_dict keys and eval forward mat
 
   nn::StateDict d;
   int k = 0;
-  for (auto& [name, p] : net->named_parameters()) d.emplace_back(name, formula(k++, p.shape()));
+  for (auto& [name, p] : net->named_parameters())
+    d.emplace_back(name, formula_weights(k++, p.shape()));
   net->load_state_dict(d);
   net->eval();
   NoGradGuard no_grad;

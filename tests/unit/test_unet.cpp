@@ -23,21 +23,11 @@ using namespace ipuml::models;
 using ipuml::datasets::GeneratedMasks;
 using ipuml::datasets::GeneratedMasksOptions;
 using ipuml::testing::error_of;
+using ipuml::testing::formula_weights;
 using ipuml::testing::require_close;
 using nlohmann::json;
 
 namespace {
-
-// gen_unet.py's formulas: parameter k, element i = sin(0.37 i + 1.3 k) / sqrt(fan_in).
-Tensor formula(int k, const Shape& shape) {
-  const int64_t n = numel(shape);
-  const int64_t fan_in = shape.size() > 1 ? n / shape[0] : shape[0];
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    v[static_cast<size_t>(i)] = static_cast<float>(
-        std::sin(0.37 * static_cast<double>(i) + 1.3 * k) / std::sqrt(static_cast<double>(fan_in)));
-  return from_vector(v, shape);
-}
 
 Tensor formula_input(int64_t channels) {
   std::vector<float> v(static_cast<size_t>(2 * channels * 256));
@@ -255,7 +245,7 @@ TEST_CASE("unet: forward and gradients match PyTorch", "[zoo][unet][golden]") {
     REQUIRE(named.size() == params.size());
     for (size_t k = 0; k < params.size(); ++k) {
       REQUIRE(named[k].first == params[k]);
-      d.emplace_back(params[k], formula(static_cast<int>(k), named[k].second.shape()));
+      d.emplace_back(params[k], formula_weights(static_cast<int>(k), named[k].second.shape()));
     }
     for (auto& [k, t] : net->named_buffers()) d.emplace_back(k, t.clone());
     net->load_state_dict(d);

@@ -96,6 +96,17 @@ inline Tensor kaiming_uniform_(Tensor t, double a = 0.0, FanMode mode = FanMode:
   return uniform_(std::move(t), -bound, bound, gen);
 }
 
+// PyTorch's reset_parameters of Linear and the convolutions (_ConvNd, transposed included):
+// kaiming_uniform_(a = sqrt(5)) for the weight, then U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for the
+// bias (when defined), fan_in read off the weight as PyTorch reads it, drawn in that order.
+inline void default_weight_and_bias_(Tensor weight, Tensor bias, Generator* gen = nullptr) {
+  kaiming_uniform_(weight, std::sqrt(5.0), FanMode::FanIn, Nonlinearity::LeakyReLU, gen);
+  if (!bias.defined()) return;
+  const int64_t fan_in = calculate_fan_in_and_fan_out(weight).first;
+  const double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
+  uniform_(std::move(bias), -bound, bound, gen);
+}
+
 inline Tensor kaiming_normal_(Tensor t, double a = 0.0, FanMode mode = FanMode::FanIn,
                               Nonlinearity nonlinearity = Nonlinearity::LeakyReLU,
                               Generator* gen = nullptr) {

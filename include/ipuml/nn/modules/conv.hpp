@@ -92,13 +92,7 @@ class ConvNdImpl : public Module {
   // PyTorch's default: kaiming_uniform_(a = sqrt(5)) for the weight, U(-1/sqrt(fan_in),
   // 1/sqrt(fan_in)) for the bias, drawn in that order.
   void reset_parameters(Generator* gen = nullptr) {
-    init::kaiming_uniform_(weight, std::sqrt(5.0), init::FanMode::FanIn,
-                           init::Nonlinearity::LeakyReLU, gen);
-    if (bias.defined()) {
-      const int64_t fan_in = init::calculate_fan_in_and_fan_out(weight).first;
-      const double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
-      init::uniform_(bias, -bound, bound, gen);
-    }
+    init::default_weight_and_bias_(weight, bias, gen);
   }
 
   std::string extra_repr() const override {

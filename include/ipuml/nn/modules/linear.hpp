@@ -35,13 +35,7 @@ class LinearImpl : public Module {
   // PyTorch's default: kaiming_uniform_(a = sqrt(5)), i.e. U(-1/sqrt(in), 1/sqrt(in)) for both
   // weight and bias, drawn in that order.
   void reset_parameters(Generator* gen = nullptr) {
-    init::kaiming_uniform_(weight, std::sqrt(5.0), init::FanMode::FanIn,
-                           init::Nonlinearity::LeakyReLU, gen);
-    if (bias.defined()) {
-      const int64_t fan_in = options.in_features();
-      const double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
-      init::uniform_(bias, -bound, bound, gen);
-    }
+    init::default_weight_and_bias_(weight, bias, gen);
   }
 
   Tensor forward(const Tensor& x) override {
