@@ -7,35 +7,15 @@
 #include <sstream>
 
 #include <ipuml/backends/cerebras/layer_pipeline.hpp>
+#include <ipuml/backends/emu/node_roles.hpp>
 #include <ipuml/core/error.hpp>
 
 namespace ipuml::cerebras {
 
 namespace lpdetail {
 
-inline bool matrix_like(ir::OpKind k) {
-  return ir::op_in(k, ir::OpCategory::Matrix, ir::OpCategory::Attention);
-}
-
-// Ops that do no work of their own on the wafer: views (routes over the data) and the small
-// constants a step computes with.
-inline bool idle(const ir::Graph& g, const ir::Node& n) {
-  if (ir::op_category(n.kind) == ir::OpCategory::View) return true;
-  return n.kind == ir::OpKind::Full && n.inputs.empty() && n.outputs.size() == 1 &&
-         g.values[static_cast<size_t>(n.outputs[0])].meta.numel() <= 16;
-}
-
-inline std::string bytes_text(double b) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(b >= 1e9 ? 2 : 1);
-  if (b >= 1e9)
-    os << b / 1e9 << " GB";
-  else if (b >= 1e6)
-    os << b / 1e6 << " MB";
-  else
-    os << b / 1e3 << " kB";
-  return os.str();
-}
+using emu::bytes_text;
+using emu::matrix_like;
 
 // The message of a layout that does not fit: how much, the largest regions, what would help.
 inline std::string not_fit_message(const PipelineLayout& l, const Target& t) {
@@ -185,7 +165,7 @@ IPUML_INLINE PipelineLayout plan_layer_pipeline(const ir::Graph& g, const Target
   // in the region that holds the weight it updates (its first input's owner).
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
     const ir::Node& n = g.nodes[ni];
-    if (idle(g, n)) {
+    if (emu::idle_node(g, n)) {
       for (auto v : n.outputs)  // a view lives where its input does
         kernel_of_value[static_cast<size_t>(v)] =
             n.inputs.empty() ? -1 : kernel_of_value[static_cast<size_t>(n.inputs[0])];

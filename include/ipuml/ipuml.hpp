@@ -25,6 +25,7 @@
 #include <ipuml/backends/cpu/graph_executor.hpp>
 #include <ipuml/backends/ipu/ipu_backend.hpp>
 #include <ipuml/backends/cerebras/cerebras_backend.hpp>
+#include <ipuml/backends/sambanova/sambanova_backend.hpp>
 #include <ipuml/nn/nn.hpp>
 #include <ipuml/optim/optim.hpp>
 #include <ipuml/runtime/block.hpp>
