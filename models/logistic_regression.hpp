@@ -28,9 +28,9 @@ struct LogRegConfig {
 
 // SambaNova's `LogReg`: one Linear `lin_layer` (num_features -> num_classes, PyTorch's default
 // initialisation) and a `criterion` (CrossEntropyLoss, mean over the batch). Its input is a
-// batch of flattened samples [batch, num_features] (the tutorial's MNIST transform flattens each
-// image to 784 values). forward(x) gives the logits; forward(x, labels) gives (loss, logits),
-// the original's pair in the original's order.
+// batch of flattened samples [batch, num_features] (the tutorial compiles the model for that
+// shape). forward(x) gives the logits; forward(x, labels) gives (loss, logits), the original's
+// pair in the original's order.
 class LogRegImpl : public nn::Module {
  public:
   explicit LogRegImpl(const LogRegConfig& c = LogRegConfig()) : nn::Module("LogReg"), config(c) {
