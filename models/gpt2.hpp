@@ -27,15 +27,19 @@ struct GPT2Config {
   static GPT2Config small() { return GPT2Config(); }
   static GPT2Config medium() { return GPT2Config().n_layer(24).n_embd(1024).n_head(16); }
   static GPT2Config large() { return GPT2Config().n_layer(36).n_embd(1280).n_head(20); }
-  // "tiny" (or "gpt2-tiny"), "small", "medium", "large", or Hugging Face's "gpt2",
-  // "gpt2-medium", "gpt2-large".
+  // Hugging Face's gpt2-xl: 1,557,611,200 parameters (64-wide heads, as the other sizes).
+  static GPT2Config xl() { return GPT2Config().n_layer(48).n_embd(1600).n_head(25); }
+  // "tiny" (or "gpt2-tiny"), "small", "medium", "large", "xl", or Hugging Face's "gpt2",
+  // "gpt2-medium", "gpt2-large", "gpt2-xl".
   static GPT2Config preset(const std::string& name) {
     if (name == "tiny" || name == "gpt2-tiny") return tiny();
     if (name == "small" || name == "gpt2") return small();
     if (name == "medium" || name == "gpt2-medium") return medium();
     if (name == "large" || name == "gpt2-large") return large();
+    if (name == "xl" || name == "gpt2-xl") return xl();
     fail("GPT2Config: unknown preset '", name,
-         "' (expected tiny, gpt2-tiny, small, medium, large, gpt2, gpt2-medium or gpt2-large)");
+         "' (expected tiny, gpt2-tiny, small, medium, large, xl, gpt2, gpt2-medium, gpt2-large "
+         "or gpt2-xl)");
   }
 
   // Sets the three dropout probabilities at once (HF keeps them apart; GPT-2 uses 0.1 for all).

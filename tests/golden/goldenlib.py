@@ -1,6 +1,7 @@
-"""What the newer golden generators (gen_fc_mnist.py, gen_unet.py, gen_gptj.py) share: float32
-rounding inside float64 computation, the JSON tensor form, and the deterministic weights both
-they and the C++ tests compute (tests/support/golden.hpp, formula_weights)."""
+"""What the newer golden generators (gen_fc_mnist.py, gen_unet.py, gen_gptj.py,
+gen_sambanova_starters.py) share: float32 rounding inside float64 computation, the JSON tensor
+form, and the deterministic weights both they and the C++ tests compute (tests/support/golden.hpp,
+formula_weights)."""
 
 import torch
 

@@ -220,6 +220,20 @@ TEST_CASE("GPT-2: Hugging Face's parameter count and names, LM head tied", "[zoo
   CHECK(GPT2Config::preset("gpt2-medium").n_head() == 16);
 }
 
+TEST_CASE("GPT-2: the XL preset has Hugging Face's gpt2-xl parameter count", "[zoo][gpt2][meta]") {
+  CHECK(GPT2Config::preset("xl").n_layer() == 48);
+  CHECK(GPT2Config::preset("gpt2-xl").n_embd() == 1600);
+  CHECK(GPT2Config::xl().n_head() == 25);
+  CHECK(GPT2Config::xl().head_dim() == 64);
+  // Built on the meta device: 6.2 GB of fp32 weights as shapes only.
+  DefaultDeviceGuard meta(kMeta);
+  GPT2LMHeadModel m(GPT2Config::xl());
+  CHECK(m->transformer->wte->weight.is_meta());
+  // HF GPT2LMHeadModel.from_pretrained("gpt2-xl").num_parameters(), the LM head tied to wte.
+  CHECK(count_params(*m.ptr()) == 1'557'611'200);
+  CHECK(m->state_dict().size() == 2 + 48 * 12 + 2);
+}
+
 TEST_CASE("GPT-2: shapes, config errors and a causal mask that is causal", "[zoo][gpt2]") {
   manual_seed(5);
   GPT2LMHeadModel m(GPT2Config::tiny());
@@ -242,7 +256,8 @@ TEST_CASE("GPT-2: shapes, config errors and a causal mask that is causal", "[zoo
                     Catch::Contains("n_embd=65") && Catch::Contains("n_head=2"));
   CHECK_THROWS_WITH(GPT2LMHeadModel(GPT2Config::tiny().layers_per_ipu({0, 1, 2})),
                     Catch::Contains("sums to 3") && Catch::Contains("n_layer=2"));
-  CHECK_THROWS_WITH(GPT2Config::preset("huge"), Catch::Contains("'huge'"));
+  CHECK_THROWS_WITH(GPT2Config::preset("huge"),
+                    Catch::Contains("'huge'") && Catch::Contains("gpt2-xl"));
   CHECK_THROWS_WITH(m(randint(0, 1000, {1, 129})), Catch::Contains("n_positions=128"));
   CHECK_THROWS_WITH(m(randn({1, 4})), Catch::Contains("int64"));
 }

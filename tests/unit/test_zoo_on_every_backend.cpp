@@ -1,6 +1,7 @@
-// The CS-2 zoo's new models (GPT-J, UNet 2-D) train alike eagerly and compiled for the CPU, the
-// emulated IPU and the emulated CS-2 (both execution modes): the same losses step by step and
-// the same weights after, as a user moving a model between the testbed's machines expects.
+// The CS-2 zoo's new models (GPT-J, UNet 2-D) and SambaNova's starters (LeNet, FFNLogReg,
+// LogReg) train alike eagerly and compiled for the CPU, the emulated IPU and the emulated CS-2
+// (both execution modes): the same losses step by step and the same weights after, as a user
+// moving a model between the testbed's machines expects.
 #include <string>
 #include <vector>
 
@@ -8,7 +9,10 @@
 
 #include <ipuml/datasets/generated_masks.hpp>
 #include <ipuml/ipuml.hpp>
+#include <ipuml/models/ffn_mnist.hpp>
 #include <ipuml/models/gptj.hpp>
+#include <ipuml/models/lenet.hpp>
+#include <ipuml/models/logistic_regression.hpp>
 #include <ipuml/models/unet.hpp>
 
 using namespace ipuml;
@@ -99,4 +103,24 @@ TEST_CASE("zoo on every backend: UNet trains alike eagerly and on cpu ipu and th
                     return models::binary_cross_entropy_with_logits(logits, mask);
                   },
                   batch.data, batch.target);
+}
+
+TEST_CASE(
+    "zoo on every backend: SambaNova's starters train alike eagerly and on cpu ipu and the "
+    "CS-2",
+    "[sambanova][cerebras][ipu]") {
+  Generator gen(4);
+  const Tensor images = uniform({8, 1, 28, 28}, 0.0, 1.0, &gen);
+  const Tensor flat = reshape(images, {8, 784});
+  const Tensor labels = randint(0, 10, {8}, &gen);
+  SECTION("LeNet") {
+    same_everywhere([] { return models::LeNet(); }, models::lenet_loss, images, labels);
+  }
+  SECTION("FFNLogReg") {
+    same_everywhere([] { return models::FFNLogReg(); }, models::ffn_mnist_loss, flat, labels);
+  }
+  SECTION("LogReg") {
+    same_everywhere([] { return models::LogReg(models::LogRegConfig().bias(true)); },
+                    models::logreg_loss, flat, labels);
+  }
 }
