@@ -131,9 +131,11 @@ struct Planner {
     }
     return sp;
   }
-  // The next placement starts after `sp`: past its run of units, or right of its rectangle.
+  // The next placement starts after `sp`: past its run of units, right of its rectangle, or
+  // below its band.
   void advance_past(const UnitSpan& sp) {
-    const int64_t past = sp.first_unit + (sp.width > 0 ? sp.width : sp.parts);
+    const bool band = sp.width > 0 && sp.width == sp.columns;
+    const int64_t past = sp.first_unit + (sp.width > 0 && !band ? sp.width : sp.parts);
     next_unit[static_cast<size_t>(sp.device)] = static_cast<int32_t>(past % T());
   }
   // A step's exchange into its busiest unit, `bytes` of it, on the units of `sp`.
@@ -471,6 +473,7 @@ struct Planner {
     const int32_t device = n.placement;
     bool have = false;
     Cost best_cost;
+    int64_t best_from = -1;  // where the chosen placement was asked to start (the cursor's?)
     for (const auto& s : cands) {
       const int64_t maxp = std::min<int64_t>(max_parts(s), T());
       std::vector<std::pair<int64_t, int32_t>> tries;  // (parts, first unit)
@@ -516,6 +519,7 @@ struct Planner {
           np.spec = s;
           np.span = sp;
           np.follows = -1;
+          best_from = f;
         }
       }
     }
@@ -556,7 +560,9 @@ struct Planner {
       set_output_layouts(ni);
       return;
     }
-    if (np.span.first_unit == next_unit[static_cast<size_t>(device)]) advance_past(np.span);
+    // Placed at the cursor (where a mesh rectangle or band starts for it, placement.hpp): the
+    // next placement starts after it.
+    if (best_from == next_unit[static_cast<size_t>(device)]) advance_past(np.span);
     // Free states and inputs take the layout this op wants of them.
     for (size_t j = 0; j < n.inputs.size(); ++j) {
       const int64_t v = n.inputs[j];
@@ -1425,8 +1431,9 @@ inline constexpr char kMagic[8] = {'I', 'P', 'U', 'M', 'L', 'P', 'L', 'N'};
 // 4: the replica all-reduce left the programs (charged once per update by the runtime).
 // 5: views cost no compute; 6: nor do small constants; 7: the target as a model (its JSON and
 // the machine's shape); 8: the core's own words for its units and devices ("units",
-// "per_device"); 9: host syncs and shared host links in the host cycles.
-inline constexpr uint32_t kVersion = 9;
+// "per_device"); 9: host syncs and shared host links in the host cycles; 10: a mesh's large
+// regions as bands of whole rows.
+inline constexpr uint32_t kVersion = 10;
 struct FileHeader {
   char magic[8];
   uint32_t version;
@@ -1826,8 +1833,11 @@ inline bool same_spec(const SliceSpec& a, const SliceSpec& b) {
 
 inline bool shape_in_target(const UnitSpan& s, const emu::Machine& t) {
   if (s.width == 0) return s.columns == 0 && t.mesh_columns == 0;
-  // A rectangle lies inside the mesh it was placed on.
+  // A rectangle lies inside the mesh it was placed on; a band of whole rows starts at a row's
+  // start and may wrap from the last row to the first.
   const RegionShape r = s.shape();
+  if (t.mesh_columns > 0 && s.columns == t.mesh_columns && s.width == s.columns)
+    return s.first_unit % s.columns == 0 && r.height <= mesh_rows(t);
   return t.mesh_columns > 0 && s.columns == t.mesh_columns && s.width >= 1 &&
          s.first_unit % s.columns + r.width <= s.columns &&
          s.first_unit / s.columns + r.height <= mesh_rows(t);

@@ -417,18 +417,28 @@ TEST_CASE("emu placement: regions are lines on a line machine and near-square re
   CHECK(shape(1) == std::pair<int64_t, int64_t>{1, 1});
   CHECK(shape(3) == std::pair<int64_t, int64_t>{2, 2});
   CHECK(shape(10) == std::pair<int64_t, int64_t>{4, 3});
-  CHECK(shape(16) == std::pair<int64_t, int64_t>{4, 4});
+  CHECK(shape(15) == std::pair<int64_t, int64_t>{4, 4});
+  // A quarter of the mesh or more: a band of whole rows, which wraps from the last row.
+  CHECK(shape(16) == std::pair<int64_t, int64_t>{8, 2});
   CHECK(shape(64) == std::pair<int64_t, int64_t>{8, 8});
+  CHECK(emu::region_origin(mesh, {8, 2}, 6 * 8) == 6 * 8);
+  CHECK(emu::region_origin(mesh, {8, 2}, 6 * 8 + 3) == 7 * 8);
+  CHECK(emu::region_origin(mesh, {8, 2}, 7 * 8 + 3) == 0);
+  emu::UnitSpan band{0, 7 * 8, 16, 16, 1, 8, 8};
+  CHECK(band.unit(7, 64) == 63);
+  CHECK(band.unit(8, 64) == 0);  // past the last row: the first
   // A rectangle starts where it fits: the next row when too wide, the corner when too tall.
   CHECK(emu::region_origin(mesh, {4, 4}, 3) == 3);
   CHECK(emu::region_origin(mesh, {4, 4}, 6) == 8);
   CHECK(emu::region_origin(mesh, {4, 4}, 5 * 8 + 2) == 0);
-  // A wide, short mesh: no taller than its 2 rows.
+  // A wide, short mesh: no taller than its 2 rows, and 100 of its 128 units a band.
   emu::Machine strip = line;
   strip.units_per_device = 128;
   strip.mesh_columns = 64;
-  const auto s = emu::region_shape(strip, 100);
-  CHECK((s.width == 50 && s.height == 2));
+  const auto s = emu::region_shape(strip, 30);
+  CHECK((s.width == 15 && s.height == 2));
+  const auto b = emu::region_shape(strip, 100);
+  CHECK((b.width == 64 && b.height == 2));
 }
 
 TEST_CASE("emu toy target: a mesh places every op and tensor on a rectangle of its units",
@@ -443,12 +453,14 @@ TEST_CASE("emu toy target: a mesh places every op and tensor on a rectangle of i
     const auto r = sp.shape();
     const int64_t row0 = sp.first_unit / 8, col0 = sp.first_unit % 8;
     CHECK(col0 + r.width <= 8);
-    CHECK(row0 + r.height <= 8);
+    const bool band = r.width == 8;  // whole rows, which may wrap from the last to the first
+    CHECK((band ? r.height <= 8 : row0 + r.height <= 8));
+    if (band) CHECK(col0 == 0);
     // Its parts fill the rectangle row by row, each on a unit of its own.
     std::set<int32_t> units;
     for (int64_t q = 0; q < sp.parts; ++q) {
       const int32_t u = sp.unit(q, 64);
-      CHECK(u / 8 - row0 == q / r.width);
+      CHECK((u / 8 - row0 + 8) % 8 == q / r.width);
       CHECK(u % 8 - col0 == q % r.width);
       units.insert(u);
     }
