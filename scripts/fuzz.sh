@@ -9,7 +9,7 @@
 # that a run is repeatable on the same machine).
 # Usage: scripts/fuzz.sh [SECONDS] [harness ...]
 #   harnesses (default all): idx checkpoint checkpoint_sealed plan_cache options_json
-#   target_override cellspike gpt2_bpe wordpiece squad neuron_design cerebras_params.
+#   target_override cellspike gpt2_bpe wordpiece squad neuron_design cerebras_params pef.
 #   IPUML_ISOLATE_PARSERS=0 makes checkpoint_sealed and cellspike fuzz libhdf5 itself in the
 #   harness's process instead of the readers' child process (libhdf5 1.10.8 then fails within
 #   minutes: docs/reliability.md).
@@ -22,7 +22,7 @@ shift || true
 harnesses=("$@")
 ((${#harnesses[@]})) || harnesses=(idx checkpoint checkpoint_sealed plan_cache options_json
                                 target_override cellspike gpt2_bpe wordpiece squad neuron_design
-                                cerebras_params)
+                                cerebras_params pef)
 
 build=$(scripts/sanitizer-tree.sh)
 cmake --build "$build" -j"$(nproc)" --target "${harnesses[@]/#/fuzz_}"
