@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -28,6 +29,26 @@ inline std::string read_text(const std::filesystem::path& p) {
   return s.str();
 }
 
+// `file` (when it exists) as the profile's `key`, refused by name unless it is JSON of `schema`.
+inline void attach_placement(ReportProgram& r, const std::filesystem::path& file, const char* key,
+                             const char* schema, const char* what) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec)) return;
+  json l;
+  try {
+    l = json::parse(read_text(file));
+  } catch (const json::exception& e) {
+    fail("ipuml-report: '", file.string(), "' is not valid JSON (", e.what(), ")");
+  }
+  IPUML_CHECK(l.is_object() && l.value("schema", std::string()) == schema, "ipuml-report: '",
+              file.string(), "' is not ", what, " (expected \"schema\": \"", schema, "\")");
+  json prof = json::parse(r.profile_json, nullptr, false);
+  if (prof.is_object()) {
+    prof[key] = std::move(l);
+    r.profile_json = prof.dump();
+  }
+}
+
 inline ReportProgram load_one(const std::filesystem::path& profile, const std::string& name) {
   ReportProgram r;
   r.name = name;
@@ -35,25 +56,13 @@ inline ReportProgram load_one(const std::filesystem::path& profile, const std::s
   const auto trace = profile.parent_path() / "trace.json";
   std::error_code ec;
   if (std::filesystem::is_regular_file(trace, ec)) r.trace_json = read_text(trace);
-  // A target's placement of the program on its device (the CS-2's wafer: layout.json) joins the
-  // profile as its "layout"; a profile that is not JSON is left for digest() to refuse.
-  const auto layout = profile.parent_path() / "layout.json";
-  if (std::filesystem::is_regular_file(layout, ec)) {
-    json l;
-    try {
-      l = json::parse(read_text(layout));
-    } catch (const json::exception& e) {
-      fail("ipuml-report: '", layout.string(), "' is not valid JSON (", e.what(), ")");
-    }
-    IPUML_CHECK(l.is_object() && l.value("schema", std::string()) == "ipuml.layout/1",
-                "ipuml-report: '", layout.string(),
-                "' is not an ipuml layout (expected \"schema\": \"ipuml.layout/1\")");
-    json prof = json::parse(r.profile_json, nullptr, false);
-    if (prof.is_object()) {
-      prof["layout"] = std::move(l);
-      r.profile_json = prof.dump();
-    }
-  }
+  // A target's placement of the program on its device (the CS-2's wafer: layout.json; the
+  // RDU's sections: sections.json) joins the profile under its own key; a profile that is not
+  // JSON is left for digest() to refuse.
+  attach_placement(r, profile.parent_path() / "layout.json", "layout", "ipuml.layout/1",
+                   "an ipuml layout");
+  attach_placement(r, profile.parent_path() / "sections.json", "sections", "ipuml.sections/1",
+                   "an ipuml section plan");
   return r;
 }
 
@@ -181,6 +190,61 @@ inline json digest_layout(const json& l, const std::string& program) {
   return d;
 }
 
+// sections.json's fields the sections view draws (an RDU's section plan), checked so that a
+// damaged file is refused by name rather than drawn wrong.
+inline json digest_sections(const json& l, const std::string& program) {
+  const auto bad = [&](const std::string& what) {
+    fail("ipuml-report: the section plan of program '", program, "' ", what);
+  };
+  if (!l.is_object() || l.value("schema", std::string()) != "ipuml.sections/1")
+    bad("is not an ipuml section plan (expected \"schema\": \"ipuml.sections/1\")");
+  json d;
+  try {
+    const auto& secs = l.at("sections");
+    if (!secs.is_array()) bad("has \"sections\" that is not a list");
+    json ss = json::array();
+    for (const auto& s : secs) {
+      const std::string bound = s.at("bound").get<std::string>();
+      if (bound != "compute" && bound != "DDR" && bound != "switch")
+        bad("has a section bound by '" + bound + "' (expected compute, DDR or switch)");
+      const double cycles = s.at("cycles").get<double>();
+      if (!(cycles >= 0) || !std::isfinite(cycles)) bad("has a section of negative cycles");
+      ss.push_back({{"label", s.at("label").get<std::string>()},
+                    {"ops", s.at("ops").get<int64_t>()},
+                    {"pcus", s.at("pcus").get<int64_t>()},
+                    {"pmus", s.at("pmus").get<int64_t>()},
+                    {"flops", s.at("flops").get<double>()},
+                    {"ddr_read", s.at("ddr_read_bytes").get<double>()},
+                    {"ddr_write", s.at("ddr_write_bytes").get<double>()},
+                    {"compute", s.at("compute_cycles").get<double>()},
+                    {"ddr", s.at("ddr_cycles").get<double>()},
+                    {"switch", s.at("switch_cycles").get<double>()},
+                    {"cycles", cycles},
+                    {"bound", bound}});
+    }
+    d = {{"target", l.at("target").get<std::string>()},
+         {"optimization", l.at("optimization").get<std::string>()},
+         {"num_tiles", l.at("num_tiles").get<int64_t>()},
+         {"samples", l.at("samples").get<int64_t>()},
+         {"pcus", l.at("pcus").get<int64_t>()},
+         {"pmus", l.at("pmus").get<int64_t>()},
+         {"fits", l.at("fits").get<bool>()},
+         {"message", l.at("message").get<std::string>()},
+         {"step_cycles", l.at("step_cycles").get<double>()},
+         {"ddr_peak_bytes", l.at("ddr_peak_bytes").get<double>()},
+         {"ddr_capacity_bytes", l.at("ddr_capacity_bytes").get<double>()},
+         {"ddr_bytes_moved", l.at("ddr_bytes_moved").get<double>()},
+         {"slowest", l.at("slowest").get<int64_t>()},
+         {"sections", ss}};
+    const int64_t slowest = d["slowest"].get<int64_t>();
+    if (slowest < -1 || slowest >= static_cast<int64_t>(ss.size()))
+      bad("names a slowest section it does not have");
+  } catch (const json::exception& e) {
+    bad(std::string("lacks a field the sections view needs (") + e.what() + ")");
+  }
+  return d;
+}
+
 inline json digest(const ReportProgram& p) {
   json prof;
   try {
@@ -251,6 +315,7 @@ inline json digest(const ReportProgram& p) {
     d["execution"] = {{"per_step", ex.at("per_step")}};
     d["trace"] = digest_trace(p.trace_json, p.name, d["machine"]["device"].get<std::string>());
     if (prof.contains("layout")) d["layout"] = digest_layout(prof.at("layout"), p.name);
+    if (prof.contains("sections")) d["sections"] = digest_sections(prof.at("sections"), p.name);
     return d;
   } catch (const nlohmann::json::exception& e) {
     fail("ipuml-report: the profile of program '", p.name, "' lacks a field the page needs (",
@@ -469,6 +534,77 @@ function busiest(p, box) {
 )JS";
 }
 
+// The program's sections as the target ran them one after another (sections.json; the RDU's).
+inline const char* page_script_sections() {
+  return R"JS(
+// An RDU's sections, one after another across the step (SambaTune's section report and
+// sntilestat's tiles in one view): a bar per section as long as its time, coloured by what
+// bounds it, then the slowest sections with their PCUs, PMUs and DDR traffic.
+const BOUND = {compute: "#4c78a8", DDR: "#f58518", "switch": "#b279a2"};
+function rduSections(p, box) {
+  const Q = p.sections, S = Q.sections;
+  box.appendChild(el("p", {}, S.length + " sections (" + Q.optimization + ") on " + Q.num_tiles +
+      " tile" + (Q.num_tiles === 1 ? "" : "s") + " of " + Q.target + " (" + Q.pcus + " PCUs, " +
+      Q.pmus + " PMUs), " + Q.samples + " samples a step in " + Math.round(Q.step_cycles) +
+      " cycles; " + bytes(Q.ddr_bytes_moved) + " of DDR traffic; " + bytes(Q.ddr_peak_bytes) +
+      " of the tiles' " + bytes(Q.ddr_capacity_bytes) + " of DDR in use at most"));
+  if (!Q.fits) box.appendChild(el("p", {"class": "oom"}, Q.message));
+  if (!S.length) return;
+  const W = 900, H = 36, cv = el("canvas", {id: "rdusections"});
+  cv.width = W; cv.height = H;
+  const g = cv.getContext("2d"), total = Math.max(1, Q.step_cycles);
+  const starts = [];
+  let at = 0;
+  S.forEach((s, k) => {
+    starts.push(at);
+    const x = at / total * W, w = Math.max(1, s.cycles / total * W);
+    g.fillStyle = BOUND[s.bound] || "#888";
+    g.fillRect(x, 4, w, H - 8);
+    if (k === Q.slowest) { g.strokeStyle = "rgb(220,20,60)"; g.lineWidth = 2;
+                           g.strokeRect(x, 3, w, H - 6); }
+    at += s.cycles;
+  });
+  cv.addEventListener("mousemove", ev => {
+    const r = cv.getBoundingClientRect(), c = (ev.clientX - r.left) / W * total;
+    let k = starts.findIndex((s0, i) => c >= s0 && c < s0 + S[i].cycles);
+    if (k < 0) return hideTip();
+    const s = S[k];
+    showTip(ev, "section " + k + ": " + s.label + ", " + s.pcus + " PCUs, " + s.pmus +
+                " PMUs, DDR " + bytes(s.ddr_read) + " in / " + bytes(s.ddr_write) + " out, " +
+                Math.round(s.cycles) + " cycles, " + s.bound + "-bound" +
+                (k === Q.slowest ? " (slowest)" : ""));
+  });
+  cv.addEventListener("mouseleave", hideTip);
+  box.appendChild(cv);
+  const k = el("p", {"class": "key"});
+  let html = "";
+  for (const b of ["compute", "DDR", "switch"])
+    html += '<span style="background:' + BOUND[b] + '"></span>' + b + "-bound ";
+  k.innerHTML = html + " - outlined in red: the slowest section";
+  box.appendChild(k);
+  const t = el("table"), head = el("tr");
+  for (const h of ["#", "operators", "PCUs", "PMUs", "DDR read", "DDR write", "cycles", "bound",
+                   "first operator"])
+    head.appendChild(el("th", {}, h));
+  t.appendChild(head);
+  const order = S.map((s, i) => i).sort((a, b) => S[b].cycles - S[a].cycles).slice(0, 20);
+  for (const i of order) {
+    const s = S[i], tr = el("tr");
+    for (const v of [String(i), String(s.ops),
+                     s.pcus + " (" + (100 * s.pcus / Q.pcus).toFixed(0) + " %)",
+                     s.pmus + " (" + (100 * s.pmus / Q.pmus).toFixed(0) + " %)",
+                     bytes(s.ddr_read), bytes(s.ddr_write), String(Math.round(s.cycles)),
+                     s.bound, s.label + (i === Q.slowest ? " (slowest)" : "")])
+      tr.appendChild(el("td", {}, v));
+    t.appendChild(tr);
+  }
+  box.appendChild(el("p", {}, "Sections by time" +
+      (S.length > 20 ? " (the 20 slowest of " + S.length + ")" : "") + ":"));
+  box.appendChild(t);
+}
+)JS";
+}
+
 // The device as a target placed the program (layout.json; the CS-2's wafer).
 inline const char* page_script_layout() {
   return R"JS(
@@ -647,6 +783,8 @@ function timeline(p, box) {
 
 const SECTIONS = [["summary", "Summary", summary],
                   ["wafer", "The wafer: a region per kernel", wafer, p => !!p.layout],
+                  ["rdusections", "Sections: one after another on the tiles", rduSections,
+                   p => !!p.sections],
                   ["heat", p => "Memory per " + p.machine.unit, heatmap],
                   ["cats", "Memory by category", categories],
                   ["live", "Liveness over program steps", liveness],
@@ -682,7 +820,7 @@ show(wanted >= 0 ? wanted : 0);
 // The page's script: draws one program at a time into the page's sections.
 inline std::string page_script() {
   return std::string(page_script_helpers()) + page_script_memory() + page_script_liveness() +
-         page_script_layout() + page_script_operations();
+         page_script_layout() + page_script_sections() + page_script_operations();
 }
 
 inline const char* page_style() {

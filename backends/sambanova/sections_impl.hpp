@@ -353,7 +353,7 @@ IPUML_INLINE std::string describe(const SectionPlan& p, size_t max_rows) {
 
 IPUML_INLINE std::string sections_json(const SectionPlan& p) {
   nlohmann::json j;
-  j["format"] = "ipuml.sections/1";
+  j["schema"] = "ipuml.sections/1";
   j["target"] = p.target;
   j["optimization"] = optimization_name(p.optimization);
   j["num_tiles"] = p.num_tiles;

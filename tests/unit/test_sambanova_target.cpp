@@ -206,7 +206,7 @@ TEST_CASE("sambanova sections: o1 fuses what o0 keeps apart and saves DDR traffi
   CHECK(o1.ddr_capacity_bytes == 0.5e12);
   const std::string text = sambanova::describe(o1);
   CHECK(contains(text, "Sections on sn30 (4 tiles, o1)"));
-  CHECK(contains(sambanova::sections_json(o1), "\"format\":\"ipuml.sections/1\""));
+  CHECK(contains(sambanova::sections_json(o1), "\"schema\":\"ipuml.sections/1\""));
 }
 
 TEST_CASE("sambanova sections: a program larger than its DDR share says what would help",
