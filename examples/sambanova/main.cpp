@@ -1094,7 +1094,9 @@ int main(int argc, char** argv) {
       "ipuml-sambanova: a SambaFlow app (compile, run, test, measure-performance) on an "
       "emulated SambaNova RDU"};
   app.add_option("model", cli.model, "lenet, ffn_mnist, logreg, unet or gpt2 (lenet.py also)");
-  app.require_subcommand(1, 1);
+  // At most one; none is refused after parsing, so that an unknown option is the error CLI11
+  // reports first.
+  app.require_subcommand(0, 1);
   CLI::App* compile = app.add_subcommand("compile", "Compile the model's step into a PEF");
   CLI::App* run = app.add_subcommand("run", "Train (or run inference) from a PEF on the RDU");
   CLI::App* test = app.add_subcommand(
@@ -1165,6 +1167,9 @@ int main(int argc, char** argv) {
   if (std::find(kModels.begin(), kModels.end(), cli.model) == kModels.end())
     return examples::usage_error(kWho, "unknown model '" + cli.model +
                                            "' (expected lenet, ffn_mnist, logreg, unet or gpt2)");
+  if (app.get_subcommands().empty())
+    return examples::usage_error(
+        kWho, "a subcommand is required: compile, run, test or measure-performance");
   // Only the subcommand given parses its model flags: keep those.
   CLI::App* chosen = app.get_subcommands().front();
   cli.command = chosen->get_name();
