@@ -190,8 +190,9 @@ inline json digest_layout(const json& l, const std::string& program) {
   return d;
 }
 
-// sections.json's fields the sections view draws (an RDU's section plan), checked so that a
-// damaged file is refused by name rather than drawn wrong.
+// sections.json's fields the sections view draws (a target that runs a program as sections
+// loaded one after another, the RDU's), checked so that a damaged file is refused by name rather
+// than drawn wrong. The target names what the program holds and its two kinds of unit.
 inline json digest_sections(const json& l, const std::string& program) {
   const auto bad = [&](const std::string& what) {
     fail("ipuml-report: the section plan of program '", program, "' ", what);
@@ -211,8 +212,8 @@ inline json digest_sections(const json& l, const std::string& program) {
       if (!(cycles >= 0) || !std::isfinite(cycles)) bad("has a section of negative cycles");
       ss.push_back({{"label", s.at("label").get<std::string>()},
                     {"ops", s.at("ops").get<int64_t>()},
-                    {"pcus", s.at("pcus").get<int64_t>()},
-                    {"pmus", s.at("pmus").get<int64_t>()},
+                    {"compute_units", s.at("compute_units").get<int64_t>()},
+                    {"memory_units", s.at("memory_units").get<int64_t>()},
                     {"flops", s.at("flops").get<double>()},
                     {"ddr_read", s.at("ddr_read_bytes").get<double>()},
                     {"ddr_write", s.at("ddr_write_bytes").get<double>()},
@@ -224,10 +225,12 @@ inline json digest_sections(const json& l, const std::string& program) {
     }
     d = {{"target", l.at("target").get<std::string>()},
          {"optimization", l.at("optimization").get<std::string>()},
-         {"num_tiles", l.at("num_tiles").get<int64_t>()},
+         {"held", l.at("held").get<std::string>()},
+         {"compute_noun", l.at("compute_noun").get<std::string>()},
+         {"memory_noun", l.at("memory_noun").get<std::string>()},
          {"samples", l.at("samples").get<int64_t>()},
-         {"pcus", l.at("pcus").get<int64_t>()},
-         {"pmus", l.at("pmus").get<int64_t>()},
+         {"compute_units", l.at("compute_units").get<int64_t>()},
+         {"memory_units", l.at("memory_units").get<int64_t>()},
          {"fits", l.at("fits").get<bool>()},
          {"message", l.at("message").get<std::string>()},
          {"step_cycles", l.at("step_cycles").get<double>()},
@@ -534,20 +537,21 @@ function busiest(p, box) {
 )JS";
 }
 
-// The program's sections as the target ran them one after another (sections.json; the RDU's).
+// The program's sections as the target runs them one after another (sections.json; the RDU's).
 inline const char* page_script_sections() {
   return R"JS(
-// An RDU's sections, one after another across the step (SambaTune's section report and
-// sntilestat's tiles in one view): a bar per section as long as its time, coloured by what
-// bounds it, then the slowest sections with their PCUs, PMUs and DDR traffic.
+// The sections one after another across the step (an RDU's: SambaTune's section report and
+// sntilestat in one view): a bar per section as long as its time, coloured by what bounds it,
+// then the slowest sections with their compute and memory units and DDR traffic.
 const BOUND = {compute: "#4c78a8", DDR: "#f58518", "switch": "#b279a2"};
 function rduSections(p, box) {
   const Q = p.sections, S = Q.sections;
-  box.appendChild(el("p", {}, S.length + " sections (" + Q.optimization + ") on " + Q.num_tiles +
-      " tile" + (Q.num_tiles === 1 ? "" : "s") + " of " + Q.target + " (" + Q.pcus + " PCUs, " +
-      Q.pmus + " PMUs), " + Q.samples + " samples a step in " + Math.round(Q.step_cycles) +
-      " cycles; " + bytes(Q.ddr_bytes_moved) + " of DDR traffic; " + bytes(Q.ddr_peak_bytes) +
-      " of the tiles' " + bytes(Q.ddr_capacity_bytes) + " of DDR in use at most"));
+  const CU = Q.compute_noun, MU = Q.memory_noun;
+  box.appendChild(el("p", {}, S.length + " sections (" + Q.optimization + ") on " + Q.held +
+      " (" + Q.compute_units + " " + CU + "s, " + Q.memory_units + " " + MU + "s), " +
+      Q.samples + " samples a step in " + Math.round(Q.step_cycles) + " cycles; " +
+      bytes(Q.ddr_bytes_moved) + " of DDR traffic; " + bytes(Q.ddr_peak_bytes) + " of its " +
+      bytes(Q.ddr_capacity_bytes) + " of DDR in use at most"));
   if (!Q.fits) box.appendChild(el("p", {"class": "oom"}, Q.message));
   if (!S.length) return;
   const W = 900, H = 36, cv = el("canvas", {id: "rdusections"});
@@ -569,8 +573,8 @@ function rduSections(p, box) {
     let k = starts.findIndex((s0, i) => c >= s0 && c < s0 + S[i].cycles);
     if (k < 0) return hideTip();
     const s = S[k];
-    showTip(ev, "section " + k + ": " + s.label + ", " + s.pcus + " PCUs, " + s.pmus +
-                " PMUs, DDR " + bytes(s.ddr_read) + " in / " + bytes(s.ddr_write) + " out, " +
+    showTip(ev, "section " + k + ": " + s.label + ", " + s.compute_units + " " + CU + "s, " +
+                s.memory_units + " " + MU + "s, DDR " + bytes(s.ddr_read) + " in / " + bytes(s.ddr_write) + " out, " +
                 Math.round(s.cycles) + " cycles, " + s.bound + "-bound" +
                 (k === Q.slowest ? " (slowest)" : ""));
   });
@@ -583,16 +587,18 @@ function rduSections(p, box) {
   k.innerHTML = html + " - outlined in red: the slowest section";
   box.appendChild(k);
   const t = el("table"), head = el("tr");
-  for (const h of ["#", "operators", "PCUs", "PMUs", "DDR read", "DDR write", "cycles", "bound",
-                   "first operator"])
+  for (const h of ["#", "operators", CU + "s", MU + "s", "DDR read", "DDR write", "cycles",
+                   "bound", "first operator"])
     head.appendChild(el("th", {}, h));
   t.appendChild(head);
   const order = S.map((s, i) => i).sort((a, b) => S[b].cycles - S[a].cycles).slice(0, 20);
   for (const i of order) {
     const s = S[i], tr = el("tr");
     for (const v of [String(i), String(s.ops),
-                     s.pcus + " (" + (100 * s.pcus / Q.pcus).toFixed(0) + " %)",
-                     s.pmus + " (" + (100 * s.pmus / Q.pmus).toFixed(0) + " %)",
+                     s.compute_units + " (" + (100 * s.compute_units / Q.compute_units)
+                         .toFixed(0) + " %)",
+                     s.memory_units + " (" + (100 * s.memory_units / Q.memory_units)
+                         .toFixed(0) + " %)",
                      bytes(s.ddr_read), bytes(s.ddr_write), String(Math.round(s.cycles)),
                      s.bound, s.label + (i === Q.slowest ? " (slowest)" : "")])
       tr.appendChild(el("td", {}, v));
@@ -783,7 +789,7 @@ function timeline(p, box) {
 
 const SECTIONS = [["summary", "Summary", summary],
                   ["wafer", "The wafer: a region per kernel", wafer, p => !!p.layout],
-                  ["rdusections", "Sections: one after another on the tiles", rduSections,
+                  ["rdusections", "Sections: one after another", rduSections,
                    p => !!p.sections],
                   ["heat", p => "Memory per " + p.machine.unit, heatmap],
                   ["cats", "Memory by category", categories],

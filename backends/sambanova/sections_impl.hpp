@@ -357,9 +357,14 @@ IPUML_INLINE std::string sections_json(const SectionPlan& p) {
   j["target"] = p.target;
   j["optimization"] = optimization_name(p.optimization);
   j["num_tiles"] = p.num_tiles;
+  // What the program holds, in the RDU's words, for reports that do not know them.
+  j["held"] =
+      std::to_string(p.num_tiles) + " tile" + (p.num_tiles == 1 ? "" : "s") + " of " + p.target;
+  j["compute_noun"] = "PCU";
+  j["memory_noun"] = "PMU";
   j["samples"] = p.samples;
-  j["pcus"] = p.pcus_total;
-  j["pmus"] = p.pmus_total;
+  j["compute_units"] = p.pcus_total;
+  j["memory_units"] = p.pmus_total;
   j["fits"] = p.fits;
   j["message"] = p.message;
   j["step_cycles"] = p.step_cycles;
@@ -375,8 +380,8 @@ IPUML_INLINE std::string sections_json(const SectionPlan& p) {
     e["label"] = s.label;
     e["ops"] = s.ops.size();
     e["first_node"] = s.ops.empty() ? -1 : s.ops.front().node;
-    e["pcus"] = s.pcus;
-    e["pmus"] = s.pmus;
+    e["compute_units"] = s.pcus;
+    e["memory_units"] = s.pmus;
     e["flops"] = s.flops;
     e["resident_bytes"] = s.resident_bytes;
     e["ddr_read_bytes"] = s.ddr_read_bytes;

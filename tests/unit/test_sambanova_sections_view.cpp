@@ -77,7 +77,7 @@ TEST_CASE("sambanova sections view: sections.json and ipuml-report's sections vi
   REQUIRE(programs.size() == 1);
   const std::string html = emu::make_report_html(programs);
   CHECK(html.find("\"sections\":{") != std::string::npos);
-  CHECK(html.find("Sections: one after another on the tiles") != std::string::npos);
+  CHECK(html.find("Sections: one after another") != std::string::npos);
 
   // A damaged sections.json is refused, naming the file or the program.
   std::ofstream(file) << "{\"schema\": \"ipuml.sections/1\", \"sections\": [{}";
@@ -100,7 +100,7 @@ TEST_CASE("sambanova sections view: sections.json and ipuml-report's sections vi
           emu::make_report_html(emu::load_report_programs(report));
         }).find("names a slowest section it does not have") != std::string::npos);
   bad = j;
-  bad["sections"][0].erase("pcus");
+  bad["sections"][0].erase("compute_units");
   std::ofstream(file) << bad.dump();
   CHECK(error_of([&] {
           emu::make_report_html(emu::load_report_programs(report));
