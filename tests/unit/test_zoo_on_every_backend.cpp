@@ -1,7 +1,8 @@
 // The CS-2 zoo's new models (GPT-J, UNet 2-D) and SambaNova's starters (LeNet, FFNLogReg,
-// LogReg) train alike eagerly and compiled for the CPU, the emulated IPU and the emulated CS-2
-// (both execution modes): the same losses step by step and the same weights after, as a user
-// moving a model between the testbed's machines expects.
+// LogReg) train alike eagerly and compiled for the CPU, the emulated IPU, the emulated CS-2
+// (both execution modes) and the emulated SambaNova RDU (its tiny target): the same losses step
+// by step and the same weights after, as a user moving a model between the testbed's machines
+// expects.
 #include <string>
 #include <vector>
 
@@ -25,6 +26,9 @@ Options backend_options(const std::string& name) {
   if (name == "cerebras-ws") {
     o.backend("cerebras");
     o.backendOption("cerebras", "execution_strategy", "weight_streaming");
+  } else if (name == "sambanova") {
+    o.backend("sambanova");
+    o.backendOption("sambanova", "target", "tiny");
   } else {
     o.backend(name);
   }
@@ -64,7 +68,7 @@ template <typename Make, typename Loss>
 void same_everywhere(Make make, Loss loss, const Tensor& x, const Tensor& y) {
   const auto ref = train("eager", make, loss, x, y, 3);
   CHECK(ref.first.back() < ref.first.front());  // it learns
-  for (const std::string where : {"cpu", "ipu", "cerebras", "cerebras-ws"}) {
+  for (const std::string where : {"cpu", "ipu", "cerebras", "cerebras-ws", "sambanova"}) {
     INFO(where);
     const auto got = train(where, make, loss, x, y, 3);
     for (size_t i = 0; i < ref.first.size(); ++i)
@@ -77,8 +81,8 @@ void same_everywhere(Make make, Loss loss, const Tensor& x, const Tensor& y) {
 
 }  // namespace
 
-TEST_CASE("zoo on every backend: GPT-J trains alike eagerly and on cpu ipu and the CS-2",
-          "[gptj][cerebras][ipu]") {
+TEST_CASE("zoo on every backend: GPT-J trains alike eagerly and on cpu ipu the CS-2 and the RDU",
+          "[gptj][cerebras][ipu][sambanova]") {
   Generator gen(3);
   const Tensor ids = randint(0, 64, {4, 16}, &gen);
   same_everywhere([] { return models::GPTJForCausalLM(models::GPTJConfig::tiny()); },
@@ -88,8 +92,8 @@ TEST_CASE("zoo on every backend: GPT-J trains alike eagerly and on cpu ipu and t
                   ids, ids);
 }
 
-TEST_CASE("zoo on every backend: UNet trains alike eagerly and on cpu ipu and the CS-2",
-          "[unet][cerebras][ipu]") {
+TEST_CASE("zoo on every backend: UNet trains alike eagerly and on cpu ipu the CS-2 and the RDU",
+          "[unet][cerebras][ipu][sambanova]") {
   datasets::GeneratedMasksOptions o;
   o.size = 8;
   o.height = o.width = 16;
@@ -106,8 +110,8 @@ TEST_CASE("zoo on every backend: UNet trains alike eagerly and on cpu ipu and th
 }
 
 TEST_CASE(
-    "zoo on every backend: SambaNova's starters train alike eagerly and on cpu ipu and the "
-    "CS-2",
+    "zoo on every backend: SambaNova's starters train alike eagerly and on cpu ipu the CS-2 "
+    "and the RDU",
     "[sambanova][cerebras][ipu]") {
   Generator gen(4);
   const Tensor images = uniform({8, 1, 28, 28}, 0.0, 1.0, &gen);
