@@ -96,6 +96,16 @@ struct Planner {
   std::vector<int64_t> held_until;
   std::vector<bool> placed;
   std::vector<int32_t> next_unit;
+  // Mesh machines: how many placements made at the cursor cover each unit of each device, and
+  // the prefix sums and chosen origins cursor_span derives from them until they change.
+  std::vector<std::vector<int64_t>> coverage;
+  std::vector<uint64_t> coverage_version;
+  struct OriginMemo {
+    uint64_t version = ~uint64_t{0};
+    std::vector<int64_t> prefix;
+    std::unordered_map<uint64_t, int64_t> origins;
+  };
+  std::vector<OriginMemo> origin_memo;
   // Bytes streamed to and from off-chip memory at each step (account_liveness).
   std::vector<double> streamed_per_node;
   // Per step: whether it runs beside the off-chip memory (TargetModel::computes_offchip), set
@@ -113,6 +123,12 @@ struct Planner {
     last = g.last_use();
     placed.assign(g.values.size(), false);
     next_unit.assign(static_cast<size_t>(mc.devices), 0);
+    if (mc.mesh_columns > 0) {
+      coverage.assign(static_cast<size_t>(mc.devices),
+                      std::vector<int64_t>(static_cast<size_t>(mc.units_per_device), 0));
+      coverage_version.assign(static_cast<size_t>(mc.devices), 0);
+      origin_memo.assign(static_cast<size_t>(mc.devices), OriginMemo{});
+    }
   }
 
   int64_t T() const { return mc.units_per_device; }
@@ -132,11 +148,80 @@ struct Planner {
     return sp;
   }
   // The next placement starts after `sp`: past its run of units, right of its rectangle, or
-  // below its band.
+  // below its band. On a mesh, the units it covers count towards where the next large region
+  // goes (cursor_span).
   void advance_past(const UnitSpan& sp) {
     const bool band = sp.width > 0 && sp.width == sp.columns;
     const int64_t past = sp.first_unit + (sp.width > 0 && !band ? sp.width : sp.parts);
     next_unit[static_cast<size_t>(sp.device)] = static_cast<int32_t>(past % T());
+    if (mc.mesh_columns > 0) {
+      auto& cov = coverage[static_cast<size_t>(sp.device)];
+      for (int64_t q = 0; q < sp.parts; ++q) ++cov[static_cast<size_t>(sp.unit(q, T()))];
+      ++coverage_version[static_cast<size_t>(sp.device)];
+    }
+  }
+  // A placement at the cursor. On a mesh a region of at least kSpreadParts units goes where the
+  // regions placed so far cover its units least (ties: the first such place from the cursor on),
+  // so that regions in sequence spread over the whole mesh rather than piling onto its first
+  // rows or its middle; smaller ones, and every region on a line machine, start at the cursor.
+  static constexpr int64_t kSpreadParts = 64;
+  UnitSpan cursor_span(int32_t device, int64_t parts, int64_t extent, int64_t grain) {
+    const int64_t cursor = next_unit[static_cast<size_t>(device)];
+    UnitSpan sp = span_at(device, cursor, parts, extent, grain);
+    if (mc.mesh_columns <= 0 || parts < kSpreadParts) return sp;
+    sp.first_unit = static_cast<int32_t>(least_covered_origin(device, sp.shape(), cursor));
+    return sp;
+  }
+  int64_t least_covered_origin(int32_t device, RegionShape r, int64_t cursor) {
+    const auto d = static_cast<size_t>(device);
+    const int64_t cols = mc.mesh_columns, rows = mesh_rows(mc);
+    const uint64_t key = (static_cast<uint64_t>(r.width) << 40) ^
+                         (static_cast<uint64_t>(r.height) << 20) ^ static_cast<uint64_t>(cursor);
+    auto& memo = origin_memo[d];
+    if (memo.version != coverage_version[d]) {
+      memo.version = coverage_version[d];
+      memo.origins.clear();
+      // Prefix sums of the coverage: sum over rows [0, y) and columns [0, x) at (y, x).
+      auto& ps = memo.prefix;
+      ps.assign(static_cast<size_t>((rows + 1) * (cols + 1)), 0);
+      const auto& cov = coverage[d];
+      for (int64_t y = 0; y < rows; ++y)
+        for (int64_t x = 0; x < cols; ++x)
+          ps[static_cast<size_t>((y + 1) * (cols + 1) + x + 1)] =
+              cov[static_cast<size_t>(y * cols + x)] +
+              ps[static_cast<size_t>(y * (cols + 1) + x + 1)] +
+              ps[static_cast<size_t>((y + 1) * (cols + 1) + x)] -
+              ps[static_cast<size_t>(y * (cols + 1) + x)];
+    }
+    if (auto it = memo.origins.find(key); it != memo.origins.end()) return it->second;
+    const auto& ps = memo.prefix;
+    auto rect = [&](int64_t y0, int64_t x0, int64_t h, int64_t w) {
+      const auto at = [&](int64_t y, int64_t x) {
+        return ps[static_cast<size_t>(y * (cols + 1) + x)];
+      };
+      return at(y0 + h, x0 + w) - at(y0, x0 + w) - at(y0 + h, x0) + at(y0, x0);
+    };
+    const int64_t base = region_origin(mc, r, cursor);
+    int64_t best = base, best_sum = -1, best_dist = 0;
+    auto consider = [&](int64_t origin, int64_t sum) {
+      const int64_t dist = (origin - base + T()) % T();
+      if (best_sum < 0 || sum < best_sum || (sum == best_sum && dist < best_dist))
+        best = origin, best_sum = sum, best_dist = dist;
+    };
+    if (r.width >= cols) {  // a band of whole rows, wrapping from the last to the first
+      for (int64_t y = 0; y < rows; ++y) {
+        const int64_t h1 = std::min(r.height, rows - y);
+        consider(y * cols, rect(y, 0, h1, cols) + rect(0, 0, r.height - h1, cols));
+      }
+    } else {
+      const int64_t sy = std::max<int64_t>(1, r.height / 2), sx = std::max<int64_t>(1, r.width / 2);
+      for (int64_t y = 0; y + r.height <= rows; y += sy)
+        for (int64_t x = 0; x + r.width <= cols; x += sx)
+          consider(y * cols + x, rect(y, x, r.height, r.width));
+      consider(base, rect(base / cols, base % cols, r.height, r.width));
+    }
+    memo.origins.emplace(key, best);
+    return best;
   }
   // A step's exchange into its busiest unit, `bytes` of it, on the units of `sp`.
   double exchange_on(double bytes, const UnitSpan& sp) const {
@@ -397,7 +482,7 @@ struct Planner {
     const int64_t units = (n + grain - 1) / grain;
     // At least 1 KiB per unit: smaller pieces cost more in descriptors than they spread.
     const int64_t parts = std::clamp<int64_t>(l.bytes / 1024, 1, std::min(units, T()));
-    l.span = span_at(device, next_unit[static_cast<size_t>(device)], parts, n, grain);
+    l.span = cursor_span(device, parts, n, grain);
     advance_past(l.span);
     plan.values[static_cast<size_t>(v)] = l;
     placed[static_cast<size_t>(v)] = true;
@@ -431,7 +516,7 @@ struct Planner {
     np.spec.matrix = p.amp;
     const int32_t device = n.placement;
     const auto units = static_cast<int32_t>(np.grid.units());
-    np.span = span_at(device, next_unit[static_cast<size_t>(device)], units, units, 1);
+    np.span = cursor_span(device, units, units, 1);
     np.reduce_units =
         np.grid.pk > 1 ? matrix_cost(t, p, np.grid, o.partials_type, limit_of(n)).reduce_units : 0;
     // Resident operands stay on the units of their blocks, once each.
@@ -506,8 +591,10 @@ struct Planner {
         }
       }
       for (auto [p, f] : tries) {
-        const UnitSpan sp = span_at(device, f, p, s.kind == SplitKind::Whole ? 1 : s.extent,
-                                    s.kind == SplitKind::Whole ? 1 : s.grain);
+        const int64_t extent = s.kind == SplitKind::Whole ? 1 : s.extent,
+                      grain = s.kind == SplitKind::Whole ? 1 : s.grain;
+        const UnitSpan sp =
+            f == rot ? cursor_span(device, p, extent, grain) : span_at(device, f, p, extent, grain);
         const Cost c = evaluate(ni, s, sp, true);
         const bool better =
             !have || (c.fits && !best_cost.fits) ||
