@@ -9,19 +9,13 @@
 #include <ipuml/backends/cerebras/wafer_view.hpp>
 #include <ipuml/backends/emu/backend_options.hpp>
 #include <ipuml/backends/emu/executor.hpp>
+#include <ipuml/backends/emu/node_roles.hpp>
 #include <ipuml/backends/emu/profile.hpp>
 #include <ipuml/backends/emu/target_fields.hpp>
 
 namespace ipuml::cerebras {
 
 namespace cdetail {
-
-// The batch one CS-2 runs: the first dimension of the step's first input.
-inline int64_t samples_of(const ir::Graph& g) {
-  if (g.inputs.empty()) return 1;
-  const auto& shape = g.values[static_cast<size_t>(g.inputs[0])].meta.shape;
-  return shape.empty() ? 1 : std::max<int64_t>(1, shape[0]);
-}
 
 // The layout's time as the program's cycles: the samples at the slowest region's rate and the
 // update as compute, the pipeline's fill and drain as sync; the host's streams as the core
@@ -159,7 +153,7 @@ IPUML_INLINE std::unique_ptr<backend::Executable> CerebrasBackend::compile(
   emu::CompileOptions co = emu::compile_options_for(program, replicas);
 
   const bool update_program = cdetail::ends_with(program.name, "weight_update");
-  const int64_t samples = cdetail::samples_of(graph);
+  const int64_t samples = emu::batch_of(graph);  // the batch one CS-2 runs
   ExecutionMode mode = ExecutionMode::WeightStreaming;
   std::string why;
   std::optional<PipelineLayout> layout;

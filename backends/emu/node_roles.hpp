@@ -3,6 +3,8 @@
 // units. Shared by the targets that lay a graph out spatially.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <iomanip>
 #include <sstream>
 #include <string>
@@ -22,6 +24,13 @@ inline bool idle_node(const ir::Graph& g, const ir::Node& n) {
   if (ir::op_category(n.kind) == ir::OpCategory::View) return true;
   return n.kind == ir::OpKind::Full && n.inputs.empty() && n.outputs.size() == 1 &&
          g.values[static_cast<size_t>(n.outputs[0])].meta.numel() <= 16;
+}
+
+// The batch a step runs: the first dimension of its first input (1 without inputs).
+inline int64_t batch_of(const ir::Graph& g) {
+  if (g.inputs.empty()) return 1;
+  const auto& shape = g.values[static_cast<size_t>(g.inputs[0])].meta.shape;
+  return shape.empty() ? 1 : std::max<int64_t>(1, shape[0]);
 }
 
 // "1.5 GB", "12.0 MB", "3.2 kB" (decimal units) for messages and layout tables.

@@ -17,13 +17,6 @@ namespace ipuml::sambanova {
 
 namespace sdetail {
 
-// The batch one instance runs: the first dimension of the step's first input.
-inline int64_t samples_of(const ir::Graph& g) {
-  if (g.inputs.empty()) return 1;
-  const auto& shape = g.values[static_cast<size_t>(g.inputs[0])].meta.shape;
-  return shape.empty() ? 1 : std::max<int64_t>(1, shape[0]);
-}
-
 inline double nbytes(const ir::Graph& g, int64_t v) {
   return static_cast<double>(g.values[static_cast<size_t>(v)].meta.nbytes());
 }
@@ -277,7 +270,7 @@ IPUML_INLINE SectionPlan plan_sections(const ir::Graph& g, const RduModel& model
   p.target = t.name;
   p.optimization = model.optimization();
   p.num_tiles = model.num_tiles();
-  p.samples = samples_of(g);
+  p.samples = emu::batch_of(g);  // the batch one instance runs
   p.pcus_total = p.num_tiles * t.pcus_per_tile;
   p.pmus_total = p.num_tiles * t.pmus_per_tile;
   p.ddr_capacity_bytes = t.ddr_bytes * model.share();
