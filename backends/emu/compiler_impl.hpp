@@ -538,6 +538,42 @@ struct Planner {
     advance_past(np.span);
   }
 
+  // The (parts, first unit) a split `s` of node `n` is tried at: a Whole op on the unit holding
+  // the start of its largest input (that part need not move); a split at every power of two of
+  // parts up to its most from the cursor, and lined up with each input's layout so that operand
+  // stays where it is.
+  std::vector<std::pair<int64_t, int32_t>> placement_tries(const ir::Node& n, const SliceSpec& s,
+                                                           int32_t device) const {
+    std::vector<std::pair<int64_t, int32_t>> tries;
+    const int32_t rot = next_unit[static_cast<size_t>(device)];
+    if (s.kind == SplitKind::Whole) {
+      int32_t unit = rot;
+      size_t biggest = 0;
+      for (auto v : n.inputs)
+        if (!is_free(v) && plan.values[static_cast<size_t>(v)].span.device == device &&
+            g.meta(v).nbytes() >= biggest) {
+          biggest = g.meta(v).nbytes();
+          unit = plan.values[static_cast<size_t>(v)].span.first_unit;
+        }
+      tries.emplace_back(1, unit);
+      return tries;
+    }
+    const int64_t maxp = std::min<int64_t>(max_parts(s), T());
+    for (int64_t p = 1; p < maxp; p *= 2) tries.emplace_back(p, rot);
+    tries.emplace_back(maxp, rot);
+    for (size_t j = 0; j < n.inputs.size(); ++j) {
+      const int64_t v = n.inputs[j];
+      if (is_free(v)) continue;
+      const auto& lay = plan.values[static_cast<size_t>(v)];
+      if (lay.span.device != device || lay.span.parts > maxp) continue;
+      const UnitSpan sp = span_at(device, lay.span.first_unit, lay.span.parts, s.extent, s.grain);
+      const Need nd = need(n, s, sp, j);
+      if (!nd.whole && nd.layout.axis == lay.axis && nd.layout.span == lay.span)
+        tries.emplace_back(lay.span.parts, lay.span.first_unit);
+    }
+    return tries;
+  }
+
   void plan_node(int64_t ni) {
     const auto& n = g.nodes[static_cast<size_t>(ni)];
     auto& np = plan.nodes[static_cast<size_t>(ni)];
@@ -560,37 +596,8 @@ struct Planner {
     Cost best_cost;
     int64_t best_from = -1;  // where the chosen placement was asked to start (the cursor's?)
     for (const auto& s : cands) {
-      const int64_t maxp = std::min<int64_t>(max_parts(s), T());
-      std::vector<std::pair<int64_t, int32_t>> tries;  // (parts, first unit)
       const int32_t rot = next_unit[static_cast<size_t>(device)];
-      if (s.kind == SplitKind::Whole) {
-        // On the unit holding the start of the largest input, so that part need not move.
-        int32_t unit = rot;
-        size_t biggest = 0;
-        for (auto v : n.inputs)
-          if (!is_free(v) && plan.values[static_cast<size_t>(v)].span.device == device &&
-              g.meta(v).nbytes() >= biggest) {
-            biggest = g.meta(v).nbytes();
-            unit = plan.values[static_cast<size_t>(v)].span.first_unit;
-          }
-        tries.emplace_back(1, unit);
-      } else {
-        for (int64_t p = 1; p < maxp; p *= 2) tries.emplace_back(p, rot);
-        tries.emplace_back(maxp, rot);
-        // Line up with an input's layout so that operand stays where it is.
-        for (size_t j = 0; j < n.inputs.size(); ++j) {
-          const int64_t v = n.inputs[j];
-          if (is_free(v)) continue;
-          const auto& lay = plan.values[static_cast<size_t>(v)];
-          if (lay.span.device != device || lay.span.parts > maxp) continue;
-          const UnitSpan sp =
-              span_at(device, lay.span.first_unit, lay.span.parts, s.extent, s.grain);
-          const Need nd = need(n, s, sp, j);
-          if (!nd.whole && nd.layout.axis == lay.axis && nd.layout.span == lay.span)
-            tries.emplace_back(lay.span.parts, lay.span.first_unit);
-        }
-      }
-      for (auto [p, f] : tries) {
+      for (auto [p, f] : placement_tries(n, s, device)) {
         const int64_t extent = s.kind == SplitKind::Whole ? 1 : s.extent,
                       grain = s.kind == SplitKind::Whole ? 1 : s.grain;
         const UnitSpan sp =

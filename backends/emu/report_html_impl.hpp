@@ -355,6 +355,18 @@ function el(tag, attrs, text) {
   if (text !== undefined) e.textContent = text;
   return e;
 }
+// A table of one header row and a row per entry of `rows` (each a list of cell values).
+function table(headers, rows) {
+  const t = el("table"), head = el("tr");
+  for (const h of headers) head.appendChild(el("th", {}, h));
+  t.appendChild(head);
+  for (const r of rows) {
+    const tr = el("tr");
+    for (const v of r) tr.appendChild(el("td", {}, String(v)));
+    t.appendChild(tr);
+  }
+  return t;
+}
 const SVG = "http://www.w3.org/2000/svg";  // a namespace name, never fetched
 function svg(tag, attrs, text) {
   const e = document.createElementNS(SVG, tag);
@@ -516,22 +528,16 @@ function liveness(p, box) {
 
 function busiest(p, box) {
   const t = p.machine, units = p.memory.top_units;
-  const tb = el("table");
-  const hr = el("tr");
-  for (const h of [t.unit, t.device, "bytes", "% of " + t.unit, "peak step", "largest categories"])
-    hr.appendChild(el("th", {}, h));
-  tb.appendChild(hr);
-  for (const x of units) {
-    const tr = el("tr");
-    const cats = Object.entries(x.categories).filter(c => c[1] > 0).sort((a, b) => b[1] - a[1]);
-    const step = x.peak_step >= 0 && x.peak_step < p.liveness.ops.length ?
-        x.peak_step + " " + p.liveness.ops[x.peak_step] : "-";
-    for (const v of [x.unit, x.device, bytes(x.bytes), (100 * x.bytes / t.unit_bytes).toFixed(1),
-                     step, cats.slice(0, 3).map(c => c[0] + " " + bytes(c[1])).join(", ")])
-      tr.appendChild(el("td", {}, String(v)));
-    tb.appendChild(tr);
-  }
-  box.appendChild(tb);
+  box.appendChild(table(
+      [t.unit, t.device, "bytes", "% of " + t.unit, "peak step", "largest categories"],
+      units.map(x => {
+        const cats = Object.entries(x.categories).filter(c => c[1] > 0)
+                         .sort((a, b) => b[1] - a[1]);
+        const step = x.peak_step >= 0 && x.peak_step < p.liveness.ops.length ?
+            x.peak_step + " " + p.liveness.ops[x.peak_step] : "-";
+        return [x.unit, x.device, bytes(x.bytes), (100 * x.bytes / t.unit_bytes).toFixed(1),
+                step, cats.slice(0, 3).map(c => c[0] + " " + bytes(c[1])).join(", ")];
+      })));
 }
 
 )JS";
@@ -586,27 +592,19 @@ function rduSections(p, box) {
     html += '<span style="background:' + BOUND[b] + '"></span>' + b + "-bound ";
   k.innerHTML = html + " - outlined in red: the slowest section";
   box.appendChild(k);
-  const t = el("table"), head = el("tr");
-  for (const h of ["#", "operators", CU + "s", MU + "s", "DDR read", "DDR write", "cycles",
-                   "bound", "first operator"])
-    head.appendChild(el("th", {}, h));
-  t.appendChild(head);
+  const share = (n, of) => n + " (" + (100 * n / of).toFixed(0) + " %)";
   const order = S.map((s, i) => i).sort((a, b) => S[b].cycles - S[a].cycles).slice(0, 20);
-  for (const i of order) {
-    const s = S[i], tr = el("tr");
-    for (const v of [String(i), String(s.ops),
-                     s.compute_units + " (" + (100 * s.compute_units / Q.compute_units)
-                         .toFixed(0) + " %)",
-                     s.memory_units + " (" + (100 * s.memory_units / Q.memory_units)
-                         .toFixed(0) + " %)",
-                     bytes(s.ddr_read), bytes(s.ddr_write), String(Math.round(s.cycles)),
-                     s.bound, s.label + (i === Q.slowest ? " (slowest)" : "")])
-      tr.appendChild(el("td", {}, v));
-    t.appendChild(tr);
-  }
   box.appendChild(el("p", {}, "Sections by time" +
       (S.length > 20 ? " (the 20 slowest of " + S.length + ")" : "") + ":"));
-  box.appendChild(t);
+  box.appendChild(table(
+      ["#", "operators", CU + "s", MU + "s", "DDR read", "DDR write", "cycles", "bound",
+       "first operator"],
+      order.map(i => {
+        const s = S[i];
+        return [i, s.ops, share(s.compute_units, Q.compute_units),
+                share(s.memory_units, Q.memory_units), bytes(s.ddr_read), bytes(s.ddr_write),
+                Math.round(s.cycles), s.bound, s.label + (i === Q.slowest ? " (slowest)" : "")];
+      })));
 }
 )JS";
 }
@@ -679,28 +677,21 @@ function wafer(p, box) {
       "outlined in red: the slowest region; one cell: " + G.pes_per_cell.toFixed(1) + " PEs"));
   row.appendChild(lab);
   box.appendChild(row);
-  const t = el("table");
-  const head = el("tr");
-  for (const h of ["#", "PEs", "memory", "cycles/sample", "busy", "kernel"])
-    head.appendChild(el("th", {}, h));
-  t.appendChild(head);
   const order = R.map((q, k) => k).sort((a, b) => R[b].cycles - R[a].cycles).slice(0, 20);
-  for (const k of order) {
-    const q = R[k], tr = el("tr");
-    for (const v of [String(k), String(Math.round(q.pes)), bytes(q.bytes), q.cycles.toFixed(1),
-                     (100 * q.utilisation).toFixed(1) + " %", q.name + (k === L.slowest ?
-                     " (slowest)" : "")])
-      tr.appendChild(el("td", {}, v));
-    t.appendChild(tr);
-  }
   box.appendChild(el("p", {}, "Regions by cycles a sample" +
       (R.length > 20 ? " (the 20 slowest of " + R.length + ")" : "") + ":"));
-  box.appendChild(t);
+  box.appendChild(table(["#", "PEs", "memory", "cycles/sample", "busy", "kernel"],
+      order.map(k => {
+        const q = R[k];
+        return [k, Math.round(q.pes), bytes(q.bytes), q.cycles.toFixed(1),
+                (100 * q.utilisation).toFixed(1) + " %",
+                q.name + (k === L.slowest ? " (slowest)" : "")];
+      })));
 }
 )JS";
 }
 
-// The operations summary, the execution timeline, and the tabs that show one program.
+// The operations summary and the execution timeline.
 inline const char* page_script_operations() {
   return R"JS(
 // Per op type: cycles and their share, FLOPs, the fraction of the device's peak they reached.
@@ -709,22 +700,13 @@ function operations(p, box) {
     box.appendChild(el("p", {}, "(no operations summary: a profile written before it existed)"));
     return;
   }
-  const tb = el("table");
-  const hr = el("tr");
-  for (const h of ["op", "count", "cycles", "% of cycles", "GFLOP", "% of peak",
-                   "exchanged", "largest temporaries per " + p.machine.unit])
-    hr.appendChild(el("th", {}, h));
-  tb.appendChild(hr);
-  for (const x of p.operations) {
-    const tr = el("tr");
-    for (const v of [x.op, x.count, Math.round(x.cycles).toLocaleString("en-US"),
-                     (100 * x.share).toFixed(1), (x.flops / 1e9).toFixed(3),
-                     (100 * x.fraction_of_peak).toFixed(1), bytes(x.exchange_bytes),
-                     bytes(x.temporary_bytes_per_unit)])
-      tr.appendChild(el("td", {}, String(v)));
-    tb.appendChild(tr);
-  }
-  box.appendChild(tb);
+  box.appendChild(table(
+      ["op", "count", "cycles", "% of cycles", "GFLOP", "% of peak", "exchanged",
+       "largest temporaries per " + p.machine.unit],
+      p.operations.map(x => [x.op, x.count, Math.round(x.cycles).toLocaleString("en-US"),
+                             (100 * x.share).toFixed(1), (x.flops / 1e9).toFixed(3),
+                             (100 * x.fraction_of_peak).toFixed(1), bytes(x.exchange_bytes),
+                             bytes(x.temporary_bytes_per_unit)])));
 }
 
 const PHASE = {compute: "#4c78a8", exchange: "#f58518", sync: "#e45756", host: "#b279a2"};
@@ -786,7 +768,12 @@ function timeline(p, box) {
   k.innerHTML = html;
   box.appendChild(k);
 }
+)JS";
+}
 
+// The page's sections in order, and the tabs that show one program at a time.
+inline const char* page_script_tabs() {
+  return R"JS(
 const SECTIONS = [["summary", "Summary", summary],
                   ["wafer", "The wafer: a region per kernel", wafer, p => !!p.layout],
                   ["rdusections", "Sections: one after another", rduSections,
@@ -826,7 +813,8 @@ show(wanted >= 0 ? wanted : 0);
 // The page's script: draws one program at a time into the page's sections.
 inline std::string page_script() {
   return std::string(page_script_helpers()) + page_script_memory() + page_script_liveness() +
-         page_script_layout() + page_script_sections() + page_script_operations();
+         page_script_layout() + page_script_sections() + page_script_operations() +
+         page_script_tabs();
 }
 
 inline const char* page_style() {
