@@ -25,14 +25,12 @@ Format (T = {"shape", "dtype", "data": [flat row-major]}):
 Computations run in float64 from float32-representable values; floats are stored with 9
 significant digits. The output is deterministic.
 """
-import json
-import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from goldenlib import F64, T, f32, num, formula  # noqa: E402 (beside this script)
+from goldenlib import F64, T, f32, num, formula, cli, dump  # noqa: E402 (beside this script)
 
 
 class MNIST(nn.Module):
@@ -84,13 +82,8 @@ def case(activation, hidden_sizes, lr=0.1):
 def main(out):
     doc = {"cases": [case("relu", [16, 8]), case("tanh", [12]), case("gelu", [6, 6, 6]),
                      case("sigmoid", [10])]}
-    json.dump(doc, out, allow_nan=False, separators=(",", ":"))
-    out.write("\n")
+    dump(doc, out)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w") as f:
-            main(f)
-    else:
-        main(sys.stdout)
+    cli(main)

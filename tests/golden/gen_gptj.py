@@ -27,15 +27,13 @@ Format (T = {"shape", "dtype", "data": [flat row-major]}):
 Computations run in float64 from float32-representable values; floats are stored with 9
 significant digits. The output is deterministic.
 """
-import json
 import math
-import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from goldenlib import F64, T, f32, num  # noqa: E402 (beside this script)
+from goldenlib import F64, T, f32, num, cli, dump  # noqa: E402 (beside this script)
 
 TINY = {"vocab_size": 64, "n_positions": 32, "n_embd": 32, "n_layer": 2, "n_head": 4,
         "rotary_dim": 4, "n_inner": None, "layer_norm_epsilon": 1e-5}
@@ -182,8 +180,7 @@ def main(out):
            "input_ids": T(ids), "logits": T(logits), "loss": num(loss.item()),
            "grads": {k: T(params[k].grad) for k in GRAD_KEYS},
            "num_parameters_6b": count_6b()}
-    json.dump(doc, out, allow_nan=False, separators=(",", ":"))
-    out.write("\n")
+    dump(doc, out)
 
 
 def count_6b():
@@ -202,8 +199,4 @@ def count_6b():
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w") as f:
-            main(f)
-    else:
-        main(sys.stdout)
+    cli(main)

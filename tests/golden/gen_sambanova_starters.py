@@ -30,13 +30,11 @@ Format (T = {"shape", "dtype", "data": [flat row-major]}):
 Computations run in float64 from float32-representable values; floats are stored with 9
 significant digits. The output is deterministic.
 """
-import json
-import sys
 
 import torch
 import torch.nn as nn
 
-from goldenlib import F64, T, f32, num, formula  # noqa: E402 (beside this script)
+from goldenlib import F64, T, f32, num, formula, cli, dump  # noqa: E402 (beside this script)
 
 
 class LeNet(nn.Module):
@@ -140,13 +138,8 @@ def main(out):
         case("logreg", {"num_features": 784, "num_classes": 10, "bias": True},
              LogReg(784, 10, True), [4, 784], [3, 7, 1, 0], 0.001, 0.0, 1e-4),
     ]}
-    json.dump(doc, out, allow_nan=False, separators=(",", ":"))
-    out.write("\n")
+    dump(doc, out)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w") as f:
-            main(f)
-    else:
-        main(sys.stdout)
+    cli(main)

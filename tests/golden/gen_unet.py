@@ -29,14 +29,12 @@ Format (T = {"shape", "dtype", "data": [flat row-major]}):
 Computations run in float64 from float32-representable values; floats are stored with 9
 significant digits. The output is deterministic.
 """
-import json
-import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from goldenlib import F64, T, f32, num, formula  # noqa: E402 (beside this script)
+from goldenlib import F64, T, f32, num, formula, cli, dump  # noqa: E402 (beside this script)
 
 
 def conv_norm_act(cin, cout, norm, bias):
@@ -144,13 +142,8 @@ def case(name, cin, filters, bottleneck, norm, bias):
 def main(out):
     doc = {"cases": [case("tiny", 1, [4, 8], 16, False, True),
                      case("tiny_batchnorm_rgb", 3, [4, 8], 16, True, False)]}
-    json.dump(doc, out, allow_nan=False, separators=(",", ":"))
-    out.write("\n")
+    dump(doc, out)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w") as f:
-            main(f)
-    else:
-        main(sys.stdout)
+    cli(main)

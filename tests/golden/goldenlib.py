@@ -3,6 +3,9 @@ gen_sambanova_starters.py) share: float32 rounding inside float64 computation, t
 form, and the deterministic weights both they and the C++ tests compute (tests/support/golden.hpp,
 formula_weights)."""
 
+import json
+import sys
+
 import torch
 
 F64 = torch.float64
@@ -34,3 +37,18 @@ def formula(k, shape):
     fan_in = n // shape[0] if len(shape) > 1 else shape[0]
     i = torch.arange(n, dtype=F64)
     return f32(torch.sin(0.37 * i + 1.3 * k) / fan_in ** 0.5).reshape(shape)
+
+
+def dump(doc, out):
+    """Writes a golden document as the C++ tests read it: compact JSON, one line."""
+    json.dump(doc, out, allow_nan=False, separators=(",", ":"))
+    out.write("\n")
+
+
+def cli(main):
+    """Runs main(out) on the file named by the first argument, else on standard output."""
+    if len(sys.argv) > 1:
+        with open(sys.argv[1], "w") as f:
+            main(f)
+    else:
+        main(sys.stdout)
