@@ -90,14 +90,16 @@ struct Planner {
   const CompileOptions& o;
   Plan plan;
   std::vector<int64_t> last;
+  std::vector<int64_t> read_until;  // the last read of each value or of a view of it
   // Set by account(): results that are views of their inputs (no bytes of their own), and the
   // step until which each value's bytes stay live (its last reader's, or a view's of it).
   std::vector<char> view;
   std::vector<int64_t> held_until;
   std::vector<bool> placed;
   std::vector<int32_t> next_unit;
-  // Mesh machines: how many placements made at the cursor cover each unit of each device, and
-  // the prefix sums and chosen origins cursor_span derives from them until they change.
+  // Mesh machines: how many placements made at the cursor cover each unit of each device, plus
+  // the bytes long-held results put on it (cover_bytes), and the prefix sums and chosen origins
+  // cursor_span derives from them until they change.
   std::vector<std::vector<int64_t>> coverage;
   std::vector<uint64_t> coverage_version;
   struct OriginMemo {
@@ -121,6 +123,15 @@ struct Planner {
     plan.nodes.resize(g.nodes.size());
     plan.values.resize(g.values.size());
     last = g.last_use();
+    // Until when each value is read, itself or through views of it (reshapes, slices).
+    read_until = last;
+    for (auto ni = static_cast<int64_t>(g.nodes.size()) - 1; ni >= 0; --ni) {
+      const auto& n = g.nodes[static_cast<size_t>(ni)];
+      if (!view_kind(n.kind) || n.outputs.size() != 1) continue;
+      const int64_t end = std::max(ni, read_until[static_cast<size_t>(n.outputs[0])]);
+      for (auto in : n.inputs)
+        read_until[static_cast<size_t>(in)] = std::max(read_until[static_cast<size_t>(in)], end);
+    }
     placed.assign(g.values.size(), false);
     next_unit.assign(static_cast<size_t>(mc.devices), 0);
     if (mc.mesh_columns > 0) {
@@ -172,16 +183,15 @@ struct Planner {
     sp.first_unit = static_cast<int32_t>(least_covered_origin(device, sp.shape(), cursor));
     return sp;
   }
-  int64_t least_covered_origin(int32_t device, RegionShape r, int64_t cursor) {
+  // Prefix sums of a device's coverage, rebuilt when it changed: the sum over rows [0, y) and
+  // columns [0, x) at (y, x).
+  const std::vector<int64_t>& coverage_prefix(int32_t device) {
     const auto d = static_cast<size_t>(device);
-    const int64_t cols = mc.mesh_columns, rows = mesh_rows(mc);
-    const uint64_t key = (static_cast<uint64_t>(r.width) << 40) ^
-                         (static_cast<uint64_t>(r.height) << 20) ^ static_cast<uint64_t>(cursor);
     auto& memo = origin_memo[d];
     if (memo.version != coverage_version[d]) {
       memo.version = coverage_version[d];
       memo.origins.clear();
-      // Prefix sums of the coverage: sum over rows [0, y) and columns [0, x) at (y, x).
+      const int64_t cols = mc.mesh_columns, rows = mesh_rows(mc);
       auto& ps = memo.prefix;
       ps.assign(static_cast<size_t>((rows + 1) * (cols + 1)), 0);
       const auto& cov = coverage[d];
@@ -193,14 +203,30 @@ struct Planner {
               ps[static_cast<size_t>((y + 1) * (cols + 1) + x)] -
               ps[static_cast<size_t>(y * (cols + 1) + x)];
     }
-    if (auto it = memo.origins.find(key); it != memo.origins.end()) return it->second;
-    const auto& ps = memo.prefix;
-    auto rect = [&](int64_t y0, int64_t x0, int64_t h, int64_t w) {
-      const auto at = [&](int64_t y, int64_t x) {
-        return ps[static_cast<size_t>(y * (cols + 1) + x)];
-      };
-      return at(y0 + h, x0 + w) - at(y0, x0 + w) - at(y0 + h, x0) + at(y0, x0);
+    return memo.prefix;
+  }
+  // The coverage of an h x w rectangle at row y0, column x0, its rows wrapping from the mesh's
+  // last to its first.
+  int64_t covered(const std::vector<int64_t>& ps, int64_t y0, int64_t x0, int64_t h,
+                  int64_t w) const {
+    const int64_t cols = mc.mesh_columns, rows = mesh_rows(mc);
+    const auto at = [&](int64_t y, int64_t x) {
+      return ps[static_cast<size_t>(y * (cols + 1) + x)];
     };
+    const auto rect = [&](int64_t y, int64_t hh) {
+      return at(y + hh, x0 + w) - at(y, x0 + w) - at(y + hh, x0) + at(y, x0);
+    };
+    y0 %= rows;
+    const int64_t h1 = std::min(h, rows - y0);
+    return rect(y0, h1) + (h > h1 ? rect(0, h - h1) : 0);
+  }
+  int64_t least_covered_origin(int32_t device, RegionShape r, int64_t cursor) {
+    const int64_t cols = mc.mesh_columns, rows = mesh_rows(mc);
+    const uint64_t key = (static_cast<uint64_t>(r.width) << 40) ^
+                         (static_cast<uint64_t>(r.height) << 20) ^ static_cast<uint64_t>(cursor);
+    const auto& ps = coverage_prefix(device);
+    auto& memo = origin_memo[static_cast<size_t>(device)];
+    if (auto it = memo.origins.find(key); it != memo.origins.end()) return it->second;
     const int64_t base = region_origin(mc, r, cursor);
     int64_t best = base, best_sum = -1, best_dist = 0;
     auto consider = [&](int64_t origin, int64_t sum) {
@@ -209,19 +235,30 @@ struct Planner {
         best = origin, best_sum = sum, best_dist = dist;
     };
     if (r.width >= cols) {  // a band of whole rows, wrapping from the last to the first
-      for (int64_t y = 0; y < rows; ++y) {
-        const int64_t h1 = std::min(r.height, rows - y);
-        consider(y * cols, rect(y, 0, h1, cols) + rect(0, 0, r.height - h1, cols));
-      }
+      for (int64_t y = 0; y < rows; ++y) consider(y * cols, covered(ps, y, 0, r.height, cols));
     } else {
+      // Every half a region's height and width apart, and flush with the mesh's last row and
+      // column.
       const int64_t sy = std::max<int64_t>(1, r.height / 2), sx = std::max<int64_t>(1, r.width / 2);
-      for (int64_t y = 0; y + r.height <= rows; y += sy)
-        for (int64_t x = 0; x + r.width <= cols; x += sx)
-          consider(y * cols + x, rect(y, x, r.height, r.width));
-      consider(base, rect(base / cols, base % cols, r.height, r.width));
+      for (int64_t y = 0;; y = std::min(y + sy, rows - r.height)) {
+        for (int64_t x = 0;; x = std::min(x + sx, cols - r.width)) {
+          consider(y * cols + x, covered(ps, y, x, r.height, r.width));
+          if (x == cols - r.width) break;
+        }
+        if (y == rows - r.height) break;
+      }
+      consider(base, covered(ps, base / cols, base % cols, r.height, r.width));
     }
     memo.origins.emplace(key, best);
     return best;
+  }
+  // Counts the bytes a long-held value puts on each of its units as coverage too: what decides
+  // whether the mesh's units fit is where those pile up, more than how many regions cover them.
+  void cover_bytes(const ValueLayout& l) {
+    auto& cov = coverage[static_cast<size_t>(l.span.device)];
+    for (int64_t q = 0; q < l.span.parts; ++q)
+      cov[static_cast<size_t>(l.span.unit(q, T()))] += static_cast<int64_t>(l.bytes_on_part(q));
+    ++coverage_version[static_cast<size_t>(l.span.device)];
   }
   // A step's exchange into its busiest unit, `bytes` of it, on the units of `sp`.
   double exchange_on(double bytes, const UnitSpan& sp) const {
@@ -470,7 +507,15 @@ struct Planner {
         l.span = span_at(np.span.device, np.span.first_unit, 1, elems, 1);
       }
       plan.values[static_cast<size_t>(v)] = l;
+      if (mc.mesh_columns > 0 && !view_kind(n.kind) && held_long(ni, v)) cover_bytes(l);
     }
+  }
+
+  // Whether a result stays live long after its op (a forward activation kept for the backward
+  // pass): at the step where memory peaks, results like it are what is live.
+  bool held_long(int64_t ni, int64_t v) const {
+    const int64_t lu = read_until[static_cast<size_t>(v)];
+    return lu - ni > std::max<int64_t>(64, static_cast<int64_t>(g.nodes.size()) / 16);
   }
 
   void place_linear(int64_t v, int32_t device) {
@@ -1526,8 +1571,8 @@ inline constexpr char kMagic[8] = {'I', 'P', 'U', 'M', 'L', 'P', 'L', 'N'};
 // 5: views cost no compute; 6: nor do small constants; 7: the target as a model (its JSON and
 // the machine's shape); 8: the core's own words for its units and devices ("units",
 // "per_device"); 9: host syncs and shared host links in the host cycles; 10: a mesh's large
-// regions as bands of whole rows.
-inline constexpr uint32_t kVersion = 10;
+// regions as bands of whole rows; 11: a mesh's coverage counts the bytes of long-held results.
+inline constexpr uint32_t kVersion = 11;
 struct FileHeader {
   char magic[8];
   uint32_t version;
