@@ -2,7 +2,9 @@
 // the original): eager steps, and the same step traced once and run by a compiled backend.
 // Prints "ipuml mnist_cnn train batch=B threads=T mode=M samples_per_s=X" for mode eager and
 // graph (CPU executor), and ipu (the IPU emulator) when that backend is registered.
+// With --profile, the graph mode's line is followed by its time per op kind (print_op_profile.hpp).
 // Usage: bench_mnist_train [--batch B] [--threads T] [--seconds S] [--modes eager,graph,ipu]
+//                          [--profile]
 #include <cstdio>
 #include <functional>
 
@@ -12,6 +14,7 @@
 #include <ipuml/models/mnist_cnn.hpp>
 
 #include "peak.hpp"
+#include "print_op_profile.hpp"
 #include "timing.hpp"
 
 int main(int argc, char** argv) {
@@ -24,6 +27,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "oneTBB threads")->check(CLI::PositiveNumber);
   app.add_option("--seconds", seconds, "time per mode");
   app.add_option("--modes", modes, "eager, graph (CPU executor), ipu (emulator)")->delimiter(',');
+  bool profile = false;
+  app.add_flag("--profile", profile, "print the traced step's time per op kind");
   CLI11_PARSE(app, argc, argv);
   ipuml::set_num_threads(threads);
   using namespace ipuml;
@@ -48,8 +53,15 @@ int main(int argc, char** argv) {
       tm = std::make_unique<runtime::TrainingModel>(net.ptr(), opts, sgd, ce);
       step = [&] { (*tm)(x, y); };
     }
+    const bool prof = profile && mode == "graph";
+    if (prof) {
+      step();  // compile outside the profile
+      cpu::reset_op_profile();
+      cpu::set_op_profiling(true);
+    }
     int64_t reps = 0;
     const double elapsed = time_repeated(step, seconds, reps);
+    cpu::set_op_profiling(false);
     std::printf("ipuml mnist_cnn train batch=%lld threads=%d mode=%s samples_per_s=%.1f\n",
                 static_cast<long long>(batch), threads, mode.c_str(),
                 static_cast<double>(reps * batch) / elapsed);
@@ -57,6 +69,7 @@ int main(int argc, char** argv) {
       bench::print_peak_fraction(("mnist_cnn train batch=" + std::to_string(batch)).c_str(),
                                  bench::graph_flops(tm->step_graph()),
                                  static_cast<double>(reps) / elapsed, threads);
+    if (prof) print_op_profile(static_cast<double>(reps + 1));  // + the warm-up call
     std::fflush(stdout);
   }
   return 0;

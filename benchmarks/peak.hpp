@@ -9,6 +9,7 @@
 #include <ipuml/ir/graph.hpp>
 #include <ipuml/ir/op_catalogue.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -67,8 +68,11 @@ inline float run_fma_loop(ipuml::cpu::Isa isa, int64_t iters) {
 
 // GFLOP/s of `threads` cores together, each running the loop for about `seconds` (one OS thread
 // per core, started together: the peak of that many cores at once, as a parallel step sees it).
+// More threads than the machine has cores share them: the peak is the cores' (threads time-sliced
+// on a core would each count the whole of it).
 inline double fp32_peak_gflops(int threads, double seconds = 0.2,
                                ipuml::cpu::Isa isa = ipuml::cpu::active_isa()) {
+  threads = std::min(threads, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   const int64_t iters = 1 << 20;
   std::vector<double> rates(size_t(threads), 0.0);
   std::vector<float> sinks(size_t(threads), 0.0f);

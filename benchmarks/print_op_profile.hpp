@@ -6,15 +6,27 @@
 
 #include <ipuml/backends/cpu/op_profile.hpp>
 
-// Ops taking at least 0.2 % of the executor's time, in ms per step, over `steps` steps.
+// Ops taking at least 0.2 % of the executor's time, in ms per step, over `steps` steps; beside
+// each, the most of the ideal speed-up on one core per thread that its loops' pieces of work
+// allow, and the same for the whole step (run with --threads 16 for a 16-core node's partition).
 inline void print_op_profile(double steps) {
   auto rows = ipuml::cpu::op_profile();
-  double total = 0;
-  for (const auto& r : rows) total += r.seconds;
-  std::printf("  op profile (ms per step, %% of the executor's time):\n");
+  ipuml::cpu::OpProfileRow all;
+  for (const auto& r : rows) {
+    all.seconds += r.seconds;
+    all.work += r.work;
+    all.least += r.least;
+    all.threads = r.threads;
+  }
+  std::printf(
+      "  op profile (ms per step, %% of the executor's time, the most of the ideal speed-up\n"
+      "  on %d cores that the op's pieces of work allow):\n",
+      all.threads);
   for (const auto& r : rows)
-    if (r.seconds / total >= 0.002)
-      std::printf("  %-40s %9.2f ms %5.1f%% %6lld calls\n", r.name.c_str(), 1e3 * r.seconds / steps,
-                  100.0 * r.seconds / total, static_cast<long long>(r.calls / steps));
-  std::printf("  %-40s %9.2f ms\n", "total", 1e3 * total / steps);
+    if (r.seconds / all.seconds >= 0.002)
+      std::printf("  %-40s %9.2f ms %5.1f%% %6lld calls %4.0f%%\n", r.name.c_str(),
+                  1e3 * r.seconds / steps, 100.0 * r.seconds / all.seconds,
+                  static_cast<long long>(r.calls / steps), 100.0 * r.bound());
+  std::printf("  %-40s %9.2f ms %20s %4.0f%%\n", "total", 1e3 * all.seconds / steps, "",
+              100.0 * all.bound());
 }

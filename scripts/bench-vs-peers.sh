@@ -6,8 +6,9 @@
 #   name ipuml=X peer=Y ratio=Z  (ratio > 1: ipuml is faster), then the cost
 # of emulation per zoo model (bench_emulator_cost).
 # Usage: scripts/bench-vs-peers.sh [--quick] [--only SECTION] [--isa avx2|avx512]   Installs what
-# it needs (Debian packages). SECTION: sgemm, mnist, conv, neuron, resnet, transformer, emulator
-# or allreduce. --isa forces one instruction set on every side at once (ipuml's IPUML_CPU_ISA,
+# it needs (Debian packages). SECTION: sgemm, mnist, conv, neuron, resnet, transformer, emulator,
+# allreduce or threads (ipuml against itself: its zoo steps on 1, 2 and 16 threads, and how far
+# each step's partition could spread over 16 and 32 cores). --isa forces one instruction set on every side at once (ipuml's IPUML_CPU_ISA,
 # OpenBLAS's core type, oneDNN's ONEDNN_MAX_CPU_ISA inside PyTorch; the header line shows the ISA
 # oneDNN reports it used), so that an AVX-512 machine measures the AVX2 ratios too. The first
 # lines give the machine itself as a peer: the fp32 peak of the cores (bench_peak), and each zoo
@@ -17,14 +18,14 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 peers=${IPUML_PEERS_DIR:-$root/../shared/peers}
 quick=0
-only=""  # --only SECTION: sgemm, mnist, conv, neuron, resnet, transformer, emulator or allreduce
+only=""  # --only SECTION: sgemm, mnist, conv, neuron, resnet, transformer, emulator, allreduce, threads
 isa=""   # --isa avx2|avx512: the same instruction set on every side
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) quick=1 ;;
     --only) only=${2:?--only needs a section name}; shift ;;
     --isa) isa=${2:?--isa needs avx2 or avx512}; shift ;;
-    *) echo "usage: $0 [--quick] [--only sgemm|mnist|conv|neuron|resnet|transformer|emulator|allreduce] [--isa avx2|avx512]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--quick] [--only sgemm|mnist|conv|neuron|resnet|transformer|emulator|allreduce|threads] [--isa avx2|avx512]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -334,4 +335,63 @@ if want allreduce; then
   else
     echo "allreduce: skipped (no mpirun; scripts/install-deps.sh installs OpenMPI)"
   fi
+fi
+
+# Threads: each zoo step's traced (graph) rate on 1, 2 and 16 oneTBB threads, the three back to
+# back in every round (their order alternating), then the median rates and per-round ratios: 2
+# threads over 1 (the second core's gain) and 16 over 2 (on a 2-core machine, 16 threads share the
+# 2 cores: what the finer partition and the extra tasks cost). Then each step once more with the
+# op profile at 16 and 32 threads: the most of the ideal speed-up on that many cores that the
+# pieces of work of its ops' parallel loops allow (print_op_profile.hpp; the machine need not
+# have the cores: the partition is made for the thread count).
+if want threads; then
+  scaling=$tmp/threads.tsv
+  : >"$scaling"
+  thread_configs="mnist:64 resnet:16 gpt2:4 bert:4"
+  [[ $quick == 1 ]] && thread_configs="mnist:64 gpt2:4"
+  step_cmd() {  # model batch threads [extra flags]
+    case $1 in
+      mnist) "$build/benchmarks/bench_mnist_train" --batch "$2" --threads "$3" --seconds "$secs" --modes graph "${@:4}" ;;
+      resnet) "$build/benchmarks/bench_resnet" --task train --batch "$2" --threads "$3" --seconds "$secs" --modes graph "${@:4}" ;;
+      *) "$build/benchmarks/bench_transformer" --model "$1" --batch "$2" --threads "$3" --steps 3 --modes graph "${@:4}" ;;
+    esac
+  }
+  for r in $(seq "$rounds"); do
+    for c in $thread_configs; do
+      model=${c%%:*} b=${c##*:}
+      order=$( ((r % 2)) && echo "1 2 16" || echo "16 2 1")
+      for t in $order; do
+        progress "threads: $model batch $b, $t threads, round $r/$rounds"
+        rate=$(step_cmd "$model" "$b" "$t" | grep " mode=graph" | field samples_per_s)
+        printf '%s\t%s batch=%s\t%s\t%s\n' "$r" "$model" "$b" "$t" "$rate" >>"$scaling"
+      done
+    done
+  done
+  [[ -t 2 ]] && printf '\r\033[K' >&2
+  /usr/bin/python3 - "$scaling" <<'PY'
+import collections, statistics, sys
+rate = collections.defaultdict(dict)  # (config, threads) -> {round: samples/s}
+for line in open(sys.argv[1]):
+    r, config, t, v = line.rstrip("\n").split("\t")
+    if v:
+        rate[(config, int(t))][r] = float(v)
+for config in dict.fromkeys(c for c, _ in rate):
+    med = {t: statistics.median(rate[(config, t)].values()) for t in (1, 2, 16) if rate[(config, t)]}
+    def ratio(a, b):
+        rs = [rate[(config, a)][r] / rate[(config, b)][r] for r in rate[(config, a)] if r in rate[(config, b)]]
+        return statistics.median(rs) if rs else 0.0
+    print(f"threads {config} samples_per_s 1={med.get(1, 0):.2f} 2={med.get(2, 0):.2f} 16={med.get(16, 0):.2f}"
+          f" speedup_2_over_1={ratio(2, 1):.2f} oversubscribed_16_over_2={ratio(16, 2):.2f}")
+PY
+  for c in $thread_configs; do
+    model=${c%%:*} b=${c##*:}
+    bounds=""
+    for t in 16 32; do
+      progress "threads: $model batch $b, partition for $t threads"
+      bound=$(step_cmd "$model" "$b" "$t" --profile | sed -n 's/^  total .* \([0-9]*\)%$/\1/p' | head -1)
+      bounds="$bounds on_${t}_cores=${bound}%"
+    done
+    [[ -t 2 ]] && printf '\r\033[K' >&2
+    echo "threads $model batch=$b partition: the most of the ideal speed-up$bounds"
+  done
 fi

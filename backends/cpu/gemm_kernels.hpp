@@ -4,6 +4,7 @@
 
 #include <ipuml/backends/cpu/cpu_features.hpp>
 #include <ipuml/core/denormals.hpp>
+#include <ipuml/core/parallel.hpp>
 
 #include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
@@ -417,9 +418,11 @@ void for_each_index(bool parallel, int64_t count, const F& body) {
     for (int64_t i = 0; i < count; ++i) body(i);
     return;
   }
+  const ipuml::detail::LoopAccount account(count);
   tbb::parallel_for(
       tbb::blocked_range<int64_t>(0, count, 1),
       [&](const tbb::blocked_range<int64_t>& r) {
+        const ipuml::detail::InLoopBody inside;
         ipuml::detail::apply_denormal_mode();
         for (int64_t i = r.begin(); i != r.end(); ++i) body(i);
       },

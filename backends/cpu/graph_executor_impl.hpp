@@ -282,6 +282,7 @@ IPUML_INLINE std::vector<Tensor> GraphExecutor::run(const std::vector<Tensor>& i
     if (fused_[n] == -2) continue;
     const auto& node = graph_.nodes[n];
     bind_node(n);
+    if (timed) ipuml::detail::take_loop_totals();  // the node's loops from here on
     const auto t0 =
         timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     if (const int64_t m = fused_[n]; m >= 0) {

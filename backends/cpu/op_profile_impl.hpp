@@ -22,7 +22,10 @@ IPUML_INLINE OpProfileState& op_profile_state() {
 }
 }  // namespace detail
 
-IPUML_INLINE void set_op_profiling(bool on) { detail::op_profile_state().on.store(on); }
+IPUML_INLINE void set_op_profiling(bool on) {
+  detail::op_profile_state().on.store(on);
+  ipuml::detail::set_loop_accounting(on);
+}
 IPUML_INLINE bool op_profiling() {
   return detail::op_profile_state().on.load(std::memory_order_relaxed);
 }
@@ -48,12 +51,17 @@ IPUML_INLINE void record_op_time(ir::OpKind kind, const ir::Attrs& attrs, double
       attrs.kernel.size() == 2 && attrs.stride.size() == 2)
     name += " k=" + std::to_string(attrs.kernel[0]) + "x" + std::to_string(attrs.kernel[1]) +
             " s=" + std::to_string(attrs.stride[0]);
+  const ipuml::detail::LoopTotals loops = ipuml::detail::take_loop_totals();
+  const double serial = std::max(0.0, seconds - loops.seconds);
   auto& s = detail::op_profile_state();
   std::lock_guard<std::mutex> lock(s.mutex);
   OpProfileRow& row = s.rows[name];
   row.name = name;
   row.seconds += seconds;
   ++row.calls;
+  row.work += serial + loops.work;
+  row.least += serial + loops.least;
+  row.threads = std::max(1, ipuml::get_num_threads());
 }
 
 }  // namespace ipuml::cpu
