@@ -266,14 +266,19 @@ inline void k_index_add(const ir::Attrs& a, const ConstBuffer& idx, const ConstB
     using T = decltype(tag);
     const T* s = in_ptr<T>(src);
     T* y = out_ptr<T>(o);
-    std::fill(y, y + o.meta.numel(), T(0));
-    // Work splits over outer slices and column blocks; every output element still receives its
+    parallel_blocks(o.meta.numel(), kBlock,
+                    [&](int64_t b, int64_t e) { std::fill(y + b, y + e, T(0)); });
+    // Work splits over outer slices and column blocks, at least 64 pieces where the columns
+    // allow (a 32-core node's threads each get work); every output element still receives its
     // contributions in index order, so the result does not depend on the split.
-    constexpr int64_t kCols = 128;
-    const int64_t cb = (sp.inner + kCols - 1) / kCols;
-    parallel_items(sp.outer * cb, len * kCols, [&](int64_t t0, int64_t t1) {
+    constexpr int64_t kMinCols = 16, kPieces = 64;
+    const int64_t per_slice = std::max<int64_t>(1, kPieces / std::max<int64_t>(sp.outer, 1));
+    const int64_t cols = std::max(
+        kMinCols, (sp.inner + per_slice * kMinCols - 1) / (per_slice * kMinCols) * kMinCols);
+    const int64_t cb = (sp.inner + cols - 1) / cols;
+    parallel_items(sp.outer * cb, len * cols, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
-        const int64_t i = t / cb, k0 = (t % cb) * kCols, k1 = std::min(sp.inner, k0 + kCols);
+        const int64_t i = t / cb, k0 = (t % cb) * cols, k1 = std::min(sp.inner, k0 + cols);
         T* yo = y + i * sp.mid * sp.inner;
         for (int64_t j = 0; j < len; ++j) {
           T* dst = yo + ix[static_cast<size_t>(j)] * sp.inner;
@@ -363,7 +368,8 @@ inline void k_scatter_add(const ir::Attrs& a, const ConstBuffer& idx, const Cons
     using T = decltype(tag);
     const T* s = in_ptr<T>(src);
     T* y = out_ptr<T>(o);
-    std::fill(y, y + o.meta.numel(), T(0));
+    parallel_blocks(o.meta.numel(), kBlock,
+                    [&](int64_t b, int64_t e) { std::fill(y + b, y + e, T(0)); });
     // Index elements that differ outside dim d never collide, so outer slices and inner column
     // blocks run in parallel; along d each output element is updated in index order.
     constexpr int64_t kCols = 128;

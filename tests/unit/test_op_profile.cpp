@@ -71,8 +71,8 @@ TEST_CASE("op profile: the traced step's ops with their work and least time on i
   Tensor x = randn({512, 256});
   Tensor y = randn({512, 256});
   auto mse = [](const Tensor& out, const Tensor& t) { return (out - t).pow(2).mean(); };
-  runtime::TrainingModel tm(fc.ptr(), Options().useIpuModel(false).showCompilationProgressBar(false),
-                            sgd, mse);
+  runtime::TrainingModel tm(
+      fc.ptr(), Options().useIpuModel(false).showCompilationProgressBar(false), sgd, mse);
   tm(x, y);  // compiles
   cpu::reset_op_profile();
   cpu::set_op_profiling(true);
