@@ -1271,14 +1271,21 @@ IPUML_INLINE void conv2d_backward_weight(const Conv2dParams& p, const float* x, 
       detail::run_gemm(cfg, cog, K, nimg * P, 1.0f, detail::PackDyA{dyg, p.c_out * P, P},
                        detail::PackIm2colTB{xg, &p, oh, ow}, 0.0f, out, K, inner);
   });
-  if (chunks > 1)
-    detail::for_each_index(threads > 1 && G > 1, G, [&](int64_t g) {
+  if (chunks > 1) {
+    // Each weight element adds its chunks' partials in chunk order, in parallel over blocks of
+    // elements (a layer4 1x1 has 1 M of them and 15 partials).
+    constexpr int64_t kAddBlock = 16384;
+    const int64_t blocks = detail::ceil_div(wsize, kAddBlock);
+    detail::for_each_index(threads > 1 && G * blocks > 1, G * blocks, [&](int64_t t) {
+      const int64_t g = t / blocks, i0 = (t % blocks) * kAddBlock,
+                    i1 = std::min(wsize, i0 + kAddBlock);
       float* d = dw + g * wsize;
       for (int64_t ch = 1; ch < chunks; ++ch) {
         const float* s = partial->get() + (g * (chunks - 1) + ch - 1) * wsize;
-        for (int64_t i = 0; i < wsize; ++i) d[i] += s[i];
+        for (int64_t i = i0; i < i1; ++i) d[i] += s[i];
       }
     });
+  }
 }
 
 IPUML_INLINE void conv2d_backward_bias(const Conv2dParams& p, const float* dy, float* db) {
