@@ -171,8 +171,8 @@ TEST_CASE("sgemm gives the same bits with 1 and 2 threads", "[gemm]") {
 
 TEST_CASE("sgemm gives the same bits on 1, 2 and 16 threads at the transformers' 512-row shapes",
           "[gemm]") {
-  // In parallel, 512-row products run column_chunks (row_blocks on 1 thread); 2100 x 2100 packs
-  // its A in three runs of rows; 16 threads oversubscribe a 2-core machine.
+  // In parallel, 512-row products run column_chunks (row_blocks on 1 thread); 2100 x 600 x 2100,
+  // whose packed A would pass 8 MiB, row_blocks; 16 threads oversubscribe a 2-core machine.
   IsaGuard guard;
   const Isa isa = GENERATE(from_range(supported_isas()));
   ipuml::cpu::set_gemm_isa(isa);
