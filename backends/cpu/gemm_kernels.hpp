@@ -447,6 +447,10 @@ inline int64_t block_depth(const GemmConfig& cfg, int64_t k) {
 
 // Below this many flops a call runs on the calling thread: spawning would cost more than it saves.
 constexpr double kParallelFlops = 2.0e6;
+// Caps of run_gemm's column_chunks path: floats of the packed A it packs up front (8 MiB), floats
+// of packed B panels that one of its tasks packs per k block (4 MiB).
+constexpr int64_t kColumnChunkA = int64_t(1) << 21;
+constexpr int64_t kColumnChunkFloats = int64_t(1) << 20;
 
 // dst holds `count` panels of nr_full columns, each kc x nr_full, one after another; row p of
 // all of them is the run of count * nr_full floats at row(p). Row by row: each run is read once,
@@ -630,6 +634,55 @@ struct GemmRun {
     }
   }
 
+  // Chunks of B panels, each run through all k blocks by one task: A is packed up front, every
+  // k block of it (as in one_row_block), and shared; then one parallel loop over
+  // the chunks, each task packing its own panels k block by k block and running them against the
+  // packed A in row blocks of mc. B is packed once, A once, and the threads fork and join once for
+  // the packing and once for the product, where row_blocks does both per k block (16 joins for
+  // k = 3072 on AVX2, each waiting for the slower thread). Every C element still sees the same k
+  // blocks in the same order through the same micro-kernel.
+  void column_chunks() const {
+    const int64_t k_blocks = ceil_div(k, kc_blk);
+    const int64_t tiles = ceil_div(m, mr), m_pad = tiles * mr;
+    ScratchLease a_lease(kScratchA, size_t(m_pad * k));
+    float* pa = a_lease.get();  // k block after k block, each tile after tile of kc x mr
+    for_each_index(true, tiles * k_blocks, [&](int64_t i) {
+      const int64_t t = i % tiles, pc = (i / tiles) * kc_blk, kc = std::min(kc_blk, k - pc);
+      pack_a(pa + pc * m_pad + t * mr * kc, t * mr, int(std::min<int64_t>(mr, m - t * mr)), pc, kc);
+    });
+    const int64_t mc = round_up(ceil_div(m, ceil_div(m, cfg.mc)), mr);
+    const int64_t panels = ceil_div(n, nr_full);
+    // Several chunks per thread, so that the faster thread takes more of them; none whose packed
+    // panels outgrow 4 MiB.
+    const int64_t max_panels = std::max<int64_t>(1, kColumnChunkFloats / (nr_full * kc_blk));
+    const int64_t chunks =
+        std::min(panels, std::max<int64_t>(4 * threads, ceil_div(panels, max_panels)));
+    for_each_index(true, chunks, [&](int64_t chunk) {
+      const int64_t jp0 = chunk * panels / chunks, jp1 = (chunk + 1) * panels / chunks;
+      ScratchLease b_lease(kScratchB, size_t((jp1 - jp0) * nr_full * std::min(kc_blk, k)));
+      float* pb_all = b_lease.get();
+      for (int64_t pc = 0; pc < k; pc += kc_blk) {
+        const int64_t kc = std::min(kc_blk, k - pc);
+        const float beta_eff = pc == 0 ? beta : 1.0f;
+        pack_b_panels(pack_b, pb_all, jp0, jp1, n, nr_full, cfg.vw, pc, kc);
+        for (int64_t i0 = 0; i0 < m; i0 += mc) {
+          const int64_t mcur = std::min(mc, m - i0);
+          for (int64_t jp = jp0; jp < jp1; ++jp) {
+            const int64_t j0 = jp * nr_full;
+            const int nr = int(std::min<int64_t>(nr_full, n - j0));
+            const int nv = int(ceil_div(nr, cfg.vw));
+            const float* pb = pb_all + (jp - jp0) * nr_full * kc;
+            for (int64_t ir = i0; ir < i0 + mcur; ir += mr) {
+              const int rows = int(std::min<int64_t>(mr, m - ir));
+              cfg.kern[rows][nv](kc, pa + pc * m_pad + ir * kc, pb, c + ir * ldc + j0, ldc, nr,
+                                 alpha, beta_eff);
+            }
+          }
+        }
+      }
+    });
+  }
+
   // Row blocks of mc (and chunks of panels), each k block of B packed once and shared.
   void row_blocks() const {
     // Spread m evenly over the row blocks so the last block is not a sliver.
@@ -725,6 +778,11 @@ void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alph
   if (parallel && n <= cfg.nc && k >= 8 * kc_blk && m <= cfg.mc) return run.deep_k();
   const int64_t k_blocks = ceil_div(k, kc_blk);
   if (m <= cfg.mc && k_blocks < 8) return run.one_row_block();
+  // In parallel, with enough columns for every thread and a packed A of at most 8 MiB:
+  // column_chunks. (Bigger A, run in passes of rows, made 2048^3 2-3 % slower on 2 threads than
+  // row_blocks, whose k blocks are then big enough to pay for their joins.)
+  if (parallel && ceil_div(n, nr_full) >= 2 * threads && round_up(m, mr) * k <= kColumnChunkA)
+    return run.column_chunks();
   run.row_blocks();
 }
 

@@ -7,6 +7,7 @@
 
 #include "../support/cpu_isa.hpp"
 #include <tbb/global_control.h>
+#include <tbb/task_arena.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -165,6 +166,50 @@ TEST_CASE("sgemm gives the same bits with 1 and 2 threads", "[gemm]") {
     }
     INFO("m=" << m << " n=" << n << " k=" << k);
     CHECK(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("sgemm gives the same bits on 1, 2 and 16 threads at the transformers' 512-row shapes",
+          "[gemm]") {
+  // In parallel, 512-row products run column_chunks (row_blocks on 1 thread); 2100 x 600 x 2100,
+  // whose packed A would pass 8 MiB, row_blocks; 16 threads oversubscribe a 2-core machine.
+  IsaGuard guard;
+  const Isa isa = GENERATE(from_range(supported_isas()));
+  ipuml::cpu::set_gemm_isa(isa);
+  struct Shape {
+    bool ta, tb;
+    int64_t m, n, k;
+  };
+  std::vector<Shape> shapes{{false, false, 300, 600, 1000}};
+  if (isa != Isa::generic)  // (the portable kernel is too slow for the full shapes)
+    shapes.insert(shapes.end(), {{false, false, 512, 3072, 768},
+                                 {false, false, 512, 768, 3072},
+                                 {false, false, 512, 2304, 768},
+                                 {false, true, 512, 768, 3072},
+                                 {true, false, 768, 3072, 512},
+                                 {false, false, 2100, 600, 2100}});
+  std::mt19937 rng(512);
+  for (const Shape& s : shapes) {
+    const int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+    auto a = random_floats(size_t(s.m * s.k), rng), b = random_floats(size_t(s.k * s.n), rng);
+    const auto c0 = random_floats(size_t(s.m * s.n), rng);
+    for (float beta : {0.0f, 0.5f}) {
+      std::vector<std::vector<float>> out;
+      for (int threads : {1, 2, 16}) {
+        tbb::global_control cap(tbb::global_control::max_allowed_parallelism, size_t(threads));
+        tbb::task_arena arena(threads);
+        auto c = c0;
+        arena.execute([&] {
+          ipuml::cpu::sgemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, beta,
+                            c.data(), s.n);
+        });
+        out.push_back(std::move(c));
+      }
+      INFO(ipuml::cpu::isa_name(isa) << " m=" << s.m << " n=" << s.n << " k=" << s.k
+                                     << " ta=" << s.ta << " tb=" << s.tb << " beta=" << beta);
+      CHECK(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)) == 0);
+      CHECK(std::memcmp(out[0].data(), out[2].data(), out[0].size() * sizeof(float)) == 0);
+    }
   }
 }
 
