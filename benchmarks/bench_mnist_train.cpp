@@ -15,6 +15,7 @@
 
 #include "peak.hpp"
 #include "print_op_profile.hpp"
+#include "threads.hpp"
 #include "timing.hpp"
 
 int main(int argc, char** argv) {
@@ -30,47 +31,48 @@ int main(int argc, char** argv) {
   bool profile = false;
   app.add_flag("--profile", profile, "print the traced step's time per op kind");
   CLI11_PARSE(app, argc, argv);
-  ipuml::set_num_threads(threads);
-  using namespace ipuml;
-  auto ce = [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); };
-  for (const auto& mode : modes) {
-    if (mode == "ipu" && backend::registry().count("ipu") == 0) continue;
-    manual_seed(0);
-    models::MnistCnn net;
-    optim::SGD sgd(net->parameters(), optim::SGDOptions(0.03));
-    Tensor x = randn({batch, 1, 28, 28});
-    Tensor y = randint(0, 10, {batch});
-    std::function<void()> step;
-    std::unique_ptr<runtime::TrainingModel> tm;
-    if (mode == "eager") {
-      step = [&] {
-        sgd.zero_grad();
-        cross_entropy(net(x), y).backward();
-        sgd.step();
-      };
-    } else {
-      Options opts = Options().useIpuModel(mode == "ipu").showCompilationProgressBar(false);
-      tm = std::make_unique<runtime::TrainingModel>(net.ptr(), opts, sgd, ce);
-      step = [&] { (*tm)(x, y); };
+  return bench::with_threads(threads, [&] {
+    using namespace ipuml;
+    auto ce = [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); };
+    for (const auto& mode : modes) {
+      if (mode == "ipu" && backend::registry().count("ipu") == 0) continue;
+      manual_seed(0);
+      models::MnistCnn net;
+      optim::SGD sgd(net->parameters(), optim::SGDOptions(0.03));
+      Tensor x = randn({batch, 1, 28, 28});
+      Tensor y = randint(0, 10, {batch});
+      std::function<void()> step;
+      std::unique_ptr<runtime::TrainingModel> tm;
+      if (mode == "eager") {
+        step = [&] {
+          sgd.zero_grad();
+          cross_entropy(net(x), y).backward();
+          sgd.step();
+        };
+      } else {
+        Options opts = Options().useIpuModel(mode == "ipu").showCompilationProgressBar(false);
+        tm = std::make_unique<runtime::TrainingModel>(net.ptr(), opts, sgd, ce);
+        step = [&] { (*tm)(x, y); };
+      }
+      const bool prof = profile && mode == "graph";
+      if (prof) {
+        step();  // compile outside the profile
+        cpu::reset_op_profile();
+        cpu::set_op_profiling(true);
+      }
+      int64_t reps = 0;
+      const double elapsed = time_repeated(step, seconds, reps);
+      cpu::set_op_profiling(false);
+      std::printf("ipuml mnist_cnn train batch=%lld threads=%d mode=%s samples_per_s=%.1f\n",
+                  static_cast<long long>(batch), threads, mode.c_str(),
+                  static_cast<double>(reps * batch) / elapsed);
+      if (mode == "graph")
+        bench::print_peak_fraction(("mnist_cnn train batch=" + std::to_string(batch)).c_str(),
+                                   bench::graph_flops(tm->step_graph()),
+                                   static_cast<double>(reps) / elapsed, threads);
+      if (prof) print_op_profile(static_cast<double>(reps + 1));  // + the warm-up call
+      std::fflush(stdout);
     }
-    const bool prof = profile && mode == "graph";
-    if (prof) {
-      step();  // compile outside the profile
-      cpu::reset_op_profile();
-      cpu::set_op_profiling(true);
-    }
-    int64_t reps = 0;
-    const double elapsed = time_repeated(step, seconds, reps);
-    cpu::set_op_profiling(false);
-    std::printf("ipuml mnist_cnn train batch=%lld threads=%d mode=%s samples_per_s=%.1f\n",
-                static_cast<long long>(batch), threads, mode.c_str(),
-                static_cast<double>(reps * batch) / elapsed);
-    if (mode == "graph")
-      bench::print_peak_fraction(("mnist_cnn train batch=" + std::to_string(batch)).c_str(),
-                                 bench::graph_flops(tm->step_graph()),
-                                 static_cast<double>(reps) / elapsed, threads);
-    if (prof) print_op_profile(static_cast<double>(reps + 1));  // + the warm-up call
-    std::fflush(stdout);
-  }
-  return 0;
+    return 0;
+  });
 }

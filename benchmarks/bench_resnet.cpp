@@ -18,6 +18,7 @@
 
 #include "print_op_profile.hpp"
 #include "peak.hpp"
+#include "threads.hpp"
 #include "timing.hpp"
 
 int main(int argc, char** argv) {
@@ -35,57 +36,58 @@ int main(int argc, char** argv) {
   app.add_option("--modes", modes, "eager, graph (CPU executor)")->delimiter(',');
   app.add_flag("--profile", profile, "print the traced step's time per op kind");
   CLI11_PARSE(app, argc, argv);
-  ipuml::set_num_threads(threads);
-  using namespace ipuml;
-  const bool train = task == "train";
-  for (const auto& mode : modes) {
-    manual_seed(0);
-    auto net = models::resnet50();
-    optim::SGD sgd(net->parameters(), optim::SGDOptions(0.01).momentum(0.9).weight_decay(1e-4));
-    Tensor x = randn({batch, 3, 224, 224});
-    Tensor y = randint(0, 1000, {batch});
-    auto loss = [](const Tensor& out, const Tensor& t) { return cross_entropy(out, t); };
-    std::function<void()> step;
-    std::unique_ptr<runtime::TrainingModel> tm;
-    std::unique_ptr<runtime::InferenceModel> im;
-    const Options opts = Options().useIpuModel(false).showCompilationProgressBar(false);
-    if (!train) net->eval();
-    if (mode == "eager" && train) {
-      step = [&] {
-        sgd.zero_grad();
-        loss(net(x), y).backward();
-        sgd.step();
-      };
-    } else if (mode == "eager") {
-      step = [&] {
-        NoGradGuard no_grad;
-        net(x);
-      };
-    } else if (train) {
-      tm = std::make_unique<runtime::TrainingModel>(net.ptr(), opts, sgd, loss);
-      step = [&] { (*tm)(x, y); };
-    } else {
-      im = std::make_unique<runtime::InferenceModel>(net.ptr(), opts);
-      step = [&] { (*im)(x); };
+  return bench::with_threads(threads, [&] {
+    using namespace ipuml;
+    const bool train = task == "train";
+    for (const auto& mode : modes) {
+      manual_seed(0);
+      auto net = models::resnet50();
+      optim::SGD sgd(net->parameters(), optim::SGDOptions(0.01).momentum(0.9).weight_decay(1e-4));
+      Tensor x = randn({batch, 3, 224, 224});
+      Tensor y = randint(0, 1000, {batch});
+      auto loss = [](const Tensor& out, const Tensor& t) { return cross_entropy(out, t); };
+      std::function<void()> step;
+      std::unique_ptr<runtime::TrainingModel> tm;
+      std::unique_ptr<runtime::InferenceModel> im;
+      const Options opts = Options().useIpuModel(false).showCompilationProgressBar(false);
+      if (!train) net->eval();
+      if (mode == "eager" && train) {
+        step = [&] {
+          sgd.zero_grad();
+          loss(net(x), y).backward();
+          sgd.step();
+        };
+      } else if (mode == "eager") {
+        step = [&] {
+          NoGradGuard no_grad;
+          net(x);
+        };
+      } else if (train) {
+        tm = std::make_unique<runtime::TrainingModel>(net.ptr(), opts, sgd, loss);
+        step = [&] { (*tm)(x, y); };
+      } else {
+        im = std::make_unique<runtime::InferenceModel>(net.ptr(), opts);
+        step = [&] { (*im)(x); };
+      }
+      const bool prof = profile && mode == "graph";
+      if (prof) {
+        step();  // compile outside the profile
+        cpu::reset_op_profile();
+        cpu::set_op_profiling(true);
+      }
+      int64_t reps = 0;
+      const double elapsed = time_repeated(step, seconds, reps);
+      cpu::set_op_profiling(false);
+      std::printf("ipuml resnet50 %s batch=%lld threads=%d mode=%s samples_per_s=%.2f\n",
+                  task.c_str(), static_cast<long long>(batch), threads, mode.c_str(),
+                  static_cast<double>(reps * batch) / elapsed);
+      if (tm)
+        bench::print_peak_fraction(("resnet50 train batch=" + std::to_string(batch)).c_str(),
+                                   bench::graph_flops(tm->step_graph()),
+                                   static_cast<double>(reps) / elapsed, threads);
+      if (prof) print_op_profile(static_cast<double>(reps + 1));  // + the warm-up call
+      std::fflush(stdout);
     }
-    const bool prof = profile && mode == "graph";
-    if (prof) {
-      step();  // compile outside the profile
-      cpu::reset_op_profile();
-      cpu::set_op_profiling(true);
-    }
-    int64_t reps = 0;
-    const double elapsed = time_repeated(step, seconds, reps);
-    cpu::set_op_profiling(false);
-    std::printf("ipuml resnet50 %s batch=%lld threads=%d mode=%s samples_per_s=%.2f\n",
-                task.c_str(), static_cast<long long>(batch), threads, mode.c_str(),
-                static_cast<double>(reps * batch) / elapsed);
-    if (tm)
-      bench::print_peak_fraction(("resnet50 train batch=" + std::to_string(batch)).c_str(),
-                                 bench::graph_flops(tm->step_graph()),
-                                 static_cast<double>(reps) / elapsed, threads);
-    if (prof) print_op_profile(static_cast<double>(reps + 1));  // + the warm-up call
-    std::fflush(stdout);
-  }
-  return 0;
+    return 0;
+  });
 }

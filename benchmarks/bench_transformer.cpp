@@ -33,6 +33,7 @@
 
 #include "peak.hpp"
 #include "print_op_profile.hpp"
+#include "threads.hpp"
 
 namespace {
 
@@ -222,109 +223,110 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 0.9));
   app.add_flag("--profile", profile, "print the traced step's time per op kind and GEMM shape");
   CLI11_PARSE(app, argc, argv);
-  set_num_threads(threads);
-  const bool gpt2 = model_name == "gpt2";
+  return bench::with_threads(threads, [&] {
+    const bool gpt2 = model_name == "gpt2";
 
-  for (const auto& mode : modes) {
-    manual_seed(0);
-    std::shared_ptr<nn::Module> net;
-    std::function<Tensor()> eager_loss;  // forward and loss of one eager step
-    std::unique_ptr<runtime::TrainingModel> tm;
-    std::unique_ptr<optim::Optimizer> opt;
-    Tensors inputs, targets;
-    const Options opts = Options().useIpuModel(false).showCompilationProgressBar(false);
-    if (gpt2) {
-      models::GPT2LMHeadModel m(models::GPT2Config::small().dropout(dropout));
-      net = m.ptr();
-      opt = make_optimizer(optimizer_name, m->parameters());
-      auto [x, y] = models::shift_tokens(randint(0, m->config().vocab_size(), {batch, seq + 1}));
-      inputs = {x};
-      targets = {y};
-      eager_loss = [m, x = x, y = y]() mutable { return models::causal_lm_loss(m(x), y); };
-      if (mode == "graph")
-        tm = std::make_unique<runtime::TrainingModel>(net, opts, *opt, models::causal_lm_loss);
-    } else {
-      const auto cfg =
-          models::BertConfig::base().hidden_dropout_prob(dropout).attention_probs_dropout_prob(
-              dropout);
-      models::BertForPreTraining m(cfg);
-      net = m.ptr();
-      opt = make_optimizer(optimizer_name, m->parameters());
-      const int64_t masked = (seq * 15 + 99) / 100;  // the example's default: ceil(15 % of S)
-      const BertBatch d = bert_batch(batch, seq, masked, cfg.vocab_size());
-      inputs = {d.ids, d.types, d.mask, d.positions};
-      targets = {d.mlm_labels, d.nsp_labels};
-      eager_loss = [m, d]() mutable {
-        auto [mlm, nsp] = m->forward_masked(d.ids, d.types, d.mask, d.positions);
-        return bert_loss(mlm, nsp, d.mlm_labels, d.nsp_labels);
+    for (const auto& mode : modes) {
+      manual_seed(0);
+      std::shared_ptr<nn::Module> net;
+      std::function<Tensor()> eager_loss;  // forward and loss of one eager step
+      std::unique_ptr<runtime::TrainingModel> tm;
+      std::unique_ptr<optim::Optimizer> opt;
+      Tensors inputs, targets;
+      const Options opts = Options().useIpuModel(false).showCompilationProgressBar(false);
+      if (gpt2) {
+        models::GPT2LMHeadModel m(models::GPT2Config::small().dropout(dropout));
+        net = m.ptr();
+        opt = make_optimizer(optimizer_name, m->parameters());
+        auto [x, y] = models::shift_tokens(randint(0, m->config().vocab_size(), {batch, seq + 1}));
+        inputs = {x};
+        targets = {y};
+        eager_loss = [m, x = x, y = y]() mutable { return models::causal_lm_loss(m(x), y); };
+        if (mode == "graph")
+          tm = std::make_unique<runtime::TrainingModel>(net, opts, *opt, models::causal_lm_loss);
+      } else {
+        const auto cfg =
+            models::BertConfig::base().hidden_dropout_prob(dropout).attention_probs_dropout_prob(
+                dropout);
+        models::BertForPreTraining m(cfg);
+        net = m.ptr();
+        opt = make_optimizer(optimizer_name, m->parameters());
+        const int64_t masked = (seq * 15 + 99) / 100;  // the example's default: ceil(15 % of S)
+        const BertBatch d = bert_batch(batch, seq, masked, cfg.vocab_size());
+        inputs = {d.ids, d.types, d.mask, d.positions};
+        targets = {d.mlm_labels, d.nsp_labels};
+        eager_loss = [m, d]() mutable {
+          auto [mlm, nsp] = m->forward_masked(d.ids, d.types, d.mask, d.positions);
+          return bert_loss(mlm, nsp, d.mlm_labels, d.nsp_labels);
+        };
+        if (mode == "graph")
+          tm = std::make_unique<runtime::TrainingModel>(
+              net, opts, *opt,
+              [m](const Tensors& in) mutable {
+                auto [mlm, nsp] = m->forward_masked(in[0], in[1], in[2], in[3]);
+                return Tensors{mlm, nsp};
+              },
+              [](const Tensors& out, const Tensors& t) {
+                return bert_loss(out[0], out[1], t[0], t[1]);
+              });
+      }
+      // Eager steps add each phase's time here: forward + loss, backward, optimizer.
+      double phase[3] = {0, 0, 0};
+      std::function<void()> step = [&] {
+        auto t0 = Clock::now();
+        opt->zero_grad();
+        Tensor loss = eager_loss();
+        phase[0] += seconds_since(t0);
+        t0 = Clock::now();
+        loss.backward();
+        phase[1] += seconds_since(t0);
+        t0 = Clock::now();
+        opt->step();
+        phase[2] += seconds_since(t0);
       };
-      if (mode == "graph")
-        tm = std::make_unique<runtime::TrainingModel>(
-            net, opts, *opt,
-            [m](const Tensors& in) mutable {
-              auto [mlm, nsp] = m->forward_masked(in[0], in[1], in[2], in[3]);
-              return Tensors{mlm, nsp};
-            },
-            [](const Tensors& out, const Tensors& t) {
-              return bert_loss(out[0], out[1], t[0], t[1]);
-            });
-    }
-    // Eager steps add each phase's time here: forward + loss, backward, optimizer.
-    double phase[3] = {0, 0, 0};
-    std::function<void()> step = [&] {
-      auto t0 = Clock::now();
-      opt->zero_grad();
-      Tensor loss = eager_loss();
-      phase[0] += seconds_since(t0);
-      t0 = Clock::now();
-      loss.backward();
-      phase[1] += seconds_since(t0);
-      t0 = Clock::now();
-      opt->step();
-      phase[2] += seconds_since(t0);
-    };
-    if (tm) step = [&] { (*tm)(inputs, targets); };
+      if (tm) step = [&] { (*tm)(inputs, targets); };
 
-    const auto t_warm = Clock::now();
-    for (int64_t i = 0; i < warmup; ++i) step();
-    const double warm_s = seconds_since(t_warm);
-    const bool prof = profile && tm;
-    if (prof) {
-      cpu::reset_op_profile();
-      cpu::set_op_profiling(true);
-    }
-    std::fill(phase, phase + 3, 0.0);
-    std::vector<double> times;
-    for (int64_t i = 0; i < steps; ++i) {
-      const auto t0 = Clock::now();
-      step();
-      times.push_back(seconds_since(t0));
-    }
-    cpu::set_op_profiling(false);
-    const double med = median(times);
-    std::printf(
-        "ipuml %s train batch=%lld seq=%lld threads=%d mode=%s optimizer=%s params=%lld "
-        "warmup_s=%.1f step_ms=%.1f samples_per_s=%.3f tokens_per_s=%.1f\n",
-        model_name.c_str(), static_cast<long long>(batch), static_cast<long long>(seq), threads,
-        mode.c_str(), optimizer_name.c_str(), static_cast<long long>(count_parameters(*net)),
-        warm_s, 1e3 * med, static_cast<double>(batch) / med,
-        static_cast<double>(batch * seq) / med);
-    if (tm)
-      bench::print_peak_fraction(
-          (model_name + " train batch=" + std::to_string(batch) + " seq=" + std::to_string(seq))
-              .c_str(),
-          bench::graph_flops(tm->step_graph()), 1.0 / med, threads);
-    const double n = static_cast<double>(steps);
-    if (profile && !tm)
+      const auto t_warm = Clock::now();
+      for (int64_t i = 0; i < warmup; ++i) step();
+      const double warm_s = seconds_since(t_warm);
+      const bool prof = profile && tm;
+      if (prof) {
+        cpu::reset_op_profile();
+        cpu::set_op_profiling(true);
+      }
+      std::fill(phase, phase + 3, 0.0);
+      std::vector<double> times;
+      for (int64_t i = 0; i < steps; ++i) {
+        const auto t0 = Clock::now();
+        step();
+        times.push_back(seconds_since(t0));
+      }
+      cpu::set_op_profiling(false);
+      const double med = median(times);
       std::printf(
-          "  eager phases (ms per step, mean): forward+loss %.1f, backward %.1f, "
-          "optimizer %.1f\n",
-          1e3 * phase[0] / n, 1e3 * phase[1] / n, 1e3 * phase[2] / n);
-    if (prof) {
-      print_op_profile(n);
-      print_gemm_shapes(tm->step_graph());
+          "ipuml %s train batch=%lld seq=%lld threads=%d mode=%s optimizer=%s params=%lld "
+          "warmup_s=%.1f step_ms=%.1f samples_per_s=%.3f tokens_per_s=%.1f\n",
+          model_name.c_str(), static_cast<long long>(batch), static_cast<long long>(seq), threads,
+          mode.c_str(), optimizer_name.c_str(), static_cast<long long>(count_parameters(*net)),
+          warm_s, 1e3 * med, static_cast<double>(batch) / med,
+          static_cast<double>(batch * seq) / med);
+      if (tm)
+        bench::print_peak_fraction(
+            (model_name + " train batch=" + std::to_string(batch) + " seq=" + std::to_string(seq))
+                .c_str(),
+            bench::graph_flops(tm->step_graph()), 1.0 / med, threads);
+      const double n = static_cast<double>(steps);
+      if (profile && !tm)
+        std::printf(
+            "  eager phases (ms per step, mean): forward+loss %.1f, backward %.1f, "
+            "optimizer %.1f\n",
+            1e3 * phase[0] / n, 1e3 * phase[1] / n, 1e3 * phase[2] / n);
+      if (prof) {
+        print_op_profile(n);
+        print_gemm_shapes(tm->step_graph());
+      }
+      std::fflush(stdout);
     }
-    std::fflush(stdout);
-  }
-  return 0;
+    return 0;
+  });
 }
