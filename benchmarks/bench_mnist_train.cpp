@@ -55,14 +55,8 @@ int main(int argc, char** argv) {
         step = [&] { (*tm)(x, y); };
       }
       const bool prof = profile && mode == "graph";
-      if (prof) {
-        step();  // compile outside the profile
-        cpu::reset_op_profile();
-        cpu::set_op_profiling(true);
-      }
       int64_t reps = 0;
-      const double elapsed = time_repeated(step, seconds, reps);
-      cpu::set_op_profiling(false);
+      const double elapsed = time_profiled(step, seconds, reps, prof);
       std::printf("ipuml mnist_cnn train batch=%lld threads=%d mode=%s samples_per_s=%.1f\n",
                   static_cast<long long>(batch), threads, mode.c_str(),
                   static_cast<double>(reps * batch) / elapsed);

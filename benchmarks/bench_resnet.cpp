@@ -70,14 +70,8 @@ int main(int argc, char** argv) {
         step = [&] { (*im)(x); };
       }
       const bool prof = profile && mode == "graph";
-      if (prof) {
-        step();  // compile outside the profile
-        cpu::reset_op_profile();
-        cpu::set_op_profiling(true);
-      }
       int64_t reps = 0;
-      const double elapsed = time_repeated(step, seconds, reps);
-      cpu::set_op_profiling(false);
+      const double elapsed = time_profiled(step, seconds, reps, prof);
       std::printf("ipuml resnet50 %s batch=%lld threads=%d mode=%s samples_per_s=%.2f\n",
                   task.c_str(), static_cast<long long>(batch), threads, mode.c_str(),
                   static_cast<double>(reps * batch) / elapsed);

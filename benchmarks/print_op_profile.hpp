@@ -6,6 +6,8 @@
 
 #include <ipuml/backends/cpu/op_profile.hpp>
 
+#include "timing.hpp"
+
 // Ops taking at least 0.2 % of the executor's time, in ms per step, over `steps` steps; beside
 // each, the most of the ideal speed-up on one core per thread that its loops' pieces of work
 // allow, and the same for the whole step (run with --threads 16 for a 16-core node's partition).
@@ -29,4 +31,18 @@ inline void print_op_profile(double steps) {
                   static_cast<long long>(r.calls / steps), 100.0 * r.bound());
   std::printf("  %-40s %9.2f ms %20s %4.0f%%\n", "total", 1e3 * all.seconds / steps, "",
               100.0 * all.bound());
+}
+
+// time_repeated(step, seconds, reps), with the op profile on when `profile`: the first call
+// (which compiles the traced step) runs before it, outside the profile.
+template <typename Step>
+double time_profiled(Step&& step, double seconds, int64_t& reps, bool profile) {
+  if (profile) {
+    step();
+    ipuml::cpu::reset_op_profile();
+    ipuml::cpu::set_op_profiling(true);
+  }
+  const double elapsed = time_repeated(step, seconds, reps);
+  ipuml::cpu::set_op_profiling(false);
+  return elapsed;
 }
