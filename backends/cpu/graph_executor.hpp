@@ -17,11 +17,17 @@ struct MemoryPlan {
   std::vector<int64_t> offset;  // per value: byte offset in the arena, -1 if not in the arena
   size_t arena_bytes = 0;
   size_t naive_bytes = 0;  // what it would take without reuse (for reports)
+  // Per node: whether it is a Reshape whose output is a view of its input's bytes (see
+  // plan_memory's `views`); such a node runs no kernel. Empty when the plan made no views.
+  std::vector<bool> view;
 };
 // `fused` (from fuse_conv_batch_norm, or empty): a fused batch norm's output takes the block of
 // its convolution's output, which the fused op computes in place.
+// `views`: a Reshape of a computed value or of an input takes its input's bytes instead of a copy
+// (unless its output is an update's new value), and the block they share lives until the last
+// reader of either; nothing writes a value's block after its producer, so the view stays valid.
 MemoryPlan plan_memory(const ir::Graph& g, size_t alignment = 64,
-                       const std::vector<int64_t>& fused = {});
+                       const std::vector<int64_t>& fused = {}, bool views = false);
 
 // Per node of g: the BatchNormInference node that runs fused into it (a Conv), -1 for none, -2
 // for a batch norm fused into its convolution (no fusions under IPUML_CPU_FUSION=0).
@@ -35,7 +41,8 @@ ir::Graph sink_convs_to_batch_norms(ir::Graph g);
 
 // A Conv whose only reader is a BatchNormInference runs with it as one op when nothing in
 // between can see the difference (see fuse_conv_batch_norm): the same bits, one pass less over
-// the output. IPUML_CPU_FUSION=0 in the environment turns that off.
+// the output, and a Reshape is a view of its input's bytes (plan_memory's `views`).
+// IPUML_CPU_FUSION=0 in the environment turns both off.
 class GraphExecutor {
  public:
   explicit GraphExecutor(ir::Graph graph);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 #include <map>
+#include <numeric>
 
 #include <ipuml/backends/cpu/graph_executor.hpp>
 #include <ipuml/backends/cpu/op_profile.hpp>
@@ -118,10 +119,33 @@ IPUML_INLINE ir::Graph sink_convs_to_batch_norms(ir::Graph g) {
 }
 
 IPUML_INLINE MemoryPlan plan_memory(const ir::Graph& g, size_t alignment,
-                                    const std::vector<int64_t>& fused) {
+                                    const std::vector<int64_t>& fused, bool views) {
   MemoryPlan p;
   p.offset.assign(g.values.size(), -1);
-  const auto last = g.last_use();
+  auto last = g.last_use();
+  // root[v]: the value whose block v shares (v itself unless v is a view); a root's `last` is
+  // the last use of any value sharing its block.
+  std::vector<int64_t> root(g.values.size());
+  std::iota(root.begin(), root.end(), int64_t(0));
+  if (views && detail::fusion_enabled()) {
+    std::vector<bool> update_value(g.values.size(), false);
+    for (const auto& u : g.updates) update_value[u.value] = true;
+    p.view.assign(g.nodes.size(), false);
+    for (size_t n = 0; n < g.nodes.size(); ++n) {
+      const auto& node = g.nodes[n];
+      if (node.kind != ir::OpKind::Reshape || node.inputs.size() != 1 || node.outputs.size() != 1)
+        continue;
+      const int64_t x = node.inputs[0], y = node.outputs[0];
+      const auto kind = g.values[x].kind;
+      // A state's old bytes may be overwritten by its update before the view's readers run.
+      if ((kind != ir::ValueKind::Op && kind != ir::ValueKind::Input) || update_value[y] ||
+          g.values[x].meta.nbytes() != g.values[y].meta.nbytes())
+        continue;
+      p.view[n] = true;
+      root[y] = root[x];
+      last[root[y]] = std::max(last[root[y]], last[y]);
+    }
+  }
   std::map<size_t, size_t> free_blocks;  // offset -> size, coalesced
   size_t end = 0;
   auto round = [&](size_t n) {
@@ -179,17 +203,23 @@ IPUML_INLINE MemoryPlan plan_memory(const ir::Graph& g, size_t alignment,
       freed[x] = true;
     }
     for (auto v : g.nodes[n].outputs) {
+      if (root[v] != v) {
+        p.offset[v] = p.offset[root[v]];  // a view: the root's block (-1 for a graph input)
+        continue;
+      }
       if (p.offset[v] >= 0) continue;
       const size_t sz = round(g.values[v].meta.nbytes());
       p.offset[v] = static_cast<int64_t>(allocate(sz));
       p.naive_bytes += sz;
     }
-    // Outputs nobody reads die at once; inputs die after their last reader.
+    // Outputs nobody reads die at once; a block dies after the last reader of any value in it.
     for (auto v : g.nodes[n].outputs)
-      if (last[v] < 0) release_value(v);
-    for (auto v : g.nodes[n].inputs)
-      if (g.values[v].kind == ir::ValueKind::Op && last[v] == static_cast<int64_t>(n))
-        release_value(v);
+      if (root[v] == v && last[v] < 0) release_value(v);
+    for (auto v : g.nodes[n].inputs) {
+      const int64_t r = root[v];
+      if (g.values[r].kind == ir::ValueKind::Op && last[r] == static_cast<int64_t>(n))
+        release_value(r);
+    }
   }
   p.arena_bytes = end;
   return p;
@@ -198,7 +228,7 @@ IPUML_INLINE MemoryPlan plan_memory(const ir::Graph& g, size_t alignment,
 IPUML_INLINE GraphExecutor::GraphExecutor(ir::Graph graph)
     : graph_(sink_convs_to_batch_norms(std::move(graph))),
       fused_(fuse_conv_batch_norm(graph_)),
-      plan_(plan_memory(graph_, 64, fused_)) {
+      plan_(plan_memory(graph_, 64, fused_, /*views=*/true)) {
   arena_ = std::make_unique<Storage>(std::max<size_t>(plan_.arena_bytes, 64));
   ptr_.assign(graph_.values.size(), nullptr);
   for (size_t v = 0; v < graph_.values.size(); ++v)
@@ -281,6 +311,10 @@ IPUML_INLINE std::vector<Tensor> GraphExecutor::run(const std::vector<Tensor>& i
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
     if (fused_[n] == -2) continue;
     const auto& node = graph_.nodes[n];
+    if (!plan_.view.empty() && plan_.view[n]) {  // a Reshape: its input's bytes as they are
+      ptr_[node.outputs[0]] = ptr_[node.inputs[0]];
+      continue;
+    }
     bind_node(n);
     if (timed) ipuml::detail::take_loop_totals();  // the node's loops from here on
     const auto t0 =
