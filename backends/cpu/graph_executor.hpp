@@ -26,12 +26,24 @@ struct MemoryPlan {
 // `views`: a Reshape of a computed value or of an input takes its input's bytes instead of a copy
 // (unless its output is an update's new value), and the block they share lives until the last
 // reader of either; nothing writes a value's block after its producer, so the view stays valid.
+// `runs_at` (per node, or empty): the node each node runs inside, itself for most. A node run
+// inside another reads its inputs when that one runs and keeps no output of its own.
 MemoryPlan plan_memory(const ir::Graph& g, size_t alignment = 64,
-                       const std::vector<int64_t>& fused = {}, bool views = false);
+                       const std::vector<int64_t>& fused = {}, bool views = false,
+                       const std::vector<int64_t>& runs_at = {});
 
 // Per node of g: the BatchNormInference node that runs fused into it (a Conv), -1 for none, -2
 // for a batch norm fused into its convolution (no fusions under IPUML_CPU_FUSION=0).
 std::vector<int64_t> fuse_conv_batch_norm(const ir::Graph& g);
+
+// log_softmax's input gradient as autograd records it, dx = g - exp(y) * sum(g, last dim,
+// keepdim), runs as one op (run_log_softmax_backward) at the Sub when nothing else reads the
+// exponentials, the sums or their product.
+struct LogSoftmaxBackwardFusion {
+  std::vector<int64_t> exp_node;  // per node: for such a Sub, the Exp node (reading y); else -1
+  std::vector<int64_t> runs_at;   // per node: the Sub its Exp, Sum and Mul run inside; else itself
+};
+LogSoftmaxBackwardFusion fuse_log_softmax_backward(const ir::Graph& g);
 
 // g with each Conv whose batch norm waits for a residual computed after it (a downsampling
 // block's shortcut) moved to run right before that batch norm, where the pair can fuse. Only
@@ -41,8 +53,9 @@ ir::Graph sink_convs_to_batch_norms(ir::Graph g);
 
 // A Conv whose only reader is a BatchNormInference runs with it as one op when nothing in
 // between can see the difference (see fuse_conv_batch_norm): the same bits, one pass less over
-// the output, and a Reshape is a view of its input's bytes (plan_memory's `views`).
-// IPUML_CPU_FUSION=0 in the environment turns both off.
+// the output; a Reshape is a view of its input's bytes (plan_memory's `views`); log_softmax's
+// gradient makes one pass instead of four (fuse_log_softmax_backward). IPUML_CPU_FUSION=0 in the
+// environment turns all three off.
 class GraphExecutor {
  public:
   explicit GraphExecutor(ir::Graph graph);
@@ -58,6 +71,7 @@ class GraphExecutor {
  private:
   ir::Graph graph_;             // as given, with sink_convs_to_batch_norms' order
   std::vector<int64_t> fused_;  // fuse_conv_batch_norm(graph_)
+  LogSoftmaxBackwardFusion log_softmax_grads_;
   MemoryPlan plan_;
   std::unique_ptr<Storage> arena_;
   std::vector<void*> ptr_;  // per value, filled each run

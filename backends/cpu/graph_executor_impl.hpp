@@ -83,6 +83,54 @@ IPUML_INLINE std::vector<int64_t> fuse_conv_batch_norm(const ir::Graph& g) {
   return fused;
 }
 
+IPUML_INLINE LogSoftmaxBackwardFusion fuse_log_softmax_backward(const ir::Graph& g) {
+  using K = ir::OpKind;
+  LogSoftmaxBackwardFusion f;
+  f.exp_node.assign(g.nodes.size(), -1);
+  f.runs_at.resize(g.nodes.size());
+  std::iota(f.runs_at.begin(), f.runs_at.end(), int64_t(0));
+  if (!detail::fusion_enabled()) return f;
+  const detail::FusionCandidates c(g);
+  // A float32 value of the given shape that one node reads, and nothing after the step.
+  auto internal = [&](int64_t v, const Shape& shape) {
+    return c.readers[v] == 1 && !c.output[v] && !c.update[v] &&
+           g.values[v].meta.dtype == DType::Float32 && g.values[v].meta.shape == shape;
+  };
+  for (size_t d = 0; d < g.nodes.size(); ++d) {
+    const auto& sub = g.nodes[d];
+    if (sub.kind != K::Sub || sub.inputs.size() != 2 || sub.outputs.size() != 1) continue;
+    const int64_t gv = sub.inputs[0], mv = sub.inputs[1], m = c.def(mv);
+    const Shape& shape = g.values[gv].meta.shape;
+    if (shape.empty() || m < 0 || g.values[gv].meta.dtype != DType::Float32 ||
+        g.values[sub.outputs[0]].meta.shape != shape || !internal(mv, shape) ||
+        g.nodes[size_t(m)].kind != K::Mul || g.nodes[size_t(m)].inputs.size() != 2)
+      continue;
+    Shape row = shape;
+    row.back() = 1;
+    const auto& mul = g.nodes[size_t(m)];
+    for (size_t side = 0; side < 2; ++side) {
+      const int64_t ev = mul.inputs[side], sv = mul.inputs[1 - side];
+      const int64_t e = c.def(ev), s = c.def(sv);
+      if (e < 0 || s < 0 || !internal(ev, shape) || !internal(sv, row)) continue;
+      const auto& ex = g.nodes[size_t(e)];
+      const auto& sum = g.nodes[size_t(s)];
+      // y is read at the Sub, later than the Exp would: not a state, which an in-place update
+      // may overwrite in between.
+      if (ex.kind != K::Exp || ex.inputs.size() != 1 ||
+          g.values[ex.inputs[0]].kind == ir::ValueKind::State ||
+          g.values[ex.inputs[0]].meta.shape != shape ||
+          g.values[ex.inputs[0]].meta.dtype != DType::Float32 || sum.kind != K::Sum ||
+          sum.inputs.size() != 1 || sum.inputs[0] != gv || !sum.attrs.keepdim || sum.attrs.flag ||
+          sum.attrs.dims != std::vector<int64_t>{int64_t(shape.size()) - 1})
+        continue;
+      f.exp_node[d] = e;
+      f.runs_at[size_t(e)] = f.runs_at[size_t(s)] = f.runs_at[size_t(m)] = int64_t(d);
+      break;
+    }
+  }
+  return f;
+}
+
 IPUML_INLINE ir::Graph sink_convs_to_batch_norms(ir::Graph g) {
   if (!detail::fusion_enabled()) return g;
   const size_t count = g.nodes.size();
@@ -119,10 +167,19 @@ IPUML_INLINE ir::Graph sink_convs_to_batch_norms(ir::Graph g) {
 }
 
 IPUML_INLINE MemoryPlan plan_memory(const ir::Graph& g, size_t alignment,
-                                    const std::vector<int64_t>& fused, bool views) {
+                                    const std::vector<int64_t>& fused, bool views,
+                                    const std::vector<int64_t>& runs_at) {
   MemoryPlan p;
   p.offset.assign(g.values.size(), -1);
   auto last = g.last_use();
+  // reads_at[n]: the inputs read when node n runs (its own and those of the nodes run inside it).
+  auto at = [&](size_t n) { return runs_at.empty() ? int64_t(n) : runs_at[n]; };
+  std::vector<std::vector<int64_t>> reads_at(g.nodes.size());
+  for (size_t n = 0; n < g.nodes.size(); ++n)
+    for (auto v : g.nodes[n].inputs) {
+      reads_at[size_t(at(n))].push_back(v);
+      last[v] = std::max(last[v], at(n));
+    }
   // root[v]: the value whose block v shares (v itself unless v is a view); a root's `last` is
   // the last use of any value sharing its block.
   std::vector<int64_t> root(g.values.size());
@@ -202,6 +259,7 @@ IPUML_INLINE MemoryPlan plan_memory(const ir::Graph& g, size_t alignment,
       p.offset[y] = p.offset[x];
       freed[x] = true;
     }
+    if (at(n) != int64_t(n)) continue;  // runs inside a later node: keeps no output
     for (auto v : g.nodes[n].outputs) {
       if (root[v] != v) {
         p.offset[v] = p.offset[root[v]];  // a view: the root's block (-1 for a graph input)
@@ -215,7 +273,7 @@ IPUML_INLINE MemoryPlan plan_memory(const ir::Graph& g, size_t alignment,
     // Outputs nobody reads die at once; a block dies after the last reader of any value in it.
     for (auto v : g.nodes[n].outputs)
       if (root[v] == v && last[v] < 0) release_value(v);
-    for (auto v : g.nodes[n].inputs) {
+    for (auto v : reads_at[n]) {
       const int64_t r = root[v];
       if (g.values[r].kind == ir::ValueKind::Op && last[r] == static_cast<int64_t>(n))
         release_value(r);
@@ -228,7 +286,8 @@ IPUML_INLINE MemoryPlan plan_memory(const ir::Graph& g, size_t alignment,
 IPUML_INLINE GraphExecutor::GraphExecutor(ir::Graph graph)
     : graph_(sink_convs_to_batch_norms(std::move(graph))),
       fused_(fuse_conv_batch_norm(graph_)),
-      plan_(plan_memory(graph_, 64, fused_, /*views=*/true)) {
+      log_softmax_grads_(fuse_log_softmax_backward(graph_)),
+      plan_(plan_memory(graph_, 64, fused_, /*views=*/true, log_softmax_grads_.runs_at)) {
   arena_ = std::make_unique<Storage>(std::max<size_t>(plan_.arena_bytes, 64));
   ptr_.assign(graph_.values.size(), nullptr);
   for (size_t v = 0; v < graph_.values.size(); ++v)
@@ -309,7 +368,7 @@ IPUML_INLINE std::vector<Tensor> GraphExecutor::run(const std::vector<Tensor>& i
     for (size_t i = 0; i < node.outputs.size(); ++i) out_bufs_[n][i].data = ptr_[node.outputs[i]];
   };
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
-    if (fused_[n] == -2) continue;
+    if (fused_[n] == -2 || log_softmax_grads_.runs_at[n] != int64_t(n)) continue;
     const auto& node = graph_.nodes[n];
     if (!plan_.view.empty() && plan_.view[n]) {  // a Reshape: its input's bytes as they are
       ptr_[node.outputs[0]] = ptr_[node.inputs[0]];
@@ -323,12 +382,20 @@ IPUML_INLINE std::vector<Tensor> GraphExecutor::run(const std::vector<Tensor>& i
       bind_node(size_t(m));
       run_conv_batch_norm(node.attrs, in_bufs_[n], graph_.nodes[m].attrs, in_bufs_[m],
                           out_bufs_[m][0]);
+    } else if (const int64_t e = log_softmax_grads_.exp_node[n]; e >= 0) {
+      const int64_t y = graph_.nodes[size_t(e)].inputs[0];
+      run_log_softmax_backward({ptr_[y], graph_.values[y].meta}, in_bufs_[n][0], out_bufs_[n][0]);
     } else {
       run_kernel(node.kind, node.attrs, in_bufs_[n], out_bufs_[n], ctx);
     }
-    if (timed)
-      record_op_time(node.kind, node.attrs,
-                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (timed) {
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (log_softmax_grads_.exp_node[n] >= 0)
+        record_op_time("LogSoftmaxBackward (Sum Exp Mul Sub)", seconds);
+      else
+        record_op_time(node.kind, node.attrs, seconds);
+    }
   }
 
   std::vector<Tensor> outputs;

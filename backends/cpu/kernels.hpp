@@ -42,6 +42,12 @@ void run_conv_batch_norm(const ir::Attrs& conv, const std::vector<ConstBuffer>& 
                          const ir::Attrs& bn, const std::vector<ConstBuffer>& bn_in,
                          const MutableBuffer& out);
 
+// dx = g - exp(y) * sum(g, last dim): the gradient g of log_softmax's output y (over its last
+// dim) taken back to its input, as one op; the CPU graph executor runs autograd's Sum, Exp, Mul
+// and Sub this way. The same bits as those four ops. Float32, all three of y's shape, dx apart
+// from y and g.
+void run_log_softmax_backward(const ConstBuffer& y, const ConstBuffer& g, const MutableBuffer& dx);
+
 // Whether this backend implements `kind` (the CPU backend implements the whole catalogue).
 inline bool supports(ir::OpKind) { return true; }
 

@@ -333,6 +333,26 @@ IPUML_INLINE void run_kernel(ir::OpKind kind, const ir::Attrs& attrs,
   fail("run_kernel: unknown op ", static_cast<int>(kind));
 }
 
+IPUML_INLINE void run_log_softmax_backward(const ConstBuffer& y, const ConstBuffer& g,
+                                           const MutableBuffer& dx) {
+  using namespace kdetail;
+  ipuml::detail::apply_denormal_mode();
+  const Shape& s = y.meta.shape;
+  IPUML_CHECK(!s.empty() && g.meta.shape == s && dx.meta.shape == s, "log_softmax_backward: ",
+              "the output, its gradient and the input gradient must have one shape, got ",
+              shape_str(s), ", ", shape_str(g.meta.shape), " and ", shape_str(dx.meta.shape));
+  IPUML_CHECK(y.meta.dtype == DType::Float32 && g.meta.dtype == DType::Float32 &&
+                  dx.meta.dtype == DType::Float32,
+              "log_softmax_backward: expected float32 tensors");
+  IPUML_CHECK(!overlaps(y.data, y.meta.nbytes(), dx.data, dx.meta.nbytes()) &&
+                  !overlaps(g.data, g.meta.nbytes(), dx.data, dx.meta.nbytes()),
+              "log_softmax_backward: the input gradient must not overlap its inputs");
+  const int64_t cols = s.back();
+  if (cols == 0 || y.meta.numel() == 0) return;
+  log_softmax_backward_rows(in_ptr<float>(y), in_ptr<float>(g), out_ptr<float>(dx),
+                            y.meta.numel() / cols, cols);
+}
+
 IPUML_INLINE void run_conv_batch_norm(const ir::Attrs& conv,
                                       const std::vector<ConstBuffer>& conv_in, const ir::Attrs& bn,
                                       const std::vector<ConstBuffer>& bn_in,

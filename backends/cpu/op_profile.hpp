@@ -38,6 +38,8 @@ std::vector<OpProfileRow> op_profile();
 // Adds one node's time and the loops it ran since the node began (called by the executor while
 // profiling is on; it calls detail::take_loop_totals() as the node begins).
 void record_op_time(ir::OpKind kind, const ir::Attrs& attrs, double seconds);
+// The same under a row name of the caller's (ops the executor runs fused).
+void record_op_time(const std::string& name, double seconds);
 
 }  // namespace ipuml::cpu
 

@@ -51,6 +51,9 @@ IPUML_INLINE void record_op_time(ir::OpKind kind, const ir::Attrs& attrs, double
       attrs.kernel.size() == 2 && attrs.stride.size() == 2)
     name += " k=" + std::to_string(attrs.kernel[0]) + "x" + std::to_string(attrs.kernel[1]) +
             " s=" + std::to_string(attrs.stride[0]);
+  record_op_time(name, seconds);
+}
+IPUML_INLINE void record_op_time(const std::string& name, double seconds) {
   const ipuml::detail::LoopTotals loops = ipuml::detail::take_loop_totals();
   const double serial = std::max(0.0, seconds - loops.seconds);
   auto& s = detail::op_profile_state();

@@ -153,3 +153,96 @@ TEST_CASE("a reshape that is a state's new value is copied into the state", "[gr
   for (int run = 0; run < 2; ++run) exec.run({arange(0, 6).reshape({3, 2})}, trace.states);
   CHECK(w.to_vector<float>() == std::vector<float>{1.5f, 3.5f, 5.5f, 7.5f, 9.5f, 11.5f});
 }
+
+namespace {
+
+// A traced linear layer + cross entropy step's input gradient and weight gradient, run by an
+// executor made with fusions on or off.
+struct CrossEntropyStep {
+  ir::Trace trace;
+  CrossEntropyStep(int64_t rows, int64_t classes, bool export_exp) {
+    Generator gen(11);
+    w = mul(randn({classes, 8}, &gen), 0.5).requires_grad_();
+    ir::Tracer tracer;
+    Tensor x = tracer.input(ir::TensorMeta{{rows, 8}, kFloat32}, "x");
+    Tensor t = tracer.input(ir::TensorMeta{{rows}, kInt64}, "t");
+    Tensor logits = matmul(x, w.t());
+    Tensor loss = cross_entropy(logits, t);
+    loss.backward();
+    std::vector<Tensor> outs{loss, w.grad()};
+    if (export_exp) outs.push_back(exp(log_softmax(logits, 1)));  // a second, unrelated Exp
+    trace = tracer.finish(outs);
+  }
+  Tensor w;
+};
+
+std::vector<Tensor> run_with_fusion(const ir::Trace& trace, bool on,
+                                    const std::vector<Tensor>& in) {
+  const char* old = std::getenv("IPUML_CPU_FUSION");
+  const std::string saved = old ? old : "";
+  ::setenv("IPUML_CPU_FUSION", on ? "1" : "0", 1);
+  cpu::GraphExecutor exec(trace.graph);
+  if (old)
+    ::setenv("IPUML_CPU_FUSION", saved.c_str(), 1);
+  else
+    ::unsetenv("IPUML_CPU_FUSION");
+  return exec.run(in, trace.states);
+}
+
+}  // namespace
+
+TEST_CASE("the CPU executor runs log_softmax's gradient as one op with the same bits", "[graph]") {
+  // 50257 classes: rows longer than the sums' block of 32768 (a language model's head).
+  for (int64_t classes : {int64_t(37), int64_t(50257)}) {
+    CAPTURE(classes);
+    CrossEntropyStep step(6, classes, false);
+    const auto& g = step.trace.graph;
+    const auto f = cpu::fuse_log_softmax_backward(g);
+    int fused = 0, inside = 0;
+    for (size_t n = 0; n < g.nodes.size(); ++n) {
+      fused += f.exp_node[n] >= 0;
+      inside += f.runs_at[n] != int64_t(n);
+    }
+    CHECK(fused == 1);
+    CHECK(inside == 3);  // the Exp, the Sum and the Mul
+    const auto plan = cpu::plan_memory(g, 64, {}, false, f.runs_at);
+    for (size_t n = 0; n < g.nodes.size(); ++n)
+      if (f.runs_at[n] != int64_t(n)) CHECK(plan.offset[g.nodes[n].outputs[0]] == -1);
+
+    Generator gen(4);
+    Tensor x = randn({6, 8}, &gen);
+    Tensor t = randint(0, classes, {6}, &gen);
+    const auto a = run_with_fusion(step.trace, true, {x, t});
+    const auto b = run_with_fusion(step.trace, false, {x, t});
+    CHECK(a[0].item<float>() == b[0].item<float>());
+    CHECK(a[1].to_vector<float>() == b[1].to_vector<float>());
+    // Against eager autograd (its own op order; not necessarily the same bits).
+    Tensor w = step.w.detach().clone().requires_grad_();
+    cross_entropy(matmul(x, w.t()), t).backward();
+    const auto want = w.grad().to_vector<float>(), got = a[1].to_vector<float>();
+    for (size_t i = 0; i < want.size(); ++i) REQUIRE(got[i] == Approx(want[i]).margin(1e-6));
+  }
+}
+
+TEST_CASE("log_softmax's gradient stays four ops when its parts are read elsewhere", "[graph]") {
+  Generator gen(9);
+  const Tensor y = log_softmax(randn({3, 5}, &gen), 1), g = randn({3, 5}, &gen);
+  for (int exported = 0; exported < 3; ++exported) {
+    CAPTURE(exported);
+    ir::Tracer tracer;
+    Tensor yi = tracer.input(y, "y"), gi = tracer.input(g, "g");
+    Tensor e = exp(yi), s = sum(gi, {1}, true);
+    Tensor dx = sub(gi, mul(e, s));
+    std::vector<Tensor> outs{dx};
+    if (exported == 1) outs.push_back(e);  // the exponentials are a result too
+    if (exported == 2) outs.push_back(s);  // so are the sums
+    auto trace = tracer.finish(outs);
+    const auto f = cpu::fuse_log_softmax_backward(trace.graph);
+    int fused = 0;
+    for (auto v : f.exp_node) fused += v >= 0;
+    CHECK(fused == (exported == 0 ? 1 : 0));
+    const auto a = run_with_fusion(trace, true, {y, g});
+    const auto b = run_with_fusion(trace, false, {y, g});
+    for (size_t i = 0; i < a.size(); ++i) CHECK(a[i].to_vector<float>() == b[i].to_vector<float>());
+  }
+}
