@@ -4,6 +4,7 @@
 
 #include <ipuml/backends/cpu/conv.hpp>
 #include <ipuml/backends/cpu/conv_direct.hpp>
+#include <ipuml/backends/cpu/conv_small_k.hpp>
 #include <ipuml/backends/cpu/conv_space_to_depth.hpp>
 #include <ipuml/backends/cpu/conv_winograd.hpp>
 #include <ipuml/backends/cpu/conv_winograd_wgrad.hpp>
@@ -946,6 +947,25 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
         flat ? detail::WideGeom{cig, 1, P, 0, 0, 1, 1, 1, 1}
              : detail::WideGeom{cig, p.h, p.w, p.pad_h, p.pad_w, p.kh, p.kw, p.dil_h, p.dil_w};
     const std::vector<int64_t> taps = wg.taps();
+    if (!flat && detail::small_k_forward(K)) {
+      // A few taps (MNIST conv1) on AVX2: each pixel vector's taps stay in registers
+      // (conv_small_k.hpp). Few images split their rows too.
+      const auto rows = detail::small_k_rows(K);
+      const int64_t bands = inner ? std::min(oh, detail::ceil_div(int64_t(2) * threads, tasks)) : 1;
+      detail::for_each_index(threads > 1 && tasks * bands > 1, tasks * bands, [&](int64_t i) {
+        const int64_t t = i / bands, band = i % bands, img = t / G, g = t % G;
+        std::optional<detail::ScratchLease> lease;
+        const float* xp = detail::padded_image(wg, x + (img * p.c_in + g * cig) * p.h * p.w, lease);
+        float* yg = y + (img * p.c_out + g * cog) * P;
+        const int64_t oy0 = band * oh / bands, oy1 = (band + 1) * oh / bands;
+        rows(cog, taps.data(), w + g * cog * K, bias != nullptr ? bias + g * cog : nullptr, xp, oh,
+             ow, wg.wp(), oy0, oy1, yg);
+        const ChannelAffineAt at{epilogue, img * p.c_out + g * cog};
+        if (at)
+          for (int64_t o = 0; o < cog; ++o) at.apply(yg, o, oy0 * ow, oy1 * ow);
+      });
+      return;
+    }
     if (flat || detail::use_pixel_kernels(K, p.kh * p.kw)) {
       const detail::PixelPanels panels(cog, K, w, G, tasks, threads);
       detail::for_each_index(outer, tasks, [&](int64_t t) {

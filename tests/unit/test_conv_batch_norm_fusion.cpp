@@ -86,6 +86,9 @@ const Case kCases[] = {
     {"strided 1x1 on the gathered pixels", 1, 24, 10, 10, 32, 1, 2, 0, 1, false, true, false},
     {"strided grouped im2col GEMM", 2, 8, 9, 9, 8, 3, 2, 1, 2, true, true, true},
     {"grouped stride 1", 1, 8, 8, 8, 12, 3, 1, 1, 2, false, true, true},
+    {"few taps in registers (AVX2)", 2, 1, 12, 13, 8, 3, 1, 1, 1, true, true, true},
+    {"few taps on rows narrower than a vector (AVX2)", 1, 1, 6, 6, 5, 3, 1, 0, 1, false, false,
+     true},
 };
 
 struct Net {
@@ -117,6 +120,7 @@ TEST_CASE("conv + batch norm inference fuse in the CPU graph with eager's bits o
           "[conv][batchnorm][fusion][determinism]") {
   RestoreThreadsAndIsa restore;
   std::vector<cpu::Isa> isas{cpu::Isa::generic};
+  if (cpu::detected_isa() == cpu::Isa::avx512) isas.push_back(cpu::Isa::avx2);
   if (cpu::detected_isa() != cpu::Isa::generic) isas.push_back(cpu::detected_isa());
   for (const auto& cs : kCases) {
     Generator g(17);

@@ -87,6 +87,13 @@ std::vector<Conv2dParams> shapes() {
   v.push_back(make(1, 3, 6, 7, 4, 3, 3, 1, 3));   // ... padding past the kernel extent
   v.push_back(make(2, 5, 6, 5, 3, 1, 1, 1, 1));   // ... a padded 1x1
   v.push_back(make(1, 2, 3, 40, 3, 3, 3, 1, 1));  // ... rows wider than a panel
+  // A reduction of at most 12 taps (AVX2: the taps in registers): MNIST's conv1, rows narrower
+  // than a vector, dilation, a 1-D convolution and a padded one.
+  v.push_back(make(2, 1, 28, 28, 32, 3, 3));
+  v.push_back(make(3, 1, 6, 7, 5, 3, 3));
+  v.push_back(make(1, 1, 12, 13, 4, 3, 3, 1, 2, 2));
+  v.push_back(make(2, 3, 1, 50, 6, 1, 4));
+  v.push_back(make(1, 1, 9, 10, 7, 3, 3, 1, 1));
   // Deep enough for the direct pixel kernels (AVX-512): a partial channel panel and rows split
   // into several tiles, groups, and a 1x1.
   v.push_back(make(2, 35, 9, 30, 37, 3, 3, 1, 1));
@@ -251,7 +258,9 @@ TEST_CASE("conv2d gives the same bits with 1 and 2 threads", "[conv]") {
         // Winograd weight gradients summed in 3 groups of tile blocks (one after another, each
         // split over threads) and in 4 (a thread per group).
         make(1, 48, 40, 40, 48, 3, 3, 1, 1), make(2, 48, 32, 34, 48, 3, 3, 1, 1),
-        make(2, 3, 40, 38, 16, 7, 7, 2, 3)}) {
+        make(2, 3, 40, 38, 16, 7, 7, 2, 3),
+        // A few taps on AVX2: one image's rows split in bands on 2 threads, and three images.
+        make(1, 1, 28, 28, 32, 3, 3), make(3, 1, 28, 28, 32, 3, 3, 1, 1)}) {
     INFO(describe(p));
     auto x = random_floats(x_size(p), rng), w = random_floats(w_size(p), rng);
     auto bias = random_floats(size_t(p.c_out), rng), dy = random_floats(y_size(p), rng);
