@@ -1,6 +1,7 @@
 // max_pool2d and its backward through cpu::run_kernel against straightforward loops written here,
 // bit for bit, on every ISA path: geometries (kernel, stride, padding, narrow and wide rows), ties,
-// NaNs, -inf and -0, thread-count independence, and bad indices in the backward.
+// NaNs, -inf and -0, thread-count independence, and bad indices in the backward; the dedicated
+// 2x2 stride-2 paths (forward, and the backward that writes dx once) at their edges.
 #include <catch2/catch.hpp>
 
 #include <ipuml/backends/cpu/kernels.hpp>
@@ -267,6 +268,9 @@ TEST_CASE("max_pool2d gives the same bits with 1 and 2 threads", "[pool]") {
 
 TEST_CASE("max_pool2d backward rejects out-of-range indices without writing out of bounds",
           "[pool]") {
+  IsaGuard guard;
+  const cpu::Isa isa = GENERATE(from_range(supported_isas()));
+  cpu::set_gemm_isa(isa);
   const Geom g{2, 3, 4, 6, 2, 2, 2, 2, 0, 0};
   const int64_t hw = g.h * g.w, ohw = g.oh() * g.ow(), planes = g.n * g.c;
   const Shape ys{g.n, g.c, g.oh(), g.ow()};
@@ -274,9 +278,12 @@ TEST_CASE("max_pool2d backward rejects out-of-range indices without writing out 
   a.shape = {g.n, g.c, g.h, g.w};
   const std::vector<float> dy(static_cast<size_t>(planes * ohw), 1.0f);
   for (int64_t bad : {hw, hw + 1000, int64_t{-1}, std::numeric_limits<int64_t>::min()}) {
-    INFO("bad index " << bad);
-    std::vector<int64_t> ix(static_cast<size_t>(planes * ohw), 0);
-    ix[static_cast<size_t>(3 * ohw + 2)] = bad;  // one index of plane 3
+    INFO(cpu::gemm_isa_name() << " bad index " << bad);
+    // Each index the top left of its 2x2 block (the block path's case) but one of plane 3.
+    std::vector<int64_t> ix(static_cast<size_t>(planes * ohw));
+    for (int64_t o = 0; o < planes * ohw; ++o)
+      ix[static_cast<size_t>(o)] = 2 * (o % ohw / g.ow()) * g.w + 2 * (o % g.ow());
+    ix[static_cast<size_t>(3 * ohw + 2)] = bad;
     // The output sits between guard values that must survive.
     const size_t guard = 4096;
     std::vector<float> buf(static_cast<size_t>(planes * hw) + 2 * guard, 777.0f);
@@ -296,5 +303,72 @@ TEST_CASE("max_pool2d backward rejects out-of-range indices without writing out 
       REQUIRE(buf[i] == 777.0f);
       REQUIRE(buf[buf.size() - 1 - i] == 777.0f);
     }
+  }
+}
+
+// The 2x2 stride-2 paths: rows of outputs one or two to a vector, masked row ends, odd leftover
+// rows and columns, planes of one output, the MNIST CNN's shapes; special values everywhere.
+TEST_CASE("max_pool2d 2x2 stride 2 matches the reference bit for bit on every ISA", "[pool]") {
+  IsaGuard guard;
+  const cpu::Isa isa = GENERATE(from_range(supported_isas()));
+  cpu::set_gemm_isa(isa);
+  std::mt19937 rng(23);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  std::vector<Geom> geoms;
+  for (int64_t h : {2, 3, 4, 5, 11, 26})
+    for (int64_t w : {2, 3, 4, 5, 8, 9, 10, 11, 15, 16, 17, 18, 26, 33, 34, 35, 64, 70})
+      geoms.push_back({2, 3, h, w, 2, 2, 2, 2, 0, 0});
+  geoms.push_back({4, 32, 26, 26, 2, 2, 2, 2, 0, 0});
+  geoms.push_back({4, 64, 11, 11, 2, 2, 2, 2, 0, 0});
+  for (const Geom& g : geoms) {
+    INFO(cpu::gemm_isa_name() << " " << g.str());
+    const auto x = pool_input(g, rng);
+    std::vector<float> y, y_ref;
+    std::vector<int64_t> ix, ix_ref;
+    run_forward(g, x, y, ix);
+    reference_forward(g, x, y_ref, ix_ref);
+    REQUIRE(same_bits(y, y_ref));
+    REQUIRE(ix == ix_ref);
+    // dy with -0 and NaN too: the backward writes 0 + dy, as the scatter-add does.
+    std::vector<float> dy(y.size());
+    for (auto& v : dy) {
+      const unsigned r = rng() % 16;
+      v = r == 0 ? -0.0f : r == 1 ? kNanB : unit(rng);
+    }
+    REQUIRE(same_bits(run_backward(g, dy, ix), reference_backward(g, dy, ix)));
+  }
+}
+
+// Indices that the 2x2 stride-2 shapes allow but that are not in their own 2x2 block (from another
+// pooling, or a repeat of one element) take the general scatter-add: overlapping terms add.
+TEST_CASE("max_pool2d backward adds indices outside their 2x2 block on every ISA", "[pool]") {
+  IsaGuard guard;
+  const cpu::Isa isa = GENERATE(from_range(supported_isas()));
+  cpu::set_gemm_isa(isa);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  for (const Geom& g : {Geom{2, 3, 11, 11, 2, 2, 2, 2, 0, 0}, Geom{2, 3, 26, 26, 2, 2, 2, 2, 0, 0},
+                        Geom{1, 2, 7, 37, 2, 2, 2, 2, 0, 0}}) {
+    INFO(cpu::gemm_isa_name() << " " << g.str());
+    const int64_t hw = g.h * g.w, ohw = g.oh() * g.ow(), planes = g.n * g.c;
+    std::vector<int64_t> ix(static_cast<size_t>(planes * ohw));
+    for (int64_t pl = 0; pl < planes; ++pl)
+      for (int64_t i = 0; i < g.oh(); ++i)
+        for (int64_t j = 0; j < g.ow(); ++j)
+          ix[static_cast<size_t>((pl * g.oh() + i) * g.ow() + j)] =
+              (2 * i + rng() % 2) * g.w + 2 * j + rng() % 2;
+    // Plane 0 keeps its blocks; in each other plane one index leaves its block: to the next
+    // block, to the last element of the plane (a column or row no window covers when w or h is
+    // odd), or onto its neighbour's element.
+    for (int64_t pl = 1; pl < planes; ++pl) {
+      const size_t o = static_cast<size_t>(pl * ohw + static_cast<int64_t>(rng() % ohw));
+      const int64_t kind = pl % 3;
+      ix[o] = kind == 0   ? (ix[o] + 2) % hw
+              : kind == 1 ? hw - 1
+                          : ix[o == static_cast<size_t>(pl * ohw) ? o + 1 : o - 1];
+    }
+    std::vector<float> dy(static_cast<size_t>(planes * ohw));
+    for (auto& v : dy) v = unit(rng);
+    CHECK(same_bits(run_backward(g, dy, ix), reference_backward(g, dy, ix)));
   }
 }
