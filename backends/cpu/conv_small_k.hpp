@@ -56,7 +56,8 @@ __attribute__((target("avx2,fma"))) void small_k_rows_avx2(int64_t m, const int6
       __m256 xv[K];
 #pragma GCC unroll 12
       for (int t = 0; t < K; ++t)
-        xv[t] = narrow ? _mm256_maskload_ps(row + taps[t], mask) : _mm256_loadu_ps(row + taps[t] + x0);
+        xv[t] =
+            narrow ? _mm256_maskload_ps(row + taps[t], mask) : _mm256_loadu_ps(row + taps[t] + x0);
       float* yo = y + oy * ow + x0;
       for (int64_t o = 0; o < m; ++o, yo += plane) {
         const float* wo = w + o * K;
