@@ -838,6 +838,32 @@ inline void wide_wgrad_chunk(const GemmConfig& cfg, const WideGeom& g, const int
            PackWideXB{xs, img_stride, &g, taps}, 0.0f, dw, g.k(), inner);
 }
 
+// The forward of a stride-1 convolution with a few taps (MNIST conv1) on AVX2, each pixel
+// vector's taps in registers (conv_small_k.hpp); whole images per task, and with few images
+// bands of their rows too.
+inline void small_k_conv(const Conv2dParams& p, const WideGeom& wg, const int64_t* taps,
+                         const float* x, const float* w, const float* bias, float* y,
+                         const ChannelAffine* epilogue) {
+  const int64_t G = p.groups, cig = p.c_in / G, cog = p.c_out / G, K = wg.k();
+  const int64_t oh = wg.oh(), ow = wg.ow(), P = oh * ow, tasks = p.n * G;
+  const int threads = available_threads();
+  const auto rows = small_k_rows(K);
+  const int64_t bands =
+      tasks < 2 * threads ? std::min(oh, ceil_div(int64_t(2) * threads, tasks)) : 1;
+  for_each_index(threads > 1 && tasks * bands > 1, tasks * bands, [&](int64_t i) {
+    const int64_t t = i / bands, band = i % bands, img = t / G, g = t % G;
+    std::optional<ScratchLease> lease;
+    const float* xp = padded_image(wg, x + (img * p.c_in + g * cig) * p.h * p.w, lease);
+    float* yg = y + (img * p.c_out + g * cog) * P;
+    const int64_t oy0 = band * oh / bands, oy1 = (band + 1) * oh / bands;
+    rows(cog, taps, w + g * cog * K, bias != nullptr ? bias + g * cog : nullptr, xp, oh, ow,
+         wg.wp(), oy0, oy1, yg);
+    const ChannelAffineAt at{epilogue, img * p.c_out + g * cog};
+    if (at)
+      for (int64_t o = 0; o < cog; ++o) at.apply(yg, o, oy0 * ow, oy1 * ow);
+  });
+}
+
 // The 16 transformed weight operands of a Winograd convolution (conv_winograd.hpp) with m
 // output and c input channels, kernel(o, ch, g) filling the 3x3 kernel of each pair; `buf` holds
 // winograd_weights_size(cfg, m, c) floats.
@@ -953,25 +979,8 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
         flat ? detail::WideGeom{cig, 1, P, 0, 0, 1, 1, 1, 1}
              : detail::WideGeom{cig, p.h, p.w, p.pad_h, p.pad_w, p.kh, p.kw, p.dil_h, p.dil_w};
     const std::vector<int64_t> taps = wg.taps();
-    if (!flat && detail::small_k_forward(K)) {
-      // A few taps (MNIST conv1) on AVX2: each pixel vector's taps stay in registers
-      // (conv_small_k.hpp). Few images split their rows too.
-      const auto rows = detail::small_k_rows(K);
-      const int64_t bands = inner ? std::min(oh, detail::ceil_div(int64_t(2) * threads, tasks)) : 1;
-      detail::for_each_index(threads > 1 && tasks * bands > 1, tasks * bands, [&](int64_t i) {
-        const int64_t t = i / bands, band = i % bands, img = t / G, g = t % G;
-        std::optional<detail::ScratchLease> lease;
-        const float* xp = detail::padded_image(wg, x + (img * p.c_in + g * cig) * p.h * p.w, lease);
-        float* yg = y + (img * p.c_out + g * cog) * P;
-        const int64_t oy0 = band * oh / bands, oy1 = (band + 1) * oh / bands;
-        rows(cog, taps.data(), w + g * cog * K, bias != nullptr ? bias + g * cog : nullptr, xp, oh,
-             ow, wg.wp(), oy0, oy1, yg);
-        const ChannelAffineAt at{epilogue, img * p.c_out + g * cog};
-        if (at)
-          for (int64_t o = 0; o < cog; ++o) at.apply(yg, o, oy0 * ow, oy1 * ow);
-      });
-      return;
-    }
+    if (!flat && detail::small_k_forward(K))
+      return detail::small_k_conv(p, wg, taps.data(), x, w, bias, y, epilogue);
     if (flat || detail::use_pixel_kernels(K, p.kh * p.kw)) {
       const detail::PixelPanels panels(cog, K, w, G, tasks, threads);
       detail::for_each_index(outer, tasks, [&](int64_t t) {

@@ -446,10 +446,19 @@ inline void k_arg(ir::OpKind k, const ir::Attrs& a, const ConstBuffer& in,
 inline float row_sum_f32(const float* p, int64_t n) {
   if (n <= kReduceBlock) return pairwise_sum(p, n);
   const int64_t nb = (n + kReduceBlock - 1) / kReduceBlock;
-  std::vector<double> part(static_cast<size_t>(nb));
-  for (int64_t b = 0; b < nb; ++b)
-    part[static_cast<size_t>(b)] = static_cast<double>(
+  auto block = [&](int64_t b) {
+    return static_cast<double>(
         pairwise_sum(p + b * kReduceBlock, std::min(kReduceBlock, n - b * kReduceBlock)));
+  };
+  // pairwise_sum_d adds up to 8 partials in order: rows up to 262144 floats (a language model's
+  // vocabulary) need no buffer, and no allocation per row.
+  if (nb <= 8) {
+    double s = 0.0;
+    for (int64_t b = 0; b < nb; ++b) s += block(b);
+    return static_cast<float>(s);
+  }
+  std::vector<double> part(static_cast<size_t>(nb));
+  for (int64_t b = 0; b < nb; ++b) part[static_cast<size_t>(b)] = block(b);
   return static_cast<float>(pairwise_sum_d(part.data(), nb));
 }
 
