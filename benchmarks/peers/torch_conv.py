@@ -8,6 +8,8 @@ import time
 import torch
 import torch.nn.functional as F
 
+from peer_threads import set_threads
+
 LAYERS = [  # name, n, c_in, h, w, c_out, k, stride, pad, one_d (same as conv_layers.hpp)
     ("mnist_conv1", 64, 1, 28, 28, 32, 3, 1, 0, False),
     ("mnist_conv2", 64, 32, 13, 13, 64, 3, 1, 0, False),
@@ -25,7 +27,7 @@ def main():
     p.add_argument("--seconds", type=float, default=1.0)
     a = p.parse_args()
     for t in a.threads:
-        torch.set_num_threads(t)
+        set_threads(t)
         for name, n, ci, h, w, co, k, s, pad, one_d in LAYERS:
             if one_d:
                 x = torch.randn(n, ci, w, requires_grad=True)

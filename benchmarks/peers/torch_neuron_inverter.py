@@ -10,6 +10,8 @@ import time
 import torch
 import torch.nn as nn
 
+from peer_threads import set_threads
+
 
 class NeuronInverter(nn.Module):
     def __init__(self):
@@ -39,7 +41,7 @@ def main():
     p.add_argument("--seconds", type=float, default=3.0)
     a = p.parse_args()
     for t in a.threads:
-        torch.set_num_threads(t)
+        set_threads(t)
         torch.manual_seed(0)
         net = NeuronInverter()
         assert sum(q.numel() for q in net.parameters()) == 2980203

@@ -12,6 +12,8 @@ import time
 import torch
 import torch.nn as nn
 
+from peer_threads import set_threads
+
 
 class Bottleneck(nn.Module):
     expansion = 4
@@ -80,7 +82,7 @@ def main():
     a = p.parse_args()
     for b in a.batch:
         for t in a.threads:
-            torch.set_num_threads(t)
+            set_threads(t)
             torch.manual_seed(0)
             net = ResNet50()
             assert sum(q.numel() for q in net.parameters()) == 25557032

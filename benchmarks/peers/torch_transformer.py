@@ -25,7 +25,6 @@ Usage: /usr/bin/python3 benchmarks/peers/torch_transformer.py [--model gpt2|bert
        [--seq 128] [--threads 1 2] [--steps 5] [--warmup 2] [--optimizer adamw|lamb]
        [--dropout 0] [--profile]"""
 import argparse
-import ctypes
 import math
 import os
 import statistics
@@ -51,17 +50,10 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from peer_threads import openblas, set_threads  # noqa: E402
+
 GPT2_PARAMS = 124439808
 BERT_PARAMS = 110106428
-
-
-def openblas():
-    try:
-        lib = ctypes.CDLL("libopenblas.so.0")
-        lib.openblas_get_corename.restype = ctypes.c_char_p
-        return lib
-    except OSError:
-        return None
 
 
 # ---- GPT-2 ----------------------------------------------------------------------------------
@@ -272,9 +264,7 @@ def main():
     print(f"# torch {torch.__version__}, OpenBLAS core {core}", flush=True)
     for b in a.batch:
         for t in a.threads:
-            torch.set_num_threads(t)
-            if blas:
-                blas.openblas_set_num_threads(t)
+            set_threads(t)
             torch.manual_seed(0)
             gen = torch.Generator().manual_seed(0)
             if a.model == "gpt2":
