@@ -17,6 +17,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
 #include <type_traits>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -708,26 +709,48 @@ struct GemmRun {
       const int64_t kc_max = std::min(kc_blk, k);
       ScratchLease b_lease(kScratchB, size_t(panels * nr_full * kc_max));
       float* pb_all = b_lease.get();
+      // With several column chunks per row block, each chunk's task would pack its rows of A
+      // again (4 times per k block for GPT-2's 512 x 768 x 50257 LM-head gradient, 14 % of its
+      // time): then all of A is packed once per k block beside B, tile after tile, and shared.
+      const bool share_a = n_chunks > 1;
+      const int64_t m_tiles = ceil_div(m, mr);
+      std::optional<ScratchLease> shared_a;
+      if (share_a) shared_a.emplace(kScratchA, size_t(m_tiles * mr * kc_max));
 
       for (int64_t pc = 0; pc < k; pc += kc_blk) {
         const int64_t kc = std::min(kc_blk, k - pc);
         const float beta_eff = pc == 0 ? beta : 1.0f;
         const int64_t batch = panels_per_pack(nr_full);
-        for_each_index(parallel && panels >= 8, ceil_div(panels, batch), [&](int64_t i) {
-          const int64_t jp0 = i * batch;
-          pack_b_panels(PackShiftedB<PackB>{pack_b, jc}, pb_all + jp0 * nr_full * kc, jp0,
-                        std::min(panels, jp0 + batch), nc, nr_full, cfg.vw, pc, kc);
+        const int64_t b_jobs = ceil_div(panels, batch);
+        const int64_t tiles_per_job = std::max<int64_t>(1, batch * nr_full / mr);
+        const int64_t a_jobs = share_a ? ceil_div(m_tiles, tiles_per_job) : 0;
+        for_each_index(parallel && (panels >= 8 || share_a), b_jobs + a_jobs, [&](int64_t i) {
+          if (i < b_jobs) {
+            const int64_t jp0 = i * batch;
+            return pack_b_panels(PackShiftedB<PackB>{pack_b, jc}, pb_all + jp0 * nr_full * kc, jp0,
+                                 std::min(panels, jp0 + batch), nc, nr_full, cfg.vw, pc, kc);
+          }
+          const int64_t t1 = std::min(m_tiles, (i - b_jobs + 1) * tiles_per_job);
+          for (int64_t t = (i - b_jobs) * tiles_per_job; t < t1; ++t)
+            pack_a(shared_a->get() + t * mr * kc, t * mr, int(std::min<int64_t>(mr, m - t * mr)),
+                   pc, kc);
         });
         for_each_index(parallel, m_blocks * n_chunks, [&](int64_t task) {
           const int64_t ib = task / n_chunks, jb = task % n_chunks;
           const int64_t i0 = ib * mc;
           if (i0 >= m) return;
           const int64_t mcur = std::min(mc, m - i0);
-          ScratchLease a_lease(kScratchA, size_t(round_up(mcur, mr) * kc));
-          float* pa = a_lease.get();
-          for (int64_t ir = 0; ir < mcur; ir += mr) {
-            const int rows = int(std::min<int64_t>(mr, mcur - ir));
-            pack_a(pa + ir * kc, i0 + ir, rows, pc, kc);
+          std::optional<ScratchLease> a_lease;
+          const float* pa = nullptr;
+          if (share_a) {
+            pa = shared_a->get() + i0 * kc;  // mc is a multiple of mr: i0 starts a tile
+          } else {
+            a_lease.emplace(kScratchA, size_t(round_up(mcur, mr) * kc));
+            for (int64_t ir = 0; ir < mcur; ir += mr) {
+              const int rows = int(std::min<int64_t>(mr, mcur - ir));
+              pack_a(a_lease->get() + ir * kc, i0 + ir, rows, pc, kc);
+            }
+            pa = a_lease->get();
           }
           const int64_t jp_end = std::min(panels, (jb + 1) * chunk_panels);
           for (int64_t jp = jb * chunk_panels; jp < jp_end; ++jp) {
@@ -919,14 +942,62 @@ __attribute__((target("avx2"))) inline int transpose_rows_avx(float* dst, int64_
   }
   return i;
 }
+
+// The last 2-7 rows in the same 8 x 8 blocks: rows past the end repeat the last one, and only the
+// first `nrows` floats of each transposed row are stored (4 + 2 + 1). The rest of a 6- or 14-row
+// micro-tile (GEMM A packing) went 2 rows at a time through scalar copies: 6 % of a 512 x 768 x
+// 50257 product on AVX2.
+__attribute__((target("avx2"))) inline void transpose_tail_avx(float* dst, int64_t width,
+                                                               const float* const* rows, int nrows,
+                                                               int64_t len) {
+  const float* src[8];
+  for (int k = 0; k < 8; ++k) src[k] = rows[std::min(k, nrows - 1)];
+  int64_t p = 0;
+  for (; p + 8 <= len; p += 8) {
+    __m256 r[8], t[8], u[8];
+    for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(src[k] + p);
+    for (int k = 0; k < 8; k += 2) {
+      t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+      t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+    }
+    for (int k = 0; k < 8; k += 4) {
+      u[k] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0));
+      u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2));
+      u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0));
+      u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int k = 0; k < 8; ++k) {
+      const __m256 row = _mm256_permute2f128_ps(u[k % 4], u[k % 4 + 4], k < 4 ? 0x20 : 0x31);
+      float* d = dst + (p + k) * width;
+      __m128 part = _mm256_castps256_ps128(row);
+      int left = nrows;
+      if (left >= 4) {
+        _mm_storeu_ps(d, part);
+        part = _mm256_extractf128_ps(row, 1);
+        d += 4, left -= 4;
+      }
+      if (left >= 2) {
+        _mm_storel_pi(reinterpret_cast<__m64*>(d), part);
+        part = _mm_movehl_ps(part, part);
+        d += 2, left -= 2;
+      }
+      if (left) _mm_store_ss(d, part);
+    }
+  }
+  for (; p < len; ++p)
+    for (int k = 0; k < nrows; ++k) dst[p * width + k] = rows[k][p];
+}
 #endif
 
 inline void transpose_rows(float* dst, int64_t width, const float* const* rows, int nrows,
                            int64_t len) {
   int i = 0;
 #ifdef IPUML_CPU_X86
-  if (nrows >= 8 && active_isa() != Isa::generic)
-    i = transpose_rows_avx(dst, width, rows, nrows, len);
+  if (active_isa() != Isa::generic) {
+    if (nrows >= 8) i = transpose_rows_avx(dst, width, rows, nrows, len);
+    if (nrows - i >= 2 && len >= 8)
+      return transpose_tail_avx(dst + i, width, rows + i, nrows - i, len);
+  }
   for (; i + 4 <= nrows; i += 4) {
     const float *s0 = rows[i], *s1 = rows[i + 1], *s2 = rows[i + 2], *s3 = rows[i + 3];
     int64_t p = 0;
