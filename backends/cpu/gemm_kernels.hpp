@@ -19,6 +19,7 @@
 #include <new>
 #include <optional>
 #include <type_traits>
+#include <utility>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -832,8 +833,26 @@ struct PackColMajorA {  // A(i, p) = a[p * lda + i]
   const float* a;
   int64_t lda;
   void operator()(float* dst, int64_t i0, int mr, int64_t p0, int64_t kc) const {
+    const float* src = a + p0 * lda + i0;
+    // Tiles of up to 16 rows copy with a fixed size (a few vector moves, not a memcpy call per
+    // row: 11 % of a 50257 x 768 x 512 tn product) and prefetch the rows ahead.
+    if (copy_fixed(dst, src, mr, kc, std::make_integer_sequence<int, 16>{})) return;
     for (int64_t p = 0; p < kc; ++p)
-      std::memcpy(dst + p * mr, a + (p0 + p) * lda + i0, sizeof(float) * size_t(mr));
+      std::memcpy(dst + p * mr, src + p * lda, sizeof(float) * size_t(mr));
+  }
+  template <int... R>
+  bool copy_fixed(float* dst, const float* src, int mr, int64_t kc,
+                  std::integer_sequence<int, R...>) const {
+    return ((mr == R + 1 && (copy_rows<R + 1>(dst, src, kc), true)) || ...);
+  }
+  template <int MR>
+  void copy_rows(float* dst, const float* src, int64_t kc) const {
+    for (int64_t p = 0; p < kc; ++p) {
+      // Rows are lda apart (a whole A row, often pages): the hardware prefetchers do not follow.
+      __builtin_prefetch(src + (p + 8) * lda);
+      __builtin_prefetch(src + (p + 8) * lda + MR - 1);
+      std::memcpy(dst + p * MR, src + p * lda, sizeof(float) * MR);
+    }
   }
 };
 struct PackRowMajorB {  // B(p, j) = b[p * ldb + j]
