@@ -687,11 +687,14 @@ struct GemmRun {
 
   // Row blocks of mc (and chunks of panels), each k block of B packed once and shared.
   void row_blocks() const {
-    // Spread m evenly over the row blocks so the last block is not a sliver.
+    const int64_t m_tiles = ceil_div(m, mr);
     int64_t m_blocks = ceil_div(m, cfg.mc);
     // Several row blocks per thread let the scheduler even out blocks of unequal size.
-    if (parallel) m_blocks = std::max(m_blocks, std::min(ceil_div(m, mr), int64_t(2) * threads));
-    const int64_t mc = round_up(ceil_div(m, m_blocks), mr);
+    if (parallel) m_blocks = std::max(m_blocks, std::min(m_tiles, int64_t(2) * threads));
+    // Row block ib holds tiles [ib * m_tiles / m_blocks, (ib + 1) * m_tiles / m_blocks): the
+    // blocks differ by one tile at most (512 rows as 10 + 9 + 9 + 9 tiles of 14, not 140 + 140 +
+    // 140 + 92 rows, whose short block left a thread idle at every k block's join).
+    auto block_start = [&](int64_t ib) { return std::min(m, ib * m_tiles / m_blocks * mr); };
 
     for (int64_t jc = 0; jc < n; jc += cfg.nc) {
       const int64_t nc = std::min(cfg.nc, n - jc);
@@ -714,7 +717,6 @@ struct GemmRun {
       // again (4 times per k block for GPT-2's 512 x 768 x 50257 LM-head gradient, 14 % of its
       // time): then all of A is packed once per k block beside B, tile after tile, and shared.
       const bool share_a = n_chunks > 1;
-      const int64_t m_tiles = ceil_div(m, mr);
       std::optional<ScratchLease> shared_a;
       if (share_a) shared_a.emplace(kScratchA, size_t(m_tiles * mr * kc_max));
 
@@ -738,13 +740,12 @@ struct GemmRun {
         });
         for_each_index(parallel, m_blocks * n_chunks, [&](int64_t task) {
           const int64_t ib = task / n_chunks, jb = task % n_chunks;
-          const int64_t i0 = ib * mc;
-          if (i0 >= m) return;
-          const int64_t mcur = std::min(mc, m - i0);
+          const int64_t i0 = block_start(ib), mcur = block_start(ib + 1) - i0;
+          if (mcur <= 0) return;
           std::optional<ScratchLease> a_lease;
           const float* pa = nullptr;
           if (share_a) {
-            pa = shared_a->get() + i0 * kc;  // mc is a multiple of mr: i0 starts a tile
+            pa = shared_a->get() + i0 * kc;  // i0 starts a tile
           } else {
             a_lease.emplace(kScratchA, size_t(round_up(mcur, mr) * kc));
             for (int64_t ir = 0; ir < mcur; ir += mr) {
