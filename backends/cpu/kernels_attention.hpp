@@ -104,10 +104,7 @@ inline void attn_scores(const AttnGeometry& g, const float* q, const float* k, c
 }
 
 // P = exp(s - m) in place over one row of n scores (-inf scores give 0).
-inline void attn_exp_row(float* row, int64_t n, float m) {
-  const fbatch mb(m);
-  map_batch(row, row, n, [&](fbatch x) { return xsimd::exp(x - mb); });
-}
+inline void attn_exp_row(float* row, int64_t n, float m) { exp_shifted(row, m, row, n); }
 
 // in: q, k, v, [bias]; out: o [.., L, Ev], lse [.., L] (float32).
 inline void k_attention(const ir::Attrs& a, const std::vector<ConstBuffer>& in,

@@ -15,6 +15,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include <ipuml/backends/cpu/kernels.hpp>
+#include <ipuml/backends/cpu/vmath.hpp>
 #include <ipuml/core/dtype.hpp>
 #include <ipuml/core/error.hpp>
 #include <ipuml/core/parallel.hpp>
@@ -235,6 +236,43 @@ void map_batch2(const float* a, const float* b, float* y, int64_t n, F&& f) {
     std::memcpy(bb, b + i, bytes);
     f(fbatch::load_aligned(ba), fbatch::load_aligned(bb)).store_aligned(ba);
     std::memcpy(y + i, ba, bytes);
+  }
+}
+
+template <typename F>
+void map_batch3(const float* a, const float* b, const float* c, float* y, int64_t n, F&& f) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    f(fbatch::load_unaligned(a + i), fbatch::load_unaligned(b + i), fbatch::load_unaligned(c + i))
+        .store_unaligned(y + i);
+  if (i < n) {
+    alignas(64) float ba[fbatch::size] = {}, bb[fbatch::size] = {}, bc[fbatch::size] = {};
+    const size_t bytes = static_cast<size_t>(n - i) * sizeof(float);
+    std::memcpy(ba, a + i, bytes);
+    std::memcpy(bb, b + i, bytes);
+    std::memcpy(bc, c + i, bytes);
+    f(fbatch::load_aligned(ba), fbatch::load_aligned(bb), fbatch::load_aligned(bc))
+        .store_aligned(ba);
+    std::memcpy(y + i, ba, bytes);
+  }
+}
+
+// ---- exp, tanh and erf ----------------------------------------------------------------------
+
+// Kernels built on exp, tanh or erf run them through vmath (backends/cpu/vmath.hpp: xsimd's
+// bits, 16 or 8 lanes at a time) in chunks of this many floats: the argument into a small buffer
+// with the fbatch arithmetic it always had, vmath, then the rest. A float stored between two
+// fbatch operations is the float they pass in a register, so the bits are those of the single
+// fbatch expression around xsimd::exp / tanh / erf.
+inline constexpr int64_t kMathChunk = 512;
+
+// y[i] = exp(x[i] - shift), the bits of xsimd::exp(v - shift); y may be x.
+inline void exp_shifted(const float* x, float shift, float* y, int64_t n) {
+  const fbatch sb(shift);
+  for (int64_t c = 0; c < n; c += kMathChunk) {
+    const int64_t m = std::min(kMathChunk, n - c);
+    map_batch(x + c, y + c, m, [&](fbatch v) { return v - sb; });
+    vmath::exp(y + c, y + c, m);
   }
 }
 

@@ -1,5 +1,6 @@
 // CPU kernels of the creation, unary, cast, broadcasting binary, where and activation-gradient
-// ops: contiguous fast paths, xsimd for transcendental functions, partition-independent results.
+// ops: contiguous fast paths, vmath and xsimd for transcendental functions, partition-independent
+// results.
 #pragma once
 
 #include <ipuml/backends/cpu/kernels_common.hpp>
@@ -73,27 +74,57 @@ inline constexpr float kSqrt2OverPi = 0.79788456080286536f;
 inline constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 inline constexpr float kGeluC = 0.044715f;
 
-inline fbatch gelu_b(fbatch x, int64_t mode) {
-  const fbatch half(0.5f), one(1.0f);
-  if (mode == 1) {
-    const fbatch inner = fbatch(kSqrt2OverPi) * (x + fbatch(kGeluC) * x * x * x);
-    return half * x * (one + xsimd::tanh(inner));
+// GELU of n floats, mode 1 the tanh approximation, 0 the erf form: y = x/2 (1 + tanh(..) or
+// erf(x / sqrt(2))). y may be x.
+inline void gelu_rows(const float* x, float* y, int64_t n, int64_t mode) {
+  alignas(64) float t[kMathChunk];
+  for (int64_t c = 0; c < n; c += kMathChunk) {
+    const int64_t m = std::min(kMathChunk, n - c);
+    const float* xc = x + c;
+    if (mode == 1) {
+      map_batch(xc, t, m,
+                [](fbatch v) { return fbatch(kSqrt2OverPi) * (v + fbatch(kGeluC) * v * v * v); });
+      vmath::tanh(t, t, m);
+    } else {
+      map_batch(xc, t, m, [](fbatch v) { return v * fbatch(kSqrt1_2); });
+      vmath::erf(t, t, m);
+    }
+    map_batch2(xc, t, y + c, m,
+               [](fbatch v, fbatch tv) { return fbatch(0.5f) * v * (fbatch(1.0f) + tv); });
   }
-  return half * x * (one + xsimd::erf(x * fbatch(kSqrt1_2)));
 }
 
-inline fbatch gelu_grad_b(fbatch g, fbatch x, int64_t mode) {
+// dx = g * GELU'(x) over n floats (modes as gelu_rows); dx may be g or x.
+inline void gelu_grad_rows(const float* g, const float* x, float* dx, int64_t n, int64_t mode) {
+  alignas(64) float t[kMathChunk], p[kMathChunk];
   const fbatch half(0.5f), one(1.0f);
-  if (mode == 1) {
-    const fbatch x2 = x * x;
-    const fbatch inner = fbatch(kSqrt2OverPi) * (x + fbatch(kGeluC) * x2 * x);
-    const fbatch t = xsimd::tanh(inner);
-    const fbatch dinner = fbatch(kSqrt2OverPi) * (one + fbatch(3.0f * kGeluC) * x2);
-    return g * (half * (one + t) + half * x * (one - t * t) * dinner);
+  for (int64_t c = 0; c < n; c += kMathChunk) {
+    const int64_t m = std::min(kMathChunk, n - c);
+    const float* xc = x + c;
+    if (mode == 1) {
+      map_batch(xc, t, m, [](fbatch v) {
+        const fbatch x2 = v * v;
+        return fbatch(kSqrt2OverPi) * (v + fbatch(kGeluC) * x2 * v);
+      });
+      vmath::tanh(t, t, m);
+      map_batch2(xc, t, t, m, [&](fbatch v, fbatch tv) {
+        const fbatch x2 = v * v;
+        const fbatch dinner = fbatch(kSqrt2OverPi) * (one + fbatch(3.0f * kGeluC) * x2);
+        return half * (one + tv) + half * v * (one - tv * tv) * dinner;
+      });
+    } else {
+      map_batch(xc, t, m, [](fbatch v) { return v * fbatch(kSqrt1_2); });
+      vmath::erf(t, t, m);
+      map_batch(xc, p, m, [](fbatch v) { return fbatch(-0.5f) * v * v; });
+      vmath::exp(p, p, m);
+      map_batch3(xc, t, p, t, m, [&](fbatch v, fbatch ev, fbatch pv) {
+        const fbatch cdf = half * (one + ev);
+        const fbatch pdf = fbatch(kInvSqrt2Pi) * pv;
+        return cdf + v * pdf;
+      });
+    }
+    map_batch2(g + c, t, dx + c, m, [](fbatch gv, fbatch d) { return gv * d; });
   }
-  const fbatch cdf = half * (one + xsimd::erf(x * fbatch(kSqrt1_2)));
-  const fbatch pdf = fbatch(kInvSqrt2Pi) * xsimd::exp(fbatch(-0.5f) * x * x);
-  return g * (cdf + x * pdf);
 }
 
 template <typename F>
@@ -148,7 +179,8 @@ inline void k_unary_float(ir::OpKind k, const ir::Attrs& a, const ConstBuffer& i
   const int64_t n = o.meta.numel();
   switch (k) {
     case K::Exp:
-      return float_map(in, o, [](fbatch v) { return xsimd::exp(v); });
+      return parallel_blocks(n, kBlock,
+                             [&](int64_t b, int64_t e) { vmath::exp(x + b, y + b, e - b); });
     case K::Log:
       return float_map(in, o, [](fbatch v) { return xsimd::log(v); });
     // The vector square root instruction, correctly rounded as std::sqrt is: the same bits. (A
@@ -158,16 +190,24 @@ inline void k_unary_float(ir::OpKind k, const ir::Attrs& a, const ConstBuffer& i
     case K::Rsqrt:
       return float_map(in, o, [](fbatch v) { return fbatch(1.0f) / xsimd::sqrt(v); });
     case K::Tanh:
-      return float_map(in, o, [](fbatch v) { return xsimd::tanh(v); });
-    case K::Sigmoid:
-      return float_map(in, o,
-                       [](fbatch v) { return fbatch(1.0f) / (fbatch(1.0f) + xsimd::exp(-v)); });
+      return parallel_blocks(n, kBlock,
+                             [&](int64_t b, int64_t e) { vmath::tanh(x + b, y + b, e - b); });
+    case K::Sigmoid:  // 1 / (1 + exp(-v)), exp(-v) through y
+      return parallel_blocks(n, kBlock, [&](int64_t b, int64_t e) {
+        for (int64_t c = b; c < e; c += kMathChunk) {
+          const int64_t m = std::min(kMathChunk, e - c);
+          map_batch(x + c, y + c, m, [](fbatch v) { return -v; });
+          vmath::exp(y + c, y + c, m);
+          map_batch(y + c, y + c, m, [](fbatch v) { return fbatch(1.0f) / (fbatch(1.0f) + v); });
+        }
+      });
     case K::Relu:
       return plain_map(x, y, n, [](float v) { return v < 0.0f ? 0.0f : v; });
     case K::Gelu: {
       const int64_t mode = a.mode;
       IPUML_CHECK(mode == 0 || mode == 1, "gelu: mode must be 0 (erf) or 1 (tanh), got ", mode);
-      return float_map(in, o, [mode](fbatch v) { return gelu_b(v, mode); });
+      return parallel_blocks(n, kBlock,
+                             [&](int64_t b, int64_t e) { gelu_rows(x + b, y + b, e - b, mode); });
     }
     case K::Clamp: {
       const float lo =
@@ -483,10 +523,8 @@ inline void k_act_grad(ir::OpKind k, const ir::Attrs& a, const ConstBuffer& g, c
   const int64_t mode = a.mode;
   IPUML_CHECK(mode == 0 || mode == 1, "gelu_backward: mode must be 0 (erf) or 1 (tanh), got ",
               mode);
-  parallel_blocks(n, kBlock, [&](int64_t b, int64_t e) {
-    map_batch2(gp + b, xp + b, y + b, e - b,
-               [mode](fbatch gv, fbatch xv) { return gelu_grad_b(gv, xv, mode); });
-  });
+  parallel_blocks(
+      n, kBlock, [&](int64_t b, int64_t e) { gelu_grad_rows(gp + b, xp + b, y + b, e - b, mode); });
 }
 
 }  // namespace ipuml::cpu::kdetail

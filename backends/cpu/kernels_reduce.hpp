@@ -465,14 +465,20 @@ inline float row_sum_f32(const float* p, int64_t n) {
 // dx = g - exp(y) * sum(g) over the last dim of [rows, cols]: log_softmax's gradient from its
 // output y, in one pass over each row where autograd's Sum, Exp, Mul and Sub make four over the
 // whole tensor (a language model's head: 512 x 50257 floats, 103 MB each). Each step rounds as
-// those ops do (row_sum_f32, xsimd::exp, a product, a difference), so the bits are theirs.
+// those ops do (row_sum_f32, exp with xsimd's bits, a product, a difference), so the bits are
+// theirs.
 inline void log_softmax_backward_rows(const float* y, const float* g, float* dx, int64_t rows,
                                       int64_t cols) {
   parallel_items(rows, cols * 4, [&](int64_t r0, int64_t r1) {
+    alignas(64) float e[kMathChunk];
     for (int64_t r = r0; r < r1; ++r) {
       const fbatch s(row_sum_f32(g + r * cols, cols));
-      map_batch2(y + r * cols, g + r * cols, dx + r * cols, cols,
-                 [&](fbatch yv, fbatch gv) { return gv - xsimd::exp(yv) * s; });
+      for (int64_t c = 0; c < cols; c += kMathChunk) {
+        const int64_t m = std::min(kMathChunk, cols - c);
+        const int64_t at = r * cols + c;
+        vmath::exp(y + at, e, m);
+        map_batch2(e, g + at, dx + at, m, [&](fbatch ev, fbatch gv) { return gv - ev * s; });
+      }
     }
   });
 }
@@ -499,11 +505,10 @@ inline void k_softmax(bool log, const ir::Attrs& a, const ConstBuffer& in, const
         const float m = extreme_block_f32<true>(xr, R);
         // An all -inf row would give (-inf) - (-inf) = NaN; shifting by 0 keeps exp(-inf) = 0.
         const float shift = std::isinf(m) ? 0.0f : m;
-        const fbatch mb(shift);
         // Softmax writes the exponentials straight into y (same values as via a buffer); log
         // softmax needs x afterwards, which y may alias, so it uses the row buffer.
         float* ev = log ? e.data() : yr;
-        map_batch(xr, ev, R, [&](fbatch v) { return xsimd::exp(v - mb); });
+        exp_shifted(xr, shift, ev, R);
         const float sum = pairwise_sum(ev, R);
         if (log) {
           const float ls = std::log(sum) + shift;
@@ -537,7 +542,7 @@ inline void k_softmax(bool log, const ir::Attrs& a, const ConstBuffer& in, const
       for (int64_t r = 0; r < R; ++r) {
         float* ev = log ? er : yb + r * I;
         for (int64_t i = 0; i < w; ++i) ev[i] = xb[r * I + i] - shift[i];
-        map_batch(ev, ev, w, [](fbatch v) { return xsimd::exp(v); });
+        vmath::exp(ev, ev, w);
         for (int64_t i = 0; i < w; ++i) sum[i] += ev[i];
       }
       if (log) {
