@@ -1027,8 +1027,14 @@ __attribute__((target("avx2"))) inline void transpose_tail_avx(float* dst, int64
       u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0));
       u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2));
     }
+    // Immediates spelled out: a computed one does not compile without optimisation.
+    __m256 out[8];
+    for (int k = 0; k < 4; ++k) {
+      out[k] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x20);
+      out[k + 4] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x31);
+    }
     for (int k = 0; k < 8; ++k) {
-      const __m256 row = _mm256_permute2f128_ps(u[k % 4], u[k % 4 + 4], k < 4 ? 0x20 : 0x31);
+      const __m256 row = out[k];
       float* d = dst + (p + k) * width;
       __m128 part = _mm256_castps256_ps128(row);
       int left = nrows;
