@@ -971,6 +971,28 @@ inline size_t prepacked_a_size(const GemmConfig& cfg, int64_t m, int64_t k) {
 // packer, whose rows need not be evenly strided (convolution taps). 4 x 4 SSE blocks (baseline
 // on x86-64) run several times faster than the scalar loop, which packing-bound products feel.
 #ifdef IPUML_CPU_X86
+// The 8 x 8 block at column p of 8 rows, transposed: out[k][j] = rows[j][p + k].
+__attribute__((target("avx2"), always_inline)) inline void transpose8x8_avx(
+    const float* const* rows, int64_t p, __m256* out) {
+  __m256 r[8], t[8], u[8];
+  for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(rows[k] + p);
+  for (int k = 0; k < 8; k += 2) {
+    t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+    t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+  }
+  for (int k = 0; k < 8; k += 4) {
+    u[k] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  // Immediates spelled out: a computed one does not compile without optimisation.
+  for (int k = 0; k < 4; ++k) {
+    out[k] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x20);
+    out[k + 4] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x31);
+  }
+}
+
 // 8 x 8 blocks with AVX: a third fewer instructions per float than the SSE path. Returns the
 // number of rows it did (a multiple of 8); the caller finishes the rest.
 __attribute__((target("avx2"))) inline int transpose_rows_avx(float* dst, int64_t width,
@@ -980,23 +1002,10 @@ __attribute__((target("avx2"))) inline int transpose_rows_avx(float* dst, int64_
   for (; i + 8 <= nrows; i += 8) {
     int64_t p = 0;
     for (; p + 8 <= len; p += 8) {
-      __m256 r[8], t[8], u[8];
-      for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(rows[i + k] + p);
-      for (int k = 0; k < 8; k += 2) {
-        t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
-        t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
-      }
-      for (int k = 0; k < 8; k += 4) {
-        u[k] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2));
-      }
+      __m256 out[8];
+      transpose8x8_avx(rows + i, p, out);
       float* d = dst + p * width + i;
-      for (int k = 0; k < 4; ++k) {
-        _mm256_storeu_ps(d + k * width, _mm256_permute2f128_ps(u[k], u[k + 4], 0x20));
-        _mm256_storeu_ps(d + (k + 4) * width, _mm256_permute2f128_ps(u[k], u[k + 4], 0x31));
-      }
+      for (int k = 0; k < 8; ++k) _mm256_storeu_ps(d + k * width, out[k]);
     }
     for (; p < len; ++p)
       for (int k = 0; k < 8; ++k) dst[p * width + i + k] = rows[i + k][p];
@@ -1015,24 +1024,8 @@ __attribute__((target("avx2"))) inline void transpose_tail_avx(float* dst, int64
   for (int k = 0; k < 8; ++k) src[k] = rows[std::min(k, nrows - 1)];
   int64_t p = 0;
   for (; p + 8 <= len; p += 8) {
-    __m256 r[8], t[8], u[8];
-    for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(src[k] + p);
-    for (int k = 0; k < 8; k += 2) {
-      t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
-      t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
-    }
-    for (int k = 0; k < 8; k += 4) {
-      u[k] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0));
-      u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2));
-      u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0));
-      u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    // Immediates spelled out: a computed one does not compile without optimisation.
     __m256 out[8];
-    for (int k = 0; k < 4; ++k) {
-      out[k] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x20);
-      out[k + 4] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x31);
-    }
+    transpose8x8_avx(src, p, out);
     for (int k = 0; k < 8; ++k) {
       const __m256 row = out[k];
       float* d = dst + (p + k) * width;
