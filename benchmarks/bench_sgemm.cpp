@@ -4,6 +4,7 @@
 // (transposed: a backward pass's dX = dY W^T is :nt, dW = X^T dY is :tn), B independent
 // products of that shape (sgemm_batched; attention's per-head products).
 // (no sizes: the square sizes 64-2048 and the zoo's shapes)
+#include <ipuml/backends/cpu/cpu_features.hpp>
 #include <ipuml/backends/cpu/gemm.hpp>
 
 #include <tbb/global_control.h>
@@ -106,7 +107,13 @@ int main(int argc, char** argv) {
   if (shapes.empty())
     shapes = {{1, 64, 0, 0},     {1, 256, 0, 0},     {1, 1024, 0, 0},     {1, 2048, 0, 0},
               {1, 8, 128, 1600}, {1, 64, 128, 1600}, {1, 128, 3072, 768}, {1, 512, 768, 3072}};
-  std::printf("# isa=%s\n", ipuml::cpu::gemm_isa_name());
+  const auto caches = ipuml::cpu::detected_caches();
+  const auto blocking = ipuml::cpu::gemm_blocking();
+  std::printf("# isa=%s caches l1d=%lldK l2=%lldK l3=%lldK tile=%dx%d kc=%lld mc=%lld nc=%lld\n",
+              ipuml::cpu::gemm_isa_name(), static_cast<long long>(caches.l1d >> 10),
+              static_cast<long long>(caches.l2 >> 10), static_cast<long long>(caches.l3 >> 10),
+              blocking.mr, blocking.nr, static_cast<long long>(blocking.kc),
+              static_cast<long long>(blocking.mc), static_cast<long long>(blocking.nc));
   for (auto s : shapes) {
     if (s.n == 0) {
       s.n = s.k = s.m;

@@ -4,6 +4,8 @@
 
 #include <ipuml/core/config.hpp>
 
+#include <cstdint>
+
 namespace ipuml::cpu {
 
 enum class Isa { generic = 0, avx2 = 1, avx512 = 2 };
@@ -24,6 +26,13 @@ Isa isa_from_environment();
 void set_gemm_isa(Isa isa);
 // Same by name ("avx512", "avx2", "generic").
 void set_gemm_isa(const char* name);
+
+// Data cache sizes in bytes as the OS reports them (sysconf), 0 where it does not say; read once.
+// The GEMM fits its row and column blocks to them (gemm_kernels.hpp: fit_to_caches).
+struct CacheSizes {
+  int64_t l1d = 0, l2 = 0, l3 = 0;
+};
+CacheSizes detected_caches();
 
 const char* isa_name(Isa isa);
 // Name of the active path: "avx512", "avx2" or "generic".

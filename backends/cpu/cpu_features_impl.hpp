@@ -9,6 +9,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#if __has_include(<unistd.h>)
+#include <unistd.h>
+#endif
+
 namespace ipuml::cpu {
 
 namespace detail {
@@ -54,6 +58,24 @@ IPUML_INLINE Isa detected_isa() {
 #else
   return Isa::generic;
 #endif
+}
+
+IPUML_INLINE CacheSizes detected_caches() {
+  static const CacheSizes sizes = [] {
+    CacheSizes c;
+#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE) && \
+    defined(_SC_LEVEL3_CACHE_SIZE)
+    auto get = [](int name) {
+      const long v = sysconf(name);
+      return v > 0 ? static_cast<int64_t>(v) : int64_t{0};
+    };
+    c.l1d = get(_SC_LEVEL1_DCACHE_SIZE);
+    c.l2 = get(_SC_LEVEL2_CACHE_SIZE);
+    c.l3 = get(_SC_LEVEL3_CACHE_SIZE);
+#endif
+    return c;
+  }();
+  return sizes;
 }
 
 IPUML_INLINE Isa active_isa() {

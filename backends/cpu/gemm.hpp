@@ -24,6 +24,14 @@ void sgemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t
                    int64_t ldb, int64_t stride_b, float beta, float* c, int64_t ldc,
                    int64_t stride_c);
 
+// The blocking the active ISA's GEMM runs with: micro-tile rows and columns, the depth of its k
+// blocks, and its row and column blocks as fitted to this CPU's caches (benchmarks print it).
+struct GemmBlocking {
+  int mr = 0, nr = 0;
+  int64_t kc = 0, mc = 0, nc = 0;
+};
+GemmBlocking gemm_blocking();
+
 // Naive triple loop with double accumulation: the test oracle.
 void sgemm_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                      const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,

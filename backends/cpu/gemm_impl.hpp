@@ -81,6 +81,11 @@ IPUML_INLINE void sgemm_batched(bool trans_a, bool trans_b, int64_t batch, int64
   });
 }
 
+IPUML_INLINE GemmBlocking gemm_blocking() {
+  const detail::GemmConfig& cfg = detail::config_for(active_isa());
+  return GemmBlocking{cfg.mr, cfg.nr(), cfg.kc, cfg.mc, cfg.nc};
+}
+
 IPUML_INLINE void sgemm_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                                   float alpha, const float* a, int64_t lda, const float* b,
                                   int64_t ldb, float beta, float* c, int64_t ldc) {

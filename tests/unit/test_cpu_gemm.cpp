@@ -1,6 +1,7 @@
 // Tests of the CPU SGEMM kernels against the naive reference, on every ISA path the CPU has,
 // and of their determinism across thread counts.
 #include <ipuml/backends/cpu/gemm.hpp>
+#include <ipuml/backends/cpu/gemm_kernels.hpp>
 #include <ipuml/core/error.hpp>
 
 #include <catch2/catch.hpp>
@@ -165,6 +166,52 @@ TEST_CASE("sgemm gives the same bits with 1 and 2 threads", "[gemm]") {
       ipuml::cpu::sgemm(false, true, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f, c2.data(), n);
     }
     INFO("m=" << m << " n=" << n << " k=" << k);
+    CHECK(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("the GEMM's row and column blocks fit the caches and never change the bits", "[gemm]") {
+  using ipuml::cpu::CacheSizes;
+  using ipuml::cpu::detail::fit_to_caches;
+  using ipuml::cpu::detail::GemmConfig;
+  const GemmConfig avx2{6, 8, 2, 384, 144, 4096, {}, {}};
+  // The machines the constants were tuned on keep them (Xeon 48K / 2M / 480M; EPYC Zen 3 32K /
+  // 512K / 32M), as do unknown sizes.
+  for (const CacheSizes c :
+       {CacheSizes{49152, 2097152, 503316480}, CacheSizes{32768, 524288, 33554432}, CacheSizes{}}) {
+    const GemmConfig f = fit_to_caches(avx2, c);
+    CHECK(f.mc == 144);
+    CHECK(f.nc == 4096);
+    CHECK(f.kc == 384);
+  }
+  // A 256 KiB L2 and 6 MiB L3: A blocks of half of L2 (85 rows of 1536 bytes, down to whole
+  // 6-row tiles), B blocks of half of L3 (2048 columns, whole 16-column panels); kc unchanged.
+  const GemmConfig small = fit_to_caches(avx2, CacheSizes{32768, 262144, 6291456});
+  CHECK(small.mc == 84);
+  CHECK(small.nc == 2048);
+  CHECK(small.kc == 384);
+  // Never under two tiles of rows or four panels of columns.
+  const GemmConfig tiny = fit_to_caches(avx2, CacheSizes{0, 4096, 4096});
+  CHECK(tiny.mc == 12);
+  CHECK(tiny.nc == 64);
+
+  IsaGuard guard;
+  const Isa isa = GENERATE(from_range(supported_isas()));
+  ipuml::cpu::set_gemm_isa(isa);
+  const GemmConfig& base = ipuml::cpu::detail::config_for(isa);
+  const GemmConfig fitted = fit_to_caches(base, CacheSizes{0, 64 * 1024, 1 << 20});
+  REQUIRE(fitted.mc < base.mc);
+  REQUIRE(fitted.nc < base.nc);
+  std::mt19937 rng(3);
+  for (auto [m, n, k] :
+       {std::tuple<int64_t, int64_t, int64_t>{333, 290, 700}, {700, 2500, 64}, {50, 5000, 1200}}) {
+    auto a = random_floats(size_t(m * k), rng), b = random_floats(size_t(k * n), rng);
+    std::vector<float> c1(size_t(m * n)), c2(size_t(m * n));
+    const ipuml::cpu::detail::PackRowMajorA pa{a.data(), k};
+    const ipuml::cpu::detail::PackRowMajorB pb{b.data(), n};
+    ipuml::cpu::detail::run_gemm(base, m, n, k, 1.0f, pa, pb, 0.0f, c1.data(), n);
+    ipuml::cpu::detail::run_gemm(fitted, m, n, k, 1.0f, pa, pb, 0.0f, c2.data(), n);
+    INFO("isa=" << ipuml::cpu::isa_name(isa) << " m=" << m << " n=" << n << " k=" << k);
     CHECK(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)) == 0);
   }
 }
