@@ -882,6 +882,18 @@ inline void transpose_copy(float* dst, int64_t dst_stride, const float* src, int
   transpose_rows(dst, dst_stride, ptr, rows, cols);
 }
 
+// dst[p * W + j] = src[p * stride + j] for p < kc, j < W: fixed-size copies (a few vector moves,
+// not a memcpy call per row), the rows 8 ahead prefetched. Rows a whole matrix row apart, often
+// a page or more, are a stride the hardware prefetchers do not follow.
+template <int W>
+void copy_strided_rows(float* dst, const float* src, int64_t stride, int64_t kc) {
+  for (int64_t p = 0; p < kc; ++p) {
+    __builtin_prefetch(src + (p + 8) * stride);
+    __builtin_prefetch(src + (p + 8) * stride + W - 1);
+    std::memcpy(dst + p * W, src + p * stride, sizeof(float) * W);
+  }
+}
+
 // Packers for plain strided matrices, shared by sgemm and conv.
 struct PackRowMajorA {  // A(i, p) = a[i * lda + p]
   const float* a;
@@ -904,16 +916,7 @@ struct PackColMajorA {  // A(i, p) = a[p * lda + i]
   template <int... R>
   bool copy_fixed(float* dst, const float* src, int mr, int64_t kc,
                   std::integer_sequence<int, R...>) const {
-    return ((mr == R + 1 && (copy_rows<R + 1>(dst, src, kc), true)) || ...);
-  }
-  template <int MR>
-  void copy_rows(float* dst, const float* src, int64_t kc) const {
-    for (int64_t p = 0; p < kc; ++p) {
-      // Rows are lda apart (a whole A row, often pages): the hardware prefetchers do not follow.
-      __builtin_prefetch(src + (p + 8) * lda);
-      __builtin_prefetch(src + (p + 8) * lda + MR - 1);
-      std::memcpy(dst + p * MR, src + p * lda, sizeof(float) * MR);
-    }
+    return ((mr == R + 1 && (copy_strided_rows<R + 1>(dst, src, lda, kc), true)) || ...);
   }
 };
 struct PackRowMajorB {  // B(p, j) = b[p * ldb + j]
@@ -923,8 +926,8 @@ struct PackRowMajorB {  // B(p, j) = b[p * ldb + j]
     const float* src = b + p0 * ldb + j0;
     // Full panels of the widths the ISAs use copy with a fixed size (a few vector moves, not a
     // memcpy call per row) and prefetch the rows ahead.
-    if (nr == w && w == 32) return copy_rows<32>(dst, src, kc);
-    if (nr == w && w == 16) return copy_rows<16>(dst, src, kc);
+    if (nr == w && w == 32) return copy_strided_rows<32>(dst, src, ldb, kc);
+    if (nr == w && w == 16) return copy_strided_rows<16>(dst, src, ldb, kc);
     for (int64_t p = 0; p < kc; ++p) {
       std::memcpy(dst + p * w, src + p * ldb, sizeof(float) * size_t(nr));
       for (int j = nr; j < w; ++j) dst[p * w + j] = 0.0f;
@@ -935,15 +938,6 @@ struct PackRowMajorB {  // B(p, j) = b[p * ldb + j]
                         int64_t kc) const {
     copy_panels_by_rows(dst, count, nr_full, kc,
                         [&](int64_t p) { return b + (p0 + p) * ldb + j0; });
-  }
-  template <int W>
-  void copy_rows(float* dst, const float* src, int64_t kc) const {
-    for (int64_t p = 0; p < kc; ++p) {
-      // Rows are ldb apart, usually a page or more: the hardware prefetchers do not follow.
-      __builtin_prefetch(src + (p + 8) * ldb);
-      __builtin_prefetch(src + (p + 8) * ldb + W - 1);
-      std::memcpy(dst + p * W, src + p * ldb, sizeof(float) * W);
-    }
   }
 };
 struct PackColMajorB {  // B(p, j) = b[j * ldb + p]
