@@ -338,6 +338,35 @@ T wrap_op(T x, T y, F f) {
   return static_cast<T>(f(static_cast<U>(x), static_cast<U>(y)));
 }
 
+// The comparisons of two bool tensors, which compare as 0/1 whatever nonzero byte stores true;
+// false for the ops that take the bytes as they are (LogicalAnd).
+inline bool compare_bools(ir::OpKind k, const BroadcastPlan<2>& p, const uint8_t* a8,
+                          const uint8_t* b8, uint8_t* z) {
+  using K = ir::OpKind;
+  auto rows = [&](auto cmp) {
+    binary_rows(p, a8, b8, z, [cmp](uint8_t x, uint8_t y) -> uint8_t {
+      return cmp(uint8_t{x != 0}, uint8_t{y != 0});
+    });
+    return true;
+  };
+  switch (k) {
+    case K::Eq:
+      return rows(std::equal_to<>{});
+    case K::Ne:
+      return rows(std::not_equal_to<>{});
+    case K::Lt:
+      return rows(std::less<>{});
+    case K::Le:
+      return rows(std::less_equal<>{});
+    case K::Gt:
+      return rows(std::greater<>{});
+    case K::Ge:
+      return rows(std::greater_equal<>{});
+    default:
+      return false;
+  }
+}
+
 inline void k_binary(ir::OpKind k, const ConstBuffer& ia, const ConstBuffer& ib,
                      const MutableBuffer& o) {
   using K = ir::OpKind;
@@ -418,35 +447,10 @@ inline void k_binary(ir::OpKind k, const ConstBuffer& ia, const ConstBuffer& ib,
         return compare(in_ptr<int32_t>(ia), in_ptr<int32_t>(ib));
       case DType::Int64:
         return compare(in_ptr<int64_t>(ia), in_ptr<int64_t>(ib));
-      case DType::Bool: {
-        // Bools are compared as 0/1 whatever nonzero byte stores true.
-        auto b = [](uint8_t v) -> uint8_t { return v != 0; };
-        const uint8_t* a8 = in_ptr<uint8_t>(ia);
-        const uint8_t* b8 = in_ptr<uint8_t>(ib);
-        uint8_t* z = out_ptr<uint8_t>(o);
-        switch (k) {
-          case K::Eq:
-            return binary_rows(p, a8, b8, z,
-                               [b](uint8_t x, uint8_t y) -> uint8_t { return b(x) == b(y); });
-          case K::Ne:
-            return binary_rows(p, a8, b8, z,
-                               [b](uint8_t x, uint8_t y) -> uint8_t { return b(x) != b(y); });
-          case K::Lt:
-            return binary_rows(p, a8, b8, z,
-                               [b](uint8_t x, uint8_t y) -> uint8_t { return b(x) < b(y); });
-          case K::Le:
-            return binary_rows(p, a8, b8, z,
-                               [b](uint8_t x, uint8_t y) -> uint8_t { return b(x) <= b(y); });
-          case K::Gt:
-            return binary_rows(p, a8, b8, z,
-                               [b](uint8_t x, uint8_t y) -> uint8_t { return b(x) > b(y); });
-          case K::Ge:
-            return binary_rows(p, a8, b8, z,
-                               [b](uint8_t x, uint8_t y) -> uint8_t { return b(x) >= b(y); });
-          default:
-            return compare(a8, b8);
-        }
-      }
+      case DType::Bool:
+        if (compare_bools(k, p, in_ptr<uint8_t>(ia), in_ptr<uint8_t>(ib), out_ptr<uint8_t>(o)))
+          return;
+        return compare(in_ptr<uint8_t>(ia), in_ptr<uint8_t>(ib));
       default:
         bad_dtype(name, t);
     }
