@@ -11,6 +11,7 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -20,7 +21,6 @@
 #include <optional>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -543,6 +543,8 @@ inline int64_t panels_per_pack(int nr_full) { return std::max<int64_t>(1, 128 / 
 // One product as run_gemm runs it: its operands, and the split every path derives from them
 // (micro-tile rows, panel width, threads, k blocks). Each path is a member of its own.
 struct PackRowMajorB;
+// The deepest k block one_row_block reads B in place for (every ISA's kc is at most this).
+constexpr int64_t kMaxInPlaceKc = 512;
 
 template <class PackA, class PackB>
 struct GemmRun {
@@ -646,10 +648,12 @@ struct GemmRun {
       // (MNIST's linear layer at batch 8): 57 -> 73 GFLOP/s on AVX2, 73 -> 127 on AVX-512;
       // 4 x 768 x 3072: 22 -> 25, 31 -> 41. (With more tiles the copy pays: read in place by
       // every tile, 128 x 3072 x 768 ran at half speed.)
-      const bool in_place = b_in_place() && (tiles == 1 || (tiles == 2 && b_stride() <= 256));
-      std::vector<int64_t> taps;
+      // (Row offsets on the stack, not a heap allocation per call: kc is at most kMaxInPlaceKc.)
+      const bool in_place = b_in_place() && kc_blk <= kMaxInPlaceKc &&
+                            (tiles == 1 || (tiles == 2 && b_stride() <= 256));
+      std::array<int64_t, kMaxInPlaceKc> taps;
       if (in_place)
-        for (int64_t p = 0; p < std::min(kc_blk, k); ++p) taps.push_back(p * b_stride());
+        for (int64_t p = 0; p < std::min(kc_blk, k); ++p) taps[size_t(p)] = p * b_stride();
       for_each_index(parallel, chunks, [&](int64_t chunk) {
         ScratchLease b_lease(kScratchB, size_t(batch * nr_full * std::min(kc_blk, k)));
         float* pb_batch = b_lease.get();
