@@ -21,15 +21,16 @@ struct MemoryPlan {
   // plan_memory's `views`); such a node runs no kernel. Empty when the plan made no views.
   std::vector<bool> view;
 };
-// `fused` (from fuse_conv_batch_norm, or empty): a fused batch norm's output takes the block of
-// its convolution's output, which the fused op computes in place.
+// `in_place` (per node, or empty): the value whose block the node's output takes over, -1 for
+// none: the node computes its output in place of that input, which nothing reads after it (a
+// fused batch norm over its convolution's output, an Add onto one of its operands).
 // `views`: a Reshape of a computed value or of an input takes its input's bytes instead of a copy
 // (unless its output is an update's new value), and the block they share lives until the last
 // reader of either; nothing writes a value's block after its producer, so the view stays valid.
 // `runs_at` (per node, or empty): the node each node runs inside, itself for most. A node run
 // inside another reads its inputs when that one runs and keeps no output of its own.
 MemoryPlan plan_memory(const ir::Graph& g, size_t alignment = 64,
-                       const std::vector<int64_t>& fused = {}, bool views = false,
+                       const std::vector<int64_t>& in_place = {}, bool views = false,
                        const std::vector<int64_t>& runs_at = {});
 
 // Per node of g: the BatchNormInference node that runs fused into it (a Conv), -1 for none, -2
@@ -45,6 +46,18 @@ struct LogSoftmaxBackwardFusion {
 };
 LogSoftmaxBackwardFusion fuse_log_softmax_backward(const ir::Graph& g);
 
+// An Add of an IndexAdd's result (index_add onto zeros: autograd's gradient of an embedding or
+// of a slice) and of a value only the Add reads runs as run_index_add_onto at the Add: the
+// IndexAdd's contributions go into the other operand's block, which the Add's output takes over,
+// instead of a zero-filled tensor and a pass over both. Chains of them (a gradient made of
+// slices' gradients) fuse link by link.
+struct IndexAddFusion {
+  std::vector<int64_t> index_add_node;  // per node: for such an Add, the IndexAdd; else -1
+  std::vector<int64_t> onto;            // per node: for such an Add, the other operand; else -1
+  std::vector<int64_t> runs_at;         // per node: the Add an IndexAdd runs inside; else itself
+};
+IndexAddFusion fuse_index_add_into_add(const ir::Graph& g);
+
 // g with each Conv whose batch norm waits for a residual computed after it (a downsampling
 // block's shortcut) moved to run right before that batch norm, where the pair can fuse. Only
 // the order of independent nodes changes, so the results do not; values keep their indices.
@@ -54,8 +67,9 @@ ir::Graph sink_convs_to_batch_norms(ir::Graph g);
 // A Conv whose only reader is a BatchNormInference runs with it as one op when nothing in
 // between can see the difference (see fuse_conv_batch_norm): the same bits, one pass less over
 // the output; a Reshape is a view of its input's bytes (plan_memory's `views`); log_softmax's
-// gradient makes one pass instead of four (fuse_log_softmax_backward). IPUML_CPU_FUSION=0 in the
-// environment turns all three off.
+// gradient makes one pass instead of four (fuse_log_softmax_backward); an index_add's result
+// lands in the operand it is added to (fuse_index_add_into_add). IPUML_CPU_FUSION=0 in the
+// environment turns them all off.
 class GraphExecutor {
  public:
   explicit GraphExecutor(ir::Graph graph);
@@ -72,6 +86,8 @@ class GraphExecutor {
   ir::Graph graph_;             // as given, with sink_convs_to_batch_norms' order
   std::vector<int64_t> fused_;  // fuse_conv_batch_norm(graph_)
   LogSoftmaxBackwardFusion log_softmax_grads_;
+  IndexAddFusion index_adds_;
+  std::vector<int64_t> runs_at_;  // per node: the node it runs inside (both fusions), or itself
   MemoryPlan plan_;
   std::unique_ptr<Storage> arena_;
   std::vector<void*> ptr_;  // per value, filled each run

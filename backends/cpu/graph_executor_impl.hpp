@@ -131,6 +131,51 @@ IPUML_INLINE LogSoftmaxBackwardFusion fuse_log_softmax_backward(const ir::Graph&
   return f;
 }
 
+IPUML_INLINE IndexAddFusion fuse_index_add_into_add(const ir::Graph& g) {
+  using K = ir::OpKind;
+  IndexAddFusion f;
+  f.index_add_node.assign(g.nodes.size(), -1);
+  f.onto.assign(g.nodes.size(), -1);
+  f.runs_at.resize(g.nodes.size());
+  std::iota(f.runs_at.begin(), f.runs_at.end(), int64_t(0));
+  if (!detail::fusion_enabled()) return f;
+  const detail::FusionCandidates c(g);
+  // A float32 value of the given shape that the Add alone reads, and nothing after the step.
+  auto internal = [&](int64_t v, const Shape& shape) {
+    return c.readers[v] == 1 && !c.output[v] && !c.update[v] &&
+           g.values[v].meta.dtype == DType::Float32 && g.values[v].meta.shape == shape;
+  };
+  for (size_t d = 0; d < g.nodes.size(); ++d) {
+    const auto& add = g.nodes[d];
+    if (add.kind != K::Add || add.inputs.size() != 2 || add.outputs.size() != 1) continue;
+    const int64_t y = add.outputs[0];
+    const Shape& shape = g.values[y].meta.shape;
+    // The output takes an operand's block: it must not be computed in a state's buffer.
+    if (g.values[y].meta.dtype != DType::Float32 || c.update[y]) continue;
+    for (int side = 1; side >= 0; --side) {
+      const int64_t b = add.inputs[size_t(side)], a = add.inputs[size_t(1 - side)];
+      const int64_t e = c.def(b), n = c.def(a);
+      if (e < 0 || n < 0 || !internal(b, shape) || !internal(a, shape)) continue;
+      const auto& ia = g.nodes[size_t(e)];
+      // a's block is its own (a Reshape's output may be a view of bytes read elsewhere).
+      if (ia.kind != K::IndexAdd || ia.inputs.size() != 2 || ia.outputs.size() != 1 ||
+          ia.attrs.shape != shape || g.nodes[size_t(n)].kind == K::Reshape)
+        continue;
+      // The IndexAdd's inputs are read at the Add, later than it would: not states, which an
+      // in-place update may overwrite in between.
+      if (std::any_of(ia.inputs.begin(), ia.inputs.end(), [&](int64_t v) {
+            return g.values[v].kind == ir::ValueKind::State || c.update[v];
+          }))
+        continue;
+      f.index_add_node[d] = e;
+      f.onto[d] = a;
+      f.runs_at[size_t(e)] = int64_t(d);
+      break;
+    }
+  }
+  return f;
+}
+
 IPUML_INLINE ir::Graph sink_convs_to_batch_norms(ir::Graph g) {
   if (!detail::fusion_enabled()) return g;
   const size_t count = g.nodes.size();
@@ -167,7 +212,7 @@ IPUML_INLINE ir::Graph sink_convs_to_batch_norms(ir::Graph g) {
 }
 
 IPUML_INLINE MemoryPlan plan_memory(const ir::Graph& g, size_t alignment,
-                                    const std::vector<int64_t>& fused, bool views,
+                                    const std::vector<int64_t>& in_place, bool views,
                                     const std::vector<int64_t>& runs_at) {
   MemoryPlan p;
   p.offset.assign(g.values.size(), -1);
@@ -253,9 +298,9 @@ IPUML_INLINE MemoryPlan plan_memory(const ir::Graph& g, size_t alignment,
     release(static_cast<size_t>(p.offset[v]), round(g.values[v].meta.nbytes()));
   };
   for (size_t n = 0; n < g.nodes.size(); ++n) {
-    if (!fused.empty() && fused[n] == -2) {
-      // A fused batch norm: its output takes over its input's block (freed with the output).
-      const int64_t x = g.nodes[n].inputs[0], y = g.nodes[n].outputs[0];
+    if (!in_place.empty() && in_place[n] >= 0) {
+      // Computed in place of an input: the output takes over its block (freed with the output).
+      const int64_t x = in_place[n], y = g.nodes[n].outputs[0];
       p.offset[y] = p.offset[x];
       freed[x] = true;
     }
@@ -283,11 +328,39 @@ IPUML_INLINE MemoryPlan plan_memory(const ir::Graph& g, size_t alignment,
   return p;
 }
 
+namespace detail {
+
+// Per node, what plan_memory's `in_place` takes from the fusions.
+inline std::vector<int64_t> in_place_outputs(const ir::Graph& g,
+                                             const std::vector<int64_t>& conv_batch_norms,
+                                             const IndexAddFusion& index_adds) {
+  std::vector<int64_t> in_place(g.nodes.size(), -1);
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    if (conv_batch_norms[n] == -2) in_place[n] = g.nodes[n].inputs[0];
+    if (index_adds.onto[n] >= 0) in_place[n] = index_adds.onto[n];
+  }
+  return in_place;
+}
+
+// Per node, the node it runs inside under either fusion that moves nodes (or itself).
+inline std::vector<int64_t> merged_runs_at(const LogSoftmaxBackwardFusion& log_softmax_grads,
+                                           const IndexAddFusion& index_adds) {
+  std::vector<int64_t> at = log_softmax_grads.runs_at;
+  for (size_t n = 0; n < at.size(); ++n)
+    if (at[n] == int64_t(n)) at[n] = index_adds.runs_at[n];
+  return at;
+}
+
+}  // namespace detail
+
 IPUML_INLINE GraphExecutor::GraphExecutor(ir::Graph graph)
     : graph_(sink_convs_to_batch_norms(std::move(graph))),
       fused_(fuse_conv_batch_norm(graph_)),
       log_softmax_grads_(fuse_log_softmax_backward(graph_)),
-      plan_(plan_memory(graph_, 64, fused_, /*views=*/true, log_softmax_grads_.runs_at)) {
+      index_adds_(fuse_index_add_into_add(graph_)),
+      runs_at_(detail::merged_runs_at(log_softmax_grads_, index_adds_)),
+      plan_(plan_memory(graph_, 64, detail::in_place_outputs(graph_, fused_, index_adds_),
+                        /*views=*/true, runs_at_)) {
   arena_ = std::make_unique<Storage>(std::max<size_t>(plan_.arena_bytes, 64));
   ptr_.assign(graph_.values.size(), nullptr);
   for (size_t v = 0; v < graph_.values.size(); ++v)
@@ -368,7 +441,7 @@ IPUML_INLINE std::vector<Tensor> GraphExecutor::run(const std::vector<Tensor>& i
     for (size_t i = 0; i < node.outputs.size(); ++i) out_bufs_[n][i].data = ptr_[node.outputs[i]];
   };
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
-    if (fused_[n] == -2 || log_softmax_grads_.runs_at[n] != int64_t(n)) continue;
+    if (fused_[n] == -2 || runs_at_[n] != int64_t(n)) continue;
     const auto& node = graph_.nodes[n];
     if (!plan_.view.empty() && plan_.view[n]) {  // a Reshape: its input's bytes as they are
       ptr_[node.outputs[0]] = ptr_[node.inputs[0]];
@@ -385,6 +458,10 @@ IPUML_INLINE std::vector<Tensor> GraphExecutor::run(const std::vector<Tensor>& i
     } else if (const int64_t e = log_softmax_grads_.exp_node[n]; e >= 0) {
       const int64_t y = graph_.nodes[size_t(e)].inputs[0];
       run_log_softmax_backward({ptr_[y], graph_.values[y].meta}, in_bufs_[n][0], out_bufs_[n][0]);
+    } else if (const int64_t i = index_adds_.index_add_node[n]; i >= 0) {
+      bind_node(size_t(i));  // the Add's output already holds its other operand
+      run_index_add_onto(graph_.nodes[size_t(i)].attrs, in_bufs_[size_t(i)][0],
+                         in_bufs_[size_t(i)][1], out_bufs_[n][0]);
     } else {
       run_kernel(node.kind, node.attrs, in_bufs_[n], out_bufs_[n], ctx);
     }
@@ -393,6 +470,8 @@ IPUML_INLINE std::vector<Tensor> GraphExecutor::run(const std::vector<Tensor>& i
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (log_softmax_grads_.exp_node[n] >= 0)
         record_op_time("LogSoftmaxBackward (Sum Exp Mul Sub)", seconds);
+      else if (index_adds_.index_add_node[n] >= 0)
+        record_op_time("Add (IndexAdd onto its operand)", seconds);
       else
         record_op_time(node.kind, node.attrs, seconds);
     }

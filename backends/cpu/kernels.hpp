@@ -48,6 +48,13 @@ void run_conv_batch_norm(const ir::Attrs& conv, const std::vector<ConstBuffer>& 
 // from y and g.
 void run_log_softmax_backward(const ConstBuffer& y, const ConstBuffer& g, const MutableBuffer& dx);
 
+// out += index_add(idx, src) (IndexAdd with `attrs`, a result of out's shape) in place: out
+// holds the other operand of an Add of the two; the CPU graph executor runs that pair this way.
+// Every element the index reaches gets the bits of the Add of the two ops; the others keep theirs
+// (a -0 stays -0 where the Add would give +0). Float32; src must not overlap out.
+void run_index_add_onto(const ir::Attrs& attrs, const ConstBuffer& idx, const ConstBuffer& src,
+                        const MutableBuffer& out);
+
 // Whether this backend implements `kind` (the CPU backend implements the whole catalogue).
 inline bool supports(ir::OpKind) { return true; }
 

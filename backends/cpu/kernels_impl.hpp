@@ -353,6 +353,15 @@ IPUML_INLINE void run_log_softmax_backward(const ConstBuffer& y, const ConstBuff
                             y.meta.numel() / cols, cols);
 }
 
+IPUML_INLINE void run_index_add_onto(const ir::Attrs& attrs, const ConstBuffer& idx,
+                                     const ConstBuffer& src, const MutableBuffer& out) {
+  using namespace kdetail;
+  ipuml::detail::apply_denormal_mode();
+  IPUML_CHECK(!overlaps(src.data, src.meta.nbytes(), out.data, out.meta.nbytes()),
+              "index_add onto a tensor: the source must not overlap the result");
+  k_index_add_onto(attrs, idx, src, out);
+}
+
 IPUML_INLINE void run_conv_batch_norm(const ir::Attrs& conv,
                                       const std::vector<ConstBuffer>& conv_in, const ir::Attrs& bn,
                                       const std::vector<ConstBuffer>& bn_in,

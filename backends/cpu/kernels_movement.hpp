@@ -4,6 +4,8 @@
 
 #include <ipuml/backends/cpu/kernels_common.hpp>
 
+#include <numeric>
+
 namespace ipuml::cpu::kdetail {
 
 // Offsets of item c of a multi-index over `sizes`, through two stride sets.
@@ -249,6 +251,30 @@ void dispatch_accum(const char* op, DType t, Fn&& fn) {
   }
 }
 
+// Whether the indices are first, first + 1, ... (a slice's gradient, arange as its index).
+inline bool is_ascending_range(const std::vector<int64_t>& ix) {
+  for (size_t j = 1; j < ix.size(); ++j)
+    if (ix[j] != ix[0] + int64_t(j)) return false;
+  return true;
+}
+
+// y[i, first + j, :] += s[i, j, :] + 0 for every outer slice i and j < len (index_add with an
+// ascending range of indices, whose contributions are one contiguous run per slice). The + 0
+// keeps index_add's bits: the sum of a zero and s, so a -0 in s counts as +0.
+template <typename T>
+void add_range_rows(const T* s, T* y, const Split3& sp, int64_t first, int64_t len) {
+  const int64_t run = len * sp.inner;
+  parallel_blocks(sp.outer * run, kBlock, [&](int64_t b, int64_t e) {
+    while (b < e) {
+      const int64_t i = b / run, k0 = b % run, k1 = std::min(run, k0 + (e - b));
+      const T* sr = s + i * run;
+      T* dst = y + (i * sp.mid + first) * sp.inner;
+      for (int64_t k = k0; k < k1; ++k) dst[k] += sr[k] + T(0);
+      b += k1 - k0;
+    }
+  });
+}
+
 inline void k_index_add(const ir::Attrs& a, const ConstBuffer& idx, const ConstBuffer& src,
                         const MutableBuffer& o) {
   const Shape& os = o.meta.shape;
@@ -268,6 +294,10 @@ inline void k_index_add(const ir::Attrs& a, const ConstBuffer& idx, const ConstB
     T* y = out_ptr<T>(o);
     parallel_blocks(o.meta.numel(), kBlock,
                     [&](int64_t b, int64_t e) { std::fill(y + b, y + e, T(0)); });
+    if (is_ascending_range(ix)) {  // a slice's gradient: one contiguous run per outer slice
+      add_range_rows(s, y, sp, ix.empty() ? 0 : ix.front(), len);
+      return;
+    }
     // Work splits over outer slices and column blocks, at least 64 pieces where the columns
     // allow (a 32-core node's threads each get work); every output element still receives its
     // contributions in index order, so the result does not depend on the split.
@@ -288,6 +318,66 @@ inline void k_index_add(const ir::Attrs& a, const ConstBuffer& idx, const ConstB
       }
     });
   });
+}
+
+// out[...] += index_add(idx, src) in place: out holds a value of index_add's result shape and
+// receives, at each destination, the sum of its contributions in index order, each started from
+// zero as index_add starts them ((0 + s1) + s2 ...), added once. So every element the index
+// reaches gets the bits of add(out, index_add(idx, src)); the others keep theirs (a -0 stays -0,
+// where the add would give +0: an equal value). Float32.
+inline void k_index_add_onto(const ir::Attrs& a, const ConstBuffer& idx, const ConstBuffer& src,
+                             const MutableBuffer& o) {
+  const Shape& os = o.meta.shape;
+  IPUML_CHECK(a.dims.size() == 1 && a.dims[0] >= 0 &&
+                  a.dims[0] < static_cast<int64_t>(std::max<size_t>(os.size(), 1)) && a.shape == os,
+              "index_add onto a tensor: invalid dim ", ipuml::detail::str(a.dims),
+              " or result shape ", shape_str(a.shape), " for a tensor of shape ", shape_str(os));
+  IPUML_CHECK(idx.meta.shape.size() == 1, "index_add onto a tensor: index must be 1-d");
+  IPUML_CHECK(o.meta.dtype == DType::Float32 && src.meta.dtype == DType::Float32,
+              "index_add onto a tensor: expected float32, got ", dtype_name(src.meta.dtype),
+              " onto ", dtype_name(o.meta.dtype));
+  const auto sp = split_at(os, a.dims[0]);
+  const auto ix = checked_indices("index_add", idx, sp.mid, a.dims[0]);
+  const int64_t len = static_cast<int64_t>(ix.size());
+  IPUML_CHECK(src.meta.numel() == sp.outer * len * sp.inner, "index_add onto a tensor: source ",
+              "of shape ", shape_str(src.meta.shape), " does not fit ", shape_str(os), " with ",
+              len, " indices");
+  const float* s = in_ptr<float>(src);
+  float* y = out_ptr<float>(o);
+  if (is_ascending_range(ix)) return add_range_rows(s, y, sp, ix.empty() ? 0 : ix.front(), len);
+  // Positions grouped by destination, in index order within a group.
+  std::vector<int64_t> order(static_cast<size_t>(len));
+  std::iota(order.begin(), order.end(), int64_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](int64_t p, int64_t q) {
+    return ix[static_cast<size_t>(p)] < ix[static_cast<size_t>(q)];
+  });
+  std::vector<int64_t> group_start;  // into `order`; one past the last group at the end
+  for (int64_t j = 0; j < len; ++j)
+    if (j == 0 ||
+        ix[static_cast<size_t>(order[size_t(j)])] != ix[static_cast<size_t>(order[size_t(j - 1)])])
+      group_start.push_back(j);
+  const int64_t groups = static_cast<int64_t>(group_start.size());
+  group_start.push_back(len);
+  constexpr int64_t kCols = 256;  // a group's partial sums, on the stack
+  const int64_t cb = (sp.inner + kCols - 1) / kCols;
+  parallel_items(
+      sp.outer * groups * cb,
+      std::max<int64_t>(1, len / std::max<int64_t>(groups, 1)) * std::min(kCols, sp.inner),
+      [&](int64_t t0, int64_t t1) {
+        float sum[kCols];
+        for (int64_t t = t0; t < t1; ++t) {
+          const int64_t i = t / (groups * cb), gi = t / cb % groups;
+          const int64_t k0 = t % cb * kCols, w = std::min(kCols, sp.inner - k0);
+          std::fill(sum, sum + w, 0.0f);
+          for (int64_t q = group_start[size_t(gi)]; q < group_start[size_t(gi + 1)]; ++q) {
+            const float* sr = s + (i * len + order[size_t(q)]) * sp.inner + k0;
+            for (int64_t k = 0; k < w; ++k) sum[k] += sr[k];
+          }
+          const int64_t dest = ix[static_cast<size_t>(order[size_t(group_start[size_t(gi)])])];
+          float* dst = y + (i * sp.mid + dest) * sp.inner + k0;
+          for (int64_t k = 0; k < w; ++k) dst[k] += sum[k];
+        }
+      });
 }
 
 inline std::vector<int64_t> checked_gather_index(const char* op, const ConstBuffer& idx,
