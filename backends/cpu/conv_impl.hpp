@@ -406,6 +406,58 @@ inline bool flat_1x1(const Conv2dParams& p, int64_t k) {
          p.pad_w == 0 && pixel_kernels_take_1x1(k, p.out_h() * p.out_w());
 }
 
+// Whether an unpadded stride-1 1x1 convolution runs as its transposed product (AVX2): out^T
+// (pixels x channels) through the GEMM, then transposed. On small maps the wide GEMM's panels of
+// 16 pixels leave columns empty (49 pixels take 64) and its few columns split badly among
+// threads; the transpose has the pixels as rows and the channels as columns, both filled. AVX2,
+// 1 / 2 threads, GFLOP/s: 2048 x 49 x 512 78 -> 91 / 97 -> 178, 512 x 49 x 2048 77 -> 91 / 99 ->
+// 169; on 14x14 maps only the split gains (1024 x 196 x 256 110 -> 110 / 174 -> 205), so those
+// go transposed when the product runs on several threads (`inner`: few images); at 784 pixels
+// the wide GEMM is faster (198 against 151 for 128 -> 512 channels, 2 threads). The pixel
+// kernels take these on AVX-512. Switched off by
+// set_conv_transposed_1x1(false) or IPUML_CONV_TRANSPOSED_1X1=0 at start-up (the two paths give
+// the same bits).
+IPUML_INLINE std::atomic<bool>& transposed_1x1_state() {
+  static std::atomic<bool> enabled{[] {
+    const char* env = std::getenv("IPUML_CONV_TRANSPOSED_1X1");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }()};
+  return enabled;
+}
+inline bool transposed_1x1(const Conv2dParams& p, int64_t m, int64_t k, bool inner) {
+  const int64_t pixels = p.out_h() * p.out_w();
+  return transposed_1x1_state().load(std::memory_order_relaxed) && active_isa() == Isa::avx2 &&
+         p.kh == 1 && p.kw == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 &&
+         p.pad_w == 0 && (pixels <= 64 || (inner && pixels <= 256)) && m >= 16 && k >= 16;
+}
+
+// out (m x P, row-major) = a 1x1 convolution's product for one image and group, computed as its
+// transpose: out^T (P x m) = planes^T op(B) with planes the k x P input (x forward, dy for dx)
+// and op(B) the k x m weights, then transposed into out. Each output sums its k products in the
+// same order and the same k blocks, through the same micro-kernel, as wide_conv_image's product
+// (init, per row of out, starts the sums as there), so the bits are the wide GEMM's.
+template <class PackB>
+void transposed_1x1_image(const GemmConfig& cfg, int64_t m, int64_t p_count, int64_t k,
+                          const float* planes, const PackB& weights, const float* init, float* out,
+                          bool inner, const ChannelAffineAt& epilogue = {}) {
+  ScratchLease scratch(kScratchConvOut, size_t(p_count * m));
+  float* ct = scratch.get();
+  float beta = 0.0f;
+  if (init != nullptr) {
+    for (int64_t i = 0; i < p_count; ++i) std::copy_n(init, m, ct + i * m);
+    beta = 1.0f;
+  }
+  run_gemm(cfg, p_count, m, k, 1.0f, PackColMajorA{planes, p_count}, weights, beta, ct, m, inner);
+  const float* rows[kMaxTransposeRows];
+  for (int64_t i0 = 0; i0 < p_count; i0 += kMaxTransposeRows) {
+    const int nrows = int(std::min<int64_t>(kMaxTransposeRows, p_count - i0));
+    for (int r = 0; r < nrows; ++r) rows[r] = ct + (i0 + r) * m;
+    transpose_rows(out + i0, p_count, rows, nrows, m);
+  }
+  if (epilogue)
+    for (int64_t o = 0; o < m; ++o) epilogue.apply(out, o, 0, p_count);
+}
+
 // The weights of a forward convolution on the pixel kernels, m x k per group (row-major), for
 // `tasks` images and groups: packed here once for all of them, or, for one task with enough
 // panels of 32 channels to share among the threads without splitting rows, panel by panel in
@@ -896,6 +948,14 @@ IPUML_INLINE bool use_winograd(const Conv2dParams& p) {
 }  // namespace detail
 
 IPUML_INLINE void set_conv_winograd(bool enabled) { detail::winograd_state().store(enabled); }
+IPUML_INLINE void set_conv_transposed_1x1(bool enabled) {
+  detail::transposed_1x1_state().store(enabled);
+}
+IPUML_INLINE bool conv_runs_transposed_1x1(const Conv2dParams& p) {
+  const Conv2dParams q = detail::strided_1x1(p) ? detail::compact_1x1(p) : p;
+  const bool inner = q.n * q.groups < 2 * detail::available_threads();
+  return detail::transposed_1x1(q, q.c_out / q.groups, q.c_in / q.groups, inner);
+}
 IPUML_INLINE bool conv_winograd_enabled() { return detail::winograd_state().load(); }
 
 IPUML_INLINE void check_conv2d_params(const char* op, const Conv2dParams& p) {
@@ -975,6 +1035,16 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
   if (p.stride_h == 1 && p.stride_w == 1) {
     // A flat 1x1 reads its image as one row of oh * ow pixels.
     const bool flat = detail::flat_1x1(p, K);
+    if (detail::transposed_1x1(p, cog, K, inner)) {
+      detail::for_each_index(outer, tasks, [&](int64_t t) {
+        const int64_t img = t / G, g = t % G;
+        detail::transposed_1x1_image(
+            cfg, cog, P, K, x + (img * p.c_in + g * cig) * p.h * p.w,
+            detail::PackColMajorB{w + g * cog * K, K}, bias != nullptr ? bias + g * cog : nullptr,
+            y + (img * p.c_out + g * cog) * P, inner, {epilogue, img * p.c_out + g * cog});
+      });
+      return;
+    }
     const detail::WideGeom wg =
         flat ? detail::WideGeom{cig, 1, P, 0, 0, 1, 1, 1, 1}
              : detail::WideGeom{cig, p.h, p.w, p.pad_h, p.pad_w, p.kh, p.kw, p.dil_h, p.dil_w};
@@ -1106,6 +1176,15 @@ IPUML_INLINE void conv2d_backward_input(const Conv2dParams& p, const float* dy, 
       return;
     }
 #endif
+    if (detail::transposed_1x1(p, cig, cog, inner)) {
+      detail::for_each_index(outer, tasks, [&](int64_t t) {
+        const int64_t img = t / G, g = t % G;
+        detail::transposed_1x1_image(cfg, cig, P, cog, dy + (img * p.c_out + g * cog) * P,
+                                     detail::PackRowMajorB{w + g * cog * K, K}, nullptr,
+                                     dx + (img * p.c_in + g * cig) * HW, inner);
+      });
+      return;
+    }
     const detail::WideGeom& wg = flipped_ok && flipped_cost <= col2im_cost ? wf : wx;
     const bool flipped = &wg == &wf;
     if (flipped && detail::use_pixel_kernels(cog * khw, khw)) {
