@@ -48,15 +48,15 @@ void conv2d_backward_bias(const Conv2dParams& p, const float* dy, float* db);
 void set_conv_winograd(bool enabled);
 bool conv_winograd_enabled();
 
-// With AVX2, an unpadded stride-1 1x1 convolution on maps of at most 64 pixels, or 256 when a
-// product runs on several threads (few images), and ResNet's stride-2 shortcuts onto such maps,
-// compute their output and input gradient as the transposed product, pixels x channels, and
-// transpose that into NCHW (the default: 1.2x faster on 7x7 maps on one thread, 1.2-1.8x on
-// 7x7 and 14x14 maps on two). Off (or IPUML_CONV_TRANSPOSED_1X1=0 at start-up), the wide GEMM
-// computes them; the bits are the same either way. conv_runs_transposed_1x1(p) says whether p's
-// forward takes that path now.
-void set_conv_transposed_1x1(bool enabled);
-bool conv_runs_transposed_1x1(const Conv2dParams& p);
+// With AVX2, a stride-1 convolution on maps of at most 64 pixels, or 256 when a product runs on
+// several threads (few images), and ResNet's stride-2 1x1 shortcuts onto such maps, compute
+// their output as the transposed product, pixels x channels, transposed into NCHW (1x1s their
+// input gradient too), the default: 1.2x faster on 7x7 maps on one thread, 1.2-1.8x on 7x7 and
+// 14x14 maps on two. Off (or IPUML_CONV_TRANSPOSED=0 at start-up), the wide GEMM computes them;
+// the bits are the same either way. conv_runs_transposed(p) says whether p's forward takes that
+// path now.
+void set_conv_transposed(bool enabled);
+bool conv_runs_transposed(const Conv2dParams& p);
 
 // Naive loops with double accumulation: the test oracle.
 void conv2d_forward_reference(const Conv2dParams& p, const float* x, const float* w,

@@ -406,40 +406,54 @@ inline bool flat_1x1(const Conv2dParams& p, int64_t k) {
          p.pad_w == 0 && pixel_kernels_take_1x1(k, p.out_h() * p.out_w());
 }
 
-// Whether an unpadded stride-1 1x1 convolution runs as its transposed product (AVX2): out^T
-// (pixels x channels) through the GEMM, then transposed. On small maps the wide GEMM's panels of
-// 16 pixels leave columns empty (49 pixels take 64) and its few columns split badly among
-// threads; the transpose has the pixels as rows and the channels as columns, both filled. AVX2,
-// 1 / 2 threads, GFLOP/s: 2048 x 49 x 512 78 -> 91 / 97 -> 178, 512 x 49 x 2048 77 -> 91 / 99 ->
-// 169; on 14x14 maps only the split gains (1024 x 196 x 256 110 -> 110 / 174 -> 205), so those
-// go transposed when the product runs on several threads (`inner`: few images); at 784 pixels
-// the wide GEMM is faster (198 against 151 for 128 -> 512 channels, 2 threads). The pixel
-// kernels take these on AVX-512. Switched off by
-// set_conv_transposed_1x1(false) or IPUML_CONV_TRANSPOSED_1X1=0 at start-up (the two paths give
-// the same bits).
-IPUML_INLINE std::atomic<bool>& transposed_1x1_state() {
+// Whether a stride-1 convolution runs as its transposed product (AVX2): out^T (pixels x
+// channels) through the GEMM, then transposed. On small maps the wide GEMM's panels of 16
+// columns leave columns empty (49 pixels take 64; a padded 3x3 on a 7x7 map computes 63 wide
+// columns) and its few columns split badly among threads; the transpose has the pixels as rows
+// and the channels as columns, both filled. AVX2, 1 / 2 threads, GFLOP/s: 2048 x 49 x 512
+// 78 -> 91 / 97 -> 178, 512 x 49 x 2048 77 -> 91 / 99 -> 169; on 14x14 maps only the split gains
+// (1024 x 196 x 256 110 -> 110 / 174 -> 205), so those go transposed when the product runs on
+// several threads (`inner`: few images); at 784 pixels the wide GEMM is faster (198 against 151
+// for 128 -> 512 channels, 2 threads). A kernel larger than 1x1 first gathers the image's column
+// matrix (im2col_rows). The pixel kernels take these on AVX-512. Switched off by
+// set_conv_transposed(false) or IPUML_CONV_TRANSPOSED=0 at start-up (the two paths give the
+// same bits).
+IPUML_INLINE std::atomic<bool>& transposed_state() {
   static std::atomic<bool> enabled{[] {
-    const char* env = std::getenv("IPUML_CONV_TRANSPOSED_1X1");
+    const char* env = std::getenv("IPUML_CONV_TRANSPOSED");
     return env == nullptr || std::strcmp(env, "0") != 0;
   }()};
   return enabled;
 }
-inline bool transposed_1x1(const Conv2dParams& p, int64_t m, int64_t k, bool inner) {
+inline bool transposed_conv(const Conv2dParams& p, int64_t m, int64_t k, bool inner) {
   const int64_t pixels = p.out_h() * p.out_w();
-  return transposed_1x1_state().load(std::memory_order_relaxed) && active_isa() == Isa::avx2 &&
-         p.kh == 1 && p.kw == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 &&
-         p.pad_w == 0 && (pixels <= 64 || (inner && pixels <= 256)) && m >= 16 && k >= 16;
+  return transposed_state().load(std::memory_order_relaxed) && active_isa() == Isa::avx2 &&
+         p.stride_h == 1 && p.stride_w == 1 && (pixels <= 64 || (inner && pixels <= 256)) &&
+         m >= 16 && k >= 16;
+}
+// Whether p is an unpadded 1x1, whose column matrix is its input.
+inline bool unpadded_1x1(const Conv2dParams& p) {
+  return p.kh == 1 && p.kw == 1 && p.pad_h == 0 && p.pad_w == 0;
 }
 
-// out (m x P, row-major) = a 1x1 convolution's product for one image and group, computed as its
-// transpose: out^T (P x m) = planes^T op(B) with planes the k x P input (x forward, dy for dx)
-// and op(B) the k x m weights, then transposed into out. Each output sums its k products in the
-// same order and the same k blocks, through the same micro-kernel, as wide_conv_image's product
-// (init, per row of out, starts the sums as there), so the bits are the wide GEMM's.
+// The column matrix of one image for the transposed product, k x (oh * ow): row krow = (c, ky,
+// kx), in the wide GEMM's order, holds that tap of the padded image xp at every real output.
+inline void im2col_rows(const WideGeom& g, const int64_t* taps, const float* xp, float* col,
+                        bool parallel) {
+  const int64_t oh = g.oh(), ow = g.ow(), wp = g.wp(), khw = g.kh * g.kw;
+  for_each_index(parallel && g.c > 1, g.c, [&](int64_t ch) {
+    for (int64_t krow = ch * khw; krow < (ch + 1) * khw; ++krow) {
+      const float* src = xp + taps[krow];
+      float* dst = col + krow * oh * ow;
+      for (int64_t oy = 0; oy < oh; ++oy) std::copy_n(src + oy * wp, ow, dst + oy * ow);
+    }
+  });
+}
+
 template <class PackB>
-void transposed_1x1_image(const GemmConfig& cfg, int64_t m, int64_t p_count, int64_t k,
-                          const float* planes, const PackB& weights, const float* init, float* out,
-                          bool inner, const ChannelAffineAt& epilogue = {}) {
+void transposed_conv_image(const GemmConfig& cfg, int64_t m, int64_t p_count, int64_t k,
+                           const float* planes, const PackB& weights, const float* init, float* out,
+                           bool inner, const ChannelAffineAt& epilogue = {}) {
   ScratchLease scratch(kScratchConvOut, size_t(p_count * m));
   float* ct = scratch.get();
   float beta = 0.0f;
@@ -948,13 +962,13 @@ IPUML_INLINE bool use_winograd(const Conv2dParams& p) {
 }  // namespace detail
 
 IPUML_INLINE void set_conv_winograd(bool enabled) { detail::winograd_state().store(enabled); }
-IPUML_INLINE void set_conv_transposed_1x1(bool enabled) {
-  detail::transposed_1x1_state().store(enabled);
-}
-IPUML_INLINE bool conv_runs_transposed_1x1(const Conv2dParams& p) {
+IPUML_INLINE void set_conv_transposed(bool enabled) { detail::transposed_state().store(enabled); }
+IPUML_INLINE bool conv_runs_transposed(const Conv2dParams& p) {
   const Conv2dParams q = detail::strided_1x1(p) ? detail::compact_1x1(p) : p;
+  if (detail::use_winograd(q) && detail::winograd_pays(q)) return false;
   const bool inner = q.n * q.groups < 2 * detail::available_threads();
-  return detail::transposed_1x1(q, q.c_out / q.groups, q.c_in / q.groups, inner);
+  return (detail::unpadded_1x1(q) || q.stride_h == 1) &&
+         detail::transposed_conv(q, q.c_out / q.groups, q.c_in / q.groups * q.kh * q.kw, inner);
 }
 IPUML_INLINE bool conv_winograd_enabled() { return detail::winograd_state().load(); }
 
@@ -1035,22 +1049,30 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
   if (p.stride_h == 1 && p.stride_w == 1) {
     // A flat 1x1 reads its image as one row of oh * ow pixels.
     const bool flat = detail::flat_1x1(p, K);
-    if (detail::transposed_1x1(p, cog, K, inner)) {
-      detail::for_each_index(outer, tasks, [&](int64_t t) {
-        const int64_t img = t / G, g = t % G;
-        detail::transposed_1x1_image(
-            cfg, cog, P, K, x + (img * p.c_in + g * cig) * p.h * p.w,
-            detail::PackColMajorB{w + g * cog * K, K}, bias != nullptr ? bias + g * cog : nullptr,
-            y + (img * p.c_out + g * cog) * P, inner, {epilogue, img * p.c_out + g * cog});
-      });
-      return;
-    }
     const detail::WideGeom wg =
         flat ? detail::WideGeom{cig, 1, P, 0, 0, 1, 1, 1, 1}
              : detail::WideGeom{cig, p.h, p.w, p.pad_h, p.pad_w, p.kh, p.kw, p.dil_h, p.dil_w};
     const std::vector<int64_t> taps = wg.taps();
     if (!flat && detail::small_k_forward(K))
       return detail::small_k_conv(p, wg, taps.data(), x, w, bias, y, epilogue);
+    if (detail::transposed_conv(p, cog, K, inner)) {
+      const bool one = detail::unpadded_1x1(p);
+      detail::for_each_index(outer, tasks, [&](int64_t t) {
+        const int64_t img = t / G, g = t % G;
+        const float* xg = x + (img * p.c_in + g * cig) * p.h * p.w;
+        std::optional<detail::ScratchLease> padded, col;
+        if (!one) {
+          col.emplace(detail::kScratchWide, size_t(K * P));
+          detail::im2col_rows(wg, taps.data(), detail::padded_image(wg, xg, padded), col->get(),
+                              inner);
+        }
+        detail::transposed_conv_image(
+            cfg, cog, P, K, one ? xg : col->get(), detail::PackColMajorB{w + g * cog * K, K},
+            bias != nullptr ? bias + g * cog : nullptr, y + (img * p.c_out + g * cog) * P, inner,
+            {epilogue, img * p.c_out + g * cog});
+      });
+      return;
+    }
     if (flat || detail::use_pixel_kernels(K, p.kh * p.kw)) {
       const detail::PixelPanels panels(cog, K, w, G, tasks, threads);
       detail::for_each_index(outer, tasks, [&](int64_t t) {
@@ -1176,12 +1198,12 @@ IPUML_INLINE void conv2d_backward_input(const Conv2dParams& p, const float* dy, 
       return;
     }
 #endif
-    if (detail::transposed_1x1(p, cig, cog, inner)) {
+    if (detail::unpadded_1x1(p) && detail::transposed_conv(p, cig, cog, inner)) {
       detail::for_each_index(outer, tasks, [&](int64_t t) {
         const int64_t img = t / G, g = t % G;
-        detail::transposed_1x1_image(cfg, cig, P, cog, dy + (img * p.c_out + g * cog) * P,
-                                     detail::PackRowMajorB{w + g * cog * K, K}, nullptr,
-                                     dx + (img * p.c_in + g * cig) * HW, inner);
+        detail::transposed_conv_image(cfg, cig, P, cog, dy + (img * p.c_out + g * cog) * P,
+                                      detail::PackRowMajorB{w + g * cog * K, K}, nullptr,
+                                      dx + (img * p.c_in + g * cig) * HW, inner);
       });
       return;
     }

@@ -441,25 +441,30 @@ TEST_CASE("the AVX2 Winograd transforms give the portable transforms' bits", "[c
     }
 }
 
-TEST_CASE("AVX2's small-map 1x1 convolutions run transposed with the wide GEMM's bits", "[conv]") {
+TEST_CASE("AVX2's convolutions on small maps run transposed with the wide GEMM's bits", "[conv]") {
   IsaGuard guard;
+  WinogradGuard wino_guard;
+  ipuml::cpu::set_conv_winograd(false);
   const auto isas = supported_isas();
   if (std::find(isas.begin(), isas.end(), Isa::avx2) == isas.end()) return;  // no AVX2 here
   ipuml::cpu::set_gemm_isa(Isa::avx2);
   struct Restore {
-    ~Restore() { ipuml::cpu::set_conv_transposed_1x1(true); }
+    ~Restore() { ipuml::cpu::set_conv_transposed(true); }
   } restore;
   std::mt19937 rng(17);
-  // 7x7 maps (any batch), 14x14 and 16x16 (256 pixels, the most taken) at batch 1, whose
-  // product runs on every thread; 3 k blocks (AVX2's kc is 384), groups, a stride-2 shortcut
-  // (run on its compact map) and odd sizes.
+  // 1x1s on 7x7 maps (any batch), 14x14 and 16x16 (256 pixels, the most taken) at batch 1,
+  // whose product runs on every thread; 3 k blocks (AVX2's kc is 384), groups, a stride-2
+  // shortcut (run on its compact map) and odd sizes; padded 3x3s (ResNet's on 7x7 and 14x14
+  // maps), a dilated one, a 5x3 and a padded 1x1, on their column matrices.
   for (const Conv2dParams& p :
        {make(3, 512, 7, 7, 2048, 1, 1), make(1, 1000, 7, 7, 40, 1, 1),
         make(1, 64, 14, 14, 256, 1, 1), make(2, 96, 5, 9, 80, 1, 1, 1, 0, 1, 2),
         make(1, 256, 14, 14, 512, 1, 1, 2), make(1, 32, 16, 16, 48, 1, 1),
-        make(2, 17, 3, 5, 19, 1, 1)}) {
+        make(2, 17, 3, 5, 19, 1, 1), make(2, 128, 7, 7, 96, 3, 3, 1, 1),
+        make(1, 64, 14, 14, 40, 3, 3, 1, 1), make(1, 24, 9, 8, 32, 3, 3, 1, 2, 2),
+        make(2, 16, 8, 6, 24, 5, 3, 1, 1), make(1, 20, 6, 6, 24, 1, 1, 1, 1)}) {
     INFO(describe(p));
-    CHECK(ipuml::cpu::conv_runs_transposed_1x1(p));
+    CHECK(ipuml::cpu::conv_runs_transposed(p));
     auto x = random_floats(x_size(p), rng), w = random_floats(w_size(p), rng);
     auto bias = random_floats(size_t(p.c_out), rng), dy = random_floats(y_size(p), rng);
     auto scale = random_floats(size_t(p.c_out), rng), shift = random_floats(size_t(p.c_out), rng);
@@ -468,8 +473,8 @@ TEST_CASE("AVX2's small-map 1x1 convolutions run transposed with the wide GEMM's
                                            true,         p.c_out,      p.out_h() * p.out_w()};
     std::vector<float> out[2][4];
     for (int on = 0; on < 2; ++on) {
-      ipuml::cpu::set_conv_transposed_1x1(on == 1);
-      CHECK(ipuml::cpu::conv_runs_transposed_1x1(p) == (on == 1));
+      ipuml::cpu::set_conv_transposed(on == 1);
+      CHECK(ipuml::cpu::conv_runs_transposed(p) == (on == 1));
       for (auto& o : out[on]) o.assign(y_size(p), NAN);
       out[on][3].assign(x_size(p), NAN);
       ipuml::cpu::conv2d_forward(p, x.data(), w.data(), bias.data(), out[on][0].data());
@@ -483,8 +488,8 @@ TEST_CASE("AVX2's small-map 1x1 convolutions run transposed with the wide GEMM's
     }
     std::vector<float> y_ref(y_size(p)), dx_ref(x_size(p));
     ipuml::cpu::conv2d_forward_reference(p, x.data(), w.data(), bias.data(), y_ref.data());
-    check_close(out[1][0], y_ref, double(p.c_in / p.groups));
+    check_close(out[1][0], y_ref, double(p.c_in / p.groups * p.kh * p.kw));
     ipuml::cpu::conv2d_backward_input_reference(p, dy.data(), w.data(), dx_ref.data());
-    check_close(out[1][3], dx_ref, double(p.c_out / p.groups));
+    check_close(out[1][3], dx_ref, double(p.c_out / p.groups * p.kh * p.kw));
   }
 }
