@@ -406,18 +406,19 @@ inline bool flat_1x1(const Conv2dParams& p, int64_t k) {
          p.pad_w == 0 && pixel_kernels_take_1x1(k, p.out_h() * p.out_w());
 }
 
-// Whether a stride-1 convolution runs as its transposed product (AVX2): out^T (pixels x
-// channels) through the GEMM, then transposed. On small maps the wide GEMM's panels of 16
-// columns leave columns empty (49 pixels take 64; a padded 3x3 on a 7x7 map computes 63 wide
-// columns) and its few columns split badly among threads; the transpose has the pixels as rows
-// and the channels as columns, both filled. AVX2, 1 / 2 threads, GFLOP/s: 2048 x 49 x 512
-// 78 -> 91 / 97 -> 178, 512 x 49 x 2048 77 -> 91 / 99 -> 169; on 14x14 maps only the split gains
-// (1024 x 196 x 256 110 -> 110 / 174 -> 205), so those go transposed when the product runs on
-// several threads (`inner`: few images); at 784 pixels the wide GEMM is faster (198 against 151
-// for 128 -> 512 channels, 2 threads). A kernel larger than 1x1 first gathers the image's column
-// matrix (im2col_rows). The pixel kernels take these on AVX-512. Switched off by
-// set_conv_transposed(false) or IPUML_CONV_TRANSPOSED=0 at start-up (the two paths give the
-// same bits).
+// Whether a convolution runs as its transposed product (AVX2): out^T (pixels x channels)
+// through the GEMM, then transposed. On small maps the wide GEMM's panels of 16 columns leave
+// columns empty (49 pixels take 64; a padded 3x3 on a 7x7 map computes 63 wide columns) and its
+// few columns split badly among threads; the transpose has the pixels as rows and the channels as
+// columns, both filled. AVX2, 1 / 2 threads, GFLOP/s: 2048 x 49 x 512 78 -> 91 / 97 -> 178,
+// 512 x 49 x 2048 77 -> 91 / 99 -> 169; on 14x14 maps only the split gains (1024 x 196 x 256
+// 110 -> 110 / 174 -> 205), so those go transposed when the product runs on several threads
+// (`inner`: few images); at 784 pixels the wide GEMM is faster (198 against 151 for 128 -> 512
+// channels, 2 threads). Other than an unpadded stride-1 1x1, a convolution first gathers the
+// image's column matrix (im2col_image). Each output sums the same products in the same order as
+// the path it replaces (the wide GEMM at stride 1, the im2col GEMM when strided), so the bits are
+// that path's. The pixel kernels take these on AVX-512. Switched off by set_conv_transposed(false)
+// or IPUML_CONV_TRANSPOSED=0 at start-up.
 IPUML_INLINE std::atomic<bool>& transposed_state() {
   static std::atomic<bool> enabled{[] {
     const char* env = std::getenv("IPUML_CONV_TRANSPOSED");
@@ -428,28 +429,48 @@ IPUML_INLINE std::atomic<bool>& transposed_state() {
 inline bool transposed_conv(const Conv2dParams& p, int64_t m, int64_t k, bool inner) {
   const int64_t pixels = p.out_h() * p.out_w();
   return transposed_state().load(std::memory_order_relaxed) && active_isa() == Isa::avx2 &&
-         p.stride_h == 1 && p.stride_w == 1 && (pixels <= 64 || (inner && pixels <= 256)) &&
-         m >= 16 && k >= 16;
+         (pixels <= 64 || (inner && pixels <= 256)) && m >= 16 && k >= 16;
 }
-// Whether p is an unpadded 1x1, whose column matrix is its input.
-inline bool unpadded_1x1(const Conv2dParams& p) {
-  return p.kh == 1 && p.kw == 1 && p.pad_h == 0 && p.pad_w == 0;
+// Whether p is an unpadded stride-1 1x1, whose column matrix is its input.
+inline bool plain_1x1(const Conv2dParams& p) {
+  return p.kh == 1 && p.kw == 1 && p.pad_h == 0 && p.pad_w == 0 && p.stride_h == 1 &&
+         p.stride_w == 1;
 }
 
-// The column matrix of one image for the transposed product, k x (oh * ow): row krow = (c, ky,
-// kx), in the wide GEMM's order, holds that tap of the padded image xp at every real output.
-inline void im2col_rows(const WideGeom& g, const int64_t* taps, const float* xp, float* col,
-                        bool parallel) {
-  const int64_t oh = g.oh(), ow = g.ow(), wp = g.wp(), khw = g.kh * g.kw;
-  for_each_index(parallel && g.c > 1, g.c, [&](int64_t ch) {
-    for (int64_t krow = ch * khw; krow < (ch + 1) * khw; ++krow) {
-      const float* src = xp + taps[krow];
-      float* dst = col + krow * oh * ow;
-      for (int64_t oy = 0; oy < oh; ++oy) std::copy_n(src + oy * wp, ow, dst + oy * ow);
+// The column matrix of one image and group for the transposed product, k x (oh * ow): row
+// krow = (c, ky, kx), in the order of the wide and im2col GEMMs, holds that tap's input at every
+// output pixel, zero in the padding. xg: the group's cig channels of h x w.
+inline void im2col_image(const Conv2dParams& p, const float* xg, int64_t cig, float* col,
+                         bool parallel) {
+  const int64_t oh = p.out_h(), ow = p.out_w(), khw = p.kh * p.kw;
+  for_each_index(parallel && cig > 1, cig, [&](int64_t ch) {
+    const float* xc = xg + ch * p.h * p.w;
+    for (int64_t r = 0; r < khw; ++r) {
+      const int64_t ky = r / p.kw, kx = r % p.kw;
+      // The output columns whose input column lies inside the image: [ox0, ox1).
+      const int64_t x0 = kx * p.dil_w - p.pad_w;
+      const int64_t ox0 = std::min(ow, ceil_div(std::max<int64_t>(-x0, 0), p.stride_w));
+      const int64_t ox1 = std::clamp<int64_t>(ceil_div(p.w - x0, p.stride_w), ox0, ow);
+      float* dst = col + (ch * khw + r) * oh * ow;
+      for (int64_t oy = 0; oy < oh; ++oy, dst += ow) {
+        const int64_t iy = oy * p.stride_h - p.pad_h + ky * p.dil_h;
+        if (iy < 0 || iy >= p.h) {
+          std::fill_n(dst, ow, 0.0f);
+          continue;
+        }
+        const float* src = xc + iy * p.w + x0;
+        std::fill_n(dst, ox0, 0.0f);
+        for (int64_t ox = ox0; ox < ox1; ++ox) dst[ox] = src[ox * p.stride_w];
+        std::fill(dst + ox1, dst + ow, 0.0f);
+      }
     }
   });
 }
 
+// out (m x P, row-major) = a convolution's product for one image and group, computed as its
+// transpose: out^T (P x m) = planes^T op(B) with planes the k x P column matrix (a plain 1x1's
+// input itself: x forward, dy for dx) and op(B) the k x m weights, then transposed into out.
+// init (per row of out, or null) starts every sum as the wide and im2col GEMMs start it.
 template <class PackB>
 void transposed_conv_image(const GemmConfig& cfg, int64_t m, int64_t p_count, int64_t k,
                            const float* planes, const PackB& weights, const float* init, float* out,
@@ -470,6 +491,29 @@ void transposed_conv_image(const GemmConfig& cfg, int64_t m, int64_t p_count, in
   }
   if (epilogue)
     for (int64_t o = 0; o < m; ++o) epilogue.apply(out, o, 0, p_count);
+}
+
+// conv2d_forward through transposed_conv_image, image by image (and group by group).
+inline void transposed_conv_forward(const Conv2dParams& p, const float* x, const float* w,
+                                    const float* bias, float* y, const ChannelAffine* epilogue,
+                                    bool outer, bool inner) {
+  const GemmConfig& cfg = config_for(active_isa());
+  const int64_t G = p.groups, cig = p.c_in / G, cog = p.c_out / G;
+  const int64_t P = p.out_h() * p.out_w(), K = cig * p.kh * p.kw;
+  const bool plain = plain_1x1(p);
+  for_each_index(outer, p.n * G, [&](int64_t t) {
+    const int64_t img = t / G, g = t % G;
+    const float* xg = x + (img * p.c_in + g * cig) * p.h * p.w;
+    std::optional<ScratchLease> col;
+    if (!plain) {
+      col.emplace(kScratchWide, size_t(K * P));
+      im2col_image(p, xg, cig, col->get(), inner);
+    }
+    transposed_conv_image(
+        cfg, cog, P, K, plain ? xg : col->get(), PackColMajorB{w + g * cog * K, K},
+        bias != nullptr ? bias + g * cog : nullptr, y + (img * p.c_out + g * cog) * P, inner,
+        {epilogue, img * p.c_out + g * cog});
+  });
 }
 
 // The weights of a forward convolution on the pixel kernels, m x k per group (row-major), for
@@ -965,10 +1009,13 @@ IPUML_INLINE void set_conv_winograd(bool enabled) { detail::winograd_state().sto
 IPUML_INLINE void set_conv_transposed(bool enabled) { detail::transposed_state().store(enabled); }
 IPUML_INLINE bool conv_runs_transposed(const Conv2dParams& p) {
   const Conv2dParams q = detail::strided_1x1(p) ? detail::compact_1x1(p) : p;
-  if (detail::use_winograd(q) && detail::winograd_pays(q)) return false;
+  const int64_t k = q.c_in / q.groups * q.kh * q.kw;
+  if ((detail::use_winograd(q) && detail::winograd_pays(q)) || detail::space_to_depth_applies(q) ||
+      (detail::phases_split(q) && detail::use_pixel_kernels(k, q.kh * q.kw)) ||
+      (q.stride_h == 1 && q.stride_w == 1 && detail::small_k_forward(k)))
+    return false;
   const bool inner = q.n * q.groups < 2 * detail::available_threads();
-  return (detail::unpadded_1x1(q) || q.stride_h == 1) &&
-         detail::transposed_conv(q, q.c_out / q.groups, q.c_in / q.groups * q.kh * q.kw, inner);
+  return detail::transposed_conv(q, q.c_out / q.groups, k, inner);
 }
 IPUML_INLINE bool conv_winograd_enabled() { return detail::winograd_state().load(); }
 
@@ -1055,24 +1102,8 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
     const std::vector<int64_t> taps = wg.taps();
     if (!flat && detail::small_k_forward(K))
       return detail::small_k_conv(p, wg, taps.data(), x, w, bias, y, epilogue);
-    if (detail::transposed_conv(p, cog, K, inner)) {
-      const bool one = detail::unpadded_1x1(p);
-      detail::for_each_index(outer, tasks, [&](int64_t t) {
-        const int64_t img = t / G, g = t % G;
-        const float* xg = x + (img * p.c_in + g * cig) * p.h * p.w;
-        std::optional<detail::ScratchLease> padded, col;
-        if (!one) {
-          col.emplace(detail::kScratchWide, size_t(K * P));
-          detail::im2col_rows(wg, taps.data(), detail::padded_image(wg, xg, padded), col->get(),
-                              inner);
-        }
-        detail::transposed_conv_image(
-            cfg, cog, P, K, one ? xg : col->get(), detail::PackColMajorB{w + g * cog * K, K},
-            bias != nullptr ? bias + g * cog : nullptr, y + (img * p.c_out + g * cog) * P, inner,
-            {epilogue, img * p.c_out + g * cog});
-      });
-      return;
-    }
+    if (detail::transposed_conv(p, cog, K, inner))
+      return detail::transposed_conv_forward(p, x, w, bias, y, epilogue, outer, inner);
     if (flat || detail::use_pixel_kernels(K, p.kh * p.kw)) {
       const detail::PixelPanels panels(cog, K, w, G, tasks, threads);
       detail::for_each_index(outer, tasks, [&](int64_t t) {
@@ -1108,6 +1139,8 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
     conv2d_forward(detail::compact_1x1(p), xs.get(), w, bias, y, epilogue);
     return;
   }
+  if (detail::transposed_conv(p, cog, K, inner))
+    return detail::transposed_conv_forward(p, x, w, bias, y, epilogue, outer, inner);
   // Strided: implicit im2col, packed from the image tap by tap.
   detail::for_each_index(outer, tasks, [&](int64_t t) {
     const int64_t img = t / G, g = t % G;
@@ -1198,7 +1231,7 @@ IPUML_INLINE void conv2d_backward_input(const Conv2dParams& p, const float* dy, 
       return;
     }
 #endif
-    if (detail::unpadded_1x1(p) && detail::transposed_conv(p, cig, cog, inner)) {
+    if (detail::plain_1x1(p) && detail::transposed_conv(p, cig, cog, inner)) {
       detail::for_each_index(outer, tasks, [&](int64_t t) {
         const int64_t img = t / G, g = t % G;
         detail::transposed_conv_image(cfg, cig, P, cog, dy + (img * p.c_out + g * cog) * P,

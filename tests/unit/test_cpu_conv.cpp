@@ -455,14 +455,17 @@ TEST_CASE("AVX2's convolutions on small maps run transposed with the wide GEMM's
   // 1x1s on 7x7 maps (any batch), 14x14 and 16x16 (256 pixels, the most taken) at batch 1,
   // whose product runs on every thread; 3 k blocks (AVX2's kc is 384), groups, a stride-2
   // shortcut (run on its compact map) and odd sizes; padded 3x3s (ResNet's on 7x7 and 14x14
-  // maps), a dilated one, a 5x3 and a padded 1x1, on their column matrices.
+  // maps), a dilated one, a 5x3 and a padded 1x1, on their column matrices; strided 3x3s onto 7x7
+  // and 14x14 maps (the im2col GEMM's bits), an odd one, a strided dilated 5x5.
   for (const Conv2dParams& p :
        {make(3, 512, 7, 7, 2048, 1, 1), make(1, 1000, 7, 7, 40, 1, 1),
         make(1, 64, 14, 14, 256, 1, 1), make(2, 96, 5, 9, 80, 1, 1, 1, 0, 1, 2),
         make(1, 256, 14, 14, 512, 1, 1, 2), make(1, 32, 16, 16, 48, 1, 1),
         make(2, 17, 3, 5, 19, 1, 1), make(2, 128, 7, 7, 96, 3, 3, 1, 1),
         make(1, 64, 14, 14, 40, 3, 3, 1, 1), make(1, 24, 9, 8, 32, 3, 3, 1, 2, 2),
-        make(2, 16, 8, 6, 24, 5, 3, 1, 1), make(1, 20, 6, 6, 24, 1, 1, 1, 1)}) {
+        make(2, 16, 8, 6, 24, 5, 3, 1, 1), make(1, 20, 6, 6, 24, 1, 1, 1, 1),
+        make(2, 512, 14, 14, 512, 3, 3, 2, 1), make(1, 256, 28, 28, 256, 3, 3, 2, 1),
+        make(2, 64, 13, 11, 48, 3, 3, 2, 1), make(1, 32, 17, 15, 40, 5, 5, 2, 3, 2)}) {
     INFO(describe(p));
     CHECK(ipuml::cpu::conv_runs_transposed(p));
     auto x = random_floats(x_size(p), rng), w = random_floats(w_size(p), rng);
