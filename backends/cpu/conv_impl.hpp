@@ -483,14 +483,19 @@ void transposed_conv_image(const GemmConfig& cfg, int64_t m, int64_t p_count, in
     beta = 1.0f;
   }
   run_gemm(cfg, p_count, m, k, 1.0f, PackColMajorA{planes, p_count}, weights, beta, ct, m, inner);
-  const float* rows[kMaxTransposeRows];
-  for (int64_t i0 = 0; i0 < p_count; i0 += kMaxTransposeRows) {
-    const int nrows = int(std::min<int64_t>(kMaxTransposeRows, p_count - i0));
-    for (int r = 0; r < nrows; ++r) rows[r] = ct + (i0 + r) * m;
-    transpose_rows(out + i0, p_count, rows, nrows, m);
-  }
-  if (epilogue)
-    for (int64_t o = 0; o < m; ++o) epilogue.apply(out, o, 0, p_count);
+  // Transposed (and the epilogue applied) in blocks of 64 channels, over the threads with `inner`.
+  constexpr int64_t kChannels = 64;
+  for_each_index(inner, ceil_div(m, kChannels), [&](int64_t b) {
+    const int64_t j0 = b * kChannels, len = std::min(kChannels, m - j0);
+    const float* rows[kMaxTransposeRows];
+    for (int64_t i0 = 0; i0 < p_count; i0 += kMaxTransposeRows) {
+      const int nrows = int(std::min<int64_t>(kMaxTransposeRows, p_count - i0));
+      for (int r = 0; r < nrows; ++r) rows[r] = ct + (i0 + r) * m + j0;
+      transpose_rows(out + j0 * p_count + i0, p_count, rows, nrows, len);
+    }
+    if (epilogue)
+      for (int64_t o = j0; o < j0 + len; ++o) epilogue.apply(out, o, 0, p_count);
+  });
 }
 
 // conv2d_forward through transposed_conv_image, image by image (and group by group).
