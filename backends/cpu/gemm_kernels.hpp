@@ -222,9 +222,9 @@ __attribute__((target("avx2,fma,prfchw"))) void kernel_avx2_direct(int64_t kc, c
 // ---------------------------------------------------------------- AVX-512 micro-kernel
 // 14 x 32 tile: 28 accumulators + 2 B vectors + 1 broadcast of the 32 zmm registers; the
 // broadcasts fold into the FMAs as memory operands, so loads stay under the two-per-cycle limit.
-template <int MR, int NV, class Rows>
+template <int MR, int NV, class Rows, class A = PackedA<MR>>
 __attribute__((target("avx512f"), always_inline)) inline void kernel_avx512_rows(
-    int64_t kc, const float* pa, const Rows& rows, float* c, int64_t ldc, int nr, float alpha,
+    int64_t kc, const A& a_tile, const Rows& rows, float* c, int64_t ldc, int nr, float alpha,
     float beta) {
   __m512 acc[MR][NV];
 #pragma GCC unroll 16
@@ -250,7 +250,7 @@ __attribute__((target("avx512f"), always_inline)) inline void kernel_avx512_rows
     }
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
-      const __m512 a = _mm512_set1_ps(pa[p * MR + i]);
+      const __m512 a = _mm512_set1_ps(*a_tile.at(i, p));
 #pragma GCC unroll 2
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
     }
@@ -282,14 +282,21 @@ template <int MR, int NV>
 __attribute__((target("avx512f"))) void kernel_avx512(int64_t kc, const float* pa, const float* pb,
                                                       float* c, int64_t ldc, int nr, float alpha,
                                                       float beta) {
-  kernel_avx512_rows<MR, NV>(kc, pa, PackedRows{pb, 16 * NV}, c, ldc, nr, alpha, beta);
+  kernel_avx512_rows<MR, NV>(kc, PackedA<MR>{pa}, PackedRows{pb, 16 * NV}, c, ldc, nr, alpha, beta);
 }
 template <int MR, int NV>
 __attribute__((target("avx512f"))) void kernel_avx512_taps(int64_t kc, const float* pa,
                                                            const float* base, const int64_t* taps,
                                                            float* c, int64_t ldc, int nr,
                                                            float alpha, float beta) {
-  kernel_avx512_rows<MR, NV>(kc, pa, TapRows{base, taps}, c, ldc, nr, alpha, beta);
+  kernel_avx512_rows<MR, NV>(kc, PackedA<MR>{pa}, TapRows{base, taps}, c, ldc, nr, alpha, beta);
+}
+template <int MR, int NV>
+__attribute__((target("avx512f"))) void kernel_avx512_direct(int64_t kc, const float* a,
+                                                             int64_t lda, const float* b,
+                                                             int64_t ldb, float* c, int64_t ldc,
+                                                             int nr, float alpha, float beta) {
+  kernel_avx512_rows<MR, NV>(kc, DirectA{a, lda}, StridedRows{b, ldb}, c, ldc, nr, alpha, beta);
 }
 #endif  // IPUML_CPU_X86
 
@@ -348,6 +355,8 @@ void fill_avx512(GemmConfig& g) {
     g.kern[MR][2] = kernel_avx512<MR, 2>;
     g.kern_taps[MR][1] = kernel_avx512_taps<MR, 1>;
     g.kern_taps[MR][2] = kernel_avx512_taps<MR, 2>;
+    g.kern_direct[MR][1] = kernel_avx512_direct<MR, 1>;
+    g.kern_direct[MR][2] = kernel_avx512_direct<MR, 2>;
     fill_avx512<MR - 1>(g);
   }
 }
