@@ -38,6 +38,10 @@ using MicroKernel = void (*)(int64_t kc, const float* pa, const float* pb, float
 // stride-1 convolution's input rows, unpacked.
 using TapKernel = void (*)(int64_t kc, const float* pa, const float* base, const int64_t* taps,
                            float* c, int64_t ldc, int nr, float alpha, float beta);
+// The same product with A read in place from a row-major matrix (row i at a + i * lda, no packed
+// panel) and B row p at b + p * ldb (a packed panel, ldb = its width, or a row-major B in place).
+using DirectKernel = void (*)(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb,
+                              float* c, int64_t ldc, int nr, float alpha, float beta);
 
 // Where a micro-kernel finds row p of its B panel.
 struct PackedRows {
@@ -54,6 +58,25 @@ struct TapRows {
   const float* ahead(int64_t) const { return nullptr; }  // rows are already in cache
   static constexpr bool kPrefetchC = false;  // (measured: it slowed the 1x1 convolutions)
 };
+struct StridedRows {
+  const float* b;
+  int64_t ldb;
+  const float* row(int64_t p) const { return b + p * ldb; }
+  const float* ahead(int64_t) const { return nullptr; }
+  static constexpr bool kPrefetchC = true;
+};
+
+// Where a micro-kernel finds A(i, p), row i of its tile at depth p.
+template <int MR>
+struct PackedA {  // a packed panel: MR values per k
+  const float* pa;
+  const float* at(int i, int64_t p) const { return pa + p * MR + i; }
+};
+struct DirectA {  // a row-major matrix, read in place
+  const float* a;
+  int64_t lda;
+  const float* at(int i, int64_t p) const { return a + i * lda + p; }
+};
 
 constexpr int kMaxMr = 14;
 constexpr int kMaxNv = 2;
@@ -66,8 +89,9 @@ struct GemmConfig {
   int vw;  // floats per vector; B panels are padded to a multiple of it
   int nv;  // vectors per micro-tile row (nr = vw * nv)
   int64_t kc, mc, nc;
-  MicroKernel kern[kMaxMr + 1][kMaxNv + 1];     // [rows][vectors]
-  TapKernel kern_taps[kMaxMr + 1][kMaxNv + 1];  // [rows][vectors]
+  MicroKernel kern[kMaxMr + 1][kMaxNv + 1];          // [rows][vectors]
+  TapKernel kern_taps[kMaxMr + 1][kMaxNv + 1];       // [rows][vectors]
+  DirectKernel kern_direct[kMaxMr + 1][kMaxNv + 1];  // [rows][vectors]; null: none for this ISA
   int nr() const { return vw * nv; }
 };
 
@@ -116,9 +140,9 @@ void kernel_generic_taps(int64_t kc, const float* pa, const float* base, const i
 #ifdef IPUML_CPU_X86
 // ---------------------------------------------------------------- AVX2 + FMA micro-kernel
 // 6 x 16 tile: 12 accumulators + 2 B vectors + 1 broadcast fit the 16 ymm registers.
-template <int MR, int NV, class Rows>
+template <int MR, int NV, class Rows, class A = PackedA<MR>>
 __attribute__((target("avx2,fma,prfchw"), always_inline)) inline void kernel_avx2_rows(
-    int64_t kc, const float* pa, const Rows& rows, float* c, int64_t ldc, int nr, float alpha,
+    int64_t kc, const A& a_tile, const Rows& rows, float* c, int64_t ldc, int nr, float alpha,
     float beta) {
   constexpr int W = 8 * NV;
   __m256 acc[MR][NV];
@@ -141,7 +165,7 @@ __attribute__((target("avx2,fma,prfchw"), always_inline)) inline void kernel_avx
     for (int v = 0; v < NV; ++v) b[v] = _mm256_loadu_ps(rows.row(p) + 8 * v);
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
-      const __m256 a = _mm256_broadcast_ss(pa + p * MR + i);
+      const __m256 a = _mm256_broadcast_ss(a_tile.at(i, p));
 #pragma GCC unroll 2
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_fmadd_ps(a, b[v], acc[i][v]);
     }
@@ -176,7 +200,7 @@ template <int MR, int NV>
 __attribute__((target("avx2,fma,prfchw"))) void kernel_avx2(int64_t kc, const float* pa,
                                                             const float* pb, float* c, int64_t ldc,
                                                             int nr, float alpha, float beta) {
-  kernel_avx2_rows<MR, NV>(kc, pa, PackedRows{pb, 8 * NV}, c, ldc, nr, alpha, beta);
+  kernel_avx2_rows<MR, NV>(kc, PackedA<MR>{pa}, PackedRows{pb, 8 * NV}, c, ldc, nr, alpha, beta);
 }
 template <int MR, int NV>
 __attribute__((target("avx2,fma,prfchw"))) void kernel_avx2_taps(int64_t kc, const float* pa,
@@ -184,15 +208,23 @@ __attribute__((target("avx2,fma,prfchw"))) void kernel_avx2_taps(int64_t kc, con
                                                                  const int64_t* taps, float* c,
                                                                  int64_t ldc, int nr, float alpha,
                                                                  float beta) {
-  kernel_avx2_rows<MR, NV>(kc, pa, TapRows{base, taps}, c, ldc, nr, alpha, beta);
+  kernel_avx2_rows<MR, NV>(kc, PackedA<MR>{pa}, TapRows{base, taps}, c, ldc, nr, alpha, beta);
+}
+template <int MR, int NV>
+__attribute__((target("avx2,fma,prfchw"))) void kernel_avx2_direct(int64_t kc, const float* a,
+                                                                   int64_t lda, const float* b,
+                                                                   int64_t ldb, float* c,
+                                                                   int64_t ldc, int nr, float alpha,
+                                                                   float beta) {
+  kernel_avx2_rows<MR, NV>(kc, DirectA{a, lda}, StridedRows{b, ldb}, c, ldc, nr, alpha, beta);
 }
 
 // ---------------------------------------------------------------- AVX-512 micro-kernel
 // 14 x 32 tile: 28 accumulators + 2 B vectors + 1 broadcast of the 32 zmm registers; the
 // broadcasts fold into the FMAs as memory operands, so loads stay under the two-per-cycle limit.
-template <int MR, int NV, class Rows>
+template <int MR, int NV, class Rows, class A = PackedA<MR>>
 __attribute__((target("avx512f"), always_inline)) inline void kernel_avx512_rows(
-    int64_t kc, const float* pa, const Rows& rows, float* c, int64_t ldc, int nr, float alpha,
+    int64_t kc, const A& a_tile, const Rows& rows, float* c, int64_t ldc, int nr, float alpha,
     float beta) {
   __m512 acc[MR][NV];
 #pragma GCC unroll 16
@@ -218,7 +250,7 @@ __attribute__((target("avx512f"), always_inline)) inline void kernel_avx512_rows
     }
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
-      const __m512 a = _mm512_set1_ps(pa[p * MR + i]);
+      const __m512 a = _mm512_set1_ps(*a_tile.at(i, p));
 #pragma GCC unroll 2
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
     }
@@ -250,14 +282,21 @@ template <int MR, int NV>
 __attribute__((target("avx512f"))) void kernel_avx512(int64_t kc, const float* pa, const float* pb,
                                                       float* c, int64_t ldc, int nr, float alpha,
                                                       float beta) {
-  kernel_avx512_rows<MR, NV>(kc, pa, PackedRows{pb, 16 * NV}, c, ldc, nr, alpha, beta);
+  kernel_avx512_rows<MR, NV>(kc, PackedA<MR>{pa}, PackedRows{pb, 16 * NV}, c, ldc, nr, alpha, beta);
 }
 template <int MR, int NV>
 __attribute__((target("avx512f"))) void kernel_avx512_taps(int64_t kc, const float* pa,
                                                            const float* base, const int64_t* taps,
                                                            float* c, int64_t ldc, int nr,
                                                            float alpha, float beta) {
-  kernel_avx512_rows<MR, NV>(kc, pa, TapRows{base, taps}, c, ldc, nr, alpha, beta);
+  kernel_avx512_rows<MR, NV>(kc, PackedA<MR>{pa}, TapRows{base, taps}, c, ldc, nr, alpha, beta);
+}
+template <int MR, int NV>
+__attribute__((target("avx512f"))) void kernel_avx512_direct(int64_t kc, const float* a,
+                                                             int64_t lda, const float* b,
+                                                             int64_t ldb, float* c, int64_t ldc,
+                                                             int nr, float alpha, float beta) {
+  kernel_avx512_rows<MR, NV>(kc, DirectA{a, lda}, StridedRows{b, ldb}, c, ldc, nr, alpha, beta);
 }
 #endif  // IPUML_CPU_X86
 
@@ -282,7 +321,7 @@ inline GemmConfig fit_to_caches(GemmConfig g, const CacheSizes& caches) {
 
 inline const GemmConfig& generic_config() {
   static const GemmConfig cfg = [] {
-    GemmConfig g{4, 16, 1, 256, 128, 4096, {}, {}};
+    GemmConfig g{4, 16, 1, 256, 128, 4096, {}, {}, {}};
     g.kern[1][1] = kernel_generic<1>;
     g.kern[2][1] = kernel_generic<2>;
     g.kern[3][1] = kernel_generic<3>;
@@ -304,6 +343,8 @@ void fill_avx2(GemmConfig& g) {
     g.kern[MR][2] = kernel_avx2<MR, 2>;
     g.kern_taps[MR][1] = kernel_avx2_taps<MR, 1>;
     g.kern_taps[MR][2] = kernel_avx2_taps<MR, 2>;
+    g.kern_direct[MR][1] = kernel_avx2_direct<MR, 1>;
+    g.kern_direct[MR][2] = kernel_avx2_direct<MR, 2>;
     fill_avx2<MR - 1>(g);
   }
 }
@@ -314,12 +355,14 @@ void fill_avx512(GemmConfig& g) {
     g.kern[MR][2] = kernel_avx512<MR, 2>;
     g.kern_taps[MR][1] = kernel_avx512_taps<MR, 1>;
     g.kern_taps[MR][2] = kernel_avx512_taps<MR, 2>;
+    g.kern_direct[MR][1] = kernel_avx512_direct<MR, 1>;
+    g.kern_direct[MR][2] = kernel_avx512_direct<MR, 2>;
     fill_avx512<MR - 1>(g);
   }
 }
 inline const GemmConfig& avx2_config() {
   static const GemmConfig cfg = [] {
-    GemmConfig g{6, 8, 2, 384, 144, 4096, {}, {}};
+    GemmConfig g{6, 8, 2, 384, 144, 4096, {}, {}, {}};
     fill_avx2<6>(g);
     return fit_to_caches(g, detected_caches());
   }();
@@ -327,7 +370,7 @@ inline const GemmConfig& avx2_config() {
 }
 inline const GemmConfig& avx512_config() {
   static const GemmConfig cfg = [] {
-    GemmConfig g{14, 16, 2, 512, 168, 4096, {}, {}};
+    GemmConfig g{14, 16, 2, 512, 168, 4096, {}, {}, {}};
     fill_avx512<14>(g);
     return fit_to_caches(g, detected_caches());
   }();
@@ -542,9 +585,14 @@ inline int64_t panels_per_pack(int nr_full) { return std::max<int64_t>(1, 128 / 
 
 // One product as run_gemm runs it: its operands, and the split every path derives from them
 // (micro-tile rows, panel width, threads, k blocks). Each path is a member of its own.
+struct PackRowMajorA;
 struct PackRowMajorB;
 // The deepest k block one_row_block reads B in place for (every ISA's kc is at most this).
 constexpr int64_t kMaxInPlaceKc = 512;
+// one_row_block's small products: at most this many panels of B read a row-major A in place (the
+// direct kernels), and a B of at most kSmallB floats (1 MiB) is packed one panel at a time.
+constexpr int64_t kMaxDirectPanels = 8;
+constexpr int64_t kSmallB = int64_t(1) << 18;
 
 template <class PackA, class PackB>
 struct GemmRun {
@@ -567,6 +615,15 @@ struct GemmRun {
   }
   int64_t b_stride() const {
     if constexpr (std::is_same_v<PackB, PackRowMajorB>) return pack_b.ldb;
+    return 0;
+  }
+  // A plain row-major A, which the direct kernels read in place (null: A must be packed).
+  const float* a_matrix() const {
+    if constexpr (std::is_same_v<PackA, PackRowMajorA>) return pack_a.a;
+    return nullptr;
+  }
+  int64_t a_stride() const {
+    if constexpr (std::is_same_v<PackA, PackRowMajorA>) return pack_a.lda;
     return 0;
   }
   const float* b_row(int64_t p) const {
@@ -625,12 +682,22 @@ struct GemmRun {
   void one_row_block() const {
     const int64_t k_blocks = ceil_div(k, kc_blk);
     const int64_t tiles = ceil_div(m, mr), m_pad = tiles * mr;
-    ScratchLease a_lease(kScratchA, size_t(m_pad * k));
-    float* pa = a_lease.get();  // k block after k block, each tile after tile of kc x mr
-    for_each_index(parallel && tiles * k_blocks >= 4, tiles * k_blocks, [&](int64_t i) {
-      const int64_t t = i % tiles, pc = (i / tiles) * kc_blk, kc = std::min(kc_blk, k - pc);
-      pack_a(pa + pc * m_pad + t * mr * kc, t * mr, int(std::min<int64_t>(mr, m - t * mr)), pc, kc);
-    });
+    const float* a_rows = a_matrix();
+    const bool direct_a = a_rows != nullptr && cfg.kern_direct[mr][1] != nullptr &&
+                          ceil_div(n, nr_full) <= kMaxDirectPanels;
+    const auto direct = [&](int rows) { return direct_a && rows >= 5; };
+    std::optional<ScratchLease> a_lease;
+    float* pa = nullptr;  // k block after k block, each tile after tile of kc x mr
+    if (!direct(int(std::min<int64_t>(mr, m - (tiles - 1) * mr))) || !direct(mr)) {
+      a_lease.emplace(kScratchA, size_t(m_pad * k));
+      pa = a_lease->get();
+      for_each_index(parallel && tiles * k_blocks >= 4, tiles * k_blocks, [&](int64_t i) {
+        const int64_t t = i % tiles, pc = (i / tiles) * kc_blk, kc = std::min(kc_blk, k - pc);
+        const int rows = int(std::min<int64_t>(mr, m - t * mr));
+        if (!direct(rows)) pack_a(pa + pc * m_pad + t * mr * kc, t * mr, rows, pc, kc);
+      });
+    }
+    const int64_t lda = a_stride();
     for (int64_t jc = 0; jc < n; jc += cfg.nc) {
       const int64_t nc = std::min(cfg.nc, n - jc);
       const int64_t panels = ceil_div(nc, nr_full);
@@ -640,7 +707,9 @@ struct GemmRun {
           parallel ? std::clamp<int64_t>(int64_t(4 * flops / kParallelFlops), 1, 4 * threads) : 1;
       // Even runs of panels (50 panels as 7 x 6 + 8, not 7 x 7 + 1).
       const int64_t chunks = std::min(panels, want);
-      const int64_t batch = panels_per_pack(nr_full);
+      // (A small B, read from cache rather than memory, packs one panel at a time: each is
+      // then still in L1 for its row tiles, where 8 panels of a 1600-deep B, 160 KiB, are not.)
+      const int64_t batch = direct_a && n * k <= kSmallB ? 1 : panels_per_pack(nr_full);
       // Under one row tile a plain row-major B is read in place by its full panels (the tap
       // kernels, whose arithmetic is the packed kernels'): a panel copied first would be read
       // once. Under two, only while B's rows are at most 1 KiB apart, so that the second tile
@@ -674,9 +743,13 @@ struct GemmRun {
                 const float* base = b_row(pc) + jc + j0;
                 for (int64_t t = 0; t < tiles; ++t) {
                   const int rows = int(std::min<int64_t>(mr, m - t * mr));
-                  cfg.kern_taps[rows][nv](kc, pa + pc * m_pad + t * mr * kc, base, taps.data(),
-                                          c + t * mr * ldc + jc + j0, ldc, nr, alpha,
-                                          pc == 0 ? beta : 1.0f);
+                  float* ct = c + t * mr * ldc + jc + j0;
+                  if (direct(rows))
+                    cfg.kern_direct[rows][nv](kc, a_rows + t * mr * lda + pc, lda, base, b_stride(),
+                                              ct, ldc, nr, alpha, pc == 0 ? beta : 1.0f);
+                  else
+                    cfg.kern_taps[rows][nv](kc, pa + pc * m_pad + t * mr * kc, base, taps.data(),
+                                            ct, ldc, nr, alpha, pc == 0 ? beta : 1.0f);
                 }
                 continue;
               }
@@ -690,9 +763,13 @@ struct GemmRun {
               const float* pb = pb_batch + (jp - b0) * nr_full * kc;
               for (int64_t t = 0; t < tiles; ++t) {
                 const int rows = int(std::min<int64_t>(mr, m - t * mr));
-                cfg.kern[rows][nv](kc, pa + pc * m_pad + t * mr * kc, pb,
-                                   c + t * mr * ldc + jc + j0, ldc, nr, alpha,
-                                   pc == 0 ? beta : 1.0f);
+                float* ct = c + t * mr * ldc + jc + j0;
+                if (direct(rows))
+                  cfg.kern_direct[rows][nv](kc, a_rows + t * mr * lda + pc, lda, pb, cfg.vw * nv,
+                                            ct, ldc, nr, alpha, pc == 0 ? beta : 1.0f);
+                else
+                  cfg.kern[rows][nv](kc, pa + pc * m_pad + t * mr * kc, pb, ct, ldc, nr, alpha,
+                                     pc == 0 ? beta : 1.0f);
               }
             }
           }

@@ -174,7 +174,7 @@ TEST_CASE("the GEMM's row and column blocks fit the caches and never change the 
   using ipuml::cpu::CacheSizes;
   using ipuml::cpu::detail::fit_to_caches;
   using ipuml::cpu::detail::GemmConfig;
-  const GemmConfig avx2{6, 8, 2, 384, 144, 4096, {}, {}};
+  const GemmConfig avx2{6, 8, 2, 384, 144, 4096, {}, {}, {}};
   // The machines the constants were tuned on keep them (Xeon 48K / 2M / 480M; EPYC Zen 3 32K /
   // 512K / 32M), as do unknown sizes.
   for (const CacheSizes c :
@@ -326,4 +326,64 @@ TEST_CASE("sgemm_batched matches per-matrix products, with broadcast operands", 
                               s, s * s, 0.0f, z2.data(), s, s * s);
   }
   CHECK(std::memcmp(z1.data(), z2.data(), z1.size() * sizeof(float)) == 0);
+}
+
+// Small products with a row-major A broadcast it straight from the matrix (kern_direct, no packed
+// panel): the bits must be those of the packed path (the same config without its direct
+// kernels), and of the same product through a transposed copy of A (always packed), with B
+// row-major (read in place or packed) or transposed, odd sizes, tails, padded strides, 1 and 2
+// threads.
+TEST_CASE("sgemm with A read in place gives the bits of the packed A", "[gemm]") {
+  IsaGuard guard;
+  const Isa isa = GENERATE(from_range(supported_isas()));
+  ipuml::cpu::set_gemm_isa(isa);
+  using ipuml::cpu::detail::GemmConfig;
+  const GemmConfig& cfg = ipuml::cpu::detail::config_for(isa);
+  GemmConfig packed = cfg;
+  for (auto& row : packed.kern_direct)
+    for (auto& kern : row) kern = nullptr;
+  struct Shape {
+    int64_t m, n, k, pad;
+  };
+  std::mt19937 rng(2024);
+  for (const Shape s : {Shape{64, 64, 64, 0}, Shape{64, 128, 1600, 0}, Shape{6, 128, 1600, 0},
+                        Shape{12, 128, 1600, 3}, Shape{8, 128, 1600, 0}, Shape{1, 16, 7, 0},
+                        Shape{5, 17, 9, 2}, Shape{13, 100, 385, 1}, Shape{37, 33, 77, 5},
+                        Shape{64, 15, 800, 0}, Shape{32, 32, 32, 0}, Shape{100, 96, 1000, 7}}) {
+    const int64_t lda = s.k + s.pad, ldb = s.n + s.pad, ldc = s.n + s.pad, ldbt = s.k + s.pad;
+    auto a = random_floats(size_t(s.m * lda), rng), b = random_floats(size_t(s.k * ldb), rng);
+    std::vector<float> at(size_t(s.k * s.m)), bt(size_t(s.n * ldbt));
+    for (int64_t i = 0; i < s.m; ++i)
+      for (int64_t p = 0; p < s.k; ++p) at[size_t(p * s.m + i)] = a[size_t(i * lda + p)];
+    for (int64_t p = 0; p < s.k; ++p)
+      for (int64_t j = 0; j < s.n; ++j) bt[size_t(j * ldbt + p)] = b[size_t(p * ldb + j)];
+    const auto c0 = random_floats(size_t(s.m * ldc), rng);
+    for (float beta : {0.0f, 0.5f})
+      for (int threads : {1, 2}) {
+        tbb::global_control cap(tbb::global_control::max_allowed_parallelism, size_t(threads));
+        const ipuml::cpu::detail::PackRowMajorA pa{a.data(), lda};
+        auto direct = c0, plain = c0, direct_t = c0, plain_t = c0, via_at = c0;
+        ipuml::cpu::detail::run_gemm(cfg, s.m, s.n, s.k, 1.5f, pa,
+                                     ipuml::cpu::detail::PackRowMajorB{b.data(), ldb}, beta,
+                                     direct.data(), ldc);
+        ipuml::cpu::detail::run_gemm(packed, s.m, s.n, s.k, 1.5f, pa,
+                                     ipuml::cpu::detail::PackRowMajorB{b.data(), ldb}, beta,
+                                     plain.data(), ldc);
+        ipuml::cpu::detail::run_gemm(cfg, s.m, s.n, s.k, 1.5f, pa,
+                                     ipuml::cpu::detail::PackColMajorB{bt.data(), ldbt}, beta,
+                                     direct_t.data(), ldc);
+        ipuml::cpu::detail::run_gemm(packed, s.m, s.n, s.k, 1.5f, pa,
+                                     ipuml::cpu::detail::PackColMajorB{bt.data(), ldbt}, beta,
+                                     plain_t.data(), ldc);
+        ipuml::cpu::sgemm(true, false, s.m, s.n, s.k, 1.5f, at.data(), s.m, b.data(), ldb, beta,
+                          via_at.data(), ldc);
+        INFO("isa=" << ipuml::cpu::isa_name(isa) << " m=" << s.m << " n=" << s.n << " k=" << s.k
+                    << " pad=" << s.pad << " beta=" << beta << " threads=" << threads);
+        const size_t bytes = direct.size() * sizeof(float);
+        CHECK(std::memcmp(direct.data(), plain.data(), bytes) == 0);
+        CHECK(std::memcmp(direct_t.data(), plain_t.data(), bytes) == 0);
+        CHECK(std::memcmp(direct.data(), direct_t.data(), bytes) == 0);
+        CHECK(std::memcmp(direct.data(), via_at.data(), bytes) == 0);
+      }
+  }
 }
