@@ -682,6 +682,11 @@ struct GemmRun {
   void one_row_block() const {
     const int64_t k_blocks = ceil_div(k, kc_blk);
     const int64_t tiles = ceil_div(m, mr), m_pad = tiles * mr;
+    // A small product (at most kMaxDirectPanels panels of B, so few reads of each A tile) with a
+    // plain row-major A skips A's packing: its tiles of 5 or more rows run the direct kernels,
+    // which broadcast A(i, p) from the matrix itself (packing was 16 % of a 64^3 product on AVX2;
+    // with more panels the packed A pays, and 4-row direct tiles ran 2-4 % slower). The kernels
+    // read the same values in the same order, so the bits are the packed path's.
     const float* a_rows = a_matrix();
     const bool direct_a = a_rows != nullptr && cfg.kern_direct[mr][1] != nullptr &&
                           ceil_div(n, nr_full) <= kMaxDirectPanels;
