@@ -39,6 +39,12 @@ struct FusionCandidates {
     for (auto v : g.outputs) output[v] = true;
     for (const auto& u : g.updates) update[u.value] = true;
   }
+  // Whether v is a float32 value of the given shape that one node reads, and nothing after the
+  // step (a node fused with its reader may keep it in a register, or take its block).
+  bool internal(int64_t v, const Shape& shape) const {
+    return readers[v] == 1 && !output[v] && !update[v] &&
+           g.values[v].meta.dtype == DType::Float32 && g.values[v].meta.shape == shape;
+  }
   int64_t def(int64_t v) const {
     return g.values[v].kind == ir::ValueKind::Op ? g.values[v].node : int64_t(-1);
   }
@@ -91,18 +97,13 @@ IPUML_INLINE LogSoftmaxBackwardFusion fuse_log_softmax_backward(const ir::Graph&
   std::iota(f.runs_at.begin(), f.runs_at.end(), int64_t(0));
   if (!detail::fusion_enabled()) return f;
   const detail::FusionCandidates c(g);
-  // A float32 value of the given shape that one node reads, and nothing after the step.
-  auto internal = [&](int64_t v, const Shape& shape) {
-    return c.readers[v] == 1 && !c.output[v] && !c.update[v] &&
-           g.values[v].meta.dtype == DType::Float32 && g.values[v].meta.shape == shape;
-  };
   for (size_t d = 0; d < g.nodes.size(); ++d) {
     const auto& sub = g.nodes[d];
     if (sub.kind != K::Sub || sub.inputs.size() != 2 || sub.outputs.size() != 1) continue;
     const int64_t gv = sub.inputs[0], mv = sub.inputs[1], m = c.def(mv);
     const Shape& shape = g.values[gv].meta.shape;
     if (shape.empty() || m < 0 || g.values[gv].meta.dtype != DType::Float32 ||
-        g.values[sub.outputs[0]].meta.shape != shape || !internal(mv, shape) ||
+        g.values[sub.outputs[0]].meta.shape != shape || !c.internal(mv, shape) ||
         g.nodes[size_t(m)].kind != K::Mul || g.nodes[size_t(m)].inputs.size() != 2)
       continue;
     Shape row = shape;
@@ -111,7 +112,7 @@ IPUML_INLINE LogSoftmaxBackwardFusion fuse_log_softmax_backward(const ir::Graph&
     for (size_t side = 0; side < 2; ++side) {
       const int64_t ev = mul.inputs[side], sv = mul.inputs[1 - side];
       const int64_t e = c.def(ev), s = c.def(sv);
-      if (e < 0 || s < 0 || !internal(ev, shape) || !internal(sv, row)) continue;
+      if (e < 0 || s < 0 || !c.internal(ev, shape) || !c.internal(sv, row)) continue;
       const auto& ex = g.nodes[size_t(e)];
       const auto& sum = g.nodes[size_t(s)];
       // y is read at the Sub, later than the Exp would: not a state, which an in-place update
@@ -140,11 +141,6 @@ IPUML_INLINE IndexAddFusion fuse_index_add_into_add(const ir::Graph& g) {
   std::iota(f.runs_at.begin(), f.runs_at.end(), int64_t(0));
   if (!detail::fusion_enabled()) return f;
   const detail::FusionCandidates c(g);
-  // A float32 value of the given shape that the Add alone reads, and nothing after the step.
-  auto internal = [&](int64_t v, const Shape& shape) {
-    return c.readers[v] == 1 && !c.output[v] && !c.update[v] &&
-           g.values[v].meta.dtype == DType::Float32 && g.values[v].meta.shape == shape;
-  };
   for (size_t d = 0; d < g.nodes.size(); ++d) {
     const auto& add = g.nodes[d];
     if (add.kind != K::Add || add.inputs.size() != 2 || add.outputs.size() != 1) continue;
@@ -155,7 +151,7 @@ IPUML_INLINE IndexAddFusion fuse_index_add_into_add(const ir::Graph& g) {
     for (int side = 1; side >= 0; --side) {
       const int64_t b = add.inputs[size_t(side)], a = add.inputs[size_t(1 - side)];
       const int64_t e = c.def(b), n = c.def(a);
-      if (e < 0 || n < 0 || !internal(b, shape) || !internal(a, shape)) continue;
+      if (e < 0 || n < 0 || !c.internal(b, shape) || !c.internal(a, shape)) continue;
       const auto& ia = g.nodes[size_t(e)];
       // a's block is its own (a Reshape's output may be a view of bytes read elsewhere).
       if (ia.kind != K::IndexAdd || ia.inputs.size() != 2 || ia.outputs.size() != 1 ||

@@ -4,6 +4,8 @@
 
 #include <ipuml/ipuml.hpp>
 
+#include "../support/fusion_switch.hpp"
+
 using namespace ipuml;
 using Ts = std::vector<Tensor>;
 
@@ -176,18 +178,7 @@ struct CrossEntropyStep {
   Tensor w;
 };
 
-std::vector<Tensor> run_with_fusion(const ir::Trace& trace, bool on,
-                                    const std::vector<Tensor>& in) {
-  const char* old = std::getenv("IPUML_CPU_FUSION");
-  const std::string saved = old ? old : "";
-  ::setenv("IPUML_CPU_FUSION", on ? "1" : "0", 1);
-  cpu::GraphExecutor exec(trace.graph);
-  if (old)
-    ::setenv("IPUML_CPU_FUSION", saved.c_str(), 1);
-  else
-    ::unsetenv("IPUML_CPU_FUSION");
-  return exec.run(in, trace.states);
-}
+using ipuml::testing::run_with_fusion;
 
 }  // namespace
 

@@ -5,6 +5,8 @@
 
 #include <ipuml/ipuml.hpp>
 
+#include "../support/fusion_switch.hpp"
+
 #include <bit>
 #include <cstdlib>
 #include <string>
@@ -13,18 +15,7 @@ using namespace ipuml;
 
 namespace {
 
-std::vector<Tensor> run_with_fusion(const ir::Trace& trace, bool on,
-                                    const std::vector<Tensor>& in) {
-  const char* old = std::getenv("IPUML_CPU_FUSION");
-  const std::string saved = old ? old : "";
-  ::setenv("IPUML_CPU_FUSION", on ? "1" : "0", 1);
-  cpu::GraphExecutor exec(trace.graph);
-  if (old)
-    ::setenv("IPUML_CPU_FUSION", saved.c_str(), 1);
-  else
-    ::unsetenv("IPUML_CPU_FUSION");
-  return exec.run(in, trace.states);
-}
+using ipuml::testing::run_with_fusion;
 
 std::vector<uint32_t> bits(const Tensor& t) {
   std::vector<uint32_t> b;
