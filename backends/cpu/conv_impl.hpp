@@ -1162,6 +1162,123 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
   detail::apply_epilogue(epilogue, y, p.n * p.c_out, threads > 1);
 }
 
+namespace detail {
+
+// conv2d_backward_input at stride 1 (after Winograd): the pixel kernels, the transposed product,
+// or the wide GEMM in its flipped or col2im form, whichever applies.
+IPUML_INLINE void conv2d_backward_input_stride1(const Conv2dParams& p, const float* dy,
+                                                const float* w, float* dx) {
+  const int64_t G = p.groups, cig = p.c_in / G, cog = p.c_out / G, oh = p.out_h(), ow = p.out_w();
+  const int64_t P = oh * ow, K = cig * p.kh * p.kw, HW = p.h * p.w;
+  const detail::GemmConfig& cfg = detail::config_for(active_isa());
+  const int threads = detail::available_threads();
+  const int64_t tasks = p.n * G;
+  const bool outer = threads > 1 && tasks > 1;
+  const bool inner = tasks < 2 * threads;
+  const int64_t khw = p.kh * p.kw;
+  // Two stride-1 forms (see wide_col2im_image): the flipped-kernel GEMM over dy padded by the
+  // kernel extent less the padding, and a GEMM onto the input's taps plus a scatter-add. Both
+  // compute wasted columns; the flipped form also multiplies the zero border of dy, and its
+  // m = c_in / groups is too short for the micro-tiles under 8 channels. The cheaper runs, by
+  // multiply-adds (the scatter-add and its copies counted as 8 per element).
+  const detail::WideGeom wx{cig, p.h, p.w, p.pad_h, p.pad_w, p.kh, p.kw, p.dil_h, p.dil_w};
+  const detail::WideGeom wf{
+      cog,  oh,      ow,     (p.kh - 1) * p.dil_h - p.pad_h, (p.kw - 1) * p.dil_w - p.pad_w, p.kh,
+      p.kw, p.dil_h, p.dil_w};
+  const bool flipped_ok =
+      p.pad_h <= (p.kh - 1) * p.dil_h && p.pad_w <= (p.kw - 1) * p.dil_w && cig >= 8;
+  const double flipped_cost = double(cig) * double(cog * khw) * double(wf.cols());
+  const double col2im_cost = double(cig * khw) * double(wx.cols()) * double(cog + 8);
+  // With AVX-512 and a small enough column matrix, the GEMM onto the taps runs on the pixel
+  // kernels over the real outputs only, and a masked gather sums the taps: no wasted products.
+  // A flat 1x1's column matrix is dx itself: no gather.
+  const int64_t zsize = cig * khw * P;
+#ifdef IPUML_CPU_X86
+  const bool flat = detail::flat_1x1(p, cog);
+  if (flat || (detail::use_pixel_kernels(cog, khw) && zsize <= (int64_t(1) << 18) &&
+               p.kw <= detail::kMaxGatherKw)) {
+    const size_t per_group = detail::pixel_packed_size(cig * khw, cog);
+    detail::ScratchLease packed(detail::kScratchPrepack, per_group * size_t(G));
+    for (int64_t g = 0; g < G; ++g)
+      detail::pack_pixel_weights_t(cig * khw, cog, w + g * cog * K, K,
+                                   packed.get() + size_t(g) * per_group, threads > 1);
+    std::vector<int64_t> rows(static_cast<size_t>(cog));
+    for (int64_t o = 0; o < cog; ++o) rows[size_t(o)] = o * P;
+    const detail::GatherGeom gg{cig,  p.h,     p.w,     oh,      ow,     p.kh,
+                                p.kw, p.dil_h, p.dil_w, p.pad_h, p.pad_w};
+    detail::for_each_index(outer, tasks, [&](int64_t t) {
+      const int64_t img = t / G, g = t % G;
+      const float* dyg = dy + (img * p.c_out + g * cog) * P;
+      float* dxg = dx + (img * p.c_in + g * cig) * HW;
+      const float* pw = packed.get() + size_t(g) * per_group;
+      if (flat) {
+        detail::pixel_conv_image(cig, cog, 1, P, P, rows.data(), pw, dyg, nullptr, dxg, inner);
+        return;
+      }
+      detail::ScratchLease z(detail::kScratchConvOut, size_t(zsize));
+      detail::pixel_conv_image(cig * khw, cog, 1, P, P, rows.data(), pw, dyg, nullptr, z.get(),
+                               inner);
+      detail::tap_gather_avx512(gg, z.get(), dxg);
+    });
+    return;
+  }
+#endif
+  if (detail::plain_1x1(p) && detail::transposed_conv(p, cig, cog, inner)) {
+    detail::for_each_index(outer, tasks, [&](int64_t t) {
+      const int64_t img = t / G, g = t % G;
+      detail::transposed_conv_image(cfg, cig, P, cog, dy + (img * p.c_out + g * cog) * P,
+                                    detail::PackRowMajorB{w + g * cog * K, K}, nullptr,
+                                    dx + (img * p.c_in + g * cig) * HW, inner);
+    });
+    return;
+  }
+  const detail::WideGeom& wg = flipped_ok && flipped_cost <= col2im_cost ? wf : wx;
+  const bool flipped = &wg == &wf;
+  if (flipped && detail::use_pixel_kernels(cog * khw, khw)) {
+    const std::vector<int64_t> taps = wf.taps();
+    const size_t per_group = detail::pixel_packed_size(cig, cog * khw);
+    detail::ScratchLease packed(detail::kScratchPrepack, per_group * size_t(G));
+    for (int64_t g = 0; g < G; ++g)
+      detail::pack_pixel_weights_flipped(cog, cig, khw, w + g * cog * K,
+                                         packed.get() + size_t(g) * per_group, threads > 1);
+    detail::for_each_index(outer, tasks, [&](int64_t t) {
+      const int64_t img = t / G, g = t % G;
+      detail::pixel_conv_padded(
+          wf, taps.data(), detail::PixelWeights{packed.get() + size_t(g) * per_group}, cig,
+          dy + (img * p.c_out + g * cog) * P, nullptr, dx + (img * p.c_in + g * cig) * HW, inner);
+    });
+    return;
+  }
+  // A: the flipped, transposed kernel (cig x cog * khw) or W^T (cig * khw x cog).
+  const int64_t am = flipped ? cig : cig * khw, ak = flipped ? cog * khw : cog;
+  const size_t per_group = detail::prepacked_a_size(cfg, am, ak);
+  detail::ScratchLease packed(detail::kScratchPrepack, per_group * size_t(G));
+  std::vector<detail::PrepackedA> a;
+  for (int64_t g = 0; g < G; ++g) {
+    float* buf = packed.get() + size_t(g) * per_group;
+    a.push_back(
+        flipped
+            ? detail::prepack_a(cfg, am, ak, detail::PackFlippedA{w + g * cog * K, cig, khw}, buf)
+            : detail::prepack_a(cfg, am, ak, detail::PackColMajorA{w + g * cog * K, K}, buf));
+  }
+  // The B rows: the flipped form's taps into padded dy, or the rows of the wide dy.
+  std::vector<int64_t> taps = flipped ? wg.taps() : std::vector<int64_t>(size_t(cog));
+  if (!flipped)
+    for (int64_t o = 0; o < cog; ++o) taps[size_t(o)] = o * wx.cols();
+  detail::for_each_index(outer, tasks, [&](int64_t t) {
+    const int64_t img = t / G, g = t % G;
+    const float* dyg = dy + (img * p.c_out + g * cog) * P;
+    float* dxg = dx + (img * p.c_in + g * cig) * HW;
+    if (flipped)
+      detail::wide_conv_image(cfg, wg, taps.data(), a[size_t(g)], cig, dyg, nullptr, dxg, inner);
+    else
+      detail::wide_col2im_image(cfg, wg, a[size_t(g)], cog, taps.data(), dyg, dxg, inner);
+  });
+  return;
+}
+
+}  // namespace detail
+
 IPUML_INLINE void conv2d_backward_input(const Conv2dParams& p, const float* dy, const float* w,
                                         float* dx) {
   check_conv2d_params("conv2d_backward_input", p);
@@ -1187,108 +1304,8 @@ IPUML_INLINE void conv2d_backward_input(const Conv2dParams& p, const float* dy, 
                           dy, nullptr, dx, threads > 1);
     return;
   }
-  if (p.stride_h == 1 && p.stride_w == 1) {
-    const int64_t khw = p.kh * p.kw;
-    // Two stride-1 forms (see wide_col2im_image): the flipped-kernel GEMM over dy padded by the
-    // kernel extent less the padding, and a GEMM onto the input's taps plus a scatter-add. Both
-    // compute wasted columns; the flipped form also multiplies the zero border of dy, and its
-    // m = c_in / groups is too short for the micro-tiles under 8 channels. The cheaper runs, by
-    // multiply-adds (the scatter-add and its copies counted as 8 per element).
-    const detail::WideGeom wx{cig, p.h, p.w, p.pad_h, p.pad_w, p.kh, p.kw, p.dil_h, p.dil_w};
-    const detail::WideGeom wf{
-        cog,  oh,      ow,     (p.kh - 1) * p.dil_h - p.pad_h, (p.kw - 1) * p.dil_w - p.pad_w, p.kh,
-        p.kw, p.dil_h, p.dil_w};
-    const bool flipped_ok =
-        p.pad_h <= (p.kh - 1) * p.dil_h && p.pad_w <= (p.kw - 1) * p.dil_w && cig >= 8;
-    const double flipped_cost = double(cig) * double(cog * khw) * double(wf.cols());
-    const double col2im_cost = double(cig * khw) * double(wx.cols()) * double(cog + 8);
-    // With AVX-512 and a small enough column matrix, the GEMM onto the taps runs on the pixel
-    // kernels over the real outputs only, and a masked gather sums the taps: no wasted products.
-    // A flat 1x1's column matrix is dx itself: no gather.
-    const int64_t zsize = cig * khw * P;
-#ifdef IPUML_CPU_X86
-    const bool flat = detail::flat_1x1(p, cog);
-    if (flat || (detail::use_pixel_kernels(cog, khw) && zsize <= (int64_t(1) << 18) &&
-                 p.kw <= detail::kMaxGatherKw)) {
-      const size_t per_group = detail::pixel_packed_size(cig * khw, cog);
-      detail::ScratchLease packed(detail::kScratchPrepack, per_group * size_t(G));
-      for (int64_t g = 0; g < G; ++g)
-        detail::pack_pixel_weights_t(cig * khw, cog, w + g * cog * K, K,
-                                     packed.get() + size_t(g) * per_group, threads > 1);
-      std::vector<int64_t> rows(static_cast<size_t>(cog));
-      for (int64_t o = 0; o < cog; ++o) rows[size_t(o)] = o * P;
-      const detail::GatherGeom gg{cig,  p.h,     p.w,     oh,      ow,     p.kh,
-                                  p.kw, p.dil_h, p.dil_w, p.pad_h, p.pad_w};
-      detail::for_each_index(outer, tasks, [&](int64_t t) {
-        const int64_t img = t / G, g = t % G;
-        const float* dyg = dy + (img * p.c_out + g * cog) * P;
-        float* dxg = dx + (img * p.c_in + g * cig) * HW;
-        const float* pw = packed.get() + size_t(g) * per_group;
-        if (flat) {
-          detail::pixel_conv_image(cig, cog, 1, P, P, rows.data(), pw, dyg, nullptr, dxg, inner);
-          return;
-        }
-        detail::ScratchLease z(detail::kScratchConvOut, size_t(zsize));
-        detail::pixel_conv_image(cig * khw, cog, 1, P, P, rows.data(), pw, dyg, nullptr, z.get(),
-                                 inner);
-        detail::tap_gather_avx512(gg, z.get(), dxg);
-      });
-      return;
-    }
-#endif
-    if (detail::plain_1x1(p) && detail::transposed_conv(p, cig, cog, inner)) {
-      detail::for_each_index(outer, tasks, [&](int64_t t) {
-        const int64_t img = t / G, g = t % G;
-        detail::transposed_conv_image(cfg, cig, P, cog, dy + (img * p.c_out + g * cog) * P,
-                                      detail::PackRowMajorB{w + g * cog * K, K}, nullptr,
-                                      dx + (img * p.c_in + g * cig) * HW, inner);
-      });
-      return;
-    }
-    const detail::WideGeom& wg = flipped_ok && flipped_cost <= col2im_cost ? wf : wx;
-    const bool flipped = &wg == &wf;
-    if (flipped && detail::use_pixel_kernels(cog * khw, khw)) {
-      const std::vector<int64_t> taps = wf.taps();
-      const size_t per_group = detail::pixel_packed_size(cig, cog * khw);
-      detail::ScratchLease packed(detail::kScratchPrepack, per_group * size_t(G));
-      for (int64_t g = 0; g < G; ++g)
-        detail::pack_pixel_weights_flipped(cog, cig, khw, w + g * cog * K,
-                                           packed.get() + size_t(g) * per_group, threads > 1);
-      detail::for_each_index(outer, tasks, [&](int64_t t) {
-        const int64_t img = t / G, g = t % G;
-        detail::pixel_conv_padded(
-            wf, taps.data(), detail::PixelWeights{packed.get() + size_t(g) * per_group}, cig,
-            dy + (img * p.c_out + g * cog) * P, nullptr, dx + (img * p.c_in + g * cig) * HW, inner);
-      });
-      return;
-    }
-    // A: the flipped, transposed kernel (cig x cog * khw) or W^T (cig * khw x cog).
-    const int64_t am = flipped ? cig : cig * khw, ak = flipped ? cog * khw : cog;
-    const size_t per_group = detail::prepacked_a_size(cfg, am, ak);
-    detail::ScratchLease packed(detail::kScratchPrepack, per_group * size_t(G));
-    std::vector<detail::PrepackedA> a;
-    for (int64_t g = 0; g < G; ++g) {
-      float* buf = packed.get() + size_t(g) * per_group;
-      a.push_back(
-          flipped
-              ? detail::prepack_a(cfg, am, ak, detail::PackFlippedA{w + g * cog * K, cig, khw}, buf)
-              : detail::prepack_a(cfg, am, ak, detail::PackColMajorA{w + g * cog * K, K}, buf));
-    }
-    // The B rows: the flipped form's taps into padded dy, or the rows of the wide dy.
-    std::vector<int64_t> taps = flipped ? wg.taps() : std::vector<int64_t>(size_t(cog));
-    if (!flipped)
-      for (int64_t o = 0; o < cog; ++o) taps[size_t(o)] = o * wx.cols();
-    detail::for_each_index(outer, tasks, [&](int64_t t) {
-      const int64_t img = t / G, g = t % G;
-      const float* dyg = dy + (img * p.c_out + g * cog) * P;
-      float* dxg = dx + (img * p.c_in + g * cig) * HW;
-      if (flipped)
-        detail::wide_conv_image(cfg, wg, taps.data(), a[size_t(g)], cig, dyg, nullptr, dxg, inner);
-      else
-        detail::wide_col2im_image(cfg, wg, a[size_t(g)], cog, taps.data(), dyg, dxg, inner);
-    });
-    return;
-  }
+  if (p.stride_h == 1 && p.stride_w == 1)
+    return detail::conv2d_backward_input_stride1(p, dy, w, dx);
   if (detail::strided_1x1(p)) {
     // The stride-1 input gradient on the compact maps, spread onto every stride-th pixel: 1.5-2x
     // faster than the column matrix below, which packed W^T once per image.

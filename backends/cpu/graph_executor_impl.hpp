@@ -21,6 +21,13 @@ inline bool fusion_enabled() {
   return env == nullptr || std::string(env) != "0";
 }
 
+// runs_at for no fusion: every node runs by itself (0, 1, 2, ...).
+inline std::vector<int64_t> each_node_itself(size_t nodes) {
+  std::vector<int64_t> at(nodes);
+  std::iota(at.begin(), at.end(), int64_t(0));
+  return at;
+}
+
 // What decides whether a batch norm can run as its convolution's epilogue.
 struct FusionCandidates {
   const ir::Graph& g;
@@ -93,8 +100,7 @@ IPUML_INLINE LogSoftmaxBackwardFusion fuse_log_softmax_backward(const ir::Graph&
   using K = ir::OpKind;
   LogSoftmaxBackwardFusion f;
   f.exp_node.assign(g.nodes.size(), -1);
-  f.runs_at.resize(g.nodes.size());
-  std::iota(f.runs_at.begin(), f.runs_at.end(), int64_t(0));
+  f.runs_at = detail::each_node_itself(g.nodes.size());
   if (!detail::fusion_enabled()) return f;
   const detail::FusionCandidates c(g);
   for (size_t d = 0; d < g.nodes.size(); ++d) {
@@ -137,8 +143,7 @@ IPUML_INLINE IndexAddFusion fuse_index_add_into_add(const ir::Graph& g) {
   IndexAddFusion f;
   f.index_add_node.assign(g.nodes.size(), -1);
   f.onto.assign(g.nodes.size(), -1);
-  f.runs_at.resize(g.nodes.size());
-  std::iota(f.runs_at.begin(), f.runs_at.end(), int64_t(0));
+  f.runs_at = detail::each_node_itself(g.nodes.size());
   if (!detail::fusion_enabled()) return f;
   const detail::FusionCandidates c(g);
   for (size_t d = 0; d < g.nodes.size(); ++d) {
