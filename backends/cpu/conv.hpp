@@ -58,6 +58,32 @@ bool conv_winograd_enabled();
 void set_conv_transposed(bool enabled);
 bool conv_runs_transposed(const Conv2dParams& p);
 
+// The path conv2d_forward takes for p now (with the active ISA, the switches above and the
+// oneTBB threads available): Winograd; the stride-1 convolution of a space-to-depth input, or of
+// a strided 1x1's gathered pixels, which takes a path of its own; the AVX-512 pixel kernels over
+// the phase images of a strided convolution; few taps in registers (small_k); the transposed
+// product; the direct pixel kernels; the wide GEMM (stride 1); the im2col GEMM (strided).
+enum class ConvPath {
+  winograd,
+  space_to_depth,
+  gathered_1x1,
+  phase_pixels,
+  small_k,
+  transposed,
+  pixels,
+  wide,
+  im2col
+};
+ConvPath conv_forward_path(const Conv2dParams& p);
+
+// With AVX2, whether stride-1 convolutions with several taps per channel (3x3s, 5x5s, 1-D
+// kernels) compute their forward, and their input gradient where it runs as the flipped
+// convolution, on the direct pixel kernels (the default; 1.2-2x faster than the wide GEMM on
+// MNIST's, LeNet's and small-channel layers) or on the wide GEMM. Both sum in the same k blocks
+// in the same order, so the bits are the same either way. IPUML_CONV_AVX2_PIXELS=0 turns them
+// off at start-up. (AVX-512 chooses its own pixel kernels, by depth.)
+void set_conv_avx2_pixels(bool enabled);
+
 // Naive loops with double accumulation: the test oracle.
 void conv2d_forward_reference(const Conv2dParams& p, const float* x, const float* w,
                               const float* bias, float* y);

@@ -33,7 +33,8 @@ using PixelKernel = void (*)(int64_t k, const float* x, const int64_t* taps, con
                              float* y, int64_t ldy, int nr, const float* bias);
 
 #ifdef IPUML_CPU_X86
-// GCC 12 flags the undefined pass-through operand inside the AVX-512 shuffle intrinsics.
+// GCC 12 flags the undefined pass-through operand inside the AVX-512 shuffle intrinsics, and the
+// AVX2 kernel's k-block sums, which it cannot see are stored before they are read.
 #pragma GCC diagnostic push
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -110,6 +111,94 @@ __attribute__((target("avx512f"))) void pixel_kernel_avx512(int64_t k, const flo
   }
 }
 
+// The AVX2 form (16 ymm registers): a tile of up to 6 pixels x 16 channels, 12 accumulators, run
+// once per half of the 32-channel panel; each half transposed in 8 x 8 blocks into y. The
+// reduction runs in the AVX2 GEMM's k blocks (block_depth), each from zero and added to the sum
+// of the blocks before it, the bias starting that sum, as the wide GEMM rounds them into C: the
+// outputs have the wide GEMM's bits, so the path taken does not change the answer.
+constexpr int kPixelMrAvx2 = 6;
+
+// The mask of the first n lanes (0 <= n <= 8), loaded from memory where it is used: a mask held
+// in a register through the kernel's loop makes GCC spill accumulators (16 registers: 12 sums,
+// 2 weight vectors and a broadcast).
+__attribute__((target("avx2"), always_inline)) inline __m256i first_lanes_avx2(int n) {
+  alignas(32) static constexpr int32_t kLanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                                     0,  0,  0,  0,  0,  0,  0,  0};
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLanes + 8 - n));
+}
+
+// One k block [p0, p1) of an AVX2 pixel tile's half (16 channels from pw): sums[i] = its sums
+// plus the bias (the first block; bias may be null) or plus sums[i] (later blocks). Not inlined:
+// inside the k-block loop GCC spilled accumulators to the stack.
+template <int MR>
+__attribute__((target("avx2,fma"), noinline)) void pixel_block_avx2(
+    int64_t p0, int64_t p1, const float* x, const int64_t* taps, const float* pw, const float* bias,
+    int nr, float (*sums)[16]) {
+  __m256 acc[MR][2];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int64_t p = p0; p < p1; ++p) {
+    const float* xr = x + taps[p];
+    const __m256 b0 = _mm256_load_ps(pw + p * kPixelWidth);
+    const __m256 b1 = _mm256_load_ps(pw + p * kPixelWidth + 8);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const __m256 a = _mm256_broadcast_ss(xr + i);
+      acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
+    }
+  }
+  // As the GEMM rounds into C: the first block plus the bias, later blocks plus the sum so far.
+  __m256 add[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  if (p0 == 0 && bias != nullptr)
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; ++v)
+      if (nr > 8 * v)
+        add[v] = _mm256_maskload_ps(bias + 8 * v, first_lanes_avx2(std::min(8, nr - 8 * v)));
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; ++v) {
+      __m256 r = acc[i][v];
+      if (p0 > 0)
+        r = _mm256_add_ps(r, _mm256_load_ps(&sums[i][8 * v]));
+      else if (bias != nullptr)
+        r = _mm256_add_ps(r, add[v]);
+      _mm256_store_ps(&sums[i][8 * v], r);
+    }
+}
+
+template <int MR>
+__attribute__((target("avx2,fma"))) void pixel_kernel_avx2(int64_t k, const float* x,
+                                                           const int64_t* taps, const float* pw,
+                                                           float* y, int64_t ldy, int nr,
+                                                           const float* bias) {
+  static_assert(MR <= kPixelMrAvx2);
+  const int64_t kc = block_depth(avx2_config(), k);
+  alignas(32) float sums[MR][16];
+  for (int half = 0; half < 2 && 16 * half < nr; ++half) {
+    const int hr = std::min(16, nr - 16 * half);  // the half's channels
+    for (int64_t pc = 0; pc < k; pc += kc)
+      pixel_block_avx2<MR>(pc, std::min(k, pc + kc), x, taps, pw + 16 * half,
+                           bias != nullptr ? bias + 16 * half : nullptr, hr, sums);
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; ++v) {
+      const int ch0 = 16 * half + 8 * v;
+      if (ch0 >= nr) break;
+      __m256 r[8], out[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i)
+        r[i] = i < MR ? _mm256_load_ps(&sums[i < MR ? i : 0][8 * v]) : _mm256_setzero_ps();
+      transpose8x8_regs(r, out);
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        if (ch0 + j >= nr) break;
+        _mm256_maskstore_ps(y + (ch0 + j) * ldy, first_lanes_avx2(MR), out[j]);
+      }
+    }
+  }
+}
+
 #pragma GCC diagnostic pop
 
 // Weight-gradient tile: c (MR x 32, in and out) += the sum over `rows` output rows of `ow`
@@ -166,6 +255,13 @@ inline const PixelKernel* pixel_kernels_avx512() {
   static const auto table = kernel_table<PixelKernel, kPixelMr>(
       [](auto mr) { return &pixel_kernel_avx512<decltype(mr)::value>; },
       std::make_index_sequence<kPixelMr>{});
+  return table.data();
+}
+
+inline const PixelKernel* pixel_kernels_avx2() {
+  static const auto table = kernel_table<PixelKernel, kPixelMrAvx2>(
+      [](auto mr) { return &pixel_kernel_avx2<decltype(mr)::value>; },
+      std::make_index_sequence<kPixelMrAvx2>{});
   return table.data();
 }
 
@@ -259,8 +355,9 @@ inline void pixel_conv_image(int64_t m, int64_t k, int64_t oh, int64_t ow, int64
                              const float* bias, float* y, bool parallel,
                              const ChannelAffineAt& epilogue = {}) {
 #ifdef IPUML_CPU_X86
-  const PixelKernel* kern = pixel_kernels_avx512();
-  const int64_t tiles = ceil_div(ow, kPixelMr), mr = ceil_div(ow, tiles);
+  const bool avx512 = active_isa() == Isa::avx512;
+  const PixelKernel* kern = avx512 ? pixel_kernels_avx512() : pixel_kernels_avx2();
+  const int64_t tiles = ceil_div(ow, avx512 ? kPixelMr : kPixelMrAvx2), mr = ceil_div(ow, tiles);
   const int64_t panels = ceil_div(m, kPixelWidth), plane = oh * ow;
   const int64_t band = pw.packed != nullptr ? std::max<int64_t>(1, ceil_div(oh, 4)) : oh;
   const int64_t bands = ceil_div(oh, band);

@@ -388,6 +388,28 @@ inline bool use_pixel_kernels(int64_t k, int64_t taps = 9) {
   return active_isa() == Isa::avx512 && k >= 8 && taps > 1;
 }
 
+// Whether the pixel kernels take a stride-1 convolution's product of reduction depth k over
+// `taps` taps per channel (its forward, or its input gradient in the flipped form): with AVX-512
+// as use_pixel_kernels says; with AVX2 (6 x 16 tiles in the GEMM's k blocks, the wide GEMM's
+// bits) whenever a channel has several taps, unless set_conv_avx2_pixels(false). AVX2, GFLOP/s on
+// 1 / 2 threads, forward: MNIST's conv2 (32 -> 64, 13x13, batch 64) 81 -> 101 / 167 -> 204, a
+// padded 3x3 32 -> 32 on 28x28 84 -> 103 / 168 -> 200, LeNet's 5x5 6 -> 16 58 -> 113 / 110 ->
+// 209, the ResNet stem (via space-to-depth) 62 -> 73 / 132 -> 162; input gradients in the flipped
+// form 78-85 -> 100-104. 1x1s ran 30 % slower (their wide GEMM wastes no columns), and the
+// flipped form where the cost model picks col2im (conv2's input gradient: 74 -> 58-66).
+IPUML_INLINE std::atomic<bool>& avx2_pixels_state() {
+  static std::atomic<bool> enabled{[] {
+    const char* env = std::getenv("IPUML_CONV_AVX2_PIXELS");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }()};
+  return enabled;
+}
+inline bool pixel_kernels_convolve(int64_t k, int64_t taps) {
+  if (active_isa() == Isa::avx2)
+    return avx2_pixels_state().load(std::memory_order_relaxed) && k >= 8 && taps > 1;
+  return use_pixel_kernels(k, taps);
+}
+
 // Whether the pixel kernels take an unpadded stride-1 1x1 convolution of reduction depth k whose
 // maps have `pixels` pixels, seen as one row of that many pixels (a 7x7 map's own rows would make
 // tiles of 7). There a map's channel planes are a few KiB apart, and the wide GEMM wastes columns
@@ -1012,15 +1034,27 @@ IPUML_INLINE bool use_winograd(const Conv2dParams& p) {
 
 IPUML_INLINE void set_conv_winograd(bool enabled) { detail::winograd_state().store(enabled); }
 IPUML_INLINE void set_conv_transposed(bool enabled) { detail::transposed_state().store(enabled); }
+IPUML_INLINE void set_conv_avx2_pixels(bool enabled) { detail::avx2_pixels_state().store(enabled); }
+IPUML_INLINE ConvPath conv_forward_path(const Conv2dParams& p) {
+  const int64_t G = p.groups, K = p.c_in / G * p.kh * p.kw, taps = p.kh * p.kw;
+  const bool inner = p.n * G < 2 * detail::available_threads();
+  if (detail::use_winograd(p) && detail::winograd_pays(p)) return ConvPath::winograd;
+  if (detail::space_to_depth_applies(p)) return ConvPath::space_to_depth;
+  if (detail::phases_split(p) && detail::use_pixel_kernels(K, taps)) return ConvPath::phase_pixels;
+  if (p.stride_h == 1 && p.stride_w == 1) {
+    const bool flat = detail::flat_1x1(p, K);
+    if (!flat && detail::small_k_forward(K)) return ConvPath::small_k;
+    if (detail::transposed_conv(p, p.c_out / G, K, inner)) return ConvPath::transposed;
+    if (flat || detail::pixel_kernels_convolve(K, taps)) return ConvPath::pixels;
+    return ConvPath::wide;
+  }
+  if (detail::strided_1x1(p)) return ConvPath::gathered_1x1;
+  if (detail::transposed_conv(p, p.c_out / G, K, inner)) return ConvPath::transposed;
+  return ConvPath::im2col;
+}
 IPUML_INLINE bool conv_runs_transposed(const Conv2dParams& p) {
-  const Conv2dParams q = detail::strided_1x1(p) ? detail::compact_1x1(p) : p;
-  const int64_t k = q.c_in / q.groups * q.kh * q.kw;
-  if ((detail::use_winograd(q) && detail::winograd_pays(q)) || detail::space_to_depth_applies(q) ||
-      (detail::phases_split(q) && detail::use_pixel_kernels(k, q.kh * q.kw)) ||
-      (q.stride_h == 1 && q.stride_w == 1 && detail::small_k_forward(k)))
-    return false;
-  const bool inner = q.n * q.groups < 2 * detail::available_threads();
-  return detail::transposed_conv(q, q.c_out / q.groups, k, inner);
+  return conv_forward_path(detail::strided_1x1(p) ? detail::compact_1x1(p) : p) ==
+         ConvPath::transposed;
 }
 IPUML_INLINE bool conv_winograd_enabled() { return detail::winograd_state().load(); }
 
@@ -1062,7 +1096,8 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
   // Whole images per task when there are enough of them; otherwise parallel inside the GEMM.
   const bool outer = threads > 1 && tasks > 1;
   const bool inner = tasks < 2 * threads;
-  if (detail::use_winograd(p) && detail::winograd_pays(p)) {
+  const ConvPath path = conv_forward_path(p);
+  if (path == ConvPath::winograd) {
     detail::ScratchLease buf(detail::kScratchPrepack,
                              detail::winograd_weights_size(cfg, p.c_out, p.c_in));
     const auto u = detail::winograd_weights(
@@ -1074,7 +1109,7 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
     detail::apply_epilogue(epilogue, y, p.n * p.c_out, threads > 1);
     return;
   }
-  if (detail::space_to_depth_applies(p)) {
+  if (path == ConvPath::space_to_depth) {
     const detail::SpaceToDepthInput in(p, x, threads > 1);
     const Conv2dParams& q = in.q;
     detail::ScratchLease ws(detail::kScratchPhaseW, size_t(q.c_out * q.c_in * q.kh * q.kw));
@@ -1082,7 +1117,7 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
     conv2d_forward(q, in.xs.get(), ws.get(), bias, y, epilogue);
     return;
   }
-  if (detail::phases_split(p) && detail::use_pixel_kernels(K, p.kh * p.kw)) {
+  if (path == ConvPath::phase_pixels) {
     // Strided with many channels (ResNet's 3x3/2): the pixel kernels over the phase images,
     // with only the taps that exist, reading every input row in place where the strided GEMM
     // gathered its input tap by tap. The weights keep their order and packing.
@@ -1105,11 +1140,11 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
         flat ? detail::WideGeom{cig, 1, P, 0, 0, 1, 1, 1, 1}
              : detail::WideGeom{cig, p.h, p.w, p.pad_h, p.pad_w, p.kh, p.kw, p.dil_h, p.dil_w};
     const std::vector<int64_t> taps = wg.taps();
-    if (!flat && detail::small_k_forward(K))
+    if (path == ConvPath::small_k)
       return detail::small_k_conv(p, wg, taps.data(), x, w, bias, y, epilogue);
-    if (detail::transposed_conv(p, cog, K, inner))
+    if (path == ConvPath::transposed)
       return detail::transposed_conv_forward(p, x, w, bias, y, epilogue, outer, inner);
-    if (flat || detail::use_pixel_kernels(K, p.kh * p.kw)) {
+    if (path == ConvPath::pixels) {
       const detail::PixelPanels panels(cog, K, w, G, tasks, threads);
       detail::for_each_index(outer, tasks, [&](int64_t t) {
         const int64_t img = t / G, g = t % G;
@@ -1135,7 +1170,7 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
     });
     return;
   }
-  if (detail::strided_1x1(p)) {
+  if (path == ConvPath::gathered_1x1) {
     // The stride-1 path on the gathered pixels, 10-25 % faster than the im2col GEMM below.
     detail::ScratchLease xs(detail::kScratchPhases, size_t(p.n * p.c_in * P));
     float* xc = xs.get();
@@ -1144,7 +1179,7 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
     conv2d_forward(detail::compact_1x1(p), xs.get(), w, bias, y, epilogue);
     return;
   }
-  if (detail::transposed_conv(p, cog, K, inner))
+  if (path == ConvPath::transposed)
     return detail::transposed_conv_forward(p, x, w, bias, y, epilogue, outer, inner);
   // Strided: implicit im2col, packed from the image tap by tap.
   detail::for_each_index(outer, tasks, [&](int64_t t) {
@@ -1234,7 +1269,7 @@ IPUML_INLINE void conv2d_backward_input_stride1(const Conv2dParams& p, const flo
   }
   const detail::WideGeom& wg = flipped_ok && flipped_cost <= col2im_cost ? wf : wx;
   const bool flipped = &wg == &wf;
-  if (flipped && detail::use_pixel_kernels(cog * khw, khw)) {
+  if (flipped && detail::pixel_kernels_convolve(cog * khw, khw)) {
     const std::vector<int64_t> taps = wf.taps();
     const size_t per_group = detail::pixel_packed_size(cig, cog * khw);
     detail::ScratchLease packed(detail::kScratchPrepack, per_group * size_t(G));

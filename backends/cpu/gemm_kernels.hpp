@@ -1070,11 +1070,10 @@ inline size_t prepacked_a_size(const GemmConfig& cfg, int64_t m, int64_t k) {
 // packer, whose rows need not be evenly strided (convolution taps). 4 x 4 SSE blocks (baseline
 // on x86-64) run several times faster than the scalar loop, which packing-bound products feel.
 #ifdef IPUML_CPU_X86
-// The 8 x 8 block at column p of 8 rows, transposed: out[k][j] = rows[j][p + k].
-__attribute__((target("avx2"), always_inline)) inline void transpose8x8_avx(
-    const float* const* rows, int64_t p, __m256* out) {
-  __m256 r[8], t[8], u[8];
-  for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(rows[k] + p);
+// out[k][j] = r[j][k]: the 8 x 8 matrix whose rows are r[0..7], transposed in registers.
+__attribute__((target("avx2"), always_inline)) inline void transpose8x8_regs(const __m256* r,
+                                                                             __m256* out) {
+  __m256 t[8], u[8];
   for (int k = 0; k < 8; k += 2) {
     t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
     t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
@@ -1090,6 +1089,14 @@ __attribute__((target("avx2"), always_inline)) inline void transpose8x8_avx(
     out[k] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x20);
     out[k + 4] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x31);
   }
+}
+
+// The 8 x 8 block at column p of 8 rows, transposed: out[k][j] = rows[j][p + k].
+__attribute__((target("avx2"), always_inline)) inline void transpose8x8_avx(
+    const float* const* rows, int64_t p, __m256* out) {
+  __m256 r[8];
+  for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(rows[k] + p);
+  transpose8x8_regs(r, out);
 }
 
 // 8 x 8 blocks with AVX: a third fewer instructions per float than the SSE path. Returns the

@@ -496,3 +496,85 @@ TEST_CASE("AVX2's convolutions on small maps run transposed with the wide GEMM's
     check_close(out[1][3], dx_ref, double(p.c_out / p.groups * p.kh * p.kw));
   }
 }
+
+TEST_CASE("AVX2's pixel kernels give the wide GEMM's bits", "[conv]") {
+  IsaGuard guard;
+  WinogradGuard wino_guard;
+  ipuml::cpu::set_conv_winograd(false);
+  const auto isas = supported_isas();
+  if (std::find(isas.begin(), isas.end(), Isa::avx2) == isas.end()) return;  // no AVX2 here
+  ipuml::cpu::set_gemm_isa(Isa::avx2);
+  struct Restore {
+    ~Restore() { ipuml::cpu::set_conv_avx2_pixels(true); }
+  } restore;
+  using ipuml::cpu::ConvPath;
+  std::mt19937 rng(23);
+  // MNIST's conv2 (one k block; rows of 11 as tiles of 6 and 5); two k blocks (AVX2's kc is 384)
+  // over a partial second panel (8 channels: one 8-lane half); four k blocks and a 4-channel
+  // half; LeNet's 5x5; a 1-D kernel over 37 channels; dilation with padding past the kernel;
+  // groups; rows of 13 (tiles of 5, 5, 3). The padded ones' input gradients run flipped.
+  for (const Conv2dParams& p :
+       {make(4, 32, 13, 13, 64, 3, 3), make(4, 64, 12, 12, 40, 3, 3, 1, 1),
+        make(4, 130, 10, 11, 20, 3, 3, 1, 1), make(4, 6, 14, 14, 16, 5, 5),
+        make(4, 12, 1, 90, 37, 1, 4), make(4, 8, 15, 17, 24, 3, 3, 1, 2, 2),
+        make(2, 16, 12, 12, 32, 3, 3, 1, 1, 1, 2), make(4, 40, 15, 15, 33, 3, 3)}) {
+    INFO(describe(p));
+    // At most 2 threads: with fewer images than 2 per thread small maps would run transposed.
+    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, 2);
+    auto x = random_floats(x_size(p), rng), w = random_floats(w_size(p), rng);
+    auto bias = random_floats(size_t(p.c_out), rng), dy = random_floats(y_size(p), rng);
+    auto scale = random_floats(size_t(p.c_out), rng), shift = random_floats(size_t(p.c_out), rng);
+    auto residual = random_floats(y_size(p), rng);
+    const ipuml::cpu::ChannelAffine affine{scale.data(), shift.data(), residual.data(),
+                                           true,         p.c_out,      p.out_h() * p.out_w()};
+    std::vector<float> out[2][4];
+    for (int on = 0; on < 2; ++on) {
+      ipuml::cpu::set_conv_avx2_pixels(on == 1);
+      CHECK(ipuml::cpu::conv_forward_path(p) == (on == 1 ? ConvPath::pixels : ConvPath::wide));
+      for (auto& o : out[on]) o.assign(y_size(p), NAN);
+      out[on][3].assign(x_size(p), NAN);
+      ipuml::cpu::conv2d_forward(p, x.data(), w.data(), bias.data(), out[on][0].data());
+      ipuml::cpu::conv2d_forward(p, x.data(), w.data(), nullptr, out[on][1].data());
+      ipuml::cpu::conv2d_forward(p, x.data(), w.data(), bias.data(), out[on][2].data(), &affine);
+      ipuml::cpu::conv2d_backward_input(p, dy.data(), w.data(), out[on][3].data());
+    }
+    for (int i = 0; i < 4; ++i) {
+      INFO("output " << i);
+      CHECK(std::memcmp(out[0][i].data(), out[1][i].data(), out[0][i].size() * sizeof(float)) == 0);
+    }
+    std::vector<float> y_ref(y_size(p)), dx_ref(x_size(p));
+    ipuml::cpu::conv2d_forward_reference(p, x.data(), w.data(), bias.data(), y_ref.data());
+    check_close(out[1][0], y_ref, double(p.c_in / p.groups * p.kh * p.kw));
+    ipuml::cpu::conv2d_backward_input_reference(p, dy.data(), w.data(), dx_ref.data());
+    check_close(out[1][3], dx_ref, double(p.c_out / p.groups * p.kh * p.kw));
+  }
+}
+
+TEST_CASE("conv2d_forward takes the path conv_forward_path names", "[conv]") {
+  IsaGuard guard;
+  WinogradGuard wino_guard;
+  using ipuml::cpu::ConvPath;
+  ipuml::cpu::set_conv_winograd(true);
+  tbb::global_control limit(tbb::global_control::max_allowed_parallelism, 2);
+  for (const Isa isa : supported_isas()) {
+    ipuml::cpu::set_gemm_isa(isa);
+    INFO("isa=" << ipuml::cpu::gemm_isa_name());
+    const bool avx2 = isa == Isa::avx2, avx512 = isa == Isa::avx512;
+    CHECK(ipuml::cpu::conv_forward_path(make(4, 64, 20, 20, 64, 3, 3, 1, 1)) == ConvPath::winograd);
+    CHECK(ipuml::cpu::conv_forward_path(make(4, 3, 40, 40, 16, 7, 7, 2, 3)) ==
+          ConvPath::space_to_depth);
+    CHECK(ipuml::cpu::conv_forward_path(make(4, 16, 9, 9, 8, 1, 1, 2)) == ConvPath::gathered_1x1);
+    CHECK(ipuml::cpu::conv_forward_path(make(4, 1, 28, 28, 32, 3, 3)) == (avx2 ? ConvPath::small_k
+                                                                          : avx512
+                                                                              ? ConvPath::pixels
+                                                                              : ConvPath::wide));
+    CHECK(ipuml::cpu::conv_forward_path(make(4, 32, 13, 13, 64, 3, 3)) ==
+          (isa == Isa::generic ? ConvPath::wide : ConvPath::pixels));
+    CHECK(ipuml::cpu::conv_forward_path(make(4, 512, 7, 7, 64, 1, 1)) ==
+          (avx2     ? ConvPath::transposed
+           : avx512 ? ConvPath::pixels
+                    : ConvPath::wide));
+    CHECK(ipuml::cpu::conv_forward_path(make(4, 64, 20, 20, 64, 3, 3, 2, 1)) ==
+          (avx512 ? ConvPath::phase_pixels : ConvPath::im2col));
+  }
+}
