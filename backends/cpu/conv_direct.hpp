@@ -244,6 +244,52 @@ __attribute__((target("avx512f"))) void wgrad_pixel_kernel_avx512(const float* x
   }
 }
 
+// A run of `len` real pixels of an AVX2 weight-gradient block: the input at x + tap + x_off
+// (consecutive pixels, consecutive floats) and dy transposed at dyt + d_off (32 floats a pixel).
+struct WgradRun {
+  int64_t x_off, d_off, len;
+};
+
+// One k block of an AVX2 weight-gradient tile, MR reduction rows (taps[i]) x 16 channels (dyt and
+// c already offset to the half panel; c's rows are 32 floats apart): the block's products summed
+// from zero over its runs in order, then stored into c (the first block) or added to it, as the
+// wide GEMM rounds its k blocks into C. Not inlined, as pixel_block_avx2.
+template <int MR>
+__attribute__((target("avx2,fma"), noinline)) void wgrad_block_avx2(const float* x,
+                                                                    const int64_t* taps,
+                                                                    const WgradRun* runs,
+                                                                    int64_t nruns, const float* dyt,
+                                                                    float* c, bool first) {
+  __m256 acc[MR][2];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int64_t r = 0; r < nruns; ++r) {
+    const float* xr[MR];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) xr[i] = x + taps[i] + runs[r].x_off;
+    const float* d = dyt + runs[r].d_off;
+    for (int64_t q = 0; q < runs[r].len; ++q) {
+      const __m256 b0 = _mm256_load_ps(d + q * kPixelWidth);
+      const __m256 b1 = _mm256_load_ps(d + q * kPixelWidth + 8);
+#pragma GCC unroll 8
+      for (int i = 0; i < MR; ++i) {
+        const __m256 a = _mm256_broadcast_ss(xr[i] + q);
+        acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
+        acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; ++v) {
+      float* ci = c + i * kPixelWidth + 8 * v;
+      _mm256_store_ps(ci, first ? acc[i][v] : _mm256_add_ps(acc[i][v], _mm256_load_ps(ci)));
+    }
+}
+using WgradBlockKernel = void (*)(const float*, const int64_t*, const WgradRun*, int64_t,
+                                  const float*, float*, bool);
+
 // table[mr] = make(mr) for mr = 1 .. N as compile-time constants (table[0] stays null): one
 // kernel instantiation per tile height.
 template <class Fn, int N, class Make, std::size_t... Is>
@@ -261,6 +307,13 @@ inline const PixelKernel* pixel_kernels_avx512() {
 inline const PixelKernel* pixel_kernels_avx2() {
   static const auto table = kernel_table<PixelKernel, kPixelMrAvx2>(
       [](auto mr) { return &pixel_kernel_avx2<decltype(mr)::value>; },
+      std::make_index_sequence<kPixelMrAvx2>{});
+  return table.data();
+}
+
+inline const WgradBlockKernel* wgrad_block_kernels_avx2() {
+  static const auto table = kernel_table<WgradBlockKernel, kPixelMrAvx2>(
+      [](auto mr) { return &wgrad_block_avx2<decltype(mr)::value>; },
       std::make_index_sequence<kPixelMrAvx2>{});
   return table.data();
 }

@@ -946,22 +946,27 @@ inline void pixel_wgrad_chunk(const WideGeom& g, const int64_t* taps, int64_t K,
   });
 }
 
+// nimg images (img_stride apart) padded as g says into `lease` (img_stride becomes the padded
+// images' stride), or x itself when g has no padding.
+inline const float* padded_images(const WideGeom& g, int64_t nimg, const float* x,
+                                  int64_t& img_stride, std::optional<ScratchLease>& lease) {
+  if (!g.padded()) return x;
+  lease.emplace(kScratchConv, size_t(nimg * g.c * g.plane()));
+  for (int64_t img = 0; img < nimg; ++img)
+    pad_image(g, g.c, x + img * img_stride, lease->get() + img * g.c * g.plane());
+  img_stride = g.c * g.plane();
+  return lease->get();
+}
+
 // dW (m x K) of one group over nimg images of a stride-1 convolution: the wide GEMM of dy (laid
 // out wide, zero in the dropped columns, so they add nothing) with the (padded) input's taps.
 inline void wide_wgrad_chunk(const GemmConfig& cfg, const WideGeom& g, const int64_t* taps,
                              int64_t nimg, int64_t x_img_stride, int64_t m, int64_t dy_img_stride,
                              const float* x, const float* dy, float* dw, bool inner) {
   const int64_t oh = g.oh(), ow = g.ow(), wp = g.wp(), cols = g.cols();
-  const float* xs = x;
-  int64_t img_stride = x_img_stride;
   std::optional<ScratchLease> xpad;
-  if (g.padded()) {
-    xpad.emplace(kScratchConv, size_t(nimg * g.c * g.plane()));
-    for (int64_t img = 0; img < nimg; ++img)
-      pad_image(g, g.c, x + img * x_img_stride, xpad->get() + img * g.c * g.plane());
-    xs = xpad->get();
-    img_stride = g.c * g.plane();
-  }
+  int64_t img_stride = x_img_stride;
+  const float* xs = padded_images(g, nimg, x, img_stride, xpad);
   ScratchLease dyw(kScratchConvOut, size_t(nimg * m * cols));
   for (int64_t row = 0; row < nimg * m; ++row) {
     const float* src = dy + (row / m) * dy_img_stride + (row % m) * oh * ow;
@@ -973,6 +978,86 @@ inline void wide_wgrad_chunk(const GemmConfig& cfg, const WideGeom& g, const int
   }
   run_gemm(cfg, m, g.k(), nimg * cols, 1.0f, PackWideDyA{dyw.get(), m, cols},
            PackWideXB{xs, img_stride, &g, taps}, 0.0f, dw, g.k(), inner);
+}
+
+// dW (m x K) of one group over nimg images of a stride-1 convolution on AVX2 through the pixel
+// kernels (wgrad_block_avx2), with the wide GEMM's bits: its k blocks (block_depth over the
+// nimg x cols wide columns) each summed from zero and rounded into dW in order, over the real
+// pixels only (a dropped column's zero product leaves a sum unchanged: a sum that starts at +0
+// never becomes -0). Tiles of 6 reduction rows x 16 channels run every block, each in a task.
+inline void pixel_wgrad_chunk_avx2(const GemmConfig& cfg, const WideGeom& g, const int64_t* taps,
+                                   int64_t nimg, int64_t x_img_stride, int64_t m,
+                                   int64_t dy_img_stride, const float* x, const float* dy,
+                                   float* dw, bool inner) {
+#ifdef IPUML_CPU_X86
+  const int64_t oh = g.oh(), ow = g.ow(), wp = g.wp(), cols = g.cols(), K = g.k(), P = oh * ow;
+  std::optional<ScratchLease> xpad;
+  int64_t img_stride = x_img_stride;
+  const float* xs = padded_images(g, nimg, x, img_stride, xpad);
+  // dy of every image transposed, 32 channels a pixel, panel after panel (zero past m).
+  const int64_t panels = ceil_div(m, kPixelWidth), image = panels * P * kPixelWidth;
+  ScratchLease dyt(kScratchConvOut, size_t(nimg * image));
+  for_each_index(inner, nimg * panels, [&](int64_t t) {
+    const int64_t img = t / panels, o0 = (t % panels) * kPixelWidth;
+    const int nr = int(std::min<int64_t>(kPixelWidth, m - o0));
+    const float* rows[kPixelWidth];
+    for (int j = 0; j < nr; ++j) rows[j] = dy + img * dy_img_stride + (o0 + j) * P;
+    float* d = dyt.get() + img * image + o0 * P;
+    transpose_rows(d, kPixelWidth, rows, nr, P);
+    if (nr < kPixelWidth)
+      for (int64_t q = 0; q < P; ++q)
+        std::fill(d + q * kPixelWidth + nr, d + (q + 1) * kPixelWidth, 0.0f);
+  });
+  // The GEMM's k blocks as runs of real pixels.
+  const int64_t depth = nimg * cols, kc = block_depth(cfg, depth), blocks = ceil_div(depth, kc);
+  std::vector<WgradRun> runs;
+  std::vector<size_t> first_run(size_t(blocks + 1));
+  for (int64_t b = 0; b < blocks; ++b) {
+    first_run[size_t(b)] = runs.size();
+    for (int64_t q = b * kc, q1 = std::min(depth, q + kc); q < q1;) {
+      const int64_t img = q / cols, oy = q % cols / wp, ox = q % cols % wp;
+      if (ox >= ow) {  // a dropped column: on to the next row
+        q += wp - ox;
+        continue;
+      }
+      const int64_t len = std::min(ow - ox, q1 - q);
+      runs.push_back(
+          {img * img_stride + oy * wp + ox, img * image + (oy * ow + ox) * kPixelWidth, len});
+      q += len;
+    }
+  }
+  first_run[size_t(blocks)] = runs.size();
+  ScratchLease cbuf(kScratchA, size_t(panels * K * kPixelWidth));  // [panel][krow][32]
+  const WgradBlockKernel* kern = wgrad_block_kernels_avx2();
+  // A task takes a half panel of channels and a range of tiles and runs them block by block, so
+  // that a block's dy (up to 24 KiB for kc pixels) stays in L1 across its tiles: tile by tile,
+  // each streamed all of dy (MB on the stem's maps) and ran 15 % slower than the wide GEMM.
+  const int64_t ktiles = ceil_div(K, int64_t(kPixelMrAvx2));
+  const int64_t parts =
+      inner ? std::min(ktiles, ceil_div(4 * int64_t(available_threads()), 2 * panels)) : 1;
+  for_each_index(inner, panels * 2 * parts, [&](int64_t t) {
+    const int64_t pn = t / (2 * parts), half = t / parts % 2, part = t % parts;
+    if (pn * kPixelWidth + 16 * half >= m) return;  // no channels in this half
+    const float* d = dyt.get() + pn * P * kPixelWidth + 16 * half;
+    float* c = cbuf.get() + pn * K * kPixelWidth + 16 * half;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const WgradRun* r = runs.data() + first_run[size_t(b)];
+      const int64_t nruns = int64_t(first_run[size_t(b + 1)] - first_run[size_t(b)]);
+      for (int64_t kt = part * ktiles / parts; kt < (part + 1) * ktiles / parts; ++kt) {
+        const int64_t p0 = kt * kPixelMrAvx2;
+        const int rows = int(std::min<int64_t>(kPixelMrAvx2, K - p0));
+        kern[rows](xs, taps + p0, r, nruns, d, c + p0 * kPixelWidth, b == 0);
+      }
+    }
+  });
+  for_each_index(inner, m, [&](int64_t o) {
+    const float* src = cbuf.get() + (o / kPixelWidth) * K * kPixelWidth + o % kPixelWidth;
+    for (int64_t p = 0; p < K; ++p) dw[o * K + p] = src[p * kPixelWidth];
+  });
+#else
+  (void)cfg, (void)g, (void)taps, (void)nimg, (void)x_img_stride, (void)m, (void)dy_img_stride;
+  (void)x, (void)dy, (void)dw, (void)inner;
+#endif
 }
 
 // The forward of a stride-1 convolution with a few taps (MNIST conv1) on AVX2, each pixel
@@ -1490,6 +1575,9 @@ IPUML_INLINE void conv2d_backward_weight(const Conv2dParams& p, const float* x, 
     if (phases || (stride1 && detail::use_pixel_kernels(K) && detail::pixel_wgrad_fits(cog, K)))
       detail::pixel_wgrad_chunk(pg, taps.data(), K, nimg, x_img_stride, cog, p.c_out * P, xg, dyg,
                                 out, inner);
+    else if (stride1 && detail::pixel_kernels_convolve(K, p.kh * p.kw) && active_isa() == Isa::avx2)
+      detail::pixel_wgrad_chunk_avx2(cfg, wg, taps.data(), nimg, p.c_in * HW, cog, p.c_out * P, xg,
+                                     dyg, out, inner);
     else if (stride1)
       detail::wide_wgrad_chunk(cfg, wg, taps.data(), nimg, p.c_in * HW, cog, p.c_out * P, xg, dyg,
                                out, inner);

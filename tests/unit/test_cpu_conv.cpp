@@ -497,7 +497,7 @@ TEST_CASE("AVX2's convolutions on small maps run transposed with the wide GEMM's
   }
 }
 
-TEST_CASE("AVX2's pixel kernels give the wide GEMM's bits", "[conv]") {
+TEST_CASE("AVX2's pixel kernels give the wide GEMM's bits forward and back", "[conv]") {
   IsaGuard guard;
   WinogradGuard wino_guard;
   ipuml::cpu::set_conv_winograd(false);
@@ -512,12 +512,15 @@ TEST_CASE("AVX2's pixel kernels give the wide GEMM's bits", "[conv]") {
   // MNIST's conv2 (one k block; rows of 11 as tiles of 6 and 5); two k blocks (AVX2's kc is 384)
   // over a partial second panel (8 channels: one 8-lane half); four k blocks and a 4-channel
   // half; LeNet's 5x5; a 1-D kernel over 37 channels; dilation with padding past the kernel;
-  // groups; rows of 13 (tiles of 5, 5, 3). The padded ones' input gradients run flipped.
+  // groups; rows of 13 (tiles of 5, 5, 3); one image, whose weight gradient splits its tiles
+  // among the threads. The padded ones' input gradients run flipped. Weight gradients: the k
+  // blocks over 4 or 2 images' wide columns (several per image, or one across images).
   for (const Conv2dParams& p :
        {make(4, 32, 13, 13, 64, 3, 3), make(4, 64, 12, 12, 40, 3, 3, 1, 1),
         make(4, 130, 10, 11, 20, 3, 3, 1, 1), make(4, 6, 14, 14, 16, 5, 5),
         make(4, 12, 1, 90, 37, 1, 4), make(4, 8, 15, 17, 24, 3, 3, 1, 2, 2),
-        make(2, 16, 12, 12, 32, 3, 3, 1, 1, 1, 2), make(4, 40, 15, 15, 33, 3, 3)}) {
+        make(2, 16, 12, 12, 32, 3, 3, 1, 1, 1, 2), make(4, 40, 15, 15, 33, 3, 3),
+        make(1, 16, 20, 20, 24, 3, 3, 1, 1)}) {
     INFO(describe(p));
     // At most 2 threads: with fewer images than 2 per thread small maps would run transposed.
     tbb::global_control limit(tbb::global_control::max_allowed_parallelism, 2);
@@ -527,18 +530,20 @@ TEST_CASE("AVX2's pixel kernels give the wide GEMM's bits", "[conv]") {
     auto residual = random_floats(y_size(p), rng);
     const ipuml::cpu::ChannelAffine affine{scale.data(), shift.data(), residual.data(),
                                            true,         p.c_out,      p.out_h() * p.out_w()};
-    std::vector<float> out[2][4];
+    std::vector<float> out[2][5];
     for (int on = 0; on < 2; ++on) {
       ipuml::cpu::set_conv_avx2_pixels(on == 1);
       CHECK(ipuml::cpu::conv_forward_path(p) == (on == 1 ? ConvPath::pixels : ConvPath::wide));
       for (auto& o : out[on]) o.assign(y_size(p), NAN);
       out[on][3].assign(x_size(p), NAN);
+      out[on][4].assign(w_size(p), NAN);
       ipuml::cpu::conv2d_forward(p, x.data(), w.data(), bias.data(), out[on][0].data());
       ipuml::cpu::conv2d_forward(p, x.data(), w.data(), nullptr, out[on][1].data());
       ipuml::cpu::conv2d_forward(p, x.data(), w.data(), bias.data(), out[on][2].data(), &affine);
       ipuml::cpu::conv2d_backward_input(p, dy.data(), w.data(), out[on][3].data());
+      ipuml::cpu::conv2d_backward_weight(p, x.data(), dy.data(), out[on][4].data());
     }
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 5; ++i) {
       INFO("output " << i);
       CHECK(std::memcmp(out[0][i].data(), out[1][i].data(), out[0][i].size() * sizeof(float)) == 0);
     }
@@ -547,6 +552,9 @@ TEST_CASE("AVX2's pixel kernels give the wide GEMM's bits", "[conv]") {
     check_close(out[1][0], y_ref, double(p.c_in / p.groups * p.kh * p.kw));
     ipuml::cpu::conv2d_backward_input_reference(p, dy.data(), w.data(), dx_ref.data());
     check_close(out[1][3], dx_ref, double(p.c_out / p.groups * p.kh * p.kw));
+    std::vector<float> dw_ref(w_size(p));
+    ipuml::cpu::conv2d_backward_weight_reference(p, x.data(), dy.data(), dw_ref.data());
+    check_close(out[1][4], dw_ref, double(p.n * p.out_h() * p.out_w()));
   }
 }
 
