@@ -540,6 +540,41 @@ __attribute__((target("avx512f"))) inline void tap_gather_avx512(const GatherGeo
       }
   }
 }
+
+// The same gather with AVX2: 8-float pieces of a dx row, masked loads (lanes outside the output
+// row read nothing). Every dx element sums its in-range taps in tap order from zero, the taps
+// that fall outside adding nothing: the bits of tap_sum over a wide Z with zero margins (a sum
+// of Z values, which are never -0, is unchanged by adding +0).
+__attribute__((target("avx2"))) inline void tap_gather_avx2(const GatherGeom& g, const float* z,
+                                                            float* dx) {
+  const int64_t khw = g.kh * g.kw, P = g.oh * g.ow;
+  for (int64_t ix0 = 0; ix0 < g.w; ix0 += 8) {
+    const int lanes = int(std::min<int64_t>(8, g.w - ix0));
+    __m256i mask[kMaxGatherKw];
+    int64_t off[kMaxGatherKw];
+    for (int64_t kx = 0; kx < g.kw; ++kx) {
+      const int64_t ox0 = ix0 + g.pw - kx * g.dw;
+      const int lo = int(std::clamp<int64_t>(-ox0, 0, lanes)),
+                hi = int(std::clamp<int64_t>(g.ow - ox0, 0, lanes));
+      mask[kx] = hi <= lo ? _mm256_setzero_si256()
+                          : _mm256_andnot_si256(first_lanes_avx2(lo), first_lanes_avx2(hi));
+      off[kx] = kx * P + ox0;
+    }
+    const __m256i store = first_lanes_avx2(lanes);
+    for (int64_t c = 0; c < g.c; ++c)
+      for (int64_t iy = 0; iy < g.h; ++iy) {
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t ky = 0; ky < g.kh; ++ky) {
+          const int64_t oy = iy + g.ph - ky * g.dh;
+          if (oy < 0 || oy >= g.oh) continue;
+          const float* base = z + (c * khw + ky * g.kw) * P + oy * g.ow;
+          for (int64_t kx = 0; kx < g.kw; ++kx)
+            acc = _mm256_add_ps(acc, _mm256_maskload_ps(base + off[kx], mask[kx]));
+        }
+        _mm256_maskstore_ps(dx + (c * g.h + iy) * g.w + ix0, store, acc);
+      }
+  }
+}
 #endif
 
 }  // namespace ipuml::cpu::detail

@@ -396,7 +396,9 @@ inline bool use_pixel_kernels(int64_t k, int64_t taps = 9) {
 // padded 3x3 32 -> 32 on 28x28 84 -> 103 / 168 -> 200, LeNet's 5x5 6 -> 16 58 -> 113 / 110 ->
 // 209, the ResNet stem (via space-to-depth) 62 -> 73 / 132 -> 162; input gradients in the flipped
 // form 78-85 -> 100-104. 1x1s ran 30 % slower (their wide GEMM wastes no columns), and the
-// flipped form where the cost model picks col2im (conv2's input gradient: 74 -> 58-66).
+// flipped form where the cost model picks col2im (conv2's input gradient: 74 -> 58-66); there the
+// GEMM onto the taps runs over the real outputs instead and a masked gather sums them (81 -> 96 /
+// 160 -> 186). Weight gradients on the AVX2 pixel kernels: pixel_wgrad_chunk_avx2.
 IPUML_INLINE std::atomic<bool>& avx2_pixels_state() {
   static std::atomic<bool> enabled{[] {
     const char* env = std::getenv("IPUML_CONV_AVX2_PIXELS");
@@ -1385,6 +1387,26 @@ IPUML_INLINE void conv2d_backward_input_stride1(const Conv2dParams& p, const flo
   std::vector<int64_t> taps = flipped ? wg.taps() : std::vector<int64_t>(size_t(cog));
   if (!flipped)
     for (int64_t o = 0; o < cog; ++o) taps[size_t(o)] = o * wx.cols();
+#ifdef IPUML_CPU_X86
+  // With AVX2 the col2im form's Z covers the real outputs only (dy read in place, no wasted
+  // columns) and a masked gather sums its taps: the wide form's bits (see tap_gather_avx2).
+  if (!flipped && active_isa() == Isa::avx2 && detail::pixel_kernels_convolve(cog, khw) &&
+      p.kw <= detail::kMaxGatherKw) {
+    std::vector<int64_t> rows(static_cast<size_t>(cog));
+    for (int64_t o = 0; o < cog; ++o) rows[size_t(o)] = o * P;
+    const detail::GatherGeom gg{cig,  p.h,     p.w,     oh,      ow,     p.kh,
+                                p.kw, p.dil_h, p.dil_w, p.pad_h, p.pad_w};
+    detail::for_each_index(outer, tasks, [&](int64_t t) {
+      const int64_t img = t / G, g = t % G;
+      detail::ScratchLease z(detail::kScratchConvOut, size_t(zsize));
+      detail::run_wide_gemm(cfg, cig * khw, P, cog, a[size_t(g)],
+                            dy + (img * p.c_out + g * cog) * P, rows.data(), 0.0f, z.get(), P,
+                            inner);
+      detail::tap_gather_avx2(gg, z.get(), dx + (img * p.c_in + g * cig) * HW);
+    });
+    return;
+  }
+#endif
   detail::for_each_index(outer, tasks, [&](int64_t t) {
     const int64_t img = t / G, g = t % G;
     const float* dyg = dy + (img * p.c_out + g * cog) * P;

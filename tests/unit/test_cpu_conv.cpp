@@ -513,8 +513,10 @@ TEST_CASE("AVX2's pixel kernels give the wide GEMM's bits forward and back", "[c
   // over a partial second panel (8 channels: one 8-lane half); four k blocks and a 4-channel
   // half; LeNet's 5x5; a 1-D kernel over 37 channels; dilation with padding past the kernel;
   // groups; rows of 13 (tiles of 5, 5, 3); one image, whose weight gradient splits its tiles
-  // among the threads. The padded ones' input gradients run flipped. Weight gradients: the k
-  // blocks over 4 or 2 images' wide columns (several per image, or one across images).
+  // among the threads. The padded ones' input gradients run
+  // flipped, the others' as the GEMM onto the taps at the real outputs and a masked gather. Weight
+  // gradients: the k blocks over 4 or 2 images' wide columns (several per image, or one across
+  // images).
   for (const Conv2dParams& p :
        {make(4, 32, 13, 13, 64, 3, 3), make(4, 64, 12, 12, 40, 3, 3, 1, 1),
         make(4, 130, 10, 11, 20, 3, 3, 1, 1), make(4, 6, 14, 14, 16, 5, 5),
