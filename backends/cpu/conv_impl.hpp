@@ -1286,6 +1286,20 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
 
 namespace detail {
 
+#ifdef IPUML_CPU_X86
+// The gather's geometry for one image and group of p.
+inline GatherGeom gather_geom(const Conv2dParams& p) {
+  return {p.c_in / p.groups, p.h,     p.w,     p.out_h(), p.out_w(), p.kh, p.kw,
+          p.dil_h,           p.dil_w, p.pad_h, p.pad_w};
+}
+#endif
+// {0, plane, 2 plane, ...}: the offsets of n channel planes, as the taps of a flat product.
+inline std::vector<int64_t> plane_rows(int64_t n, int64_t plane) {
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) rows[size_t(i)] = i * plane;
+  return rows;
+}
+
 // conv2d_backward_input at stride 1 (after Winograd): the pixel kernels, the transposed product,
 // or the wide GEMM in its flipped or col2im form, whichever applies.
 IPUML_INLINE void conv2d_backward_input_stride1(const Conv2dParams& p, const float* dy,
@@ -1324,10 +1338,8 @@ IPUML_INLINE void conv2d_backward_input_stride1(const Conv2dParams& p, const flo
     for (int64_t g = 0; g < G; ++g)
       detail::pack_pixel_weights_t(cig * khw, cog, w + g * cog * K, K,
                                    packed.get() + size_t(g) * per_group, threads > 1);
-    std::vector<int64_t> rows(static_cast<size_t>(cog));
-    for (int64_t o = 0; o < cog; ++o) rows[size_t(o)] = o * P;
-    const detail::GatherGeom gg{cig,  p.h,     p.w,     oh,      ow,     p.kh,
-                                p.kw, p.dil_h, p.dil_w, p.pad_h, p.pad_w};
+    const std::vector<int64_t> rows = detail::plane_rows(cog, P);
+    const detail::GatherGeom gg = detail::gather_geom(p);
     detail::for_each_index(outer, tasks, [&](int64_t t) {
       const int64_t img = t / G, g = t % G;
       const float* dyg = dy + (img * p.c_out + g * cog) * P;
@@ -1392,10 +1404,8 @@ IPUML_INLINE void conv2d_backward_input_stride1(const Conv2dParams& p, const flo
   // columns) and a masked gather sums its taps: the wide form's bits (see tap_gather_avx2).
   if (!flipped && active_isa() == Isa::avx2 && detail::pixel_kernels_convolve(cog, khw) &&
       p.kw <= detail::kMaxGatherKw) {
-    std::vector<int64_t> rows(static_cast<size_t>(cog));
-    for (int64_t o = 0; o < cog; ++o) rows[size_t(o)] = o * P;
-    const detail::GatherGeom gg{cig,  p.h,     p.w,     oh,      ow,     p.kh,
-                                p.kw, p.dil_h, p.dil_w, p.pad_h, p.pad_w};
+    const std::vector<int64_t> rows = detail::plane_rows(cog, P);
+    const detail::GatherGeom gg = detail::gather_geom(p);
     detail::for_each_index(outer, tasks, [&](int64_t t) {
       const int64_t img = t / G, g = t % G;
       detail::ScratchLease z(detail::kScratchConvOut, size_t(zsize));

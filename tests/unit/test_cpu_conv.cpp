@@ -156,6 +156,48 @@ void check_close(const std::vector<float>& got, const std::vector<float>& want, 
   CHECK(bad == 0);
 }
 
+// Runs p's passes (forward with bias, without, and with a batch norm's epilogue; the input
+// gradient; with `wgrad` the weight gradient too) after set(false) and after set(true), checking
+// on_path(on) before each: both runs must give the same bits, and the second the reference's
+// values.
+template <class Set, class OnPath>
+void check_switch_keeps_bits(const Conv2dParams& p, std::mt19937& rng, const Set& set,
+                             const OnPath& on_path, bool wgrad) {
+  auto x = random_floats(x_size(p), rng), w = random_floats(w_size(p), rng);
+  auto bias = random_floats(size_t(p.c_out), rng), dy = random_floats(y_size(p), rng);
+  auto scale = random_floats(size_t(p.c_out), rng), shift = random_floats(size_t(p.c_out), rng);
+  auto residual = random_floats(y_size(p), rng);
+  const ipuml::cpu::ChannelAffine affine{scale.data(), shift.data(), residual.data(),
+                                         true,         p.c_out,      p.out_h() * p.out_w()};
+  const int outputs = wgrad ? 5 : 4;
+  std::vector<float> out[2][5];
+  for (int on = 0; on < 2; ++on) {
+    set(on == 1);
+    on_path(on == 1);
+    for (auto& o : out[on]) o.assign(y_size(p), NAN);
+    out[on][3].assign(x_size(p), NAN);
+    out[on][4].assign(w_size(p), NAN);
+    ipuml::cpu::conv2d_forward(p, x.data(), w.data(), bias.data(), out[on][0].data());
+    ipuml::cpu::conv2d_forward(p, x.data(), w.data(), nullptr, out[on][1].data());
+    ipuml::cpu::conv2d_forward(p, x.data(), w.data(), bias.data(), out[on][2].data(), &affine);
+    ipuml::cpu::conv2d_backward_input(p, dy.data(), w.data(), out[on][3].data());
+    if (wgrad) ipuml::cpu::conv2d_backward_weight(p, x.data(), dy.data(), out[on][4].data());
+  }
+  for (int i = 0; i < outputs; ++i) {
+    INFO("output " << i);
+    CHECK(std::memcmp(out[0][i].data(), out[1][i].data(), out[0][i].size() * sizeof(float)) == 0);
+  }
+  std::vector<float> y_ref(y_size(p)), dx_ref(x_size(p)), dw_ref(w_size(p));
+  ipuml::cpu::conv2d_forward_reference(p, x.data(), w.data(), bias.data(), y_ref.data());
+  check_close(out[1][0], y_ref, double(p.c_in / p.groups * p.kh * p.kw));
+  ipuml::cpu::conv2d_backward_input_reference(p, dy.data(), w.data(), dx_ref.data());
+  check_close(out[1][3], dx_ref, double(p.c_out / p.groups * p.kh * p.kw));
+  if (wgrad) {
+    ipuml::cpu::conv2d_backward_weight_reference(p, x.data(), dy.data(), dw_ref.data());
+    check_close(out[1][4], dw_ref, double(p.n * p.out_h() * p.out_w()));
+  }
+}
+
 }  // namespace
 
 // Restores the Winograd switch on scope exit.
@@ -468,32 +510,9 @@ TEST_CASE("AVX2's convolutions on small maps run transposed with the wide GEMM's
         make(2, 64, 13, 11, 48, 3, 3, 2, 1), make(1, 32, 17, 15, 40, 5, 5, 2, 3, 2)}) {
     INFO(describe(p));
     CHECK(ipuml::cpu::conv_runs_transposed(p));
-    auto x = random_floats(x_size(p), rng), w = random_floats(w_size(p), rng);
-    auto bias = random_floats(size_t(p.c_out), rng), dy = random_floats(y_size(p), rng);
-    auto scale = random_floats(size_t(p.c_out), rng), shift = random_floats(size_t(p.c_out), rng);
-    auto residual = random_floats(y_size(p), rng);
-    const ipuml::cpu::ChannelAffine affine{scale.data(), shift.data(), residual.data(),
-                                           true,         p.c_out,      p.out_h() * p.out_w()};
-    std::vector<float> out[2][4];
-    for (int on = 0; on < 2; ++on) {
-      ipuml::cpu::set_conv_transposed(on == 1);
-      CHECK(ipuml::cpu::conv_runs_transposed(p) == (on == 1));
-      for (auto& o : out[on]) o.assign(y_size(p), NAN);
-      out[on][3].assign(x_size(p), NAN);
-      ipuml::cpu::conv2d_forward(p, x.data(), w.data(), bias.data(), out[on][0].data());
-      ipuml::cpu::conv2d_forward(p, x.data(), w.data(), nullptr, out[on][1].data());
-      ipuml::cpu::conv2d_forward(p, x.data(), w.data(), bias.data(), out[on][2].data(), &affine);
-      ipuml::cpu::conv2d_backward_input(p, dy.data(), w.data(), out[on][3].data());
-    }
-    for (int i = 0; i < 4; ++i) {
-      INFO("output " << i);
-      CHECK(std::memcmp(out[0][i].data(), out[1][i].data(), out[0][i].size() * sizeof(float)) == 0);
-    }
-    std::vector<float> y_ref(y_size(p)), dx_ref(x_size(p));
-    ipuml::cpu::conv2d_forward_reference(p, x.data(), w.data(), bias.data(), y_ref.data());
-    check_close(out[1][0], y_ref, double(p.c_in / p.groups * p.kh * p.kw));
-    ipuml::cpu::conv2d_backward_input_reference(p, dy.data(), w.data(), dx_ref.data());
-    check_close(out[1][3], dx_ref, double(p.c_out / p.groups * p.kh * p.kw));
+    check_switch_keeps_bits(
+        p, rng, [](bool on) { ipuml::cpu::set_conv_transposed(on); },
+        [&](bool on) { CHECK(ipuml::cpu::conv_runs_transposed(p) == on); }, false);
   }
 }
 
@@ -526,37 +545,12 @@ TEST_CASE("AVX2's pixel kernels give the wide GEMM's bits forward and back", "[c
     INFO(describe(p));
     // At most 2 threads: with fewer images than 2 per thread small maps would run transposed.
     tbb::global_control limit(tbb::global_control::max_allowed_parallelism, 2);
-    auto x = random_floats(x_size(p), rng), w = random_floats(w_size(p), rng);
-    auto bias = random_floats(size_t(p.c_out), rng), dy = random_floats(y_size(p), rng);
-    auto scale = random_floats(size_t(p.c_out), rng), shift = random_floats(size_t(p.c_out), rng);
-    auto residual = random_floats(y_size(p), rng);
-    const ipuml::cpu::ChannelAffine affine{scale.data(), shift.data(), residual.data(),
-                                           true,         p.c_out,      p.out_h() * p.out_w()};
-    std::vector<float> out[2][5];
-    for (int on = 0; on < 2; ++on) {
-      ipuml::cpu::set_conv_avx2_pixels(on == 1);
-      CHECK(ipuml::cpu::conv_forward_path(p) == (on == 1 ? ConvPath::pixels : ConvPath::wide));
-      for (auto& o : out[on]) o.assign(y_size(p), NAN);
-      out[on][3].assign(x_size(p), NAN);
-      out[on][4].assign(w_size(p), NAN);
-      ipuml::cpu::conv2d_forward(p, x.data(), w.data(), bias.data(), out[on][0].data());
-      ipuml::cpu::conv2d_forward(p, x.data(), w.data(), nullptr, out[on][1].data());
-      ipuml::cpu::conv2d_forward(p, x.data(), w.data(), bias.data(), out[on][2].data(), &affine);
-      ipuml::cpu::conv2d_backward_input(p, dy.data(), w.data(), out[on][3].data());
-      ipuml::cpu::conv2d_backward_weight(p, x.data(), dy.data(), out[on][4].data());
-    }
-    for (int i = 0; i < 5; ++i) {
-      INFO("output " << i);
-      CHECK(std::memcmp(out[0][i].data(), out[1][i].data(), out[0][i].size() * sizeof(float)) == 0);
-    }
-    std::vector<float> y_ref(y_size(p)), dx_ref(x_size(p));
-    ipuml::cpu::conv2d_forward_reference(p, x.data(), w.data(), bias.data(), y_ref.data());
-    check_close(out[1][0], y_ref, double(p.c_in / p.groups * p.kh * p.kw));
-    ipuml::cpu::conv2d_backward_input_reference(p, dy.data(), w.data(), dx_ref.data());
-    check_close(out[1][3], dx_ref, double(p.c_out / p.groups * p.kh * p.kw));
-    std::vector<float> dw_ref(w_size(p));
-    ipuml::cpu::conv2d_backward_weight_reference(p, x.data(), dy.data(), dw_ref.data());
-    check_close(out[1][4], dw_ref, double(p.n * p.out_h() * p.out_w()));
+    check_switch_keeps_bits(
+        p, rng, [](bool on) { ipuml::cpu::set_conv_avx2_pixels(on); },
+        [&](bool on) {
+          CHECK(ipuml::cpu::conv_forward_path(p) == (on ? ConvPath::pixels : ConvPath::wide));
+        },
+        true);
   }
 }
 
