@@ -1473,11 +1473,15 @@ IPUML_INLINE void conv2d_backward_input(const Conv2dParams& p, const float* dy, 
     // Strided, split into phases: the column matrix's tap rows add onto the phase images' rows
     // (contiguous runs, where dx itself would take every stride-th element), which then fill dx.
     // Each element sums its taps in the same order as the scatter below.
-    // With AVX-512 the column matrix comes from the pixel kernels, on W^T packed once for all
-    // images (the GEMM packed it per image, and wasted columns on a 7x7 map's 49 pixels).
+    // With AVX-512 the column matrix of small maps comes from the pixel kernels, on W^T packed
+    // once for all images (the GEMM packed it per image, and wasted columns on a 7x7 map's 49
+    // pixels). On large maps the GEMM is faster: ResNet's stem (112x112 outputs, a 64-deep
+    // reduction, whose short sums the pixel kernels' transposes outweigh) took 16.4-17.7 ms on
+    // the pixel kernels against 8.1-8.4 on the GEMM (batch 4, 1 thread); at 28x28 the two are
+    // within 7 % either way.
     const Conv2dParams q = detail::space_to_depth_params(p);
     const std::vector<int64_t> offsets = detail::space_to_depth_tap_offsets(p, q);
-    const bool pixel = detail::use_pixel_kernels(p.c_out, p.kh * p.kw);
+    const bool pixel = detail::use_pixel_kernels(p.c_out, p.kh * p.kw) && P <= 1024;
     std::optional<detail::ScratchLease> wt;
     std::vector<int64_t> rows;
     if (pixel) {
