@@ -77,12 +77,13 @@ enum class ConvPath {
 ConvPath conv_forward_path(const Conv2dParams& p);
 
 // With AVX2, whether stride-1 convolutions with several taps per channel (3x3s, 5x5s, 1-D
-// kernels) compute their forward, weight gradient and flipped-form input gradient on the direct
-// pixel kernels, and their col2im-form input gradient over the real outputs with a masked gather
-// (the default; 1.15-2x faster than the wide GEMM on MNIST's, LeNet's and small-channel layers),
-// or everything on the wide GEMM, which also computes the dropped columns of each row. Both sum
-// in the same k blocks in the same order, so the bits are the same either way.
-// IPUML_CONV_AVX2_PIXELS=0 turns them off at start-up. (AVX-512 chooses its own pixel kernels.)
+// kernels) and reductions of at most 384 (c_in x taps per group) compute their forward, weight
+// gradient and flipped-form input gradient on the direct pixel kernels, and their col2im-form input
+// gradient over the real outputs with a masked gather (the default; 1.15-2x faster than the wide
+// GEMM on MNIST's, LeNet's and small-channel layers), or everything on the wide GEMM, which also
+// computes the dropped columns of each row. Both sum in the same k blocks in the same order, so the
+// bits are the same either way. IPUML_CONV_AVX2_PIXELS=0 turns them off at start-up. (AVX-512
+// chooses its own pixel kernels.)
 void set_conv_avx2_pixels(bool enabled);
 
 // Naive loops with double accumulation: the test oracle.

@@ -34,7 +34,7 @@ using PixelKernel = void (*)(int64_t k, const float* x, const int64_t* taps, con
 
 #ifdef IPUML_CPU_X86
 // GCC 12 flags the undefined pass-through operand inside the AVX-512 shuffle intrinsics, and the
-// AVX2 kernel's k-block sums, which it cannot see are stored before they are read.
+// AVX2 kernel's sums, which it cannot see are stored before they are read.
 #pragma GCC diagnostic push
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -112,10 +112,10 @@ __attribute__((target("avx512f"))) void pixel_kernel_avx512(int64_t k, const flo
 }
 
 // The AVX2 form (16 ymm registers): a tile of up to 6 pixels x 16 channels, 12 accumulators, run
-// once per half of the 32-channel panel; each half transposed in 8 x 8 blocks into y. The
-// reduction runs in the AVX2 GEMM's k blocks (block_depth), each from zero and added to the sum
-// of the blocks before it, the bias starting that sum, as the wide GEMM rounds them into C: the
-// outputs have the wide GEMM's bits, so the path taken does not change the answer.
+// once per half of the 32-channel panel; each half transposed in 8 x 8 blocks into y. It takes
+// reductions of at most the AVX2 GEMM's kc (one k block, whose weight panel stays in L1): each
+// output sums its products in order from zero, then adds the bias, as the wide GEMM rounds its
+// one k block into C filled with the bias, so the outputs have the wide GEMM's bits.
 constexpr int kPixelMrAvx2 = 6;
 
 // The mask of the first n lanes (0 <= n <= 8), loaded from memory where it is used: a mask held
@@ -127,17 +127,18 @@ __attribute__((target("avx2"), always_inline)) inline __m256i first_lanes_avx2(i
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLanes + 8 - n));
 }
 
-// One k block [p0, p1) of an AVX2 pixel tile's half (16 channels from pw): sums[i] = its sums
-// plus the bias (the first block; bias may be null) or plus sums[i] (later blocks). Not inlined:
-// inside the k-block loop GCC spilled accumulators to the stack.
+// One AVX2 pixel tile's half (16 channels from pw): sums[i] = its sums over k plus the bias (may
+// be null). Not inlined: inside the caller's loops GCC spilled accumulators to the stack.
 template <int MR>
-__attribute__((target("avx2,fma"), noinline)) void pixel_block_avx2(
-    int64_t p0, int64_t p1, const float* x, const int64_t* taps, const float* pw, const float* bias,
-    int nr, float (*sums)[16]) {
+__attribute__((target("avx2,fma"), noinline)) void pixel_half_avx2(int64_t k, const float* x,
+                                                                   const int64_t* taps,
+                                                                   const float* pw,
+                                                                   const float* bias, int nr,
+                                                                   float (*sums)[16]) {
   __m256 acc[MR][2];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-  for (int64_t p = p0; p < p1; ++p) {
+  for (int64_t p = 0; p < k; ++p) {
     const float* xr = x + taps[p];
     const __m256 b0 = _mm256_load_ps(pw + p * kPixelWidth);
     const __m256 b1 = _mm256_load_ps(pw + p * kPixelWidth + 8);
@@ -148,9 +149,8 @@ __attribute__((target("avx2,fma"), noinline)) void pixel_block_avx2(
       acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
     }
   }
-  // As the GEMM rounds into C: the first block plus the bias, later blocks plus the sum so far.
   __m256 add[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  if (p0 == 0 && bias != nullptr)
+  if (bias != nullptr)
 #pragma GCC unroll 2
     for (int v = 0; v < 2; ++v)
       if (nr > 8 * v)
@@ -158,14 +158,9 @@ __attribute__((target("avx2,fma"), noinline)) void pixel_block_avx2(
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 2
-    for (int v = 0; v < 2; ++v) {
-      __m256 r = acc[i][v];
-      if (p0 > 0)
-        r = _mm256_add_ps(r, _mm256_load_ps(&sums[i][8 * v]));
-      else if (bias != nullptr)
-        r = _mm256_add_ps(r, add[v]);
-      _mm256_store_ps(&sums[i][8 * v], r);
-    }
+    for (int v = 0; v < 2; ++v)
+      _mm256_store_ps(&sums[i][8 * v],
+                      bias != nullptr ? _mm256_add_ps(acc[i][v], add[v]) : acc[i][v]);
 }
 
 template <int MR>
@@ -174,13 +169,10 @@ __attribute__((target("avx2,fma"))) void pixel_kernel_avx2(int64_t k, const floa
                                                            float* y, int64_t ldy, int nr,
                                                            const float* bias) {
   static_assert(MR <= kPixelMrAvx2);
-  const int64_t kc = block_depth(avx2_config(), k);
   alignas(32) float sums[MR][16];
   for (int half = 0; half < 2 && 16 * half < nr; ++half) {
-    const int hr = std::min(16, nr - 16 * half);  // the half's channels
-    for (int64_t pc = 0; pc < k; pc += kc)
-      pixel_block_avx2<MR>(pc, std::min(k, pc + kc), x, taps, pw + 16 * half,
-                           bias != nullptr ? bias + 16 * half : nullptr, hr, sums);
+    pixel_half_avx2<MR>(k, x, taps, pw + 16 * half, bias != nullptr ? bias + 16 * half : nullptr,
+                        std::min(16, nr - 16 * half), sums);
 #pragma GCC unroll 2
     for (int v = 0; v < 2; ++v) {
       const int ch0 = 16 * half + 8 * v;
@@ -253,7 +245,7 @@ struct WgradRun {
 // One k block of an AVX2 weight-gradient tile, MR reduction rows (taps[i]) x 16 channels (dyt and
 // c already offset to the half panel; c's rows are 32 floats apart): the block's products summed
 // from zero over its runs in order, then stored into c (the first block) or added to it, as the
-// wide GEMM rounds its k blocks into C. Not inlined, as pixel_block_avx2.
+// wide GEMM rounds its k blocks into C. Not inlined, as pixel_half_avx2.
 template <int MR>
 __attribute__((target("avx2,fma"), noinline)) void wgrad_block_avx2(const float* x,
                                                                     const int64_t* taps,

@@ -390,8 +390,12 @@ inline bool use_pixel_kernels(int64_t k, int64_t taps = 9) {
 
 // Whether the pixel kernels take a stride-1 convolution's product of reduction depth k over
 // `taps` taps per channel (its forward, or its input gradient in the flipped form): with AVX-512
-// as use_pixel_kernels says; with AVX2 (6 x 16 tiles in the GEMM's k blocks, the wide GEMM's
-// bits) whenever a channel has several taps, unless set_conv_avx2_pixels(false). AVX2, GFLOP/s on
+// as use_pixel_kernels says; with AVX2 (6 x 16 tiles, the wide GEMM's bits) whenever a channel
+// has several taps and k is at most the AVX2 GEMM's kc (384), unless set_conv_avx2_pixels(false).
+// Deeper products (3x3s from 64 channels) ran as fast or faster on the wide GEMM, which packs its
+// operands for the caches, where a pixel tile streams its whole weight panel (k x 32) from L2:
+// 56x56 maps of 64 channels 101 against 106 GFLOP/s, 14x14 maps of 256 186 against 203 on 2
+// threads, 7x7 maps of 512 channels' weight gradients 55 against 85 on 1. AVX2, GFLOP/s on
 // 1 / 2 threads, forward: MNIST's conv2 (32 -> 64, 13x13, batch 64) 81 -> 101 / 167 -> 204, a
 // padded 3x3 32 -> 32 on 28x28 84 -> 103 / 168 -> 200, LeNet's 5x5 6 -> 16 58 -> 113 / 110 ->
 // 209, the ResNet stem (via space-to-depth) 62 -> 73 / 132 -> 162; input gradients in the flipped
@@ -408,7 +412,8 @@ IPUML_INLINE std::atomic<bool>& avx2_pixels_state() {
 }
 inline bool pixel_kernels_convolve(int64_t k, int64_t taps) {
   if (active_isa() == Isa::avx2)
-    return avx2_pixels_state().load(std::memory_order_relaxed) && k >= 8 && taps > 1;
+    return avx2_pixels_state().load(std::memory_order_relaxed) && k >= 8 &&
+           k <= config_for(Isa::avx2).kc && taps > 1;
   return use_pixel_kernels(k, taps);
 }
 

@@ -528,17 +528,16 @@ TEST_CASE("AVX2's pixel kernels give the wide GEMM's bits forward and back", "[c
   } restore;
   using ipuml::cpu::ConvPath;
   std::mt19937 rng(23);
-  // MNIST's conv2 (one k block; rows of 11 as tiles of 6 and 5); two k blocks (AVX2's kc is 384)
-  // over a partial second panel (8 channels: one 8-lane half); four k blocks and a 4-channel
+  // MNIST's conv2 (rows of 11 as tiles of 6 and 5); 360 and 378 deep (AVX2's kc is 384, the
+  // deepest they take) over a partial second panel (8 channels: one 8-lane half) and a 4-channel
   // half; LeNet's 5x5; a 1-D kernel over 37 channels; dilation with padding past the kernel;
   // groups; rows of 13 (tiles of 5, 5, 3); one image, whose weight gradient splits its tiles
-  // among the threads. The padded ones' input gradients run
-  // flipped, the others' as the GEMM onto the taps at the real outputs and a masked gather. Weight
-  // gradients: the k blocks over 4 or 2 images' wide columns (several per image, or one across
-  // images).
+  // among the threads. The padded ones' input gradients run flipped, the others' as the GEMM
+  // onto the taps at the real outputs and a masked gather. Weight gradients: the k blocks over 4
+  // or 2 images' wide columns (several per image, or one across images).
   for (const Conv2dParams& p :
-       {make(4, 32, 13, 13, 64, 3, 3), make(4, 64, 12, 12, 40, 3, 3, 1, 1),
-        make(4, 130, 10, 11, 20, 3, 3, 1, 1), make(4, 6, 14, 14, 16, 5, 5),
+       {make(4, 32, 13, 13, 64, 3, 3), make(4, 40, 12, 12, 40, 3, 3, 1, 1),
+        make(4, 42, 10, 11, 20, 3, 3, 1, 1), make(4, 6, 14, 14, 16, 5, 5),
         make(4, 12, 1, 90, 37, 1, 4), make(4, 8, 15, 17, 24, 3, 3, 1, 2, 2),
         make(2, 16, 12, 12, 32, 3, 3, 1, 1, 1, 2), make(4, 40, 15, 15, 33, 3, 3),
         make(1, 16, 20, 20, 24, 3, 3, 1, 1)}) {
@@ -574,6 +573,8 @@ TEST_CASE("conv2d_forward takes the path conv_forward_path names", "[conv]") {
                                                                               : ConvPath::wide));
     CHECK(ipuml::cpu::conv_forward_path(make(4, 32, 13, 13, 64, 3, 3)) ==
           (isa == Isa::generic ? ConvPath::wide : ConvPath::pixels));
+    CHECK(ipuml::cpu::conv_forward_path(make(4, 44, 13, 13, 64, 3, 3)) ==  // 396 deep
+          (avx512 ? ConvPath::pixels : ConvPath::wide));
     CHECK(ipuml::cpu::conv_forward_path(make(4, 512, 7, 7, 64, 1, 1)) ==
           (avx2     ? ConvPath::transposed
            : avx512 ? ConvPath::pixels
