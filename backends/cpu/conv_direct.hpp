@@ -1,12 +1,14 @@
-// Internal to the CPU backend: direct convolution kernels on AVX-512 for stride-1 convolutions.
+// Internal to the CPU backend: direct convolution kernels for stride-1 convolutions, on AVX-512
+// and (smaller tiles, the wide GEMM's bits) on AVX2.
 // - Forward (and the input gradient as a convolution with the flipped kernel): a micro-tile is a
-//   piece of one output row (up to 14 pixels) x 32 output channels; the pixels are broadcast
-//   straight from the (padded) image at each tap, the weights come prepacked 32 channels wide, and
-//   the whole reduction runs in registers before the tile is transposed, in registers, into the
-//   NCHW output.
-// - Small input gradients: W^T dy on the same kernels, then a masked gather of the taps.
-// - Weight gradient: a tile of 8 reduction rows x 32 output channels over dy transposed once per
-//   image, pixel after pixel.
+//   piece of one output row (up to 14 pixels on AVX-512, 6 on AVX2) x 32 output channels (on
+//   AVX2 two halves of 16); the pixels are broadcast straight from the (padded) image at each tap,
+//   the weights come prepacked 32 channels wide, and the whole reduction runs in registers before
+//   the tile is transposed, in registers, into the NCHW output.
+// - Small input gradients: W^T dy on the same kernels (AVX-512) or the GEMM (AVX2), then a masked
+//   gather of the taps.
+// - Weight gradient: a tile of 8 (AVX-512) or 6 (AVX2) reduction rows x 32 (16) output channels
+//   over dy transposed once per image, pixel after pixel.
 // Unlike the wide GEMM (conv_impl.hpp) they compute no dropped columns and make no round trips
 // through C. Not a public API.
 #pragma once
