@@ -395,14 +395,14 @@ inline bool use_pixel_kernels(int64_t k, int64_t taps = 9) {
 // Deeper products (3x3s from 64 channels) ran as fast or faster on the wide GEMM, which packs its
 // operands for the caches, where a pixel tile streams its whole weight panel (k x 32) from L2:
 // 56x56 maps of 64 channels 101 against 106 GFLOP/s, 14x14 maps of 256 186 against 203 on 2
-// threads, 7x7 maps of 512 channels' weight gradients 55 against 85 on 1. AVX2, GFLOP/s on
-// 1 / 2 threads, forward: MNIST's conv2 (32 -> 64, 13x13, batch 64) 81 -> 101 / 167 -> 204, a
-// padded 3x3 32 -> 32 on 28x28 84 -> 103 / 168 -> 200, LeNet's 5x5 6 -> 16 58 -> 113 / 110 ->
-// 209, the ResNet stem (via space-to-depth) 62 -> 73 / 132 -> 162; input gradients in the flipped
-// form 78-85 -> 100-104. 1x1s ran 30 % slower (their wide GEMM wastes no columns), and the
-// flipped form where the cost model picks col2im (conv2's input gradient: 74 -> 58-66); there the
-// GEMM onto the taps runs over the real outputs instead and a masked gather sums them (81 -> 96 /
-// 160 -> 186). Weight gradients on the AVX2 pixel kernels: pixel_wgrad_chunk_avx2.
+// threads, 7x7 maps of 512 channels' weight gradients 55 against 85 on 1. Where they take it,
+// AVX2 GFLOP/s on 1 / 2 threads: MNIST's conv2 (32 -> 64, 13x13, batch 64) forward 90 -> 110 /
+// 176 -> 213, LeNet's 5x5 62 -> 107 / 115 -> 200, a padded 3x3 32 -> 32 on 28x28 89 -> 106 /
+// 172 -> 194 and its flipped input gradient 90 -> 106 / 170 -> 200 (docs/cpu-kernels.md). 1x1s
+// ran 30 % slower (their wide GEMM wastes no columns), and so did the flipped form where the cost
+// model picks col2im (conv2's input gradient: 74 -> 58-66); there the GEMM onto the taps runs
+// over the real outputs instead and a masked gather sums them (81 -> 96 / 160 -> 186). Weight
+// gradients on the AVX2 pixel kernels: pixel_wgrad_chunk_avx2.
 IPUML_INLINE std::atomic<bool>& avx2_pixels_state() {
   static std::atomic<bool> enabled{[] {
     const char* env = std::getenv("IPUML_CONV_AVX2_PIXELS");
