@@ -1291,6 +1291,29 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
 
 namespace detail {
 
+// What the passes of p derive alike: the per-group shapes and the split over images and groups
+// (whole images per task when there are enough of them, parallel inside each task otherwise).
+struct ConvTasks {
+  int64_t G, cig, cog, oh, ow, P, K, HW, khw;
+  int threads;
+  int64_t tasks;
+  bool outer, inner;
+  explicit ConvTasks(const Conv2dParams& p)
+      : G(p.groups),
+        cig(p.c_in / G),
+        cog(p.c_out / G),
+        oh(p.out_h()),
+        ow(p.out_w()),
+        P(oh * ow),
+        K(cig * p.kh * p.kw),
+        HW(p.h * p.w),
+        khw(p.kh * p.kw),
+        threads(available_threads()),
+        tasks(p.n * G),
+        outer(threads > 1 && tasks > 1),
+        inner(tasks < 2 * threads) {}
+};
+
 #ifdef IPUML_CPU_X86
 // The gather's geometry for one image and group of p.
 inline GatherGeom gather_geom(const Conv2dParams& p) {
@@ -1305,18 +1328,59 @@ inline std::vector<int64_t> plane_rows(int64_t n, int64_t plane) {
   return rows;
 }
 
+// The stride-1 input gradient as Z = W^T dy over the real outputs only, then a masked gather of
+// each input pixel's taps (no wasted products): Z from the pixel kernels (AVX-512, W^T packed
+// once) or from the GEMM on dy read in place (AVX2, a: W^T prepacked per group, the wide col2im
+// form's bits). A flat 1x1's Z is dx itself: no gather.
+inline void backward_input_gathered(const Conv2dParams& p, const float* dy, const float* w,
+                                    float* dx, bool flat, const PrepackedA* a) {
+#ifdef IPUML_CPU_X86
+  const ConvTasks c(p);
+  const int64_t kz = c.cig * c.khw;                                          // Z's rows
+  const size_t per_group = a != nullptr ? 0 : pixel_packed_size(kz, c.cog);  // (a 1x1: kz = cig)
+  std::optional<ScratchLease> packed;
+  if (a == nullptr) {
+    packed.emplace(kScratchPrepack, per_group * size_t(c.G));
+    for (int64_t g = 0; g < c.G; ++g)
+      pack_pixel_weights_t(kz, c.cog, w + g * c.cog * c.K, c.K,
+                           packed->get() + size_t(g) * per_group, c.threads > 1);
+  }
+  const std::vector<int64_t> rows = plane_rows(c.cog, c.P);
+  const GatherGeom gg = gather_geom(p);
+  for_each_index(c.outer, c.tasks, [&](int64_t t) {
+    const int64_t img = t / c.G, g = t % c.G;
+    const float* dyg = dy + (img * p.c_out + g * c.cog) * c.P;
+    float* dxg = dx + (img * p.c_in + g * c.cig) * c.HW;
+    if (flat) {
+      pixel_conv_image(c.cig, c.cog, 1, c.P, c.P, rows.data(),
+                       packed->get() + size_t(g) * per_group, dyg, nullptr, dxg, c.inner);
+      return;
+    }
+    ScratchLease z(kScratchConvOut, size_t(kz * c.P));
+    if (a != nullptr) {
+      run_wide_gemm(config_for(active_isa()), kz, c.P, c.cog, a[g], dyg, rows.data(), 0.0f, z.get(),
+                    c.P, c.inner);
+      tap_gather_avx2(gg, z.get(), dxg);
+    } else {
+      pixel_conv_image(kz, c.cog, 1, c.P, c.P, rows.data(), packed->get() + size_t(g) * per_group,
+                       dyg, nullptr, z.get(), c.inner);
+      tap_gather_avx512(gg, z.get(), dxg);
+    }
+  });
+#else
+  (void)p, (void)dy, (void)w, (void)dx, (void)flat, (void)a;
+#endif
+}
+
 // conv2d_backward_input at stride 1 (after Winograd): the pixel kernels, the transposed product,
 // or the wide GEMM in its flipped or col2im form, whichever applies.
 IPUML_INLINE void conv2d_backward_input_stride1(const Conv2dParams& p, const float* dy,
                                                 const float* w, float* dx) {
-  const int64_t G = p.groups, cig = p.c_in / G, cog = p.c_out / G, oh = p.out_h(), ow = p.out_w();
-  const int64_t P = oh * ow, K = cig * p.kh * p.kw, HW = p.h * p.w;
+  const detail::ConvTasks c(p);
+  const int64_t G = c.G, cig = c.cig, cog = c.cog, oh = c.oh, ow = c.ow, P = c.P, K = c.K;
+  const int64_t HW = c.HW, khw = c.khw, tasks = c.tasks;
+  const bool outer = c.outer, inner = c.inner;
   const detail::GemmConfig& cfg = detail::config_for(active_isa());
-  const int threads = detail::available_threads();
-  const int64_t tasks = p.n * G;
-  const bool outer = threads > 1 && tasks > 1;
-  const bool inner = tasks < 2 * threads;
-  const int64_t khw = p.kh * p.kw;
   // Two stride-1 forms (see wide_col2im_image): the flipped-kernel GEMM over dy padded by the
   // kernel extent less the padding, and a GEMM onto the input's taps plus a scatter-add. Both
   // compute wasted columns; the flipped form also multiplies the zero border of dy, and its
@@ -1332,35 +1396,11 @@ IPUML_INLINE void conv2d_backward_input_stride1(const Conv2dParams& p, const flo
   const double col2im_cost = double(cig * khw) * double(wx.cols()) * double(cog + 8);
   // With AVX-512 and a small enough column matrix, the GEMM onto the taps runs on the pixel
   // kernels over the real outputs only, and a masked gather sums the taps: no wasted products.
-  // A flat 1x1's column matrix is dx itself: no gather.
-  const int64_t zsize = cig * khw * P;
 #ifdef IPUML_CPU_X86
   const bool flat = detail::flat_1x1(p, cog);
-  if (flat || (detail::use_pixel_kernels(cog, khw) && zsize <= (int64_t(1) << 18) &&
-               p.kw <= detail::kMaxGatherKw)) {
-    const size_t per_group = detail::pixel_packed_size(cig * khw, cog);
-    detail::ScratchLease packed(detail::kScratchPrepack, per_group * size_t(G));
-    for (int64_t g = 0; g < G; ++g)
-      detail::pack_pixel_weights_t(cig * khw, cog, w + g * cog * K, K,
-                                   packed.get() + size_t(g) * per_group, threads > 1);
-    const std::vector<int64_t> rows = detail::plane_rows(cog, P);
-    const detail::GatherGeom gg = detail::gather_geom(p);
-    detail::for_each_index(outer, tasks, [&](int64_t t) {
-      const int64_t img = t / G, g = t % G;
-      const float* dyg = dy + (img * p.c_out + g * cog) * P;
-      float* dxg = dx + (img * p.c_in + g * cig) * HW;
-      const float* pw = packed.get() + size_t(g) * per_group;
-      if (flat) {
-        detail::pixel_conv_image(cig, cog, 1, P, P, rows.data(), pw, dyg, nullptr, dxg, inner);
-        return;
-      }
-      detail::ScratchLease z(detail::kScratchConvOut, size_t(zsize));
-      detail::pixel_conv_image(cig * khw, cog, 1, P, P, rows.data(), pw, dyg, nullptr, z.get(),
-                               inner);
-      detail::tap_gather_avx512(gg, z.get(), dxg);
-    });
-    return;
-  }
+  if (flat || (detail::use_pixel_kernels(cog, khw) && cig * khw * P <= (int64_t(1) << 18) &&
+               p.kw <= detail::kMaxGatherKw))
+    return detail::backward_input_gathered(p, dy, w, dx, flat, nullptr);
 #endif
   if (detail::plain_1x1(p) && detail::transposed_conv(p, cig, cog, inner)) {
     detail::for_each_index(outer, tasks, [&](int64_t t) {
@@ -1379,7 +1419,7 @@ IPUML_INLINE void conv2d_backward_input_stride1(const Conv2dParams& p, const flo
     detail::ScratchLease packed(detail::kScratchPrepack, per_group * size_t(G));
     for (int64_t g = 0; g < G; ++g)
       detail::pack_pixel_weights_flipped(cog, cig, khw, w + g * cog * K,
-                                         packed.get() + size_t(g) * per_group, threads > 1);
+                                         packed.get() + size_t(g) * per_group, c.threads > 1);
     detail::for_each_index(outer, tasks, [&](int64_t t) {
       const int64_t img = t / G, g = t % G;
       detail::pixel_conv_padded(
@@ -1400,28 +1440,17 @@ IPUML_INLINE void conv2d_backward_input_stride1(const Conv2dParams& p, const flo
             ? detail::prepack_a(cfg, am, ak, detail::PackFlippedA{w + g * cog * K, cig, khw}, buf)
             : detail::prepack_a(cfg, am, ak, detail::PackColMajorA{w + g * cog * K, K}, buf));
   }
-  // The B rows: the flipped form's taps into padded dy, or the rows of the wide dy.
-  std::vector<int64_t> taps = flipped ? wg.taps() : std::vector<int64_t>(size_t(cog));
-  if (!flipped)
-    for (int64_t o = 0; o < cog; ++o) taps[size_t(o)] = o * wx.cols();
 #ifdef IPUML_CPU_X86
   // With AVX2 the col2im form's Z covers the real outputs only (dy read in place, no wasted
   // columns) and a masked gather sums its taps: the wide form's bits (see tap_gather_avx2).
   if (!flipped && active_isa() == Isa::avx2 && detail::pixel_kernels_convolve(cog, khw) &&
-      p.kw <= detail::kMaxGatherKw) {
-    const std::vector<int64_t> rows = detail::plane_rows(cog, P);
-    const detail::GatherGeom gg = detail::gather_geom(p);
-    detail::for_each_index(outer, tasks, [&](int64_t t) {
-      const int64_t img = t / G, g = t % G;
-      detail::ScratchLease z(detail::kScratchConvOut, size_t(zsize));
-      detail::run_wide_gemm(cfg, cig * khw, P, cog, a[size_t(g)],
-                            dy + (img * p.c_out + g * cog) * P, rows.data(), 0.0f, z.get(), P,
-                            inner);
-      detail::tap_gather_avx2(gg, z.get(), dx + (img * p.c_in + g * cig) * HW);
-    });
-    return;
-  }
+      p.kw <= detail::kMaxGatherKw)
+    return detail::backward_input_gathered(p, dy, w, dx, false, a.data());
 #endif
+  // The B rows: the flipped form's taps into padded dy, or the rows of the wide dy.
+  std::vector<int64_t> taps = flipped ? wg.taps() : std::vector<int64_t>(size_t(cog));
+  if (!flipped)
+    for (int64_t o = 0; o < cog; ++o) taps[size_t(o)] = o * wx.cols();
   detail::for_each_index(outer, tasks, [&](int64_t t) {
     const int64_t img = t / G, g = t % G;
     const float* dyg = dy + (img * p.c_out + g * cog) * P;
@@ -1439,13 +1468,12 @@ IPUML_INLINE void conv2d_backward_input_stride1(const Conv2dParams& p, const flo
 IPUML_INLINE void conv2d_backward_input(const Conv2dParams& p, const float* dy, const float* w,
                                         float* dx) {
   check_conv2d_params("conv2d_backward_input", p);
-  const int64_t G = p.groups, cig = p.c_in / G, cog = p.c_out / G, oh = p.out_h(), ow = p.out_w();
-  const int64_t P = oh * ow, K = cig * p.kh * p.kw, HW = p.h * p.w;
+  const detail::ConvTasks c(p);
+  const int64_t G = c.G, cig = c.cig, cog = c.cog, oh = c.oh, ow = c.ow, P = c.P, K = c.K;
+  const int64_t HW = c.HW, tasks = c.tasks;
+  const int threads = c.threads;
+  const bool outer = c.outer, inner = c.inner;
   const detail::GemmConfig& cfg = detail::config_for(active_isa());
-  const int threads = detail::available_threads();
-  const int64_t tasks = p.n * G;
-  const bool outer = threads > 1 && tasks > 1;
-  const bool inner = tasks < 2 * threads;
   if (detail::use_winograd(p)) {
     // dx is the convolution of dy, padded by 2 less, with the flipped kernel w[o][c] as [c][o].
     detail::ScratchLease buf(detail::kScratchPrepack,
