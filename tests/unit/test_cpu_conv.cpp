@@ -206,6 +206,16 @@ struct WinogradGuard {
   ~WinogradGuard() { ipuml::cpu::set_conv_winograd(saved); }
 };
 
+// Makes AVX2 the active ISA with Winograd off (under an IsaGuard and a WinogradGuard); false
+// where the CPU has no AVX2.
+bool avx2_without_winograd() {
+  const auto isas = supported_isas();
+  if (std::find(isas.begin(), isas.end(), Isa::avx2) == isas.end()) return false;
+  ipuml::cpu::set_gemm_isa(Isa::avx2);
+  ipuml::cpu::set_conv_winograd(false);
+  return true;
+}
+
 TEST_CASE("conv2d forward and gradients match the reference on every ISA", "[conv]") {
   IsaGuard guard;
   WinogradGuard wino_guard;
@@ -486,10 +496,7 @@ TEST_CASE("the AVX2 Winograd transforms give the portable transforms' bits", "[c
 TEST_CASE("AVX2's convolutions on small maps run transposed with the wide GEMM's bits", "[conv]") {
   IsaGuard guard;
   WinogradGuard wino_guard;
-  ipuml::cpu::set_conv_winograd(false);
-  const auto isas = supported_isas();
-  if (std::find(isas.begin(), isas.end(), Isa::avx2) == isas.end()) return;  // no AVX2 here
-  ipuml::cpu::set_gemm_isa(Isa::avx2);
+  if (!avx2_without_winograd()) return;  // no AVX2 here
   struct Restore {
     ~Restore() { ipuml::cpu::set_conv_transposed(true); }
   } restore;
@@ -519,10 +526,7 @@ TEST_CASE("AVX2's convolutions on small maps run transposed with the wide GEMM's
 TEST_CASE("AVX2's pixel kernels give the wide GEMM's bits forward and back", "[conv]") {
   IsaGuard guard;
   WinogradGuard wino_guard;
-  ipuml::cpu::set_conv_winograd(false);
-  const auto isas = supported_isas();
-  if (std::find(isas.begin(), isas.end(), Isa::avx2) == isas.end()) return;  // no AVX2 here
-  ipuml::cpu::set_gemm_isa(Isa::avx2);
+  if (!avx2_without_winograd()) return;  // no AVX2 here
   struct Restore {
     ~Restore() { ipuml::cpu::set_conv_avx2_pixels(true); }
   } restore;
