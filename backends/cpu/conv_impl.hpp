@@ -683,12 +683,27 @@ struct DotWgradArgs {
   float* dw;            // m x k
 };
 
-template <class Ops, int TO>
+// The x rows a tile reads: xr + off[t] for taps t, or, when the block's taps are rows of three
+// adjacent columns (a 3x3 kernel's nine), xr + (t / 3) * wp + t % 3 with the column a constant,
+// so that the loop needs three row pointers instead of nine (nine kept GCC spilling to the stack).
+template <bool Rows3>
+struct DotTapRows {
+  const float* row[Rows3 ? 3 : kDotTaps];
+  __attribute__((always_inline)) const float* at(int t) const {
+    if constexpr (Rows3) return row[t / 3] + t % 3;
+    return row[t];
+  }
+};
+
+template <class Ops, int TO, bool Rows3>
 __attribute__((always_inline)) inline void dot_wgrad_body(const DotWgradArgs& a, int64_t o0,
                                                           int64_t o1) {
   using V = typename Ops::V;
   constexpr int VW = Ops::width;
-  const int64_t P = a.oh * a.ow;
+  const int64_t P = a.oh * a.ow, ow = a.ow, full_end = ow / VW * VW;
+  // The last, partial vector of every row has the same lanes: its mask is made once.
+  typename Ops::Mask tail;
+  Ops::mask(tail, std::max<int64_t>(ow - full_end, 1));
   for (int64_t o = o0; o < o1; o += TO) {
     const int64_t no = std::min<int64_t>(TO, o1 - o);
     for (int64_t t0 = 0; t0 < a.k; t0 += kDotTaps) {
@@ -698,32 +713,39 @@ __attribute__((always_inline)) inline void dot_wgrad_body(const DotWgradArgs& a,
       V acc[TO][kDotTaps];
       for (int r = 0; r < TO; ++r)
         for (int t = 0; t < kDotTaps; ++t) Ops::zero(acc[r][t]);
-      for (int64_t img = 0; img < a.n; ++img)
+      for (int64_t img = 0; img < a.n; ++img) {
+        const float* dimg = a.dy + img * a.dy_img_stride;
+        const float* ximg = a.xs + img * a.x_img_stride;
         for (int64_t oy = 0; oy < a.oh; ++oy) {
           const float* d[TO];
           for (int r = 0; r < TO; ++r)
-            d[r] =
-                a.dy + img * a.dy_img_stride + (o + std::min<int64_t>(r, no - 1)) * P + oy * a.ow;
-          const float* xr = a.xs + img * a.x_img_stride + oy * a.wp;
-          // One code path for full and partial vectors (a masked load), so the accumulators
-          // stay in registers.
-          for (int64_t q = 0; q < a.ow; q += VW) {
-            typename Ops::Mask mk;
-            const bool full = q + VW <= a.ow;
-            Ops::mask(mk, std::min<int64_t>(VW, a.ow - q));
+            d[r] = dimg + (o + std::min<int64_t>(r, no - 1)) * P + oy * ow;
+          const float* xr = ximg + oy * a.wp;
+          DotTapRows<Rows3> x;
+          if constexpr (Rows3) {
+            for (int i = 0; i < 3; ++i) x.row[i] = xr + off[3 * i];
+          } else {
+            for (int t = 0; t < kDotTaps; ++t) x.row[t] = xr + off[t];
+          }
+          // Whole vectors with plain loads, then the partial one masked (its lanes past the row
+          // read as zero): the same terms in the same order as one masked loop.
+          const auto step = [&](int64_t q, bool full) __attribute__((always_inline)) {
             V dv[TO];
 #pragma GCC unroll 4
-            for (int r = 0; r < TO; ++r) Ops::load(dv[r], d[r] + q, mk, full);
+            for (int r = 0; r < TO; ++r) Ops::load(dv[r], d[r] + q, tail, full);
 #pragma GCC unroll 9
             for (int t = 0; t < kDotTaps; ++t) {
               V xv;
-              Ops::load(xv, xr + off[t] + q, mk, full);
+              Ops::load(xv, x.at(t) + q, tail, full);
 #pragma GCC unroll 4
               for (int r = 0; r < TO; ++r) Ops::fma(acc[r][t], dv[r], xv);
             }
-          }
+          };
+          for (int64_t q = 0; q < full_end; q += VW) step(q, true);
+          if (full_end < ow) step(full_end, false);
         }
-        // Fixed bounds, unrolled: a variable index into acc would keep it in memory, not registers.
+      }
+      // Fixed bounds, unrolled: a variable index into acc would keep it in memory, not registers.
 #pragma GCC unroll 4
       for (int r = 0; r < TO; ++r)
 #pragma GCC unroll 9
@@ -746,8 +768,8 @@ struct DotOpsGeneric {
   static constexpr int width = 4;
   static void zero(V& v) { v = V{0, 0, 0, 0}; }
   static void mask(Mask& m, int64_t len) { m = len; }
-  static void load(V& v, const float* p, Mask len, bool) {
-    if (len == width) {
+  static void load(V& v, const float* p, Mask len, bool full) {
+    if (full) {
       std::memcpy(&v, p, sizeof(v));
       return;
     }
@@ -758,8 +780,9 @@ struct DotOpsGeneric {
   static void store(float* p, const V& v) { std::memcpy(p, &v, sizeof(v)); }
   static void fma(V& acc, const V& x, const V& y) { acc += x * y; }
 };
+template <bool Rows3>
 inline void dot_wgrad_generic(const DotWgradArgs& a, int64_t o0, int64_t o1) {
-  dot_wgrad_body<DotOpsGeneric, 1>(a, o0, o1);
+  dot_wgrad_body<DotOpsGeneric, 1, Rows3>(a, o0, o1);
 }
 
 #ifdef IPUML_CPU_X86
@@ -780,9 +803,10 @@ struct DotOpsAvx2 {
   IPUML_AVX2 static void fma(V& acc, const V& x, const V& y) { acc = _mm256_fmadd_ps(x, y, acc); }
 };
 #undef IPUML_AVX2
+template <bool Rows3>
 __attribute__((target("avx2,fma"))) inline void dot_wgrad_avx2(const DotWgradArgs& a, int64_t o0,
                                                                int64_t o1) {
-  dot_wgrad_body<DotOpsAvx2, 1>(a, o0, o1);
+  dot_wgrad_body<DotOpsAvx2, 1, Rows3>(a, o0, o1);
 }
 #define IPUML_AVX512 __attribute__((target("avx512f")))
 struct DotOpsAvx512 {
@@ -791,25 +815,29 @@ struct DotOpsAvx512 {
   static constexpr int width = 16;
   IPUML_AVX512 static void zero(V& v) { v = _mm512_setzero_ps(); }
   IPUML_AVX512 static void mask(Mask& m, int64_t len) { m = __mmask16((1u << len) - 1u); }
-  IPUML_AVX512 static void load(V& v, const float* p, Mask m, bool) {
-    v = _mm512_maskz_loadu_ps(m, p);
+  IPUML_AVX512 static void load(V& v, const float* p, Mask m, bool full) {
+    v = full ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(m, p);
   }
   IPUML_AVX512 static void store(float* p, const V& v) { _mm512_storeu_ps(p, v); }
   IPUML_AVX512 static void fma(V& acc, const V& x, const V& y) { acc = _mm512_fmadd_ps(x, y, acc); }
 };
 #undef IPUML_AVX512
+template <bool Rows3>
 __attribute__((target("avx512f"))) inline void dot_wgrad_avx512(const DotWgradArgs& a, int64_t o0,
                                                                 int64_t o1) {
-  dot_wgrad_body<DotOpsAvx512, 2>(a, o0, o1);
+  dot_wgrad_body<DotOpsAvx512, 2, Rows3>(a, o0, o1);
 }
 #endif
 
 // dW (m x k) for one group, split over blocks of output channels.
 inline void dot_wgrad(const DotWgradArgs& a, bool parallel) {
-  void (*fn)(const DotWgradArgs&, int64_t, int64_t) = dot_wgrad_generic;
+  bool rows3 = a.k == kDotTaps;
+  for (int t = 0; t < kDotTaps && rows3; ++t) rows3 = a.taps[t] == a.taps[t / 3 * 3] + t % 3;
+  void (*fn)(const DotWgradArgs&, int64_t, int64_t) =
+      rows3 ? dot_wgrad_generic<true> : dot_wgrad_generic<false>;
 #ifdef IPUML_CPU_X86
-  if (active_isa() == Isa::avx512) fn = dot_wgrad_avx512;
-  if (active_isa() == Isa::avx2) fn = dot_wgrad_avx2;
+  if (active_isa() == Isa::avx512) fn = rows3 ? dot_wgrad_avx512<true> : dot_wgrad_avx512<false>;
+  if (active_isa() == Isa::avx2) fn = rows3 ? dot_wgrad_avx2<true> : dot_wgrad_avx2<false>;
 #endif
   constexpr int64_t kBlock = 4;  // output channels per task (a multiple of every TO)
   for_each_index(parallel, ceil_div(a.m, kBlock),
