@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "../support/tokenizers.hpp"
 #include "../support/run_command.hpp"
 
 #include "../support/temp_dir.hpp"
@@ -36,15 +37,6 @@ bool have_exe() {
   if (fs::exists(kExe)) return true;
   WARN("ipuml-bert not built, skipping (" << kExe << ")");
   return false;
-}
-
-std::optional<datasets::BertTokenizer> tokenizer_or_skip() {
-  try {
-    return datasets::BertTokenizer::load();
-  } catch (const Error& e) {
-    WARN("BERT vocabulary not in the data cache, skipping (" << e.what() << ")");
-    return std::nullopt;
-  }
 }
 
 }  // namespace
@@ -80,7 +72,7 @@ TEST_CASE("bert example: pre-training on generated ids, eager, cpu and a 2-IPU s
 TEST_CASE("bert example: fortunes pre-training, SQuAD fine-tuning and --tokenize",
           "[bert_example]") {
   if (!have_exe()) return;
-  auto tok = tokenizer_or_skip();
+  auto tok = ipuml::testing::bert_tokenizer_or_skip();
   if (!tok) return;
   int st = 0;
   std::string out = run(kExe.string() + " --task squad --squad-file " + kSquad +

@@ -14,6 +14,7 @@
 #include <catch2/catch.hpp>
 
 #include "../support/same_bits.hpp"
+#include "../support/error_of.hpp"
 #include "../support/temp_dir.hpp"
 
 #include <atomic>
@@ -67,14 +68,7 @@ std::vector<T> values(const Tensor& t) {
 
 using ipuml::testing::same_bits;
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using ipuml::testing::error_of;
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "../support/tokenizers.hpp"
 #include "../support/run_command.hpp"
 #include "../support/same_bits.hpp"
 
@@ -36,15 +37,6 @@ bool have_exe() {
   if (fs::exists(kExe)) return true;
   WARN("ipuml-gpt2 not built, skipping (" << kExe << ")");
   return false;
-}
-
-std::optional<datasets::Gpt2Tokenizer> tokenizer_or_skip() {
-  try {
-    return datasets::Gpt2Tokenizer::load();
-  } catch (const Error& e) {
-    WARN("GPT-2 tokenizer files not in the data cache, skipping (" << e.what() << ")");
-    return std::nullopt;
-  }
 }
 
 const std::string kSmall = " --model gpt2-tiny --batch-size 2 --max-len 16 --threads 1";
@@ -147,7 +139,7 @@ TEST_CASE("gpt2 example: compiled cpu and a 2-IPU layers-per-ipu split", "[gpt2_
 TEST_CASE("gpt2 example: the fortunes corpus, its unigram baseline, and decoded generation",
           "[gpt2_example]") {
   if (!have_exe()) return;
-  auto tok = tokenizer_or_skip();
+  auto tok = ipuml::testing::gpt2_tokenizer_or_skip();
   if (!tok) return;
   try {
     datasets::find_fortunes_dir();

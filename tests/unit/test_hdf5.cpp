@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "../support/error_of.hpp"
 #include "../support/temp_dir.hpp"
 
 #include <atomic>
@@ -51,14 +52,7 @@ void round_trip(const std::string& file, H5Dtype dtype, const std::vector<int64_
   CHECK(back == data);
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const ipuml::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using ipuml::testing::error_of;
 
 }  // namespace
 

@@ -14,6 +14,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "../support/error_of.hpp"
 #include "../support/temp_dir.hpp"
 
 #include <chrono>
@@ -41,14 +42,7 @@ using namespace ipuml;
 
 namespace {
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using ipuml::testing::error_of;
 
 std::string hex_of(const std::string& s) { return to_hex(sha256(s)); }
 

