@@ -10,7 +10,7 @@
 using namespace ipuml;
 
 TEST_CASE("cerebras calibration: microbenchmarks beside the published figures",
-          "[cerebras][calibration]") {
+          "[cerebras][calibration][slow]") {
   const auto cases = cerebras::run_calibration();
   REQUIRE(cases.size() == 6);
   for (const auto& c : cases) {

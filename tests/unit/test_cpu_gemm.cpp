@@ -244,7 +244,7 @@ TEST_CASE("sgemm rows have the same bits alone as inside a taller product", "[ge
 }
 
 TEST_CASE("sgemm gives the same bits on 1, 2 and 16 threads at the transformers' 512-row shapes",
-          "[gemm]") {
+          "[gemm][slow]") {
   // In parallel, 512-row products run column_chunks (row_blocks on 1 thread); 2100 x 600 x 2100,
   // whose packed A would pass 8 MiB, row_blocks; 16 threads oversubscribe a 2-core machine.
   IsaGuard guard;

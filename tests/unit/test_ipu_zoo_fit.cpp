@@ -98,7 +98,7 @@ TEST_CASE("zoo on ipu: ResNet-50 fits one ipu2 at micro-batch 1, fp32", "[ipu][z
 }
 
 TEST_CASE("zoo on ipu: BERT-base with LAMB fits 4 ipu2s as layers_per_ipu 0 4 4 4, seq 128",
-          "[ipu][zoo]") {
+          "[ipu][zoo][slow]") {
   auto net = models::BertForPreTraining(models::BertConfig::base().layers_per_ipu({0, 4, 4, 4}));
   optim::LAMB opt(net->parameters(), optim::LAMBOptions(1e-3));
   auto tr = training_step(net, opt,
@@ -117,7 +117,7 @@ TEST_CASE("zoo on ipu: BERT-base with LAMB fits 4 ipu2s as layers_per_ipu 0 4 4 
 }
 
 TEST_CASE("zoo on ipu: GPT-2 small fits 4 ipu2s as 0 4 4 4 at seq 128, each IPU updating its own",
-          "[ipu][zoo]") {
+          "[ipu][zoo][slow]") {
   auto net = models::GPT2LMHeadModel(models::GPT2Config::small().layers_per_ipu({0, 4, 4, 4}));
   optim::SGD opt(net->parameters(), optim::SGDOptions(1e-3).momentum(0.9));
   auto tr = training_step(
@@ -157,7 +157,7 @@ TEST_CASE("zoo on ipu: GPT-2 small fits 4 ipu2s as 0 4 4 4 at seq 128, each IPU 
 
 TEST_CASE(
     "zoo on ipu: GPT-2 small with AdamW fits 0 4 4 4 at seq 128 with optimizer state off chip",
-    "[ipu][zoo]") {
+    "[ipu][zoo][slow]") {
   auto net = models::GPT2LMHeadModel(models::GPT2Config::small().layers_per_ipu({0, 4, 4, 4}));
   optim::AdamW opt(net->parameters(), optim::AdamWOptions(1.5e-4));
   auto tr = training_step(
@@ -240,7 +240,7 @@ TEST_CASE("zoo on ipu: ResNet-50 fits one ipu2 at micro-batch 18 in fp16.16 with
 }
 
 TEST_CASE("zoo on ipu: GPT-2 small fits 4 ipu2s as 0 4 4 4 at seq 1024 in fp16 like train_gpt2.py",
-          "[ipu][zoo]") {
+          "[ipu][zoo][slow]") {
   // train_gpt2.py's reference: --max-len 1024 --layers-per-ipu 0 4 4 4 --matmul-proportion 0.15
   // --recompute-checkpoint-every-layer --enable-half-partials, AdamW with its state off chip,
   // loss scaling 50000, fp16. Without recomputation IPUs 1-3 are at 119-144 %.
@@ -308,7 +308,8 @@ TEST_CASE("zoo on ipu: ResNet-50 training compiles for 4 replicas of ipu2 in fp1
   CHECK(half_weights);
 }
 
-TEST_CASE("zoo on ipu: GPT-2's serialised embedding moves each slice's own rows", "[ipu][zoo]") {
+TEST_CASE("zoo on ipu: GPT-2's serialised embedding moves each slice's own rows",
+          "[ipu][zoo][slow]") {
   // train_gpt2.py --embedding-serialization-factor 4: the tied 50257 x 768 table is sliced into
   // 4 vocabulary ranges, for the lookup and for the head. A slice copies its own rows; the
   // table moving whole to every tile of each slice (77 MB to 1472 tiles, 16 times) was 93 % of
