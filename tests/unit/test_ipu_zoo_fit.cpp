@@ -223,7 +223,7 @@ ipu::Plan compile_fits_with(const ir::Trace& tr, int64_t ipus, double proportion
 }  // namespace
 
 TEST_CASE("zoo on ipu: ResNet-50 fits one ipu2 at micro-batch 18 in fp16.16 with recomputation",
-          "[ipu][zoo]") {
+          "[ipu][zoo][slow]") {
   // resnet50-pod4's replica: micro-batch 18 on one IPU, fp16 weights and activations, half
   // partials, loss scaling, a recomputation checkpoint after every block, and 15 % of tile
   // memory for convolution temporaries (the default 0.6 leaves the fullest tile at 104 %;
@@ -263,7 +263,7 @@ TEST_CASE("zoo on ipu: GPT-2 small fits 4 ipu2s as 0 4 4 4 at seq 1024 in fp16 l
 }
 
 TEST_CASE("zoo on ipu: ResNet-50 training compiles for 4 replicas of ipu2 in fp16.16 and fits",
-          "[ipu][zoo]") {
+          "[ipu][zoo][slow]") {
   // ipuml-resnet --model resnet50 --precision 16.16 --replicas 4 --micro-batch-size 18: the
   // resnet50-pod4 replica through trainingModel (accumulators per replica, the update graph),
   // with Graphcore's recipe (weight decay on conv/fc weights only, label smoothing 0.1, loss

@@ -59,7 +59,7 @@ double max_abs_diff(const Tensor& a, const Tensor& b) { return amax(abs(sub(a, b
 
 // ---- ResNet -------------------------------------------------------------------------------
 
-TEST_CASE("ResNet: torchvision's parameter counts and names", "[zoo][resnet]") {
+TEST_CASE("ResNet: torchvision's parameter counts and names", "[zoo][resnet][slow]") {
   manual_seed(0);
   // torchvision's figures (sum(p.numel() for p in resnetXX().parameters())).
   CHECK(count_params(*resnet18().ptr()) == 11'689'512);
@@ -189,7 +189,7 @@ TEST_CASE("ResNet: pipeline_splits put stages and blocks on the next IPU", "[zoo
 
 // ---- GPT-2 --------------------------------------------------------------------------------
 
-TEST_CASE("GPT-2: Hugging Face's parameter count and names, LM head tied", "[zoo][gpt2]") {
+TEST_CASE("GPT-2: Hugging Face's parameter count and names, LM head tied", "[zoo][gpt2][slow]") {
   manual_seed(4);
   GPT2LMHeadModel m(GPT2Config::small());
   // HF GPT2LMHeadModel.from_pretrained("gpt2").num_parameters(): lm_head.weight is wte's.
@@ -339,7 +339,7 @@ TEST_CASE("GPT-2: a compiled training step (trainingModel) matches eager mode", 
 
 // ---- BERT ---------------------------------------------------------------------------------
 
-TEST_CASE("BERT: Hugging Face's parameter counts and names, decoder tied", "[zoo][bert]") {
+TEST_CASE("BERT: Hugging Face's parameter counts and names, decoder tied", "[zoo][bert][slow]") {
   manual_seed(8);
   {
     BertForPreTraining m(BertConfig::base());
