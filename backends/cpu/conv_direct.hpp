@@ -332,7 +332,7 @@ inline void pack_pixel_panel(int64_t m, int64_t k, const float* w, int64_t ld, i
                              float* d) {
   const int64_t o0 = panel * kPixelWidth;
   const int nr = int(std::min<int64_t>(kPixelWidth, m - o0));
-  const float* rows[kPixelWidth];
+  const float* rows[kPixelWidth] = {};
   for (int j = 0; j < nr; ++j) rows[j] = w + (o0 + j) * ld;
   transpose_rows(d, kPixelWidth, rows, nr, k);
   if (nr < kPixelWidth)

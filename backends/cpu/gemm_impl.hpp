@@ -13,6 +13,76 @@ namespace ipuml::cpu {
 
 namespace detail {
 
+// Each ISA's blocking and micro-kernel tables (declared in gemm_kernels.hpp).
+inline const GemmConfig& generic_config() {
+  static const GemmConfig cfg = [] {
+    GemmConfig g{4, 16, 1, 256, 128, 4096, {}, {}, {}};
+    g.kern[1][1] = kernel_generic<1>;
+    g.kern[2][1] = kernel_generic<2>;
+    g.kern[3][1] = kernel_generic<3>;
+    g.kern[4][1] = kernel_generic<4>;
+    g.kern_taps[1][1] = kernel_generic_taps<1>;
+    g.kern_taps[2][1] = kernel_generic_taps<2>;
+    g.kern_taps[3][1] = kernel_generic_taps<3>;
+    g.kern_taps[4][1] = kernel_generic_taps<4>;
+    return g;
+  }();
+  return cfg;
+}
+
+#ifdef IPUML_CPU_X86
+template <int MR>
+void fill_avx2(GemmConfig& g) {
+  if constexpr (MR > 0) {
+    g.kern[MR][1] = kernel_avx2<MR, 1>;
+    g.kern[MR][2] = kernel_avx2<MR, 2>;
+    g.kern_taps[MR][1] = kernel_avx2_taps<MR, 1>;
+    g.kern_taps[MR][2] = kernel_avx2_taps<MR, 2>;
+    g.kern_direct[MR][1] = kernel_avx2_direct<MR, 1>;
+    g.kern_direct[MR][2] = kernel_avx2_direct<MR, 2>;
+    fill_avx2<MR - 1>(g);
+  }
+}
+template <int MR>
+void fill_avx512(GemmConfig& g) {
+  if constexpr (MR > 0) {
+    g.kern[MR][1] = kernel_avx512<MR, 1>;
+    g.kern[MR][2] = kernel_avx512<MR, 2>;
+    g.kern_taps[MR][1] = kernel_avx512_taps<MR, 1>;
+    g.kern_taps[MR][2] = kernel_avx512_taps<MR, 2>;
+    g.kern_direct[MR][1] = kernel_avx512_direct<MR, 1>;
+    g.kern_direct[MR][2] = kernel_avx512_direct<MR, 2>;
+    fill_avx512<MR - 1>(g);
+  }
+}
+inline const GemmConfig& avx2_config() {
+  static const GemmConfig cfg = [] {
+    GemmConfig g{6, 8, 2, 384, 144, 4096, {}, {}, {}};
+    fill_avx2<6>(g);
+    return fit_to_caches(g, detected_caches());
+  }();
+  return cfg;
+}
+inline const GemmConfig& avx512_config() {
+  static const GemmConfig cfg = [] {
+    GemmConfig g{14, 16, 2, 512, 168, 4096, {}, {}, {}};
+    fill_avx512<14>(g);
+    return fit_to_caches(g, detected_caches());
+  }();
+  return cfg;
+}
+#endif
+
+IPUML_INLINE const GemmConfig& config_for(Isa isa) {
+#ifdef IPUML_CPU_X86
+  if (isa == Isa::avx512) return avx512_config();
+  if (isa == Isa::avx2) return avx2_config();
+#else
+  (void)isa;
+#endif
+  return generic_config();
+}
+
 IPUML_INLINE void check_gemm_args(const char* op, bool trans_a, bool trans_b, int64_t m, int64_t n,
                                   int64_t k, const float* a, int64_t lda, const float* b,
                                   int64_t ldb, const float* c, int64_t ldc) {

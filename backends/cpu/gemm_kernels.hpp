@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ipuml/backends/cpu/cpu_features.hpp>
+#include <ipuml/core/config.hpp>
 #include <ipuml/core/denormals.hpp>
 #include <ipuml/core/parallel.hpp>
 
@@ -319,74 +320,10 @@ inline GemmConfig fit_to_caches(GemmConfig g, const CacheSizes& caches) {
   return g;
 }
 
-inline const GemmConfig& generic_config() {
-  static const GemmConfig cfg = [] {
-    GemmConfig g{4, 16, 1, 256, 128, 4096, {}, {}, {}};
-    g.kern[1][1] = kernel_generic<1>;
-    g.kern[2][1] = kernel_generic<2>;
-    g.kern[3][1] = kernel_generic<3>;
-    g.kern[4][1] = kernel_generic<4>;
-    g.kern_taps[1][1] = kernel_generic_taps<1>;
-    g.kern_taps[2][1] = kernel_generic_taps<2>;
-    g.kern_taps[3][1] = kernel_generic_taps<3>;
-    g.kern_taps[4][1] = kernel_generic_taps<4>;
-    return g;
-  }();
-  return cfg;
-}
-
-#ifdef IPUML_CPU_X86
-template <int MR>
-void fill_avx2(GemmConfig& g) {
-  if constexpr (MR > 0) {
-    g.kern[MR][1] = kernel_avx2<MR, 1>;
-    g.kern[MR][2] = kernel_avx2<MR, 2>;
-    g.kern_taps[MR][1] = kernel_avx2_taps<MR, 1>;
-    g.kern_taps[MR][2] = kernel_avx2_taps<MR, 2>;
-    g.kern_direct[MR][1] = kernel_avx2_direct<MR, 1>;
-    g.kern_direct[MR][2] = kernel_avx2_direct<MR, 2>;
-    fill_avx2<MR - 1>(g);
-  }
-}
-template <int MR>
-void fill_avx512(GemmConfig& g) {
-  if constexpr (MR > 0) {
-    g.kern[MR][1] = kernel_avx512<MR, 1>;
-    g.kern[MR][2] = kernel_avx512<MR, 2>;
-    g.kern_taps[MR][1] = kernel_avx512_taps<MR, 1>;
-    g.kern_taps[MR][2] = kernel_avx512_taps<MR, 2>;
-    g.kern_direct[MR][1] = kernel_avx512_direct<MR, 1>;
-    g.kern_direct[MR][2] = kernel_avx512_direct<MR, 2>;
-    fill_avx512<MR - 1>(g);
-  }
-}
-inline const GemmConfig& avx2_config() {
-  static const GemmConfig cfg = [] {
-    GemmConfig g{6, 8, 2, 384, 144, 4096, {}, {}, {}};
-    fill_avx2<6>(g);
-    return fit_to_caches(g, detected_caches());
-  }();
-  return cfg;
-}
-inline const GemmConfig& avx512_config() {
-  static const GemmConfig cfg = [] {
-    GemmConfig g{14, 16, 2, 512, 168, 4096, {}, {}, {}};
-    fill_avx512<14>(g);
-    return fit_to_caches(g, detected_caches());
-  }();
-  return cfg;
-}
-#endif
-
-inline const GemmConfig& config_for(Isa isa) {
-#ifdef IPUML_CPU_X86
-  if (isa == Isa::avx512) return avx512_config();
-  if (isa == Isa::avx2) return avx2_config();
-#else
-  (void)isa;
-#endif
-  return generic_config();
-}
+// The blocking and micro-kernels of `isa`, fitted to the detected caches. Defined in gemm_impl.hpp:
+// the tables take the address of every ISA's micro-kernels, which are then compiled in the one
+// unit that defines them (src/lib/cpu_gemm.cpp) instead of in every unit that runs a product.
+IPUML_INLINE const GemmConfig& config_for(Isa isa);
 
 // ---------------------------------------------------------------- scratch memory
 struct AlignedFree {
@@ -1186,5 +1123,18 @@ inline void transpose_rows(float* dst, int64_t width, const float* const* rows, 
   for (; i < nrows; ++i)
     for (int64_t p = 0; p < len; ++p) dst[p * width + i] = rows[i][p];
 }
+
+#if defined(IPUML_COMPILED_LIB)
+// The library compiles sgemm's four products once (src/lib/cpu_gemm.cpp); a unit that runs one of
+// them links to it instead of instantiating every ISA's micro-kernels again (the GEMM's own test:
+// 90 s less CPU under the sanitizers).
+#define IPUML_RUN_GEMM(PackA, PackB)                                                             \
+  void run_gemm<PackA, PackB>(const GemmConfig&, int64_t, int64_t, int64_t, float, const PackA&, \
+                              const PackB&, float, float*, int64_t, bool)
+extern template IPUML_RUN_GEMM(PackRowMajorA, PackRowMajorB);
+extern template IPUML_RUN_GEMM(PackRowMajorA, PackColMajorB);
+extern template IPUML_RUN_GEMM(PackColMajorA, PackRowMajorB);
+extern template IPUML_RUN_GEMM(PackColMajorA, PackColMajorB);
+#endif
 
 }  // namespace ipuml::cpu::detail
