@@ -12,22 +12,24 @@
 
 namespace ipuml::testing {
 
-inline std::optional<datasets::Gpt2Tokenizer> gpt2_tokenizer_or_skip() {
+// The tokenizer of type T (its load() reads the data cache), or nothing after a warning that
+// names `files`.
+template <class T>
+std::optional<T> tokenizer_or_skip(const char* files) {
   try {
-    return datasets::Gpt2Tokenizer::load();
+    return T::load();
   } catch (const Error& e) {
-    WARN("GPT-2 tokenizer files not in the data cache, skipping (" << e.what() << ")");
+    WARN(files << " not in the data cache, skipping (" << e.what() << ")");
     return std::nullopt;
   }
 }
 
+inline std::optional<datasets::Gpt2Tokenizer> gpt2_tokenizer_or_skip() {
+  return tokenizer_or_skip<datasets::Gpt2Tokenizer>("GPT-2 tokenizer files");
+}
+
 inline std::optional<datasets::BertTokenizer> bert_tokenizer_or_skip() {
-  try {
-    return datasets::BertTokenizer::load();
-  } catch (const Error& e) {
-    WARN("BERT vocabulary not in the data cache, skipping (" << e.what() << ")");
-    return std::nullopt;
-  }
+  return tokenizer_or_skip<datasets::BertTokenizer>("BERT vocabulary");
 }
 
 }  // namespace ipuml::testing
