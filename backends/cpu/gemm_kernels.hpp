@@ -449,9 +449,9 @@ inline int64_t block_depth(const GemmConfig& cfg, int64_t k) {
 
 // Below this many flops a call runs on the calling thread: spawning would cost more than it saves.
 constexpr double kParallelFlops = 2.0e6;
-// Caps of run_gemm's column_chunks path: floats of the packed A it packs up front (8 MiB), floats
+// Caps of run_gemm's column_chunks path: floats of the packed A it packs up front (4 MiB), floats
 // of packed B panels that one of its tasks packs per k block (4 MiB).
-constexpr int64_t kColumnChunkA = int64_t(1) << 21;
+constexpr int64_t kColumnChunkA = int64_t(1) << 20;
 constexpr int64_t kColumnChunkFloats = int64_t(1) << 20;
 
 // dst holds `count` panels of nr_full columns, each kc x nr_full, one after another; row p of
@@ -886,9 +886,13 @@ void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alph
   if (parallel && n <= cfg.nc && k >= 8 * kc_blk && m <= cfg.mc) return run.deep_k();
   const int64_t k_blocks = ceil_div(k, kc_blk);
   if (m <= cfg.mc && k_blocks < 8) return run.one_row_block();
-  // In parallel, with enough columns for every thread and a packed A of at most 8 MiB:
-  // column_chunks. (Bigger A, run in passes of rows, made 2048^3 2-3 % slower on 2 threads than
-  // row_blocks, whose k blocks are then big enough to pay for their joins.)
+  // In parallel, with enough columns for every thread and a packed A of at most 4 MiB:
+  // column_chunks. A bigger A, packed whole before any product and read from L3 by every chunk,
+  // costs more than row_blocks' joins, which pack it k block by k block while it is hot: on 2
+  // threads of a Zen 5, 512 x 768 x 3072 (6 MiB of A) ran 3-7 % faster in row_blocks on AVX2 and
+  // AVX-512, 1024 x 1024 x 1536 6 %, 1024^3 (4 MiB) and 640 x 1536 x 2048 the same either way,
+  // and products with up to 3 MiB of A (256 x 512 x 2048, 200 x 300 x 4000, 300 x 2048 x 1024)
+  // 6-15 % faster in column_chunks.
   if (parallel && ceil_div(n, nr_full) >= 2 * threads && round_up(m, mr) * k <= kColumnChunkA)
     return run.column_chunks();
   run.row_blocks();
