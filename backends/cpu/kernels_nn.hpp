@@ -404,11 +404,17 @@ __attribute__((target("avx512f"))) inline void maxpool2x2_vector_avx512(
   maxpool_take_avx512(best, bi, _mm512_permutex2var_ps(bl, even, bh), below);
   maxpool_take_avx512(best, bi, _mm512_permutex2var_ps(bl, odd, bh),
                       _mm512_add_epi32(below, right));
+  const __m512i ilo = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(bi));
+  const __m512i ihi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(bi, 1));
+  if (mout == 0xffff) {
+    _mm512_storeu_ps(y, best);
+    _mm512_storeu_si512(ix, ilo);
+    _mm512_storeu_si512(ix + 8, ihi);
+    return;
+  }
   _mm512_mask_storeu_ps(y, mout, best);
-  _mm512_mask_storeu_epi64(ix, static_cast<__mmask8>(mout),
-                           _mm512_cvtepi32_epi64(_mm512_castsi512_si256(bi)));
-  _mm512_mask_storeu_epi64(ix + 8, static_cast<__mmask8>(mout >> 8),
-                           _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(bi, 1)));
+  _mm512_mask_storeu_epi64(ix, static_cast<__mmask8>(mout), ilo);
+  _mm512_mask_storeu_epi64(ix + 8, static_cast<__mmask8>(mout >> 8), ihi);
 }
 
 // Rows of up to 8 outputs go two to a vector (lanes [0, ow) row i, [ow, 2 ow) row i + 1: contiguous
@@ -437,13 +443,16 @@ __attribute__((target("avx512f"))) inline void maxpool2x2_planes_avx512(PoolGeom
       const float* xp = x + pl * g.h * w;
       float* yp = y + pl * g.oh * ow;
       int64_t* ip = ix + pl * g.oh * ow;
+      const int64_t room = (p1 - pl) * g.oh * ow;  // outputs from yp to the end of the range
       for (int64_t i = 0; i < g.oh; i += 2) {
         const float* top = xp + 2 * i * w;
         const bool two = i + 1 < g.oh;
         const __m512i idx =
             _mm512_add_epi32(col, _mm512_set1_epi32(static_cast<int32_t>(2 * i * w)));
+        const __mmask16 out = two ? row : one_row;
         maxpool2x2_vector_avx512(top, row, two ? top + 2 * w : top, two ? row : 0, w, even, odd,
-                                 idx, two ? row : one_row, yp + i * ow, ip + i * ow);
+                                 idx, i * ow + 16 <= room ? __mmask16(0xffff) : out, yp + i * ow,
+                                 ip + i * ow);
       }
     }
     return;
@@ -453,6 +462,7 @@ __attribute__((target("avx512f"))) inline void maxpool2x2_planes_avx512(PoolGeom
     const float* xp = x + pl * g.h * w;
     float* yp = y + pl * g.oh * ow;
     int64_t* ip = ix + pl * g.oh * ow;
+    const int64_t room = (p1 - pl) * g.oh * ow;  // outputs from yp to the end of the range
     for (int64_t i = 0; i < g.oh; ++i)
       for (int64_t j = 0; j < ow; j += 16) {
         const int64_t n = std::min<int64_t>(16, ow - j);
@@ -461,9 +471,10 @@ __attribute__((target("avx512f"))) inline void maxpool2x2_planes_avx512(PoolGeom
         const float* top = xp + 2 * i * w + 2 * j;
         const __m512i idx =
             _mm512_add_epi32(twice, _mm512_set1_epi32(static_cast<int32_t>(2 * i * w + 2 * j)));
-        maxpool2x2_vector_avx512(top, mlo, n > 8 ? top + 16 : top, mhi, w, twice, odd, idx,
-                                 static_cast<__mmask16>((1u << n) - 1), yp + i * ow + j,
-                                 ip + i * ow + j);
+        maxpool2x2_vector_avx512(
+            top, mlo, n > 8 ? top + 16 : top, mhi, w, twice, odd, idx,
+            i * ow + j + 16 <= room ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1),
+            yp + i * ow + j, ip + i * ow + j);
       }
   }
 }
@@ -619,7 +630,12 @@ __attribute__((target("avx512f"))) inline bool maxpool2x2_backward_avx512(
   const __m512i down2 = _mm512_set1_epi64(2 * w), one = _mm512_set1_epi32(1);
   const __m512 zero = _mm512_setzero_ps();
   __m512i hits = _mm512_setzero_si512();
-  for (int64_t c = 0; c < w; c += 16) {
+  // Chunks from the last: a chunk that ends past the row is stored whole, its extra lanes (zeros)
+  // landing on the first columns of the next row, which the first chunk stores later, unless
+  // they would leave the plane. (Partial masked stores to lines not in cache cost Zen 5 a read
+  // of each line: [64, 32, 26, 26] took twice as long with them.)
+  const float* end = d + h * w;
+  for (int64_t c = (w - 1) / 16 * 16; c >= 0; c -= 16) {
     const int64_t j = c / 2, n = std::clamp<int64_t>(ow - j, 0, 8);
     const auto outs = static_cast<__mmask8>((1u << n) - 1);
     const auto cols = static_cast<__mmask16>((1u << (2 * n)) - 1);
@@ -634,8 +650,12 @@ __attribute__((target("avx512f"))) inline bool maxpool2x2_backward_avx512(
       hits = _mm512_mask_add_epi32(hits, kt | kb, hits, one);
       const __m512 g = _mm512_permutexvar_ps(spread, _mm512_maskz_loadu_ps(outs, gp + i * ow + j));
       float* dt = d + 2 * i * w + c;
-      _mm512_mask_storeu_ps(dt, row, _mm512_add_ps(zero, _mm512_maskz_mov_ps(kt, g)));
-      _mm512_mask_storeu_ps(dt + w, row, _mm512_add_ps(zero, _mm512_maskz_mov_ps(kb, g)));
+      _mm512_storeu_ps(dt, _mm512_add_ps(zero, _mm512_maskz_mov_ps(kt, g)));  // w >= 16
+      const __m512 vb = _mm512_add_ps(zero, _mm512_maskz_mov_ps(kb, g));
+      if (dt + w + 16 <= end)
+        _mm512_storeu_ps(dt + w, vb);
+      else
+        _mm512_mask_storeu_ps(dt + w, row, vb);
     }
   }
   std::fill(d + 2 * oh * w, d + h * w, 0.0f);

@@ -118,16 +118,27 @@ std::vector<float> reference_backward(const Geom& g, const std::vector<float>& d
   return dx;
 }
 
+// Outputs are written with 32 guard elements after them, which must stay as they were: the
+// vector paths store whole vectors past a row's end where later outputs of the range follow.
+constexpr size_t kGuard = 32;
+
 void run_forward(const Geom& g, const std::vector<float>& x, std::vector<float>& y,
                  std::vector<int64_t>& ix) {
   const ir::TensorMeta xm{{g.n, g.c, g.h, g.w}, DType::Float32};
   const auto metas = ir::infer(OpKind::MaxPool, g.attrs(), {xm});
   REQUIRE(metas.size() == 2);
   REQUIRE(metas[0].shape == Shape{g.n, g.c, g.oh(), g.ow()});
-  y.assign(static_cast<size_t>(numel(metas[0].shape)), 12345.0f);
-  ix.assign(y.size(), -777);
+  const size_t n = static_cast<size_t>(numel(metas[0].shape));
+  y.assign(n + kGuard, 12345.0f);
+  ix.assign(n + kGuard, -777);
   cpu::run_kernel(OpKind::MaxPool, g.attrs(), {{x.data(), xm}},
                   {{y.data(), metas[0]}, {ix.data(), metas[1]}});
+  for (size_t i = n; i < n + kGuard; ++i) {
+    REQUIRE(y[i] == 12345.0f);
+    REQUIRE(ix[i] == -777);
+  }
+  y.resize(n);
+  ix.resize(n);
 }
 
 std::vector<float> run_backward(const Geom& g, const std::vector<float>& dy,
@@ -135,10 +146,13 @@ std::vector<float> run_backward(const Geom& g, const std::vector<float>& dy,
   Attrs a = g.attrs();
   a.shape = {g.n, g.c, g.h, g.w};
   const Shape ys{g.n, g.c, g.oh(), g.ow()};
-  std::vector<float> dx(static_cast<size_t>(numel(a.shape)), 12345.0f);
+  const size_t n = static_cast<size_t>(numel(a.shape));
+  std::vector<float> dx(n + kGuard, 12345.0f);
   cpu::run_kernel(OpKind::MaxPoolBackward, a,
                   {{dy.data(), {ys, DType::Float32}}, {ix.data(), {ys, DType::Int64}}},
                   {{dx.data(), {a.shape, DType::Float32}}});
+  for (size_t i = n; i < n + kGuard; ++i) REQUIRE(dx[i] == 12345.0f);
+  dx.resize(n);
   return dx;
 }
 
