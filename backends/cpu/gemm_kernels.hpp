@@ -579,20 +579,41 @@ struct GemmRun {
     const int64_t m_chunks = std::min(tiles, ceil_div(want, n_chunks));
     const int64_t chunk_panels = ceil_div(panels, n_chunks),
                   chunk_tiles = ceil_div(tiles, m_chunks);
+    // With AVX2, when every task takes all the rows, A is packed once, all its k blocks, and
+    // shared (as in one_row_block) while it stays within kColumnChunkA: each task packing it again
+    // cost 6-20 % on 2 threads of a Zen 5 (a ResNet-50 3x3 on 7x7 maps at batch 1, 49 x 512 x
+    // 4608: 114-119 -> 127-132 GFLOP/s in one noisy run, 136 -> 165 in another; 128 x 768 x 3072:
+    // 132-142 -> 140-153, 158 -> 181). With AVX-512 the same sharing ran 1-4 % slower there (six
+    // alternating runs; why, not found), so each task packs its own.
+    const int64_t m_pad = tiles * mr;
+    std::optional<ScratchLease> shared_a;
+    if (cfg.vw == 8 && m_chunks == 1 && m_pad * k <= kColumnChunkA) {
+      shared_a.emplace(kScratchA, size_t(m_pad * k));
+      float* pa = shared_a->get();  // k block after k block, each tile after tile of kc x mr
+      for_each_index(true, tiles * ceil_div(k, kc_blk), [&](int64_t i) {
+        const int64_t t = i % tiles, pc = (i / tiles) * kc_blk, kc = std::min(kc_blk, k - pc);
+        pack_a(pa + pc * m_pad + t * mr * kc, t * mr, int(std::min<int64_t>(mr, m - t * mr)), pc,
+               kc);
+      });
+    }
     for_each_index(true, m_chunks * n_chunks, [&](int64_t task) {
       const int64_t i0 = (task / n_chunks) * chunk_tiles * mr;
       const int64_t jp0 = (task % n_chunks) * chunk_panels;
       const int64_t jp1 = std::min(panels, jp0 + chunk_panels);
       if (i0 >= m || jp0 >= jp1) return;
       const int64_t mcur = std::min(chunk_tiles * mr, m - i0);
-      ScratchLease a_lease(kScratchA, size_t(round_up(mcur, mr) * kc_blk));
+      std::optional<ScratchLease> a_lease;
+      if (!shared_a) a_lease.emplace(kScratchA, size_t(round_up(mcur, mr) * kc_blk));
       ScratchLease b_lease(kScratchB, size_t((jp1 - jp0) * nr_full * kc_blk));
-      float *pa = a_lease.get(), *pb_all = b_lease.get();
+      float* pb_all = b_lease.get();
       for (int64_t pc = 0; pc < k; pc += kc_blk) {
         const int64_t kc = std::min(kc_blk, k - pc);
         const float beta_eff = pc == 0 ? beta : 1.0f;
-        for (int64_t ir = 0; ir < mcur; ir += mr)
-          pack_a(pa + ir * kc, i0 + ir, int(std::min<int64_t>(mr, mcur - ir)), pc, kc);
+        const float* pa = shared_a ? shared_a->get() + pc * m_pad : a_lease->get();
+        if (!shared_a)
+          for (int64_t ir = 0; ir < mcur; ir += mr)
+            pack_a(a_lease->get() + ir * kc, i0 + ir, int(std::min<int64_t>(mr, mcur - ir)), pc,
+                   kc);
         pack_b_panels(pack_b, pb_all, jp0, jp1, n, nr_full, cfg.vw, pc, kc);
         for (int64_t jp = jp0; jp < jp1; ++jp) {
           const int64_t j0 = jp * nr_full;
