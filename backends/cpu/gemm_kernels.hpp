@@ -569,6 +569,22 @@ struct GemmRun {
     return nullptr;
   }
 
+  // All of A packed at pa, k block after k block, each tile after tile of kc x mr (m_pad = the
+  // rows rounded up to whole tiles), over the threads when `parallel`; tiles of `rows` rows for
+  // which skip(rows) holds are left unpacked. one_row_block, deep_k and column_chunks share it.
+  template <class Skip>
+  void pack_whole_a(float* pa, bool parallel, const Skip& skip) const {
+    const int64_t tiles = ceil_div(m, mr), m_pad = tiles * mr;
+    for_each_index(parallel, tiles * ceil_div(k, kc_blk), [&](int64_t i) {
+      const int64_t t = i % tiles, pc = (i / tiles) * kc_blk, kc = std::min(kc_blk, k - pc);
+      const int rows = int(std::min<int64_t>(mr, m - t * mr));
+      if (!skip(rows)) pack_a(pa + pc * m_pad + t * mr * kc, t * mr, rows, pc, kc);
+    });
+  }
+  void pack_whole_a(float* pa, bool parallel) const {
+    pack_whole_a(pa, parallel, [](int) { return false; });
+  }
+
   // A deep reduction under a small C (a weight gradient: m x n of a layer's weights, k over the
   // batch's pixels) gives every k block too little work to fork and join for. Each task then
   // owns a piece of C and runs all k blocks itself, packing what it needs; every C element still
@@ -589,12 +605,7 @@ struct GemmRun {
     std::optional<ScratchLease> shared_a;
     if (cfg.vw == 8 && m_chunks == 1 && m_pad * k <= kColumnChunkA) {
       shared_a.emplace(kScratchA, size_t(m_pad * k));
-      float* pa = shared_a->get();  // k block after k block, each tile after tile of kc x mr
-      for_each_index(true, tiles * ceil_div(k, kc_blk), [&](int64_t i) {
-        const int64_t t = i % tiles, pc = (i / tiles) * kc_blk, kc = std::min(kc_blk, k - pc);
-        pack_a(pa + pc * m_pad + t * mr * kc, t * mr, int(std::min<int64_t>(mr, m - t * mr)), pc,
-               kc);
-      });
+      pack_whole_a(shared_a->get(), true);
     }
     for_each_index(true, m_chunks * n_chunks, [&](int64_t task) {
       const int64_t i0 = (task / n_chunks) * chunk_tiles * mr;
@@ -654,11 +665,7 @@ struct GemmRun {
     if (!direct(int(std::min<int64_t>(mr, m - (tiles - 1) * mr))) || !direct(mr)) {
       a_lease.emplace(kScratchA, size_t(m_pad * k));
       pa = a_lease->get();
-      for_each_index(parallel && tiles * k_blocks >= 4, tiles * k_blocks, [&](int64_t i) {
-        const int64_t t = i % tiles, pc = (i / tiles) * kc_blk, kc = std::min(kc_blk, k - pc);
-        const int rows = int(std::min<int64_t>(mr, m - t * mr));
-        if (!direct(rows)) pack_a(pa + pc * m_pad + t * mr * kc, t * mr, rows, pc, kc);
-      });
+      pack_whole_a(pa, parallel && tiles * k_blocks >= 4, direct);
     }
     const int64_t lda = a_stride();
     for (int64_t jc = 0; jc < n; jc += cfg.nc) {
@@ -748,14 +755,10 @@ struct GemmRun {
   // k = 3072 on AVX2, each waiting for the slower thread). Every C element still sees the same k
   // blocks in the same order through the same micro-kernel.
   void column_chunks() const {
-    const int64_t k_blocks = ceil_div(k, kc_blk);
     const int64_t tiles = ceil_div(m, mr), m_pad = tiles * mr;
     ScratchLease a_lease(kScratchA, size_t(m_pad * k));
     float* pa = a_lease.get();  // k block after k block, each tile after tile of kc x mr
-    for_each_index(true, tiles * k_blocks, [&](int64_t i) {
-      const int64_t t = i % tiles, pc = (i / tiles) * kc_blk, kc = std::min(kc_blk, k - pc);
-      pack_a(pa + pc * m_pad + t * mr * kc, t * mr, int(std::min<int64_t>(mr, m - t * mr)), pc, kc);
-    });
+    pack_whole_a(pa, true);
     const int64_t mc = round_up(ceil_div(m, ceil_div(m, cfg.mc)), mr);
     const int64_t panels = ceil_div(n, nr_full);
     // Several chunks per thread, so that the faster thread takes more of them; none whose packed
