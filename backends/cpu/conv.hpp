@@ -8,6 +8,7 @@
 #include <ipuml/core/config.hpp>
 
 #include <cstdint>
+#include <functional>
 
 namespace ipuml::cpu {
 
@@ -34,6 +35,20 @@ void conv2d_forward(const Conv2dParams& p, const float* x, const float* w, const
 // the others after the whole output. Either way y holds the same bits as the two run apart.
 void conv2d_forward(const Conv2dParams& p, const float* x, const float* w, const float* bias,
                     float* y, const ChannelAffine* epilogue);
+// A consumer of a forward convolution's output image by image: consume(img, out) gets image img's
+// c_out x out_h x out_w floats (NCHW) as soon as they are finished, on the task that computed them,
+// and must not keep `out`. Images may come in any order and on several threads at once.
+struct ConvImageSink {
+  std::function<void(int64_t img, const float* out)> consume;
+};
+// The forward convolution handed to `sink` instead of written to a y: on the paths whose tasks
+// are whole images (conv_forward_streams_images) each image is computed into a buffer of its
+// task's own and consumed while it is in that core's cache, so the output never goes out to
+// memory (the CPU graph executor pools MNIST's conv1 this way); on the others into one buffer,
+// then consumed. Either way `out` holds the bits conv2d_forward would write to y.
+void conv2d_forward(const Conv2dParams& p, const float* x, const float* w, const float* bias,
+                    const ConvImageSink& sink);
+bool conv_forward_streams_images(const Conv2dParams& p);
 // dx = d(loss)/dx given dy (overwrites dx).
 void conv2d_backward_input(const Conv2dParams& p, const float* dy, const float* w, float* dx);
 // dw = d(loss)/dw given x and dy (overwrites dw); reduced over batch and space in a fixed order.

@@ -1098,26 +1098,33 @@ inline void pixel_wgrad_chunk_avx2(const GemmConfig& cfg, const WideGeom& g, con
 // The forward of a stride-1 convolution with a few taps (MNIST conv1) on AVX2, each pixel
 // vector's taps in registers (conv_small_k.hpp); whole images per task, and with few images
 // bands of their rows too.
+// Bands of rows per task when there are too few images to go round (never with a sink: its
+// images must be whole).
+inline int64_t small_k_bands(const Conv2dParams& p, int threads) {
+  const int64_t tasks = p.n * p.groups;
+  return tasks < 2 * threads ? std::min(p.out_h(), ceil_div(int64_t(2) * threads, tasks)) : 1;
+}
 inline void small_k_conv(const Conv2dParams& p, const WideGeom& wg, const int64_t* taps,
                          const float* x, const float* w, const float* bias, float* y,
-                         const ChannelAffine* epilogue) {
+                         const ChannelAffine* epilogue, const ConvImageSink* sink) {
   const int64_t G = p.groups, cig = p.c_in / G, cog = p.c_out / G, K = wg.k();
   const int64_t oh = wg.oh(), ow = wg.ow(), P = oh * ow, tasks = p.n * G;
   const int threads = available_threads();
   const auto rows = small_k_rows(K);
-  const int64_t bands =
-      tasks < 2 * threads ? std::min(oh, ceil_div(int64_t(2) * threads, tasks)) : 1;
+  const int64_t bands = small_k_bands(p, threads);
   for_each_index(threads > 1 && tasks * bands > 1, tasks * bands, [&](int64_t i) {
     const int64_t t = i / bands, band = i % bands, img = t / G, g = t % G;
-    std::optional<ScratchLease> lease;
+    std::optional<ScratchLease> lease, image;
     const float* xp = padded_image(wg, x + (img * p.c_in + g * cig) * p.h * p.w, lease);
-    float* yg = y + (img * p.c_out + g * cog) * P;
+    if (sink != nullptr) image.emplace(kScratchImage, size_t(p.c_out * P));
+    float* yg = sink != nullptr ? image->get() : y + (img * p.c_out + g * cog) * P;
     const int64_t oy0 = band * oh / bands, oy1 = (band + 1) * oh / bands;
     rows(cog, taps, w + g * cog * K, bias != nullptr ? bias + g * cog : nullptr, xp, oh, ow,
          wg.wp(), oy0, oy1, yg);
     const ChannelAffineAt at{epilogue, img * p.c_out + g * cog};
     if (at)
       for (int64_t o = 0; o < cog; ++o) at.apply(yg, o, oy0 * ow, oy1 * ow);
+    if (sink != nullptr) sink->consume(img, yg);
   });
 }
 
@@ -1200,8 +1207,42 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
   conv2d_forward(p, x, w, bias, y, nullptr);
 }
 
+IPUML_INLINE bool conv_forward_streams_images(const Conv2dParams& p) {
+  if (p.groups != 1) return false;
+  const ConvPath path = conv_forward_path(p);
+  return path == ConvPath::pixels ||
+         (path == ConvPath::small_k && detail::small_k_bands(p, detail::available_threads()) == 1);
+}
+
+namespace detail {
+inline void conv2d_forward_to(const Conv2dParams& p, const float* x, const float* w,
+                              const float* bias, float* y, const ChannelAffine* epilogue,
+                              const ConvImageSink* sink);
+}  // namespace detail
+
 IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const float* w,
                                  const float* bias, float* y, const ChannelAffine* epilogue) {
+  detail::conv2d_forward_to(p, x, w, bias, y, epilogue, nullptr);
+}
+
+IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const float* w,
+                                 const float* bias, const ConvImageSink& sink) {
+  check_conv2d_params("conv2d_forward", p);
+  IPUML_CHECK(static_cast<bool>(sink.consume), "conv2d_forward: the image sink has no consumer");
+  if (conv_forward_streams_images(p))
+    return detail::conv2d_forward_to(p, x, w, bias, nullptr, nullptr, &sink);
+  // The paths that finish the output at once (or in pieces smaller than an image): all of it,
+  // then the images.
+  const int64_t image = p.c_out * p.out_h() * p.out_w();
+  detail::AlignedPtr y = detail::aligned_floats(size_t(std::max<int64_t>(1, p.n * image)));
+  detail::conv2d_forward_to(p, x, w, bias, y.get(), nullptr, nullptr);
+  detail::for_each_index(detail::available_threads() > 1 && p.n > 1, p.n,
+                         [&](int64_t img) { sink.consume(img, y.get() + img * image); });
+}
+
+inline void detail::conv2d_forward_to(const Conv2dParams& p, const float* x, const float* w,
+                                      const float* bias, float* y, const ChannelAffine* epilogue,
+                                      const ConvImageSink* sink) {
   check_conv2d_params("conv2d_forward", p);
   IPUML_CHECK(epilogue == nullptr ||
                   (epilogue->channels == p.c_out && epilogue->plane == p.out_h() * p.out_w()),
@@ -1261,17 +1302,21 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
              : detail::WideGeom{cig, p.h, p.w, p.pad_h, p.pad_w, p.kh, p.kw, p.dil_h, p.dil_w};
     const std::vector<int64_t> taps = wg.taps();
     if (path == ConvPath::small_k)
-      return detail::small_k_conv(p, wg, taps.data(), x, w, bias, y, epilogue);
+      return detail::small_k_conv(p, wg, taps.data(), x, w, bias, y, epilogue, sink);
     if (path == ConvPath::transposed)
       return detail::transposed_conv_forward(p, x, w, bias, y, epilogue, outer, inner);
     if (path == ConvPath::pixels) {
       const detail::PixelPanels panels(cog, K, w, G, tasks, threads);
       detail::for_each_index(outer, tasks, [&](int64_t t) {
         const int64_t img = t / G, g = t % G;
-        detail::pixel_conv_padded(
-            wg, taps.data(), panels.group(g), cog, x + (img * p.c_in + g * cig) * p.h * p.w,
-            bias != nullptr ? bias + g * cog : nullptr, y + (img * p.c_out + g * cog) * P, inner,
-            {epilogue, img * p.c_out + g * cog});
+        std::optional<detail::ScratchLease> image;
+        if (sink != nullptr) image.emplace(detail::kScratchImage, size_t(p.c_out * P));
+        float* yt = sink != nullptr ? image->get() : y + (img * p.c_out + g * cog) * P;
+        detail::pixel_conv_padded(wg, taps.data(), panels.group(g), cog,
+                                  x + (img * p.c_in + g * cig) * p.h * p.w,
+                                  bias != nullptr ? bias + g * cog : nullptr, yt, inner,
+                                  {epilogue, img * p.c_out + g * cog});
+        if (sink != nullptr) sink->consume(img, yt);
       });
       return;
     }

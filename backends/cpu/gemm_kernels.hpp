@@ -348,7 +348,7 @@ inline std::atomic<size_t>& scratch_allocation_count() {
 // private allocation instead.
 class ScratchLease {
  public:
-  static constexpr int kSlots = 8;
+  static constexpr int kSlots = 9;
   ScratchLease(int slot, size_t n) {
     Slot& s = slots()[slot];
     if (!s.busy) {
@@ -399,6 +399,7 @@ enum ScratchSlot {
   kScratchWide = 5,     // conv: the batch's wide gradient / padded input for dW
   kScratchPhases = 6,   // conv: a strided convolution's space-to-depth input
   kScratchPhaseW = 7,   // conv: its split kernel, or that kernel's gradient
+  kScratchImage = 8,    // conv: one image's output for a ConvImageSink
 };
 
 // Parallelism visible to this call: the arena's size capped by any tbb::global_control. Only the

@@ -58,6 +58,15 @@ struct IndexAddFusion {
 };
 IndexAddFusion fuse_index_add_into_add(const ir::Graph& g);
 
+// A MaxPool that alone reads a Conv's output runs with it as one op (run_conv_max_pool) at the
+// MaxPool: each image is pooled from the core's cache as it is computed, and the convolution's
+// output is neither written nor given memory.
+struct ConvMaxPoolFusion {
+  std::vector<int64_t> conv_node;  // per node: for such a MaxPool, the Conv; else -1
+  std::vector<int64_t> runs_at;    // per node: the MaxPool a Conv runs inside; else itself
+};
+ConvMaxPoolFusion fuse_conv_max_pool(const ir::Graph& g);
+
 // g with each Conv whose batch norm waits for a residual computed after it (a downsampling
 // block's shortcut) moved to run right before that batch norm, where the pair can fuse. Only
 // the order of independent nodes changes, so the results do not; values keep their indices.
@@ -68,7 +77,8 @@ ir::Graph sink_convs_to_batch_norms(ir::Graph g);
 // between can see the difference (see fuse_conv_batch_norm): the same bits, one pass less over
 // the output; a Reshape is a view of its input's bytes (plan_memory's `views`); log_softmax's
 // gradient makes one pass instead of four (fuse_log_softmax_backward); an index_add's result
-// lands in the operand it is added to (fuse_index_add_into_add). IPUML_CPU_FUSION=0 in the
+// lands in the operand it is added to (fuse_index_add_into_add); a max pooling takes each image of
+// its convolution's output from cache (fuse_conv_max_pool). IPUML_CPU_FUSION=0 in the
 // environment turns them all off.
 class GraphExecutor {
  public:
@@ -87,7 +97,8 @@ class GraphExecutor {
   std::vector<int64_t> fused_;  // fuse_conv_batch_norm(graph_)
   LogSoftmaxBackwardFusion log_softmax_grads_;
   IndexAddFusion index_adds_;
-  std::vector<int64_t> runs_at_;  // per node: the node it runs inside (both fusions), or itself
+  ConvMaxPoolFusion conv_pools_;
+  std::vector<int64_t> runs_at_;  // per node: the node it runs inside (the fusions), or itself
   MemoryPlan plan_;
   std::unique_ptr<Storage> arena_;
   std::vector<void*> ptr_;  // per value, filled each run

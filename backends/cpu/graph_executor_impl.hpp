@@ -177,6 +177,34 @@ IPUML_INLINE IndexAddFusion fuse_index_add_into_add(const ir::Graph& g) {
   return f;
 }
 
+IPUML_INLINE ConvMaxPoolFusion fuse_conv_max_pool(const ir::Graph& g) {
+  using K = ir::OpKind;
+  ConvMaxPoolFusion f;
+  f.conv_node.assign(g.nodes.size(), -1);
+  f.runs_at = detail::each_node_itself(g.nodes.size());
+  if (!detail::fusion_enabled()) return f;
+  const detail::FusionCandidates c(g);
+  for (size_t m = 0; m < g.nodes.size(); ++m) {
+    const auto& pool = g.nodes[m];
+    if (pool.kind != K::MaxPool || pool.inputs.size() != 1 || pool.outputs.size() != 2) continue;
+    const int64_t x = pool.inputs[0], n = c.def(x);
+    if (n < 0 || !c.internal(x, g.values[x].meta.shape)) continue;
+    const auto& conv = g.nodes[size_t(n)];
+    if (conv.kind != K::Conv || conv.outputs.size() != 1 ||
+        (conv.inputs.size() != 2 && conv.inputs.size() != 3) ||
+        std::any_of(conv.inputs.begin(), conv.inputs.end(),
+                    [&](int64_t v) { return g.values[v].meta.dtype != DType::Float32; }) ||
+        g.values[pool.outputs[0]].meta.dtype != DType::Float32 ||
+        g.values[pool.outputs[1]].meta.dtype != DType::Int64)
+      continue;
+    // The convolution's inputs are read at the MaxPool: the executor's in-place updates see that
+    // (a state it reads is not overwritten before).
+    f.conv_node[m] = n;
+    f.runs_at[size_t(n)] = int64_t(m);
+  }
+  return f;
+}
+
 IPUML_INLINE ir::Graph sink_convs_to_batch_norms(ir::Graph g) {
   if (!detail::fusion_enabled()) return g;
   const size_t count = g.nodes.size();
@@ -343,12 +371,15 @@ inline std::vector<int64_t> in_place_outputs(const ir::Graph& g,
   return in_place;
 }
 
-// Per node, the node it runs inside under either fusion that moves nodes (or itself).
+// Per node, the node it runs inside under the fusions that move nodes (or itself).
 inline std::vector<int64_t> merged_runs_at(const LogSoftmaxBackwardFusion& log_softmax_grads,
-                                           const IndexAddFusion& index_adds) {
+                                           const IndexAddFusion& index_adds,
+                                           const ConvMaxPoolFusion& conv_pools) {
   std::vector<int64_t> at = log_softmax_grads.runs_at;
-  for (size_t n = 0; n < at.size(); ++n)
+  for (size_t n = 0; n < at.size(); ++n) {
     if (at[n] == int64_t(n)) at[n] = index_adds.runs_at[n];
+    if (at[n] == int64_t(n)) at[n] = conv_pools.runs_at[n];
+  }
   return at;
 }
 
@@ -359,7 +390,8 @@ IPUML_INLINE GraphExecutor::GraphExecutor(ir::Graph graph)
       fused_(fuse_conv_batch_norm(graph_)),
       log_softmax_grads_(fuse_log_softmax_backward(graph_)),
       index_adds_(fuse_index_add_into_add(graph_)),
-      runs_at_(detail::merged_runs_at(log_softmax_grads_, index_adds_)),
+      conv_pools_(fuse_conv_max_pool(graph_)),
+      runs_at_(detail::merged_runs_at(log_softmax_grads_, index_adds_, conv_pools_)),
       plan_(plan_memory(graph_, 64, detail::in_place_outputs(graph_, fused_, index_adds_),
                         /*views=*/true, runs_at_)) {
   arena_ = std::make_unique<Storage>(std::max<size_t>(plan_.arena_bytes, 64));
@@ -378,8 +410,9 @@ IPUML_INLINE GraphExecutor::GraphExecutor(ir::Graph graph)
   const size_t nv = graph_.values.size();
   std::vector<int64_t> last_read(nv, -1), updates_from(nv, 0), updates_to(nv, 0);
   std::vector<bool> read_at_end(nv, false);
+  // Where each value is last read: a node run inside a later one reads its inputs there.
   for (size_t n = 0; n < graph_.nodes.size(); ++n)
-    for (auto v : graph_.nodes[n].inputs) last_read[v] = static_cast<int64_t>(n);
+    for (auto v : graph_.nodes[n].inputs) last_read[v] = std::max(last_read[v], runs_at_[n]);
   for (auto v : graph_.outputs) read_at_end[v] = true;
   for (const auto& u : graph_.updates) {
     read_at_end[u.value] = true;
@@ -459,6 +492,10 @@ IPUML_INLINE std::vector<Tensor> GraphExecutor::run(const std::vector<Tensor>& i
     } else if (const int64_t e = log_softmax_grads_.exp_node[n]; e >= 0) {
       const int64_t y = graph_.nodes[size_t(e)].inputs[0];
       run_log_softmax_backward({ptr_[y], graph_.values[y].meta}, in_bufs_[n][0], out_bufs_[n][0]);
+    } else if (const int64_t c = conv_pools_.conv_node[n]; c >= 0) {
+      bind_node(size_t(c));  // the convolution's inputs (its output has no block)
+      run_conv_max_pool(graph_.nodes[size_t(c)].attrs, in_bufs_[size_t(c)], node.attrs,
+                        out_bufs_[n]);
     } else if (const int64_t i = index_adds_.index_add_node[n]; i >= 0) {
       bind_node(size_t(i));  // the Add's output already holds its other operand
       run_index_add_onto(graph_.nodes[size_t(i)].attrs, in_bufs_[size_t(i)][0],
@@ -473,6 +510,8 @@ IPUML_INLINE std::vector<Tensor> GraphExecutor::run(const std::vector<Tensor>& i
         record_op_time("LogSoftmaxBackward (Sum Exp Mul Sub)", seconds);
       else if (index_adds_.index_add_node[n] >= 0)
         record_op_time("Add (IndexAdd onto its operand)", seconds);
+      else if (conv_pools_.conv_node[n] >= 0)
+        record_op_time("Conv + MaxPool (pooled from cache)", seconds);
       else
         record_op_time(node.kind, node.attrs, seconds);
     }

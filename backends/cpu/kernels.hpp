@@ -42,6 +42,14 @@ void run_conv_batch_norm(const ir::Attrs& conv, const std::vector<ConstBuffer>& 
                          const ir::Attrs& bn, const std::vector<ConstBuffer>& bn_in,
                          const MutableBuffer& out);
 
+// Conv, then MaxPool of the convolution's output, as one op: each image is pooled as soon as the
+// convolution finishes it, from the core's cache, and the convolution's output is never written
+// out (the CPU graph executor fuses a max pooling that alone reads a convolution's output this
+// way). conv_in are the convolution's inputs, `out` the pooling's (values, int64 indices), apart
+// from every input. The same bits as the two ops run one after the other. Float32 only.
+void run_conv_max_pool(const ir::Attrs& conv, const std::vector<ConstBuffer>& conv_in,
+                       const ir::Attrs& pool, const std::vector<MutableBuffer>& out);
+
 // dx = g - exp(y) * sum(g, last dim): the gradient g of log_softmax's output y (over its last
 // dim) taken back to its input, as one op; the CPU graph executor runs autograd's Sum, Exp, Mul
 // and Sub this way. The same bits as those four ops. Float32, all three of y's shape, dx apart

@@ -398,4 +398,35 @@ IPUML_INLINE void run_conv_batch_norm(const ir::Attrs& conv,
   k_conv(conv, conv_in, out, &epilogue);
 }
 
+IPUML_INLINE void run_conv_max_pool(const ir::Attrs& conv, const std::vector<ConstBuffer>& conv_in,
+                                    const ir::Attrs& pool, const std::vector<MutableBuffer>& out) {
+  using namespace kdetail;
+  ipuml::detail::apply_denormal_mode();
+  const char* op = "conv + max_pool2d";
+  IPUML_CHECK(conv_in.size() == 2 || conv_in.size() == 3, op, ": expected 2 or 3 conv inputs, got ",
+              conv_in.size());
+  IPUML_CHECK(out.size() == 2 && out[0].meta.dtype == DType::Float32 &&
+                  out[1].meta.dtype == DType::Int64 && out[1].meta.shape == out[0].meta.shape,
+              op, ": expected (float32, int64) outputs of one shape");
+  for (const auto& b : conv_in)
+    for (const auto& o : out)
+      IPUML_CHECK(!overlaps(b.data, b.meta.nbytes(), o.data, o.meta.nbytes()), op,
+                  ": the outputs must be apart from the inputs");
+  const auto p = conv_params(op, conv, conv_in[0].meta.shape, conv_in[1].meta.shape);
+  expect_f32(op, conv_in[0].meta, conv_in[0].meta.shape, "input");
+  expect_f32(op, conv_in[1].meta, conv_in[1].meta.shape, "weight");
+  if (conv_in.size() == 3) expect_f32(op, conv_in[2].meta, Shape{p.c_out}, "bias");
+  PoolGeom g = pool_geom(op, pool, Shape{p.n, p.c_out, p.out_h(), p.out_w()}, out[0].meta.shape);
+  const MaxPoolPlanesFn fn = maxpool_planes_for(g, active_isa());
+  float* y = out_ptr<float>(out[0]);
+  int64_t* ix = out_ptr<int64_t>(out[1]);
+  const int64_t image = p.c_out * g.oh * g.ow;
+  g.planes = p.c_out;  // one image's planes a call
+  conv2d_forward(p, in_ptr<float>(conv_in[0]), in_ptr<float>(conv_in[1]),
+                 conv_in.size() == 3 ? in_ptr<float>(conv_in[2]) : nullptr,
+                 ConvImageSink{[&](int64_t img, const float* o) {
+                   fn(g, o, y + img * image, ix + img * image, 0, p.c_out);
+                 }});
+}
+
 }  // namespace ipuml::cpu
