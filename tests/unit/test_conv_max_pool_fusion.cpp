@@ -66,8 +66,8 @@ struct CnnStep {
     h = relu(max_pool2d(conv2d(h, w2, b2), {2, 2}));
     Tensor side = conv2d(x, w3);  // pooled, and its mean read too
     Tensor pooled = max_pool2d(side, {2, 2});
-    Tensor feats = cat({flatten(h, 1), flatten(pooled, 1), reshape(mean(side, {1, 2, 3}), {6, 1})},
-                       1);
+    Tensor feats =
+        cat({flatten(h, 1), flatten(pooled, 1), reshape(mean(side, {1, 2, 3}), {6, 1})}, 1);
     Tensor loss = cross_entropy(matmul(feats, fc.t()), t);
     loss.backward();
     trace = tracer.finish({loss, w1.grad(), b1.grad(), w2.grad(), b2.grad(), w3.grad(), fc.grad()});
@@ -83,8 +83,9 @@ TEST_CASE("a convolution hands each image to a sink with the bits it writes", "[
   // MNIST's conv1 and conv2 (whole images per task), few images (AVX2's few-tap kernels split
   // their rows), groups, a stride and padding (the paths that finish the output at once).
   const std::vector<cpu::Conv2dParams> shapes = {
-      conv(8, 1, 28, 28, 32, 3),  conv(6, 32, 13, 13, 64, 3), conv(1, 1, 12, 11, 8, 3),
-      conv(3, 1, 9, 10, 5, 3, 1, 1), conv(4, 6, 9, 9, 9, 3, 1, 1, 3), conv(2, 5, 11, 12, 7, 3, 2, 1),
+      conv(8, 1, 28, 28, 32, 3),       conv(6, 32, 13, 13, 64, 3),
+      conv(1, 1, 12, 11, 8, 3),        conv(3, 1, 9, 10, 5, 3, 1, 1),
+      conv(4, 6, 9, 9, 9, 3, 1, 1, 3), conv(2, 5, 11, 12, 7, 3, 2, 1),
       conv(4, 48, 10, 10, 48, 3, 1, 1)};
   for (cpu::Isa isa : supported_isas()) {
     cpu::set_gemm_isa(isa);
@@ -173,8 +174,7 @@ TEST_CASE("conv + max pool run as one op with the two ops' bits", "[conv][pool][
                    Contains("(float32, int64) outputs"));
         CHECK_THAT(testing::error_of([&] {
                      cpu::run_conv_max_pool(
-                         ca, in, pa,
-                         {{const_cast<void*>(x.raw_data()), pm}, {fi.data(), im}});
+                         ca, in, pa, {{const_cast<void*>(x.raw_data()), pm}, {fi.data(), im}});
                    }),
                    Contains("apart from the inputs"));
       }
