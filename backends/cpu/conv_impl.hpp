@@ -1095,15 +1095,26 @@ inline void pixel_wgrad_chunk_avx2(const GemmConfig& cfg, const WideGeom& g, con
 #endif
 }
 
-// The forward of a stride-1 convolution with a few taps (MNIST conv1) on AVX2, each pixel
-// vector's taps in registers (conv_small_k.hpp); whole images per task, and with few images
-// bands of their rows too.
 // Bands of rows per task when there are too few images to go round (never with a sink: its
 // images must be whole).
 inline int64_t small_k_bands(const Conv2dParams& p, int threads) {
   const int64_t tasks = p.n * p.groups;
   return tasks < 2 * threads ? std::min(p.out_h(), ceil_div(int64_t(2) * threads, tasks)) : 1;
 }
+
+// Where a task writes image img of the forward's output: y's own place or, for a sink, one
+// image in scratch that `lease` holds (the streaming paths have one group).
+inline float* image_output(const Conv2dParams& p, float* y, int64_t img, const ConvImageSink* sink,
+                           std::optional<ScratchLease>& lease) {
+  const int64_t image = p.c_out * p.out_h() * p.out_w();
+  if (sink == nullptr) return y + img * image;
+  lease.emplace(kScratchImage, size_t(image));
+  return lease->get();
+}
+
+// The forward of a stride-1 convolution with a few taps (MNIST conv1) on AVX2, each pixel
+// vector's taps in registers (conv_small_k.hpp); whole images per task, and with few images
+// bands of their rows too.
 inline void small_k_conv(const Conv2dParams& p, const WideGeom& wg, const int64_t* taps,
                          const float* x, const float* w, const float* bias, float* y,
                          const ChannelAffine* epilogue, const ConvImageSink* sink) {
@@ -1116,8 +1127,7 @@ inline void small_k_conv(const Conv2dParams& p, const WideGeom& wg, const int64_
     const int64_t t = i / bands, band = i % bands, img = t / G, g = t % G;
     std::optional<ScratchLease> lease, image;
     const float* xp = padded_image(wg, x + (img * p.c_in + g * cig) * p.h * p.w, lease);
-    if (sink != nullptr) image.emplace(kScratchImage, size_t(p.c_out * P));
-    float* yg = sink != nullptr ? image->get() : y + (img * p.c_out + g * cog) * P;
+    float* yg = image_output(p, y, img, sink, image) + g * cog * P;
     const int64_t oy0 = band * oh / bands, oy1 = (band + 1) * oh / bands;
     rows(cog, taps, w + g * cog * K, bias != nullptr ? bias + g * cog : nullptr, xp, oh, ow,
          wg.wp(), oy0, oy1, yg);
@@ -1233,8 +1243,9 @@ IPUML_INLINE void conv2d_forward(const Conv2dParams& p, const float* x, const fl
     return detail::conv2d_forward_to(p, x, w, bias, nullptr, nullptr, &sink);
   // The paths that finish the output at once (or in pieces smaller than an image): all of it,
   // then the images.
+  // The image slot is free: these paths do not stream.
   const int64_t image = p.c_out * p.out_h() * p.out_w();
-  detail::AlignedPtr y = detail::aligned_floats(size_t(std::max<int64_t>(1, p.n * image)));
+  const detail::ScratchLease y(detail::kScratchImage, size_t(std::max<int64_t>(1, p.n * image)));
   detail::conv2d_forward_to(p, x, w, bias, y.get(), nullptr, nullptr);
   detail::for_each_index(detail::available_threads() > 1 && p.n > 1, p.n,
                          [&](int64_t img) { sink.consume(img, y.get() + img * image); });
@@ -1310,8 +1321,7 @@ inline void detail::conv2d_forward_to(const Conv2dParams& p, const float* x, con
       detail::for_each_index(outer, tasks, [&](int64_t t) {
         const int64_t img = t / G, g = t % G;
         std::optional<detail::ScratchLease> image;
-        if (sink != nullptr) image.emplace(detail::kScratchImage, size_t(p.c_out * P));
-        float* yt = sink != nullptr ? image->get() : y + (img * p.c_out + g * cog) * P;
+        float* yt = detail::image_output(p, y, img, sink, image) + g * cog * P;
         detail::pixel_conv_padded(wg, taps.data(), panels.group(g), cog,
                                   x + (img * p.c_in + g * cig) * p.h * p.w,
                                   bias != nullptr ? bias + g * cog : nullptr, yt, inner,
