@@ -5,6 +5,7 @@
 #include <ipuml/backends/cpu/conv.hpp>
 #include <ipuml/backends/cpu/conv_direct.hpp>
 #include <ipuml/backends/cpu/conv_small_k.hpp>
+#include <ipuml/backends/cpu/conv_wgrad_1x1.hpp>
 #include <ipuml/backends/cpu/conv_space_to_depth.hpp>
 #include <ipuml/backends/cpu/conv_winograd.hpp>
 #include <ipuml/backends/cpu/conv_winograd_wgrad.hpp>
@@ -999,6 +1000,9 @@ inline void wide_wgrad_chunk(const GemmConfig& cfg, const WideGeom& g, const int
                              int64_t nimg, int64_t x_img_stride, int64_t m, int64_t dy_img_stride,
                              const float* x, const float* dy, float* dw, bool inner) {
   const int64_t oh = g.oh(), ow = g.ow(), wp = g.wp(), cols = g.cols();
+  if (g.kh == 1 && g.kw == 1 && !g.padded() &&
+      direct_wgrad_1x1(cfg, nimg, g.c, m, oh * ow, x_img_stride, dy_img_stride, x, dy, dw, inner))
+    return;
   std::optional<ScratchLease> xpad;
   int64_t img_stride = x_img_stride;
   const float* xs = padded_images(g, nimg, x, img_stride, xpad);

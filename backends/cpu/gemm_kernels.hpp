@@ -923,6 +923,47 @@ void run_gemm(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, float alph
   run.row_blocks();
 }
 
+// C (m x n) = A B + beta C with A a row-major matrix (row stride lda) that the direct kernels
+// read in place and B seen through pack_b: run_gemm's k blocks and micro-kernel arithmetic, so
+// the same bits as run_gemm with PackRowMajorA. For a deep product with a narrow B (at most
+// kDirectDeepB floats a k block) whose A would cost more to pack than to read: a 1x1
+// convolution's weight gradient, where both operands are rows of pixels and packing A meant
+// transposing it. Tasks take runs of row tiles through every k block, each packing all of B's
+// panels per k block for itself and running every panel against each A tile in turn (the tile
+// stays in L1, B in L2).
+constexpr int64_t kDirectDeepB = int64_t(1) << 16;
+template <class PackB>
+void run_gemm_direct_a(const GemmConfig& cfg, int64_t m, int64_t n, int64_t k, const float* a,
+                       int64_t lda, const PackB& pack_b, float beta, float* c, int64_t ldc,
+                       bool allow_parallel) {
+  if (m <= 0 || n <= 0) return;
+  const int mr = tile_rows(cfg, m), nr_full = cfg.nr();
+  const int64_t kc_blk = block_depth(cfg, k), tiles = ceil_div(m, mr);
+  const int64_t panels = ceil_div(n, nr_full);
+  const int threads = allow_parallel ? available_threads() : 1;
+  const bool parallel = threads > 1 && 2.0 * double(m) * double(n) * double(k) >= kParallelFlops;
+  const int64_t tasks = parallel ? std::min<int64_t>(tiles, 2 * threads) : 1;
+  for_each_index(parallel, tasks, [&](int64_t task) {
+    const int64_t t0 = task * tiles / tasks, t1 = (task + 1) * tiles / tasks;
+    ScratchLease b_lease(kScratchB, size_t(panels * nr_full * std::min(kc_blk, k)));
+    for (int64_t pc = 0; pc < k; pc += kc_blk) {
+      const int64_t kc = std::min(kc_blk, k - pc);
+      pack_b_panels(pack_b, b_lease.get(), 0, panels, n, nr_full, cfg.vw, pc, kc);
+      for (int64_t t = t0; t < t1; ++t) {
+        const int rows = int(std::min<int64_t>(mr, m - t * mr));
+        for (int64_t jp = 0; jp < panels; ++jp) {
+          const int64_t j0 = jp * nr_full;
+          const int nr = int(std::min<int64_t>(nr_full, n - j0));
+          const int nv = int(ceil_div(nr, cfg.vw));
+          cfg.kern_direct[rows][nv](kc, a + t * mr * lda + pc, lda, b_lease.get() + j0 * kc,
+                                    cfg.vw * nv, c + t * mr * ldc + j0, ldc, nr, 1.0f,
+                                    pc == 0 ? beta : 1.0f);
+        }
+      }
+    }
+  });
+}
+
 // dst[p * dst_stride + i] = src[i * src_stride + p] for i < rows (<= kMaxTransposeRows),
 // p < cols: the transposing copy behind row-major A and transposed B packing.
 void transpose_rows(float* dst, int64_t width, const float* const* rows, int nrows, int64_t len);

@@ -2,6 +2,7 @@
 // finite differences, every ISA path, and bit-identical results with 1 and 2 threads.
 #include <ipuml/backends/cpu/conv.hpp>
 #include <ipuml/backends/cpu/conv_space_to_depth.hpp>
+#include <ipuml/backends/cpu/conv_wgrad_1x1.hpp>
 #include <ipuml/backends/cpu/conv_winograd.hpp>
 #include <ipuml/backends/cpu/conv_winograd_wgrad.hpp>
 #include <ipuml/core/error.hpp>
@@ -54,6 +55,7 @@ std::vector<Conv2dParams> shapes() {
       make(2, 4, 1, 50, 30, 1, 4),                // conv1d as conv2d (Neuron-Inverter)
       make(1, 8, 12, 12, 16, 3, 3, 1, 1),         // ResNet 3x3 pad 1
       make(2, 16, 9, 9, 8, 1, 1),                 // pointwise
+      make(2, 40, 16, 17, 24, 1, 1),              // pointwise, its operands read in place
       make(2, 16, 9, 9, 8, 1, 1, 2),              // strided 1x1 (downsample)
       make(1, 3, 23, 21, 8, 7, 7, 2, 3),          // ResNet stem
       make(2, 6, 10, 11, 9, 3, 3, 1, 1, 1, 3),    // groups
@@ -303,6 +305,7 @@ TEST_CASE("conv2d gives the same bits with 1 and 2 threads", "[conv]") {
         make(2, 64, 12, 11, 48, 3, 3, 1, 1), make(1, 128, 7, 7, 300, 1, 1),
         make(1, 64, 14, 14, 100, 1, 1), make(1, 96, 14, 14, 400, 1, 1, 2),
         make(1, 300, 7, 7, 280, 1, 1), make(2, 256, 14, 14, 64, 1, 1),
+        make(1, 256, 20, 20, 64, 1, 1), make(4, 48, 16, 16, 160, 1, 1),
         // 7 panels of 32 channels: packed by the tasks on 1 thread, up front on 2.
         make(1, 40, 9, 9, 200, 3, 3, 1, 1), make(1, 40, 9, 9, 200, 3, 3, 2, 1),
         make(3, 40, 10, 10, 300, 1, 1, 2), make(1, 64, 15, 15, 100, 3, 3, 2, 1),
@@ -555,6 +558,58 @@ TEST_CASE("AVX2's pixel kernels give the wide GEMM's bits forward and back", "[c
         },
         true);
   }
+}
+
+TEST_CASE("1x1 weight gradients read the wider operand in place with the packed GEMM's bits",
+          "[conv]") {
+  IsaGuard guard;
+  const Isa isa = GENERATE(from_range(supported_isas()));
+  ipuml::cpu::set_gemm_isa(isa);
+  namespace d = ipuml::cpu::detail;
+  const d::GemmConfig& cfg = d::config_for(isa);
+  if (cfg.kern_direct[cfg.mr][1] == nullptr) return;  // the portable path has no direct kernels
+  std::mt19937 rng(29);
+  // dy wider than x (dW = dy x^T) and narrower (dW^T = x dy^T, transposed after); rows and
+  // columns that leave partial tiles and panels; 3 k blocks (AVX2's kc is 384, AVX-512's 512);
+  // several images, each its own product added in order.
+  struct Case {
+    int64_t m, c, P, nimg;
+  };
+  for (const Case cs : {Case{64, 256, 400, 1}, Case{256, 64, 400, 1}, Case{37, 21, 1100, 1},
+                        Case{21, 37, 300, 3}, Case{100, 90, 256, 2}}) {
+    INFO("m=" << cs.m << " c=" << cs.c << " P=" << cs.P << " images=" << cs.nimg);
+    const auto x = random_floats(size_t(cs.nimg * cs.c * cs.P), rng);
+    const auto dy = random_floats(size_t(cs.nimg * cs.m * cs.P), rng);
+    for (const bool parallel : {false, true}) {
+      std::vector<float> dw(size_t(cs.m * cs.c), NAN), want(dw.size(), NAN);
+      REQUIRE(d::direct_wgrad_1x1(cfg, cs.nimg, cs.c, cs.m, cs.P, cs.c * cs.P, cs.m * cs.P,
+                                  x.data(), dy.data(), dw.data(), parallel));
+      for (int64_t img = 0; img < cs.nimg; ++img)
+        d::run_gemm(cfg, cs.m, cs.c, cs.P, 1.0f,
+                    d::PackRowMajorA{dy.data() + img * cs.m * cs.P, cs.P},
+                    d::PackColMajorB{x.data() + img * cs.c * cs.P, cs.P}, img == 0 ? 0.0f : 1.0f,
+                    want.data(), cs.c, false);
+      CHECK(std::memcmp(dw.data(), want.data(), dw.size() * sizeof(float)) == 0);
+      // And the values, against sums in double.
+      size_t bad = 0;
+      for (int64_t o = 0; o < cs.m; ++o)
+        for (int64_t i = 0; i < cs.c; ++i) {
+          double sum = 0.0;
+          for (int64_t img = 0; img < cs.nimg; ++img)
+            for (int64_t q = 0; q < cs.P; ++q)
+              sum += double(dy[size_t((img * cs.m + o) * cs.P + q)]) *
+                     double(x[size_t((img * cs.c + i) * cs.P + q)]);
+          if (std::abs(dw[size_t(o * cs.c + i)] - sum) > 1e-4 * (1.0 + std::abs(sum))) ++bad;
+        }
+      CHECK(bad == 0);
+    }
+  }
+  // Several shallow images (short k blocks) and a B too wide for L2 stay on the wide GEMM.
+  std::vector<float> buf(size_t(2 * 300 * 300), 0.0f), dw(size_t(300 * 300));
+  CHECK_FALSE(d::direct_wgrad_1x1(cfg, 2, 16, 16, 200, 16 * 200, 16 * 200, buf.data(), buf.data(),
+                                  dw.data(), false));
+  CHECK_FALSE(
+      d::direct_wgrad_1x1(cfg, 1, 300, 300, 300, 0, 0, buf.data(), buf.data(), dw.data(), false));
 }
 
 TEST_CASE("conv2d_forward takes the path conv_forward_path names", "[conv]") {
