@@ -3,9 +3,9 @@
 //
 // Both operands of a 1x1's weight gradient are rows of pixels (dy: output channels x pixels, x:
 // input channels x pixels), so the wide GEMM (conv_impl.hpp), which packs A and B with the
-// reduction innermost, transposes both. Here the operand with more rows is A and the direct
-// micro-kernels broadcast its values from the rows themselves; only the narrower one is
-// transposed into B panels.
+// reduction innermost, transposes both, and the AVX-512 pixel kernels transpose dy. Here the
+// operand with more rows is A and the direct micro-kernels broadcast its values from the rows
+// themselves; only the narrower one is transposed into B panels.
 #pragma once
 
 #include <ipuml/backends/cpu/gemm_kernels.hpp>
