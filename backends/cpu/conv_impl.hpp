@@ -5,8 +5,8 @@
 #include <ipuml/backends/cpu/conv.hpp>
 #include <ipuml/backends/cpu/conv_direct.hpp>
 #include <ipuml/backends/cpu/conv_small_k.hpp>
-#include <ipuml/backends/cpu/conv_wgrad_1x1.hpp>
 #include <ipuml/backends/cpu/conv_space_to_depth.hpp>
+#include <ipuml/backends/cpu/conv_wgrad_1x1.hpp>
 #include <ipuml/backends/cpu/conv_winograd.hpp>
 #include <ipuml/backends/cpu/conv_winograd_wgrad.hpp>
 #include <ipuml/backends/cpu/gemm_kernels.hpp>
