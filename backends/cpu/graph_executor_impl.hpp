@@ -78,6 +78,14 @@ struct FusionCandidates {
   }
 };
 
+// Every fusion's search: match(candidates, node) for every node of g, unless fusion is off.
+template <class Match>
+void find_fusions(const ir::Graph& g, const Match& match) {
+  if (!fusion_enabled()) return;
+  const FusionCandidates c(g);
+  for (size_t n = 0; n < g.nodes.size(); ++n) match(c, n);
+}
+
 }  // namespace detail
 
 // The pair (conv n, batch norm m) fuses when the convolution's output x is read by m alone, as
@@ -85,14 +93,12 @@ struct FusionCandidates {
 // fused op computes y in place of x, whose bytes nothing else holds from n to m.
 IPUML_INLINE std::vector<int64_t> fuse_conv_batch_norm(const ir::Graph& g) {
   std::vector<int64_t> fused(g.nodes.size(), -1);
-  if (!detail::fusion_enabled()) return fused;
-  const detail::FusionCandidates c(g);
-  for (size_t m = 0; m < g.nodes.size(); ++m) {
+  detail::find_fusions(g, [&](const detail::FusionCandidates& c, size_t m) {
     const int64_t n = c.conv_of(m);
-    if (n < 0 || !c.ready_at(m, n)) continue;
+    if (n < 0 || !c.ready_at(m, n)) return;
     fused[size_t(n)] = int64_t(m);
     fused[m] = -2;
-  }
+  });
   return fused;
 }
 
@@ -101,17 +107,15 @@ IPUML_INLINE LogSoftmaxBackwardFusion fuse_log_softmax_backward(const ir::Graph&
   LogSoftmaxBackwardFusion f;
   f.exp_node.assign(g.nodes.size(), -1);
   f.runs_at = detail::each_node_itself(g.nodes.size());
-  if (!detail::fusion_enabled()) return f;
-  const detail::FusionCandidates c(g);
-  for (size_t d = 0; d < g.nodes.size(); ++d) {
+  detail::find_fusions(g, [&](const detail::FusionCandidates& c, size_t d) {
     const auto& sub = g.nodes[d];
-    if (sub.kind != K::Sub || sub.inputs.size() != 2 || sub.outputs.size() != 1) continue;
+    if (sub.kind != K::Sub || sub.inputs.size() != 2 || sub.outputs.size() != 1) return;
     const int64_t gv = sub.inputs[0], mv = sub.inputs[1], m = c.def(mv);
     const Shape& shape = g.values[gv].meta.shape;
     if (shape.empty() || m < 0 || g.values[gv].meta.dtype != DType::Float32 ||
         g.values[sub.outputs[0]].meta.shape != shape || !c.internal(mv, shape) ||
         g.nodes[size_t(m)].kind != K::Mul || g.nodes[size_t(m)].inputs.size() != 2)
-      continue;
+      return;
     Shape row = shape;
     row.back() = 1;
     const auto& mul = g.nodes[size_t(m)];
@@ -134,7 +138,7 @@ IPUML_INLINE LogSoftmaxBackwardFusion fuse_log_softmax_backward(const ir::Graph&
       f.runs_at[size_t(e)] = f.runs_at[size_t(s)] = f.runs_at[size_t(m)] = int64_t(d);
       break;
     }
-  }
+  });
   return f;
 }
 
@@ -144,15 +148,13 @@ IPUML_INLINE IndexAddFusion fuse_index_add_into_add(const ir::Graph& g) {
   f.index_add_node.assign(g.nodes.size(), -1);
   f.onto.assign(g.nodes.size(), -1);
   f.runs_at = detail::each_node_itself(g.nodes.size());
-  if (!detail::fusion_enabled()) return f;
-  const detail::FusionCandidates c(g);
-  for (size_t d = 0; d < g.nodes.size(); ++d) {
+  detail::find_fusions(g, [&](const detail::FusionCandidates& c, size_t d) {
     const auto& add = g.nodes[d];
-    if (add.kind != K::Add || add.inputs.size() != 2 || add.outputs.size() != 1) continue;
+    if (add.kind != K::Add || add.inputs.size() != 2 || add.outputs.size() != 1) return;
     const int64_t y = add.outputs[0];
     const Shape& shape = g.values[y].meta.shape;
     // The output takes an operand's block: it must not be computed in a state's buffer.
-    if (g.values[y].meta.dtype != DType::Float32 || c.update[y]) continue;
+    if (g.values[y].meta.dtype != DType::Float32 || c.update[y]) return;
     for (int side = 1; side >= 0; --side) {
       const int64_t b = add.inputs[size_t(side)], a = add.inputs[size_t(1 - side)];
       const int64_t e = c.def(b), n = c.def(a);
@@ -173,7 +175,7 @@ IPUML_INLINE IndexAddFusion fuse_index_add_into_add(const ir::Graph& g) {
       f.runs_at[size_t(e)] = int64_t(d);
       break;
     }
-  }
+  });
   return f;
 }
 
@@ -182,13 +184,11 @@ IPUML_INLINE ConvMaxPoolFusion fuse_conv_max_pool(const ir::Graph& g) {
   ConvMaxPoolFusion f;
   f.conv_node.assign(g.nodes.size(), -1);
   f.runs_at = detail::each_node_itself(g.nodes.size());
-  if (!detail::fusion_enabled()) return f;
-  const detail::FusionCandidates c(g);
-  for (size_t m = 0; m < g.nodes.size(); ++m) {
+  detail::find_fusions(g, [&](const detail::FusionCandidates& c, size_t m) {
     const auto& pool = g.nodes[m];
-    if (pool.kind != K::MaxPool || pool.inputs.size() != 1 || pool.outputs.size() != 2) continue;
+    if (pool.kind != K::MaxPool || pool.inputs.size() != 1 || pool.outputs.size() != 2) return;
     const int64_t x = pool.inputs[0], n = c.def(x);
-    if (n < 0 || !c.internal(x, g.values[x].meta.shape)) continue;
+    if (n < 0 || !c.internal(x, g.values[x].meta.shape)) return;
     const auto& conv = g.nodes[size_t(n)];
     if (conv.kind != K::Conv || conv.outputs.size() != 1 ||
         (conv.inputs.size() != 2 && conv.inputs.size() != 3) ||
@@ -196,12 +196,12 @@ IPUML_INLINE ConvMaxPoolFusion fuse_conv_max_pool(const ir::Graph& g) {
                     [&](int64_t v) { return g.values[v].meta.dtype != DType::Float32; }) ||
         g.values[pool.outputs[0]].meta.dtype != DType::Float32 ||
         g.values[pool.outputs[1]].meta.dtype != DType::Int64)
-      continue;
+      return;
     // The convolution's inputs are read at the MaxPool: the executor's in-place updates see that
     // (a state it reads is not overwritten before).
     f.conv_node[m] = n;
     f.runs_at[size_t(n)] = int64_t(m);
-  }
+  });
   return f;
 }
 
